@@ -1,0 +1,58 @@
+"""What a backend receives (a Bound call) and what it returns (a Solution).
+
+``bind.bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)``
+checks the call against the field and produces a Bound; every backend's
+``run(bound, progress=None) -> Solution`` takes it from there. A backend never
+sees user mistakes in the call: they are VgpuErrors raised by ``bind``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..ir.nodes import Field
+
+# progress(steps_done, steps_total): called by backends between chunks of steps.
+Progress = Optional[Callable[[int, int], None]]
+
+
+@dataclass
+class Bound:
+    field: Field
+    dtype: np.dtype                         # float32 or float64
+    grid_shape: tuple[int, ...]
+    dims: dict[str, int]                    # every dim symbol of the field, bound
+    h0: np.ndarray | None                   # grid_shape + (n_free,), dtype, C order; None if n_free == 0
+    params: dict[str, float | np.ndarray]   # every param: a Python float, or a dtype array of grid_shape
+    inputs: dict[str, np.ndarray]           # every input, dtype, C order, its declared shape
+    output_shapes: dict[str, tuple[int, ...]]
+    dt: float
+    steps: int
+    t0: float
+    save_every: int | None = None
+
+    @property
+    def n_trajectories(self) -> int:
+        return int(np.prod(self.grid_shape))
+
+    def signature(self) -> tuple:
+        """Everything about the call that changes generated code or buffer sizes."""
+        return (
+            self.grid_shape,
+            tuple(sorted((k, v.shape) for k, v in self.inputs.items())),
+            tuple(sorted(self.output_shapes.items())),
+            tuple(sorted((k, isinstance(v, np.ndarray)) for k, v in self.params.items())),
+            np.dtype(self.dtype).name,
+            tuple(sorted(self.dims.items())),
+        )
+
+
+@dataclass
+class Solution:
+    states: np.ndarray                      # grid_shape + (n_states,), or grid_shape for one state
+    outputs: dict[str, np.ndarray]          # output name -> array of its declared shape
+    steps_taken: np.ndarray                 # int32, grid_shape
+    history: np.ndarray | None = None       # (n_saved,) + states.shape, when save_every is given
+    times: np.ndarray | None = None         # (n_saved,)
