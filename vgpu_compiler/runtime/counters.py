@@ -1,0 +1,28 @@
+"""Process-wide counters of the runtime, readable from Python (``vgpu.cache_stats()``)."""
+from __future__ import annotations
+
+import threading
+
+NAMES = ("compiles", "memory_hits", "disk_hits", "dispatches", "evictions", "cpu_fallbacks",
+         "parses", "parse_hits")
+
+
+class Counters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(NAMES, 0)
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._values[name] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._values = dict.fromkeys(NAMES, 0)
+
+
+COUNTERS = Counters()
