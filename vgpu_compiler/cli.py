@@ -1,0 +1,261 @@
+"""``vgpuc``: the command line of VGPU.
+
+    vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--emit glsl|ir]
+    vgpuc run FILE.field [--h0 h0.npy] [--param k=0.5 | k=k.npy] [--input A=a.npy] ...
+    vgpuc check FILE...
+    vgpuc ir FILE [--field NAME]
+    vgpuc cache info|clear
+    vgpuc info
+
+Exit status: 0 success, 1 an error in the program or while running it, 2 a
+usage error (bad options, a file that cannot be read). Errors are one clean
+message on stderr, never a traceback (set VGPU_DEBUG=1 to see one).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+import warnings
+
+from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields,
+                         compile_source, describe_error, parse_dims, read_text,
+                         select_field)
+from .errors import VgpuError
+
+PROG = "vgpuc"
+
+RUN_EPILOG = """\
+default h0: when --h0 is not given and the field has states that start from h0,
+vgpuc draws them at random: standard-normal values (numpy's default_rng(--seed),
+seed 0 unless given) of shape grid_shape + (n_free,), or grid_shape when one
+state starts from h0. The grid's size must then be known from --dim or from
+--input / --param arrays (a field without a grid statement has `grid i < N`:
+give --dim N=...). Fields whose states all have `= expr` starts need no h0.
+
+output: -o out.npy writes the final states; -o out.npz writes `states`,
+`steps_taken`, every output under its own name (output_NAME if it clashes) and,
+with --save-every, `history` and `times`. Without -o a summary is printed.
+"""
+
+
+# --- compile / ir / check -----------------------------------------------------
+def cmd_compile(args: argparse.Namespace) -> int:
+    source = read_text(args.file)
+    field = select_field(compile_source(source, args.file), args.field)
+    if args.emit == "ir":
+        text = _dump(field)
+    else:
+        from .cli_system import emit_glsl_text
+
+        text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim))
+    _write_text(text, args.output)
+    return EXIT_OK
+
+
+def cmd_ir(args: argparse.Namespace) -> int:
+    compiled = compile_source(read_text(args.file), args.file)
+    fields = (select_field(compiled, args.field),) if args.field else all_fields(compiled)
+    print("\n".join(_dump(f).rstrip("\n") for f in fields))
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    missing = errors = False
+    for path in args.files:
+        try:
+            compiled = compile_source(read_text(path), path)
+        except UsageError as exc:
+            print(f"{PROG} check: error: {exc}", file=sys.stderr)
+            missing = True
+            continue
+        except VgpuError as err:
+            print(describe_error(err, path), file=sys.stderr)
+            errors = True
+            continue
+        if not args.quiet:
+            names = ", ".join(f.name for f in all_fields(compiled))
+            print(f"{path}: ok ({names})")
+    return EXIT_USAGE if missing else EXIT_ERROR if errors else EXIT_OK
+
+
+def _dump(field) -> str:
+    from .ir.dump import dump
+
+    return dump(field)
+
+
+def _write_text(text: str, path: str | None) -> None:
+    if not text.endswith("\n"):
+        text += "\n"
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# --- run, info, cache live in their own modules -------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from .cli_run import run_command
+
+    return run_command(args)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .cli_system import info_command
+
+    return info_command(args)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from .cli_system import cache_command
+
+    return cache_command(args)
+
+
+# --- the parser ------------------------------------------------------------------
+def _add_field_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--field", metavar="NAME",
+                   help="the field to use when the program has several")
+
+
+def _add_compile(sub) -> None:
+    p = sub.add_parser("compile", help="emit the GLSL compute shader (or the IR) of a field",
+                       description="Lower a field to a GLSL compute shader, printed to stdout "
+                                   "or written to -o. No data or shapes are needed: dim "
+                                   "symbols stay runtime values unless fixed with --dim.")
+    p.add_argument("file", metavar="FILE.field")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    _add_field_options(p)
+    p.add_argument("--dim", action="append", metavar="N=1024",
+                   help="fix a dim symbol (repeatable)")
+    p.add_argument("--emit", choices=("glsl", "ir"), default="glsl",
+                   help="what to emit (default: glsl)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.set_defaults(func=cmd_compile)
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="integrate an ensemble and save or print the result",
+                       description="Run a field on an ensemble of trajectories.",
+                       epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE.field")
+    _add_field_options(p)
+    p.add_argument("--h0", metavar="H0.npy",
+                   help="starting states (.npy, or .npz[:NAME]); default: see below")
+    p.add_argument("--param", action="append", metavar="k=0.5|k=k.npy",
+                   help="a param: a number, or an array file of the grid's shape (repeatable)")
+    p.add_argument("--input", action="append", metavar="A=a.npy",
+                   help="an input array from .npy or .npz (repeatable)")
+    p.add_argument("--dim", action="append", metavar="N=1024",
+                   help="bind a dim symbol that no array binds (repeatable)")
+    p.add_argument("--dt", type=float, help="override the solve statement's dt")
+    p.add_argument("--steps", type=int, help="override the solve statement's steps")
+    p.add_argument("--t0", type=float, help="override the solve statement's t0")
+    p.add_argument("--backend", choices=("auto", "glsl", "numpy"), default="auto")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--save-every", type=int, metavar="K",
+                   help="keep every K-th state (first and last included)")
+    p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="where to save the result")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="draw a phase portrait / distribution (needs vgpu[plot])")
+    p.add_argument("--seed", type=int, default=0, help="seed of the default h0 (default 0)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    p.set_defaults(func=cmd_run)
+
+
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="report errors in .field files, nothing else",
+                       description="Parse and check programs. Errors are printed as "
+                                   "file:line:col: error: message, with the source line and "
+                                   "a caret. Exit 0: clean; 1: errors; 2: a file is missing.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing for clean files")
+    p.set_defaults(func=cmd_check)
+
+
+def _add_ir(sub) -> None:
+    p = sub.add_parser("ir", help="print the IR of a program (every field, or --field)")
+    p.add_argument("file", metavar="FILE")
+    _add_field_options(p)
+    p.set_defaults(func=cmd_ir)
+
+
+def _add_system(sub) -> None:
+    p = sub.add_parser("cache", help="show or clear the kernel cache")
+    p.add_argument("action", choices=("info", "clear"))
+    p.set_defaults(func=cmd_cache)
+    p = sub.add_parser("info", help="the OpenGL device, its limits and extensions")
+    p.set_defaults(func=cmd_info)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="VGPU: compile and run ensembles of ODE fields "
+                               "(GLSL compute shaders, or the numpy reference).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (_add_compile, _add_run, _add_check, _add_ir, _add_system):
+        add(sub)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("vgpu")
+    except Exception:   # not installed: running from the checkout
+        return "0.1.0 (checkout)"
+
+
+# --- warnings and errors as clean messages ------------------------------------------
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+class _LogFormat(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _quiet_reporting() -> None:
+    """Library warnings (the numpy fallback, non-finite trajectories) as one line each."""
+    warnings.showwarning = _show_warning
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormat())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)      # usage errors exit 2 here
+    _quiet_reporting()
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except VgpuError as err:
+        print(describe_error(err, getattr(args, "file", None)), file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:    # a failure of the machine or a bug: still no traceback
+        if os.environ.get("VGPU_DEBUG"):
+            traceback.print_exc()
+        print(f"{PROG} {args.command}: error: {type(exc).__name__}: {exc} "
+              f"(set VGPU_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

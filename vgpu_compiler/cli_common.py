@@ -1,0 +1,154 @@
+"""What the ``vgpuc`` subcommands share: usage errors, reading files, NAME=VALUE
+arguments, and the one place that calls the front end.
+
+Exit codes of ``vgpuc``: 0 success, 1 an error in the program or while running
+it (every ``VgpuError``), 2 a usage error (a bad option, a file that cannot be
+read). ``UsageError`` is the CLI's own: it is not a ``VgpuError`` because it is
+never raised by the library.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import numpy as np
+
+from .errors import VgpuError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in the command line itself (exit status 2)."""
+
+
+def read_text(path: str) -> str:
+    """The text of a file, or a UsageError that says why it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a .field file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def load_array(path: str, key: str | None = None) -> np.ndarray:
+    """An array from ``.npy``, or from ``.npz`` (the entry ``key``, else the only entry).
+
+    ``FILE.npz:NAME`` picks the entry NAME explicitly.
+    """
+    if ":" in path and not os.path.exists(path):
+        path, key = path.rsplit(":", 1)
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a .npy or .npz file ({exc})") from None
+    if isinstance(data, np.ndarray):
+        return data
+    with data:
+        names = list(data.files)
+        pick = _pick_npz_entry(path, names, key)
+        return data[pick]
+
+
+def _pick_npz_entry(path: str, names: list[str], key: str | None) -> str:
+    if key is not None and key in names:
+        return key
+    if len(names) == 1:
+        return names[0]
+    wanted = f" (looked for {key!r})" if key else ""
+    raise UsageError(f"{path}: holds {', '.join(names) or 'nothing'}{wanted}; "
+                     f"name one as {path}:NAME")
+
+
+def split_assignment(text: str, option: str) -> tuple[str, str]:
+    """``"k=0.5"`` -> ``("k", "0.5")``, or a UsageError naming the option."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or not value:
+        raise UsageError(f"{option} expects NAME=VALUE, got {text!r}")
+    if not name.isidentifier():
+        raise UsageError(f"{option}: {name!r} is not a name")
+    return name, value
+
+
+def parse_dims(items: Iterable[str] | None) -> dict[str, int]:
+    """``--dim N=1024`` options -> ``{"N": 1024}``."""
+    dims: dict[str, int] = {}
+    for item in items or ():
+        name, value = split_assignment(item, "--dim")
+        try:
+            n = int(value)
+        except ValueError:
+            raise UsageError(f"--dim {name}: {value!r} is not an integer") from None
+        if n < 0:
+            raise UsageError(f"--dim {name}: must not be negative, got {n}")
+        dims[name] = n
+    return dims
+
+
+def parse_params(items: Iterable[str] | None) -> dict[str, float | np.ndarray]:
+    """``--param k=0.5`` (a number) or ``--param k=k.npy`` (an array file)."""
+    params: dict[str, float | np.ndarray] = {}
+    for item in items or ():
+        name, value = split_assignment(item, "--param")
+        try:
+            params[name] = float(value)
+        except ValueError:
+            params[name] = load_array(value, key=name)
+    return params
+
+
+def parse_inputs(items: Iterable[str] | None) -> dict[str, np.ndarray]:
+    """``--input A=a.npy`` (or ``A=arrays.npz``, taking its entry ``A``)."""
+    inputs: dict[str, np.ndarray] = {}
+    for item in items or ():
+        name, value = split_assignment(item, "--input")
+        inputs[name] = load_array(value, key=name)
+    return inputs
+
+
+def attach_file(err: VgpuError, source: str, filename: str) -> VgpuError:
+    """Give an error raised on a bare string the file it came from."""
+    if err.span is not None and (err.filename in (None, "<string>") or err.source is None):
+        err.with_source(err.source or source, filename)
+    return err
+
+
+def describe_error(err: VgpuError, filename: str | None = None) -> str:
+    """The text printed for an error: located errors print themselves
+    (``file:line:col: error: ...`` with the source line and a caret); others are
+    prefixed with the file they concern, when there is one."""
+    text = str(err)
+    if err.span is not None:
+        return text
+    if filename:
+        return f"{filename}: error: {text}"
+    return f"error: {text}"
+
+
+def compile_source(source: str, filename: str):
+    """The front end's ``Compiled`` for a program text (errors carry the file name)."""
+    from .compile import compile_program
+
+    try:
+        return compile_program(source, filename)
+    except VgpuError as err:
+        raise attach_file(err, source, filename)
+
+
+def select_field(compiled, name: str | None):
+    """One field of a compiled program (``--field NAME``; optional when there is one)."""
+    return compiled.select(name)
+
+
+def all_fields(compiled) -> tuple:
+    """Every field of a compiled program, in source order."""
+    return tuple(compiled.program.fields)

@@ -1,0 +1,162 @@
+"""``vgpuc run``: integrate an ensemble from the command line.
+
+Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
+that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
+shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
+taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from .cli_common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
+                         parse_dims, parse_inputs, parse_params, read_text, select_field)
+from .errors import VgpuError
+from .progress import ProgressBar
+
+RESERVED = ("states", "steps_taken", "history", "times")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    _check_paths(args)
+    source = read_text(args.file)
+    field = select_field(compile_source(source, args.file), args.field)
+    dims = parse_dims(args.dim)
+    params = parse_params(args.param)
+    inputs = parse_inputs(args.input)
+    h0 = _starting_states(args, field, dims, params, inputs)
+    solution = _solve(args, source, field, h0, dims, params, inputs)
+    _save(args.output, solution)
+    if args.plot:
+        from .plot import plot_solution
+
+        plot_solution(args.plot, solution.states, field.state_names,
+                      history=solution.history, times=solution.times,
+                      title=f"{field.name} ({os.path.basename(args.file)})")
+    if not args.output and not args.quiet:
+        _print_summary(field, solution)
+    return EXIT_OK
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse bad output names before spending time on the run."""
+    if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz"):
+        raise UsageError(f"-o {args.output}: the output must end in .npy or .npz")
+    if args.save_every is not None and args.save_every < 1:
+        raise UsageError(f"--save-every must be at least 1, got {args.save_every}")
+    if args.steps is not None and args.steps < 0:
+        raise UsageError(f"--steps must not be negative, got {args.steps}")
+
+
+# --- the default h0 ------------------------------------------------------------------
+def _starting_states(args, field, dims, params, inputs) -> np.ndarray | None:
+    if args.h0:
+        return load_array(args.h0, key="states")
+    n_free = len(field.free_states)
+    if n_free == 0:
+        return None
+    grid = grid_shape(field, dims, params, inputs)
+    if grid is None:
+        unknown = ", ".join(_unbound_grid_dims(field, dims, params, inputs))
+        raise UsageError(f"no --h0, and the size of the grid of field {field.name!r} is not "
+                         f"known: give --h0 FILE.npy, or --dim {unknown.split(',')[0]}=... "
+                         f"(unbound: {unknown}) for random standard-normal starts")
+    shape = grid + ((n_free,) if n_free > 1 else ())
+    return np.random.default_rng(args.seed).standard_normal(shape).astype(args.dtype)
+
+
+def grid_shape(field, dims: dict[str, int], params: dict, inputs: dict) -> tuple[int, ...] | None:
+    """The grid's shape from the dims that --dim and the arrays bind, or None."""
+    known = _known_dims(field, dims, params, inputs)
+    shape = []
+    for axis in field.grid:
+        extent = axis.extent
+        if isinstance(extent, int):
+            shape.append(extent)
+        elif extent in known:
+            shape.append(known[extent])
+        else:
+            return None
+    return tuple(shape)
+
+
+def _known_dims(field, dims, params, inputs) -> dict[str, int]:
+    known = dict(dims)
+    for decl in field.inputs:
+        arr = inputs.get(decl.name)
+        if arr is None or np.ndim(arr) != len(decl.dims):
+            continue
+        for extent, size in zip(decl.dims, np.shape(arr)):
+            if isinstance(extent, str):
+                known.setdefault(extent, int(size))
+    # A per-trajectory param has exactly the grid's shape.
+    for value in params.values():
+        if isinstance(value, np.ndarray) and value.ndim == len(field.grid):
+            for axis, size in zip(field.grid, value.shape):
+                if isinstance(axis.extent, str):
+                    known.setdefault(axis.extent, int(size))
+    return known
+
+
+def _unbound_grid_dims(field, dims, params, inputs) -> list[str]:
+    known = _known_dims(field, dims, params, inputs)
+    return [a.extent for a in field.grid if isinstance(a.extent, str) and a.extent not in known]
+
+
+# --- running ----------------------------------------------------------------------------
+def _solve(args, source, field, h0, dims, params, inputs):
+    import vgpu
+
+    bar = ProgressBar(field.name, quiet=args.quiet)
+    try:
+        return vgpu.solve(source, h0, params=params or None, inputs=inputs or None,
+                          dims=dims or None, field=args.field, backend=args.backend,
+                          dtype=args.dtype, dt=args.dt, steps=args.steps, t0=args.t0,
+                          save_every=args.save_every, progress=bar)
+    except VgpuError as err:
+        raise attach_file(err, source, args.file)
+    finally:
+        bar.close()
+
+
+# --- results out --------------------------------------------------------------------------
+def solution_arrays(solution) -> dict[str, np.ndarray]:
+    """Everything an .npz holds: states, steps_taken, outputs, history and times."""
+    arrays = {"states": solution.states, "steps_taken": solution.steps_taken}
+    for name, value in (solution.outputs or {}).items():
+        arrays[f"output_{name}" if name in RESERVED else name] = value
+    if solution.history is not None:
+        arrays["history"] = solution.history
+        arrays["times"] = solution.times
+    return arrays
+
+
+def _save(path: str | None, solution) -> None:
+    if not path:
+        return
+    try:
+        if path.lower().endswith(".npz"):
+            np.savez(path, **solution_arrays(solution))
+        else:
+            np.save(path, solution.states)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _print_summary(field, solution) -> None:
+    out = sys.stdout
+    states = np.asarray(solution.states)
+    names = ", ".join(field.state_names)
+    with np.printoptions(threshold=20, edgeitems=3, precision=6):
+        print(f"{field.name}: states ({names}), shape {states.shape}", file=out)
+        print(states, file=out)
+        for name, value in (solution.outputs or {}).items():
+            print(f"output {name}, shape {np.shape(value)}:", file=out)
+            print(np.asarray(value), file=out)
+        taken = np.asarray(solution.steps_taken)
+        if taken.size:
+            print(f"steps taken: min {taken.min()}, max {taken.max()}", file=out)

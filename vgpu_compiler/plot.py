@@ -1,0 +1,103 @@
+"""Pictures of a solution for ``vgpuc run --plot`` (matplotlib, an optional extra).
+
+- two or more states: a phase portrait, the first two states of every
+  trajectory's final state as a scatter;
+- one state: the distribution of the final state, as a histogram;
+- with a history (``--save-every``): a second panel with the states over time
+  for a few trajectories.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .errors import VgpuError
+
+# Trajectories drawn in the history panel, and points in the scatter (sampled evenly).
+MAX_LINES = 16
+MAX_POINTS = 200_000
+
+
+class PlotError(VgpuError):
+    """The plot cannot be drawn (matplotlib missing, or nothing to draw)."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError("--plot needs matplotlib, which is not installed; "
+                        "install it with `pip install vgpu[plot]` (or `pip install matplotlib`)"
+                        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _per_trajectory(states: np.ndarray, n_states: int) -> np.ndarray:
+    """Final states as (n_trajectories, n_states)."""
+    return np.asarray(states, dtype=np.float64).reshape(-1, n_states)
+
+
+def _sample(n: int, limit: int) -> np.ndarray:
+    if n <= limit:
+        return np.arange(n)
+    return np.linspace(0, n - 1, limit).astype(np.int64)
+
+
+def _draw_final(ax, flat: np.ndarray, names: Sequence[str]) -> None:
+    finite = np.isfinite(flat).all(axis=1)
+    flat = flat[finite]
+    if flat.shape[1] >= 2:
+        pts = flat[_sample(len(flat), MAX_POINTS)]
+        size = 4.0 if len(pts) < 2000 else 0.5
+        ax.scatter(pts[:, 0], pts[:, 1], s=size, alpha=0.6, linewidths=0)
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
+        ax.set_title(f"final state, {len(flat)} trajectories")
+    else:
+        ax.hist(flat[:, 0], bins=min(100, max(10, int(np.sqrt(len(flat))))))
+        ax.set_xlabel(names[0])
+        ax.set_ylabel("trajectories")
+        ax.set_title(f"distribution of {names[0]}, {len(flat)} trajectories")
+
+
+def _draw_history(ax, history: np.ndarray, times: np.ndarray, names: Sequence[str]) -> None:
+    n_states = len(names)
+    hist = np.asarray(history, dtype=np.float64).reshape(len(times), -1, n_states)
+    picks = _sample(hist.shape[1], MAX_LINES)
+    for s, name in enumerate(names[:4]):
+        color = f"C{s}"
+        for k, traj in enumerate(picks):
+            ax.plot(times, hist[:, traj, s], color=color, lw=0.8, alpha=0.7,
+                    label=name if k == 0 else None)
+    ax.set_xlabel("t")
+    ax.set_title(f"history of {len(picks)} trajectories")
+    ax.legend(loc="best", fontsize="small")
+
+
+def plot_solution(path: str, states: np.ndarray, state_names: Sequence[str], *,
+                  history: np.ndarray | None = None, times: np.ndarray | None = None,
+                  title: str | None = None) -> None:
+    """Write a PNG (or any format matplotlib knows from the suffix) to ``path``."""
+    plt = _pyplot()
+    names = list(state_names)
+    if not names or np.size(states) == 0:
+        raise PlotError("--plot: the field has no state to draw")
+    flat = _per_trajectory(states, len(names))
+    panels = 2 if history is not None and times is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 5), squeeze=False)
+    try:
+        _draw_final(axes[0, 0], flat, names)
+        if panels == 2:
+            _draw_history(axes[0, 1], history, times, names)
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        try:
+            fig.savefig(path, dpi=110)
+        except (OSError, ValueError) as exc:
+            raise PlotError(f"--plot: cannot write {path}: {exc}") from None
+    finally:
+        plt.close(fig)
