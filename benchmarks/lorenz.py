@@ -1,0 +1,173 @@
+"""Lorenz parameter sweep — the benchmark of DiffEqGPU.jl.
+
+sigma = 10, beta = 8/3, rho_i = linspace(0, 21, N), u0 = (1, 0, 0),
+t in [0, 1] with dt = 0.001: 1000 fixed RK4 steps, float32, end state only.
+Every column integrates the same N trajectories; its final states are checked
+against a float64 RK4 on a subsample of trajectories (and against VGPU's numpy
+reference where that ran).
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+
+from .common import (Config, Result, Table, Target, describe_error, max_rel_err, measure,
+                     ratio_target, vgpu_module)
+from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4
+
+NAME = "lorenz"
+SRC_PATH = pathlib.Path(__file__).resolve().parent.parent / "examples" / "lorenz.field"
+SIGMA, BETA, DT, STEPS = 10.0, 8.0 / 3.0, 0.001, 1000
+DEFAULT_N = [4096, 65536, 262144]
+QUICK_N = [512]
+QUICK_STEPS = 100
+TARGET_N, REF_TARGET_N = 262144, 65536
+TOL = 1e-3
+
+
+def _vgpu(backend):
+    def make(rho, u0, dt, steps, sigma, beta):
+        vgpu, why = vgpu_module()
+        if vgpu is None:
+            raise ImportError(why)
+        src = SRC_PATH.read_text()
+        return lambda: np.asarray(vgpu.run_field(src, u0, params={"rho": rho}, backend=backend,
+                                                 dtype="float32", dt=dt, steps=steps))
+    return make
+
+
+# (column name, factory, note); the first column is the one every ratio is taken to.
+COLUMNS = [
+    ("VGPU GLSL", _vgpu("glsl"), "vgpu.run_field(backend='glsl'), examples/lorenz.field"),
+    ("VGPU numpy ref", _vgpu("numpy"), "vgpu.run_field(backend='numpy')"),
+    ("hand numpy RK4", numpy_rk4.make, "vectorised over N, float32"),
+    ("hand GLSL", glsl_hand.make, "raw moderngl, cached program, 1 dispatch"),
+    ("numba", numba_rk4.make, "parallel=True prange, float32"),
+    ("torchdiffeq", torch_rk4.make, "odeint rk4 (3/8 rule), step_size=dt, (N,3) tensor"),
+    ("diffrax", diffrax_rk4.make, "jit(vmap(diffeqsolve)), RK4 tableau, ConstantStepSize"),
+]
+PEERS = {"numba", "torchdiffeq", "diffrax"}
+
+
+def problem(n: int):
+    rho = np.linspace(0.0, 21.0, n).astype(np.float32)
+    u0 = np.tile(np.array([1.0, 0.0, 0.0], np.float32), (n, 1))
+    return rho, u0
+
+
+def run(cfg: Config) -> Result:
+    ns = cfg.n or (QUICK_N if cfg.quick else DEFAULT_N)
+    steps = cfg.steps or (QUICK_STEPS if cfg.quick else STEPS)
+    dt = DT
+    res = Result(NAME)
+    res.data = {"params": {"sigma": SIGMA, "beta": BETA, "rho": "linspace(0, 21, N)",
+                           "u0": [1, 0, 0], "dt": dt, "steps": steps, "dtype": "float32"},
+                "runs": {}}
+    for n in ns:
+        rho, u0 = problem(n)
+        sub = np.unique(np.linspace(0, n - 1, min(n, 2048)).astype(np.int64))
+        truth = numpy_rk4.lorenz_rk4(rho[sub], u0[sub], dt, steps, SIGMA, BETA, np.float64)
+        rows = {}
+        for name, make, note in COLUMNS:
+            if not cfg.wants(name):
+                continue
+            row = {"column": name, "note": note, "status": "ok"}
+            rows[name] = row
+            if name in PEERS and not cfg.peers:
+                row["status"] = "skipped (--no-peers)"
+                continue
+            if name == "diffrax":
+                row["note"] = "jit(vmap(diffeqsolve)), " + (diffrax_rk4.SOLVER_NOTE or note)
+            try:
+                t = time.perf_counter()
+                fn = make(rho, u0, dt, steps, SIGMA, BETA)
+                setup = time.perf_counter() - t
+                tm = measure(fn, cfg, setup)
+            except ImportError as exc:
+                row["status"] = "not installed" if "not installed" in str(exc) else str(exc)
+                continue
+            except Exception as exc:
+                row["status"] = describe_error(exc, cfg)
+                continue
+            if name == "diffrax":
+                row["note"] = "jit(vmap(diffeqsolve)), " + diffrax_rk4.SOLVER_NOTE
+            out = np.asarray(tm.result)
+            row.update(first_s=tm.first_s, best_s=tm.best_s, runs=tm.runs,
+                       rate=n * steps / tm.best_s,
+                       compile_s=max(0.0, tm.first_s - tm.best_s),
+                       err_f64=max_rel_err(out[sub], truth) if out.shape == u0.shape else float("inf"),
+                       _out=out)
+        ref_out = rows.get("VGPU numpy ref", {}).get("_out")
+        glsl_rate = rows.get("VGPU GLSL", {}).get("rate")
+        for row in rows.values():
+            out = row.pop("_out", None)
+            if out is not None and ref_out is not None:
+                row["diff_vs_ref"] = max_rel_err(out, ref_out)
+            if "rate" in row and glsl_rate:
+                row["x_glsl"] = row["rate"] / glsl_rate
+        res.data["runs"][str(n)] = list(rows.values())
+
+        table = Table(f"Lorenz sweep, N = {n:,}, {steps} RK4 steps, float32",
+                      ["column", "first call s", "steady s", "traj-steps/s", "x VGPU GLSL",
+                       "err vs f64", "vs VGPU ref", "ok"])
+        for row in rows.values():
+            if row["status"] != "ok":
+                table.rows.append([row["column"], row["status"], None, None, None, None, None, None])
+                continue
+            errs = [row.get("err_f64"), row.get("diff_vs_ref")]
+            ok = all(e is None or e <= TOL for e in errs)
+            table.rows.append([row["column"], row["first_s"], row["best_s"], row["rate"],
+                               row.get("x_glsl"), row.get("err_f64"), row.get("diff_vs_ref"),
+                               "ok" if ok else f"FLAG > {TOL:g}"])
+        res.tables.append(table)
+
+    notes = [f"{name}: {note}" for name, _, note in COLUMNS
+             if name not in ("diffrax",)] + [
+        "diffrax: jit(vmap(diffeqsolve)), " + (diffrax_rk4.SOLVER_NOTE or "RK4 tableau")]
+    notes += ["first call = build + first run (JIT / shader compile / cache fill); "
+              "steady = best of the timed runs after it",
+              "err vs f64: max over a subsample of <= 2048 trajectories of |u - u64| / |u64| "
+              "against a float64 classic RK4; vs VGPU ref: same measure against VGPU's numpy "
+              "reference on all N"]
+    if numba_rk4.threads():
+        notes.append(f"numba threads: {numba_rk4.threads()}")
+    if torch_rk4.torch is not None:
+        notes.append(f"torch threads: {torch_rk4.threads()}")
+    res.tables[-1].notes = notes
+
+    res.targets = _targets(res.data["runs"], ns, steps)
+    return res
+
+
+def _rate(runs, n, col):
+    for row in runs.get(str(n), []):
+        if row["column"] == col:
+            return row.get("rate")
+    return None
+
+
+def _targets(runs, ns, steps) -> list[Target]:
+    tn = TARGET_N if TARGET_N in ns else max(ns)
+    rn = REF_TARGET_N if REF_TARGET_N in ns else max(ns)
+    at = f"N = {tn:,}" + ("" if tn == TARGET_N else f" (not the target N = {TARGET_N:,})")
+    g = _rate(runs, tn, "VGPU GLSL")
+    out = [
+        ratio_target(f"VGPU GLSL >= 5x VGPU numpy ref, {at}", g, _rate(runs, tn, "VGPU numpy ref"), 5),
+        ratio_target(f"VGPU GLSL >= 0.8x hand GLSL, {at}", g, _rate(runs, tn, "hand GLSL"), 0.8),
+        ratio_target(f"VGPU GLSL >= 3x numba, {at}", g, _rate(runs, tn, "numba"), 3),
+        ratio_target(f"VGPU GLSL >= 5x torchdiffeq, {at}", g, _rate(runs, tn, "torchdiffeq"), 5),
+        ratio_target(f"VGPU GLSL >= 5x diffrax, {at}", g, _rate(runs, tn, "diffrax"), 5),
+    ]
+    ref, hand = _rate(runs, rn, "VGPU numpy ref"), _rate(runs, rn, "hand numpy RK4")
+    t = ratio_target(f"VGPU numpy ref within 1.5x of hand numpy, N = {rn:,}",
+                     ref, None if hand is None else hand / 1.5, 1.0)
+    if t.passed is not None:
+        t.detail = f"ref runs at {ref / hand:.2f}x hand numpy's speed (need >= {1 / 1.5:.2f}x)"
+    out.append(t)
+    bad = [f"{row['column']} at N = {n}" for n, rows in runs.items() for row in rows
+           if row.get("status") == "ok" and max(row.get("err_f64") or 0, row.get("diff_vs_ref") or 0) > TOL]
+    out.append(Target(f"every column's final state within {TOL:g} of the reference",
+                      not bad, "all agree" if not bad else "flagged: " + ", ".join(bad)))
+    return out
