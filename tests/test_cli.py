@@ -1,0 +1,427 @@
+"""vgpuc, through a real subprocess: compile, run, check, ir, cache, info.
+
+Each call runs ``python -m vgpu_compiler.cli`` with VGPU_CACHE_DIR in a
+temporary folder, and checks the exit status, stdout and stderr (never a
+traceback for a user's mistake).
+"""
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.progress import ProgressBar
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+def _gl_available() -> bool:
+    try:
+        from vgpu_compiler.runtime import glsl_runner
+    except ImportError:
+        return False
+    return bool(glsl_runner.available())
+
+
+needs_gl = pytest.mark.skipif(not _gl_available(), reason="no OpenGL 4.3 context")
+
+
+@pytest.fixture
+def vgpuc(tmp_path):
+    """Run vgpuc; returns the CompletedProcess (text mode)."""
+    cache = tmp_path / "cache"
+
+    def call(*args, env=None, cwd=None):
+        full_env = dict(os.environ)
+        full_env["VGPU_CACHE_DIR"] = str(cache)
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        full_env.pop("VGPU_DEBUG", None)
+        full_env.update(env or {})
+        proc = subprocess.run([sys.executable, "-m", "vgpu_compiler.cli", *map(str, args)],
+                              capture_output=True, text=True, env=full_env,
+                              cwd=cwd or tmp_path, timeout=300)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc
+
+    call.cache = cache
+    return call
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- help and usage ---------------------------------------------------------------
+def test_help_lists_every_command(vgpuc):
+    proc = vgpuc("--help")
+    assert proc.returncode == 0
+    for cmd in ("compile", "run", "check", "ir", "cache", "info"):
+        assert cmd in proc.stdout
+
+
+def test_run_help_documents_the_default_h0(vgpuc):
+    proc = vgpuc("run", "--help")
+    assert proc.returncode == 0
+    assert "standard-normal" in proc.stdout and "--seed" in proc.stdout
+
+
+def test_unknown_option_is_a_usage_error(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--no-such-option")
+    assert proc.returncode == 2
+    assert "usage:" in proc.stderr
+
+
+def test_python_m_vgpu_compiler_is_vgpuc(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "vgpu_compiler", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "compile" in proc.stdout
+
+
+# --- compile and ir ------------------------------------------------------------------
+def test_compile_prints_glsl(vgpuc):
+    proc = vgpuc("compile", EXAMPLES / "lorenz.field")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.lstrip().startswith("#version") or "#version" in proc.stdout
+
+
+def test_compile_writes_a_file(vgpuc, tmp_path):
+    out = tmp_path / "lorenz.comp"
+    proc = vgpuc("compile", EXAMPLES / "lorenz.field", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "#version" in out.read_text()
+
+
+def test_compile_is_deterministic(vgpuc):
+    first = vgpuc("compile", EXAMPLES / "kuramoto.field").stdout
+    assert first and first == vgpuc("compile", EXAMPLES / "kuramoto.field").stdout
+
+
+def test_compile_emit_ir_equals_ir(vgpuc):
+    a = vgpuc("compile", EXAMPLES / "vanderpol.field", "--emit", "ir")
+    b = vgpuc("ir", EXAMPLES / "vanderpol.field")
+    assert a.returncode == b.returncode == 0
+    assert a.stdout.strip() == b.stdout.strip()
+    assert "vanderpol" in b.stdout
+
+
+def test_ir_selects_a_field(vgpuc, tmp_path):
+    src = write(tmp_path, "two.field", TWO_FIELDS)
+    both = vgpuc("ir", src)
+    assert both.returncode == 0, both.stderr
+    assert "first" in both.stdout and "second" in both.stdout
+    one = vgpuc("ir", src, "--field", "second")
+    assert one.returncode == 0
+    assert "second" in one.stdout and "first" not in one.stdout
+
+
+TWO_FIELDS = """\
+field first {
+    state x
+    dx/dt = -x
+    solve euler(dt = 0.1, steps = 10)
+}
+field second {
+    state y
+    dy/dt = y
+    solve rk4(dt = 0.1, steps = 10)
+}
+"""
+
+
+# --- check ---------------------------------------------------------------------------
+BAD = """\
+field bad {
+    param k = 1.0
+    state x
+    dx/dt = k * x + undefined_name
+    solve euler(dt = 0.1, steps = 10)
+}
+"""
+
+
+def test_check_clean_files(vgpuc):
+    files = [EXAMPLES / f for f in ("lorenz.field", "matmul.field", "histogram.field")]
+    proc = vgpuc("check", *files)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_check_reports_file_line_col_and_caret(vgpuc, tmp_path):
+    path = write(tmp_path, "bad.field", BAD)
+    proc = vgpuc("check", "bad.field", cwd=tmp_path)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    col = BAD.splitlines()[3].index("undefined_name") + 1
+    assert re.match(rf"^bad\.field:4:{col}: error: .+", lines[0]), proc.stderr
+    assert "undefined_name" in lines[0]
+    assert lines[1].strip() == BAD.splitlines()[3].strip()
+    caret = lines[2]
+    assert caret.strip().startswith("^")
+    # the caret stands under the column, in the same indentation as the source line
+    assert caret.index("^") - lines[1].index("dx") == col - 1 - BAD.splitlines()[3].index("dx")
+    assert path.exists()
+
+
+def test_check_syntax_error_has_a_location(vgpuc, tmp_path):
+    write(tmp_path, "syn.field", "field s {\n    state x\n    dx/dt = (x +\n}\n")
+    proc = vgpuc("check", "syn.field", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert re.match(r"^syn\.field:\d+:\d+: error: ", proc.stderr), proc.stderr
+
+
+def test_check_mixed_files(vgpuc, tmp_path):
+    write(tmp_path, "bad.field", BAD)
+    proc = vgpuc("check", EXAMPLES / "scale.field", "bad.field", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "scale.field: ok" in proc.stdout
+    assert proc.stderr.startswith("bad.field:4:")
+
+
+def test_check_missing_file_is_a_usage_error(vgpuc, tmp_path):
+    proc = vgpuc("check", "nope.field", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "nope.field" in proc.stderr
+
+
+def test_check_needs_a_file(vgpuc):
+    assert vgpuc("check").returncode == 2
+
+
+# --- run -------------------------------------------------------------------------------
+def test_run_npy_in_and_out_matches_run_field(vgpuc, tmp_path):
+    h0 = np.random.default_rng(1).normal(size=(64, 3)).astype(np.float32)
+    np.save(tmp_path / "h0.npy", h0)
+    proc = vgpuc("run", EXAMPLES / "lorenz.field", "--h0", "h0.npy", "--steps", "200",
+                 "--backend", "numpy", "-o", "out.npy")
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(tmp_path / "out.npy")
+    want = vgpu.run_field(vgpu.load(EXAMPLES / "lorenz.field"), h0, steps=200, backend="numpy")
+    assert got.shape == (64, 3)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_gl
+def test_run_on_glsl_agrees_with_numpy(vgpuc, tmp_path):
+    h0 = np.random.default_rng(2).normal(size=(128, 2)).astype(np.float32)
+    np.save(tmp_path / "h0.npy", h0)
+    proc = vgpuc("run", EXAMPLES / "vanderpol.field", "--h0", "h0.npy", "--steps", "300",
+                 "--backend", "glsl", "-o", "out.npy")
+    assert proc.returncode == 0, proc.stderr
+    want = vgpu.run_field(vgpu.load(EXAMPLES / "vanderpol.field"), h0, steps=300,
+                          backend="numpy")
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_run_npz_holds_everything(vgpuc, tmp_path):
+    n = 50
+    mu = np.linspace(0.0, 3.0, n).astype(np.float32)
+    h0 = np.tile(np.float32([2.0, 0.0]), (n, 1))
+    np.save(tmp_path / "mu.npy", mu)
+    np.save(tmp_path / "h0.npy", h0)
+    proc = vgpuc("run", EXAMPLES / "vanderpol.field", "--h0", "h0.npy", "--param", "mu=mu.npy",
+                 "--steps", "250", "--save-every", "100", "--backend", "numpy", "-o", "out.npz")
+    assert proc.returncode == 0, proc.stderr
+    want = vgpu.solve(vgpu.load(EXAMPLES / "vanderpol.field"), h0, params={"mu": mu},
+                      steps=250, save_every=100, backend="numpy")
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_array_equal(out["states"], want.states)
+        np.testing.assert_array_equal(out["steps_taken"], want.steps_taken)
+        np.testing.assert_array_equal(out["history"], want.history)
+        np.testing.assert_array_equal(out["times"], want.times)
+        assert out["history"].shape[0] == 4      # steps 0, 100, 200, 250
+
+
+def test_run_scalar_param_and_dt(vgpuc, tmp_path):
+    x = np.arange(5, dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--h0", "x.npy", "--param", "s=0.5",
+                 "--backend", "numpy", "-o", "y.npy")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), x * 0.5)
+
+
+def test_run_inputs_matmul(vgpuc, tmp_path):
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(7, 5)).astype(np.float32)
+    b = rng.normal(size=(5, 3)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.savez(tmp_path / "ab.npz", B=b)
+    proc = vgpuc("run", EXAMPLES / "matmul.field", "--input", "A=a.npy", "--input", "B=ab.npz",
+                 "-o", "c.npy", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "c.npy"), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_run_outputs_go_into_the_npz(vgpuc, tmp_path):
+    x0 = np.random.default_rng(0).uniform(-20, 20, 1000).astype(np.float32)
+    np.save(tmp_path / "x0.npy", x0)
+    proc = vgpuc("run", EXAMPLES / "histogram.field", "--h0", "x0.npy", "-o", "h.npz")
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "h.npz") as out:
+        assert out["counts"].shape == (32,)
+        assert out["counts"].sum() == pytest.approx(1000)
+
+
+def test_run_default_h0_is_seeded_standard_normal(vgpuc, tmp_path):
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=10", "--seed", "3",
+                 "--backend", "numpy", "-o", "y.npy")
+    assert proc.returncode == 0, proc.stderr
+    h0 = np.random.default_rng(3).standard_normal(10).astype(np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), 2.0 * h0, rtol=1e-6)
+
+
+def test_run_default_h0_for_several_states(vgpuc, tmp_path):
+    proc = vgpuc("run", EXAMPLES / "lorenz.field", "--dim", "N=16", "--steps", "10",
+                 "--backend", "numpy", "-o", "out.npy")
+    assert proc.returncode == 0, proc.stderr
+    h0 = np.random.default_rng(0).standard_normal((16, 3)).astype(np.float32)
+    want = vgpu.run_field(vgpu.load(EXAMPLES / "lorenz.field"), h0, steps=10, backend="numpy")
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+
+
+def test_run_without_h0_or_size_says_what_to_give(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "lorenz.field")
+    assert proc.returncode == 2
+    assert "--h0" in proc.stderr and "--dim N=" in proc.stderr
+
+
+def test_run_prints_a_summary_without_output(vgpuc, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones(4, np.float32))
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--h0", "x.npy", "--backend", "numpy")
+    assert proc.returncode == 0, proc.stderr
+    assert "scale" in proc.stdout and "2." in proc.stdout
+
+
+def test_run_bad_h0_shape_is_a_clean_error(vgpuc, tmp_path):
+    np.save(tmp_path / "h0.npy", np.zeros((10, 2), np.float32))
+    proc = vgpuc("run", EXAMPLES / "lorenz.field", "--h0", "h0.npy", "--backend", "numpy")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() and len(proc.stderr.strip().splitlines()) <= 4
+
+
+def test_run_missing_param_file_is_a_usage_error(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--param", "s=missing.npy", "--dim", "N=3")
+    assert proc.returncode == 2
+    assert "missing.npy" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--param", "novalue"],
+    ["--dim", "N=ten"],
+    ["-o", "out.txt", "--dim", "N=3"],
+    ["--save-every", "0", "--dim", "N=3"],
+])
+def test_run_bad_options_are_usage_errors(vgpuc, args):
+    proc = vgpuc("run", EXAMPLES / "scale.field", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "error" in proc.stderr
+
+
+def test_run_missing_field_file(vgpuc):
+    proc = vgpuc("run", "nope.field")
+    assert proc.returncode == 2
+    assert "nope.field" in proc.stderr
+
+
+def test_run_error_in_program_exits_1_with_location(vgpuc, tmp_path):
+    write(tmp_path, "bad.field", BAD)
+    proc = vgpuc("run", "bad.field", "--dim", "N=4")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("bad.field:4:")
+
+
+def test_run_plot(vgpuc, tmp_path):
+    pytest.importorskip("matplotlib")
+    np.save(tmp_path / "h0.npy", np.tile(np.float32([2.0, 0.0]), (20, 1)))
+    proc = vgpuc("run", EXAMPLES / "vanderpol.field", "--h0", "h0.npy", "--steps", "200",
+                 "--save-every", "20", "--backend", "numpy", "--plot", "p.png", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch, tmp_path):
+    from vgpu_compiler import plot
+    from vgpu_compiler.errors import VgpuError
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(VgpuError, match=r"pip install vgpu\[plot\]"):
+        plot.plot_solution(str(tmp_path / "p.png"), np.zeros((3, 2)), ["x", "y"])
+
+
+# --- cache and info -------------------------------------------------------------------
+@needs_gl
+def test_cache_info_and_clear(vgpuc, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones(8, np.float32))
+    assert vgpuc("run", EXAMPLES / "scale.field", "--h0", "x.npy", "--backend", "glsl",
+                 "-q").returncode == 0
+    info = vgpuc("cache", "info")
+    assert info.returncode == 0, info.stderr
+    assert str(vgpuc.cache) in info.stdout
+    cleared = vgpuc("cache", "clear")
+    assert cleared.returncode == 0, cleared.stderr
+    assert "clear" in cleared.stdout
+    assert not any(p.is_file() for p in vgpuc.cache.rglob("*")
+                   if not p.name.startswith("."))
+
+
+def test_cache_needs_an_action(vgpuc):
+    assert vgpuc("cache").returncode == 2
+    assert vgpuc("cache", "wipe").returncode == 2
+
+
+def test_info(vgpuc):
+    proc = vgpuc("info")
+    assert proc.returncode == 0, proc.stderr
+    if _gl_available():
+        for word in ("renderer", "version", "max shared memory", "max workgroup",
+                     "max storage block size", "fp64", "float atomics"):
+            assert word in proc.stdout
+    else:
+        assert "no OpenGL 4.3 context: the numpy backend will be used" in proc.stdout
+
+
+def test_info_without_gl(vgpuc):
+    proc = vgpuc("info", env={"VGPU_NO_GL": "1"})
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("no OpenGL 4.3 context: the numpy backend will be used")
+
+
+# --- the progress bar ------------------------------------------------------------------
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_draws_on_a_terminal():
+    stream = FakeTTY()
+    bar = ProgressBar("lorenz", stream=stream, delay=0.0, interval=0.0)
+    for done in (0, 250, 500, 1000):
+        bar(done, 1000)
+    bar.close()
+    text = stream.getvalue()
+    assert "lorenz [" in text and "100%" in text and "1000/1000" in text
+    assert text.endswith("\n")
+
+
+def test_progress_bar_is_quiet_off_a_terminal_or_when_asked():
+    plain = io.StringIO()
+    bar = ProgressBar(stream=plain, delay=0.0, interval=0.0)
+    bar(5, 10)
+    bar.close()
+    quiet = FakeTTY()
+    bar = ProgressBar(stream=quiet, quiet=True, delay=0.0, interval=0.0)
+    bar(5, 10)
+    bar.close()
+    assert plain.getvalue() == "" and quiet.getvalue() == ""
