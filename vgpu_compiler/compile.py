@@ -1,0 +1,63 @@
+"""``compile_program``: program text -> every stage, kept for inspection.
+
+Reads like the pipeline (docs/internals.md), one line per stage::
+
+    text --parse--> lark tree --ast.build--> AST --check--> IR --optimize--> IR
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lark import Tree
+
+from .errors import UnknownNameError, VgpuError
+from .frontend import ast as A
+from .frontend.ast import build
+from .frontend.check import check_program
+from .frontend.parse import parse
+from .ir import nodes as N
+from .ir.passes import optimize
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Every stage of one compilation."""
+
+    source: str
+    filename: str
+    tree: Tree              # lark parse tree
+    ast: A.ProgramAST       # frontend.ast
+    checked: N.Program      # IR as the checker built it
+    program: N.Program      # IR after ir.passes.optimize
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.program.fields)
+
+    def select(self, field: str | None = None) -> N.Field:
+        """The one field named ``field``; with ``None``, the program's only field."""
+        names = self.field_names
+        listing = ", ".join(f"`{n}`" for n in names)
+        if field is None:
+            if len(names) == 1:
+                return self.program.fields[0]
+            raise UnknownNameError(f"the program has {len(names)} fields ({listing}); "
+                                   "choose one with field=NAME")
+        for f in self.program.fields:
+            if f.name == field:
+                return f
+        raise UnknownNameError(f"no field named `{field}`; the program has {listing}")
+
+
+def compile_program(src: str, filename: str = "<string>") -> Compiled:
+    """Compile program text; every error is a VgpuError showing the source line."""
+    try:
+        tree = parse(src)                               # str -> lark.Tree
+        ast = build(tree)                               # lark.Tree -> ProgramAST
+        checked = check_program(ast)                    # ProgramAST -> ir.Program
+        fields = tuple(optimize(f) for f in checked.fields)     # ir.Field -> ir.Field
+    except VgpuError as err:
+        raise err.with_source(src, filename) from None
+    program = N.Program(fields, source=src, filename=filename)
+    return Compiled(src, filename, tree, ast, checked, program)
+

@@ -1,0 +1,238 @@
+"""Stage 3: AST -> IR ``Program``, enforcing every rule of docs/language.md.
+
+``scope`` registers the declarations of a field, ``exprs`` types expressions;
+this module checks the field-level rules (one equation per state, one solve,
+basin requirements ...) and assembles the frozen IR ``Field``.
+"""
+from __future__ import annotations
+
+from ..errors import DeclarationError, NameError_, Span, TypeError_
+from ..ir import nodes as N
+from ..ir.ops import Edge, Type
+from ..ir.tableau import TABLEAUX
+from . import ast as A
+from .exprs import ALL, Context, ExprChecker, uses
+from .scope import Scope, build_scope, describe
+
+PARAM_CTX = Context("a param default", frozenset({"param"}),
+                    rule=" (a default is a constant: literals and other params)")
+SOLVE_CTX = Context("a solve argument", frozenset({"param", "dim"}),
+                    rule=" (the same for every trajectory: literals, params and dims)")
+COUPLED_CTX = Context("a coupled expression", ALL - {"coupled"},
+                      rule=" (coupled values are computed before they are shared)")
+INIT_ALLOWED = frozenset({"param", "dim", "grid", "basin", "input", "t", "state"})
+INIT_RULE = (" (a start value may use params, dims, grid and basin indices, inputs, `t` "
+             "and the states declared before it)")
+SOLVE_ARGS = ("dt", "steps", "t0")
+
+
+def check_program(program: A.ProgramAST) -> N.Program:
+    """Check every field of a program and build its IR."""
+    if not program.fields:
+        raise DeclarationError("the program has no field; write `field NAME { ... }`",
+                               span=Span(1, 1))
+    seen: dict[str, A.FieldDef] = {}
+    fields = []
+    for fielddef in program.fields:
+        name = fielddef.name
+        if name.name in seen:
+            raise NameError_(f"a second field named `{name.name}` (the first is on line "
+                             f"{seen[name.name].span.line})", span=name.span)
+        seen[name.name] = fielddef
+        fields.append(check_field(fielddef))
+    return N.Program(tuple(fields))
+
+
+def check_field(fielddef: A.FieldDef) -> N.Field:
+    scope = build_scope(fielddef)
+    exprs = ExprChecker(scope)
+    for name in scope.lets:             # type every let, used or not
+        exprs.let_body(name)
+    _needs_basin(scope)
+    return N.Field(
+        name=fielddef.name.name,
+        states=_states(scope, exprs),
+        derivs=_derivs(scope, exprs),
+        params=_params(scope, exprs),
+        inputs=tuple(_array(a) for a in scope.inputs),
+        outputs=tuple(_array(a) for a in scope.outputs),
+        dims=tuple(scope.dims),
+        grid=scope.grid,
+        basin=scope.basin,
+        coupled=_coupled(scope, exprs),
+        collapse=_collapse(scope, exprs),
+        flux=_flux(scope, exprs),
+        solver=_solver(scope, exprs),
+        span=fielddef.span,
+    )
+
+
+def _array(decl: A.ArrayDecl) -> N.ArrayDecl:
+    dims = tuple(d.name if isinstance(d, A.Name) else int(d.value) for d in decl.dims)
+    return N.ArrayDecl(decl.name.name, dims, decl.span)
+
+
+def _needs_basin(scope: Scope) -> None:
+    if scope.basin is not None:
+        return
+    users = [(c.span, "`coupled`") for c in scope.coupled]
+    users += [(c.span, "`collapse`") for c in scope.collapse]
+    if users:
+        span, what = min(users, key=lambda u: (u[0].line, u[0].column))
+        raise DeclarationError(f"{what} needs a `basin` statement (for example "
+                               "`basin l < 64`) to say which trajectories share it",
+                               span=span)
+
+
+# --- params and states ------------------------------------------------------------
+def _params(scope: Scope, exprs: ExprChecker) -> tuple[N.Param, ...]:
+    params = []
+    for decl in scope.params:
+        default = None
+        if decl.default is not None:
+            default = exprs.float(decl.default, PARAM_CTX)
+        params.append(N.Param(decl.name.name, default, decl.span))
+    _param_cycles(scope, {p.name: p.default for p in params})
+    return tuple(params)
+
+
+def _param_cycles(scope: Scope, defaults: dict[str, N.Expr | None]) -> None:
+    deps = {name: sorted(n for k, n in uses(d) if k == "param") if d is not None else []
+            for name, d in defaults.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            chain = " -> ".join(path[path.index(name):] + [name])
+            decl = scope.names[name].decl
+            raise NameError_(f"the default of param `{name}` depends on itself ({chain})",
+                             span=decl.span)
+        if name in done:
+            return
+        for dep in deps[name]:
+            visit(dep, path + [name])
+        done.add(name)
+
+    for name in deps:
+        visit(name, [])
+
+
+def _states(scope: Scope, exprs: ExprChecker) -> tuple[N.State, ...]:
+    if not scope.states:
+        raise DeclarationError(f"field `{scope.fielddef.name.name}` has no state; declare "
+                               "one with `state x`", span=scope.fielddef.name.span)
+    states, before = [], []
+    for item in scope.states:
+        init = None
+        if item.init is not None:
+            ctx = Context(f"the start value of `{item.name.name}`", INIT_ALLOWED,
+                          frozenset(before), INIT_RULE)
+            init = exprs.float(item.init, ctx)
+        states.append(N.State(item.name.name, init, item.span))
+        before.append(item.name.name)
+    return tuple(states)
+
+
+def _derivs(scope: Scope, exprs: ExprChecker) -> tuple[N.Expr, ...]:
+    found: dict[str, A.Deriv] = {}
+    for deriv in scope.derivs:
+        name = deriv.state.name
+        kind = scope.kind(name)
+        if kind != "state":
+            what = f"is {describe(kind)}" if kind else "is not declared"
+            raise NameError_(f"`d{name}/dt`: `{name}` {what}; an equation needs a state",
+                             span=deriv.state.span)
+        if name in found:
+            raise DeclarationError(f"a second equation for `{name}` (the first is on line "
+                                   f"{found[name].span.line}); each state has exactly one",
+                                   span=deriv.span)
+        found[name] = deriv
+    for item in scope.states:
+        if item.name.name not in found:
+            raise DeclarationError(f"state `{item.name.name}` has no equation; add "
+                                   f"`d{item.name.name}/dt = ...`", span=item.name.span)
+    return tuple(exprs.float(found[s.name.name].expr) for s in scope.states)
+
+
+# --- coupling, collapse, flux -------------------------------------------------------
+def _coupled(scope: Scope, exprs: ExprChecker) -> tuple[N.Coupled, ...]:
+    result = []
+    for item in scope.coupled:
+        edge = Edge.CLAMP
+        if item.edge is not None:
+            try:
+                edge = Edge(item.edge.name)
+            except ValueError:
+                raise NameError_(f"unknown edge rule `{item.edge.name}`; use clamp, wrap "
+                                 "or zero", span=item.edge.span) from None
+        value = exprs.float(item.expr, COUPLED_CTX)
+        result.append(N.Coupled(item.name.name, value, edge, item.span))
+    return tuple(result)
+
+
+def _collapse(scope: Scope, exprs: ExprChecker) -> N.Expr | None:
+    if not scope.collapse:
+        return None
+    if len(scope.collapse) > 1:
+        raise DeclarationError("a second `collapse` statement; a field has at most one "
+                               f"(the first is on line {scope.collapse[0].span.line})",
+                               span=scope.collapse[1].span)
+    return exprs.cond(scope.collapse[0].cond)
+
+
+def _flux(scope: Scope, exprs: ExprChecker) -> tuple[N.Flux, ...]:
+    result = []
+    for stmt in scope.flux:
+        name = stmt.target.name
+        kind = scope.kind(name)
+        if kind != "output":
+            what = describe(kind) if kind else "not declared"
+            err = NameError_ if kind is None else TypeError_
+            raise err(f"`flux` writes into an output array; `{name}` is {what} "
+                      f"(declare it with `output {name}[...]`)", span=stmt.target.span)
+        rank = len(scope.array(name).dims)
+        index = exprs.indices(stmt, rank, Context("a flux index"))
+        value = exprs.float(stmt.value)
+        result.append(N.Flux(name, index, value, stmt.span))
+    return tuple(result)
+
+
+# --- solve ------------------------------------------------------------------------------
+def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
+    if not scope.solve:
+        raise DeclarationError(f"field `{scope.fielddef.name.name}` has no `solve` "
+                               "statement; add for example `solve rk4(dt = 0.01, steps = 100)`",
+                               span=scope.fielddef.name.span)
+    if len(scope.solve) > 1:
+        raise DeclarationError("a second `solve` statement; a field has exactly one (the "
+                               f"first is on line {scope.solve[0].span.line})",
+                               span=scope.solve[1].span)
+    decl = scope.solve[0]
+    method = decl.method.name
+    if method not in TABLEAUX:
+        names = ", ".join(TABLEAUX)
+        raise NameError_(f"unknown method `{method}`; use one of {names}",
+                         span=decl.method.span)
+    args = _solve_args(decl)
+    dt = exprs.float(args["dt"].value, SOLVE_CTX)
+    steps = exprs.int(args["steps"].value, SOLVE_CTX, "`steps`")
+    t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
+        else N.Const(0.0, Type.FLOAT)
+    return N.Solver(method, TABLEAUX[method], dt, steps, t0, decl.span)
+
+
+def _solve_args(decl: A.SolveDecl) -> dict[str, A.SolveArg]:
+    args: dict[str, A.SolveArg] = {}
+    for arg in decl.args:
+        name = arg.name.name
+        if name not in SOLVE_ARGS:
+            raise NameError_(f"unknown argument `{name}` of solve; it takes dt, steps "
+                             "and t0", span=arg.name.span)
+        if name in args:
+            raise DeclarationError(f"`{name}` is given twice", span=arg.span)
+        args[name] = arg
+    for name in ("dt", "steps"):
+        if name not in args:
+            raise DeclarationError(f"`solve` needs `{name} = ...`", span=decl.span)
+    return args
+

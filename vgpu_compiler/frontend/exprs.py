@@ -1,0 +1,311 @@
+"""Part of stage 3: type one AST expression against a field's scope, giving IR.
+
+Implements the typing rules of docs/language.md: int / float / bool, explicit
+``TO_FLOAT`` promotions, int indices, ranks, reductions, and the names each
+kind of expression may use (a :class:`Context`). Lets are inlined: a let's body
+is typed once, and each use checks that what the let uses is allowed there.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from ..errors import NameError_, Span, TypeError_
+from ..ir import nodes as N
+from ..ir.ops import ARITY, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
+from . import ast as A
+from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+_BUILTIN_SYMS = {"t": N.Sym(SymKind.TIME, "t", Type.FLOAT),
+                 "dt": N.Sym(SymKind.DT, "dt", Type.FLOAT),
+                 "step": N.Sym(SymKind.STEP, "step", Type.INT)}
+_SYM_KIND = {"param": SymKind.PARAM, "state": SymKind.STATE, "dim": SymKind.DIM,
+             "grid": SymKind.GRID, "basin": SymKind.BASIN, "coupled": SymKind.COUPLED}
+_KIND_OF_SYM = {SymKind.PARAM: "param", SymKind.STATE: "state", SymKind.DIM: "dim",
+                SymKind.GRID: "grid", SymKind.BASIN: "basin", SymKind.COUPLED: "coupled",
+                SymKind.TIME: "t", SymKind.DT: "dt", SymKind.STEP: "step",
+                SymKind.INIT: "init"}
+_WHAT = {"t": "the time `t`", "dt": "the step size `dt`", "step": "the step number `step`",
+         "init": "`init(...)`"}
+ALL = frozenset({"param", "state", "dim", "grid", "basin", "input", "coupled", "t", "dt",
+                 "step", "init"})
+
+
+@dataclass(frozen=True)
+class Context:
+    """What one kind of expression may use: a set of name kinds (and which states)."""
+
+    where: str                              # "a param default", for messages
+    allowed: frozenset[str] = ALL
+    states: frozenset[str] | None = None    # None: every state (when "state" is allowed)
+    rule: str = ""                          # the rule, for messages
+
+    def check(self, kind: str, name: str, span: Span, via: str | None = None) -> None:
+        ok = kind in self.allowed
+        if ok and kind == "state" and self.states is not None:
+            ok = name in self.states
+        if ok:
+            return
+        what = _WHAT.get(kind) or f"`{name}` ({describe(kind)})"
+        if kind == "state" and self.states is not None and "state" in self.allowed:
+            what = f"`{name}`, a state declared at or after this one"
+        head = f"`{via}` uses {what}" if via else f"{what[0].upper()}{what[1:]}"
+        raise NameError_(f"{head}, which {self.where} may not use{self.rule}", span=span)
+
+
+FULL = Context("this expression")
+
+
+def uses(expr: N.Expr) -> set[tuple[str, str]]:
+    """Every (kind, name) an IR expression reads."""
+    if isinstance(expr, N.Sym):
+        return {(_KIND_OF_SYM[expr.kind], expr.name)}
+    if isinstance(expr, N.Load):
+        found = {("input", expr.array)}
+    elif isinstance(expr, (N.CoupledAt, N.Reduce)):
+        found = {("coupled", expr.name)}
+    else:
+        found = set()
+    for arg in getattr(expr, "args", ()) + getattr(expr, "index", ()):
+        found |= uses(arg)
+    return found
+
+
+def _type_name(t: Type) -> str:
+    return {Type.INT: "an int", Type.FLOAT: "a float", Type.BOOL: "a condition (bool)"}[t]
+
+
+class ExprChecker:
+    """Types AST expressions of one field into IR expressions."""
+
+    def __init__(self, scope: Scope):
+        self.scope = scope
+        self._lets: dict[str, N.Expr] = {}
+        self._busy: list[str] = []
+
+    # --- entry points -------------------------------------------------------
+    def check(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
+        method = getattr(self, "_" + type(expr).__name__.lower())
+        return method(expr, ctx)
+
+    def number(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
+        return self.numeric(self.check(expr, ctx), expr.span)
+
+    def float(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
+        return to_float(self.number(expr, ctx), expr.span)
+
+    def int(self, expr: A.Expr, ctx: Context = FULL, what: str = "an index") -> N.Expr:
+        node = self.check(expr, ctx)
+        if node.type is not Type.INT:
+            hint = "; use int(...) to floor a float" if node.type is Type.FLOAT else ""
+            raise TypeError_(f"{what} must be an int, not {_type_name(node.type)}{hint}",
+                             span=expr.span)
+        return node
+
+    def cond(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
+        node = self.check(expr, ctx)
+        if node.type is not Type.BOOL:
+            raise TypeError_(f"expected a condition (a comparison such as `x > 0`), not "
+                             f"{_type_name(node.type)}", span=expr.span)
+        return node
+
+    @staticmethod
+    def numeric(node: N.Expr, span: Span) -> N.Expr:
+        if node.type is Type.BOOL:
+            raise TypeError_("a condition (bool) is not a number; it is allowed only where a "
+                             "condition is expected (use where(cond, 1.0, 0.0))", span=span)
+        return node
+
+    def let_body(self, name: str) -> N.Expr:
+        """The typed body of a let, typed once (detects cycles)."""
+        if name in self._lets:
+            return self._lets[name]
+        decl = self.scope.lets[name]
+        if name in self._busy:
+            chain = " -> ".join(self._busy[self._busy.index(name):] + [name])
+            raise NameError_(f"let `{name}` depends on itself ({chain})", span=decl.name.span)
+        self._busy.append(name)
+        try:
+            body = self.number(decl.expr)
+        finally:
+            self._busy.pop()
+        self._lets[name] = body
+        return body
+
+    # --- leaves ---------------------------------------------------------------
+    def _num(self, expr: A.Num, ctx: Context) -> N.Expr:
+        if not expr.is_int:
+            return N.Const(float(expr.value), Type.FLOAT)
+        return N.Const(_int32(expr.value, expr.span), Type.INT)
+
+    def _name(self, expr: A.Name, ctx: Context) -> N.Expr:
+        name = expr.name
+        if name in BUILTINS:
+            ctx.check(name, name, expr.span)
+            return _BUILTIN_SYMS[name]
+        kind = self.scope.kind(name)
+        if kind == "let":
+            body = self.let_body(name)
+            for used_kind, used in sorted(uses(body)):
+                ctx.check(used_kind, used, expr.span, via=name)
+            return body
+        if kind in _SYM_KIND:
+            ctx.check(kind, name, expr.span)
+            node_type = Type.INT if kind in ("dim", "grid", "basin") else Type.FLOAT
+            return N.Sym(_SYM_KIND[kind], name, node_type)
+        raise self._bad_name(expr, kind)
+
+    def _bad_name(self, expr: A.Name, kind: str | None) -> Exception:
+        name = expr.name
+        if kind == "input":
+            rank = len(self.scope.array(name).dims)
+            idx = ", ".join(f"e{k + 1}" for k in range(rank))
+            return TypeError_(f"input `{name}` is an array of rank {rank}; read one element "
+                              f"as `{name}[{idx}]`", span=expr.span)
+        if kind == "output":
+            return NameError_(f"output `{name}` is written only by `flux` and cannot be read",
+                              span=expr.span)
+        if name in RESERVED_FUNCTIONS:
+            return NameError_(f"`{name}` is a function; call it as `{name}(...)`",
+                              span=expr.span)
+        return NameError_(f"unknown name `{name}`{self._suggest(name)}", span=expr.span)
+
+    def _suggest(self, name: str) -> str:
+        known = list(self.scope.names) + sorted(BUILTINS)
+        close = difflib.get_close_matches(name, known, n=1)
+        return f"; did you mean `{close[0]}`?" if close else ""
+
+    # --- operators ------------------------------------------------------------
+    def _unary(self, expr: A.Unary, ctx: Context) -> N.Expr:
+        if expr.op is Op.NOT:
+            return N.Apply(Op.NOT, (self.cond(expr.operand, ctx),), Type.BOOL, expr.span)
+        operand = expr.operand
+        if isinstance(operand, A.Num) and operand.is_int:
+            return N.Const(_int32(-operand.value, expr.span), Type.INT)
+        node = self.number(operand, ctx)
+        return N.Apply(Op.NEG, (node,), node.type, expr.span)
+
+    def _binary(self, expr: A.Binary, ctx: Context) -> N.Expr:
+        op = expr.op
+        if op in (Op.AND, Op.OR):
+            args = (self.cond(expr.left, ctx), self.cond(expr.right, ctx))
+            return N.Apply(op, args, Type.BOOL, expr.span)
+        left, right = self.number(expr.left, ctx), self.number(expr.right, ctx)
+        if op in (Op.DIV, Op.POW):
+            args = (to_float(left, expr.left.span), to_float(right, expr.right.span))
+            return N.Apply(op, args, Type.FLOAT, expr.span)
+        args = unify((left, right), (expr.left.span, expr.right.span))
+        result = Type.BOOL if op.value in ("<", "<=", ">", ">=", "==", "!=") else args[0].type
+        return N.Apply(op, args, result, expr.span)
+
+    # --- calls and indexing ---------------------------------------------------
+    def _call(self, expr: A.Call, ctx: Context) -> N.Expr:
+        name, args = expr.func.name, expr.args
+        if name == "init":
+            return self._init(expr, ctx)
+        if name in ("sum", "mean") or (name in ("min", "max") and len(args) == 1):
+            return self._reduce(expr, ctx)
+        if name not in FUNCTIONS:
+            return self._not_function(expr)
+        op = FUNCTIONS[name]
+        if len(args) != ARITY[op]:
+            want = ARITY[op]
+            raise TypeError_(f"`{name}` takes {want} argument{'s' * (want != 1)}, "
+                             f"not {len(args)}", span=expr.span)
+        if op is Op.WHERE:
+            return self._where(expr, ctx)
+        nodes = tuple(self.number(a, ctx) for a in args)
+        spans = tuple(a.span for a in args)
+        if op is Op.TO_INT:
+            return nodes[0] if nodes[0].type is Type.INT else \
+                N.Apply(Op.TO_INT, nodes, Type.INT, expr.span)
+        if op is Op.TO_FLOAT:
+            return to_float(nodes[0], expr.span)
+        if op in POLY_FUNCS:
+            nodes = unify(nodes, spans)
+            return N.Apply(op, nodes, nodes[0].type, expr.span)
+        assert op in FLOAT_FUNCS or op is Op.POW
+        nodes = tuple(to_float(n, s) for n, s in zip(nodes, spans))
+        return N.Apply(op, nodes, Type.FLOAT, expr.span)
+
+    def _not_function(self, expr: A.Call) -> Exception:
+        name = expr.func.name
+        kind = self.scope.kind(name)
+        if kind is not None or name in BUILTINS:
+            raise TypeError_(f"`{name}` is {describe(kind) if kind else 'a built-in name'}, "
+                             "not a function", span=expr.func.span)
+        close = difflib.get_close_matches(name, sorted(RESERVED_FUNCTIONS), n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        raise NameError_(f"unknown function `{name}`{hint}", span=expr.func.span)
+
+    def _where(self, expr: A.Call, ctx: Context) -> N.Expr:
+        cond = self.cond(expr.args[0], ctx)
+        a, b = (self.number(x, ctx) for x in expr.args[1:])
+        a, b = unify((a, b), (expr.args[1].span, expr.args[2].span))
+        return N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span)
+
+    def _init(self, expr: A.Call, ctx: Context) -> N.Expr:
+        arg = expr.args[0] if len(expr.args) == 1 else None
+        if not isinstance(arg, A.Name) or self.scope.kind(arg.name) != "state":
+            raise TypeError_("`init(x)` takes the name of a state", span=expr.span)
+        ctx.check("init", arg.name, expr.span)
+        return N.Sym(SymKind.INIT, arg.name, Type.FLOAT)
+
+    def _reduce(self, expr: A.Call, ctx: Context) -> N.Expr:
+        name = expr.func.name
+        arg = expr.args[0] if len(expr.args) == 1 else None
+        if not isinstance(arg, A.Name) or self.scope.kind(arg.name) != "coupled":
+            extra = " (two-argument min/max compare numbers)" if name in ("min", "max") else ""
+            raise TypeError_(f"`{name}(s)` reduces a coupled name `s` over the basin; its "
+                             f"argument must be one coupled name{extra}", span=expr.span)
+        ctx.check("coupled", arg.name, expr.span)
+        return N.Reduce(ReduceOp(name), arg.name)
+
+    def _index(self, expr: A.Index, ctx: Context) -> N.Expr:
+        name = expr.target.name
+        kind = self.scope.kind(name)
+        if kind == "input":
+            rank = len(self.scope.array(name).dims)
+            ctx.check("input", name, expr.span)
+            return N.Load(name, self.indices(expr, rank, ctx), Type.FLOAT, expr.span)
+        if kind == "coupled":
+            ctx.check("coupled", name, expr.span)
+            rank = self.scope.basin_rank or 0
+            return N.CoupledAt(name, self.indices(expr, rank, ctx), Type.FLOAT, expr.span)
+        if kind is None and name not in BUILTINS:
+            raise self._bad_name(expr.target, kind)
+        if kind == "output":
+            raise self._bad_name(expr.target, kind)
+        what = describe(kind) if kind else "a built-in name"
+        raise TypeError_(f"`{name}` is {what}; only inputs and coupled names can be indexed",
+                         span=expr.target.span)
+
+    def indices(self, expr: A.Index | A.FluxStmt, rank: int,
+                ctx: Context) -> tuple[N.Expr, ...]:
+        target = expr.target.name
+        if len(expr.indices) != rank:
+            raise TypeError_(f"`{target}` takes {rank} ind{'ex' if rank == 1 else 'ices'}, "
+                             f"not {len(expr.indices)}", span=expr.span)
+        return tuple(self.int(e, ctx, f"an index of `{target}`") for e in expr.indices)
+
+
+# --- helpers ---------------------------------------------------------------------
+def _int32(value: int, span: Span) -> int:
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise TypeError_(f"the int literal {value} does not fit in 32 bits (ints are "
+                         f"{INT32_MIN} .. {INT32_MAX}); write it as a float", span=span)
+    return value
+
+
+def to_float(node: N.Expr, span: Span | None) -> N.Expr:
+    if node.type is Type.FLOAT:
+        return node
+    return N.Apply(Op.TO_FLOAT, (node,), Type.FLOAT, span)
+
+
+def unify(nodes: tuple[N.Expr, ...], spans: tuple[Span, ...]) -> tuple[N.Expr, ...]:
+    """Give numeric operands one type: all int stays int, else all float."""
+    if all(n.type is Type.INT for n in nodes):
+        return nodes
+    return tuple(to_float(n, s) for n, s in zip(nodes, spans))

@@ -1,0 +1,147 @@
+"""Stage 1: program text -> lark parse tree (grammar/field.lark, LALR, positions).
+
+Every failure becomes a :class:`SyntaxError_` with a line, a column and a
+message that says what was expected; no lark exception escapes.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Iterator
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import Span, SyntaxError_
+from ..resources import grammar_path
+
+_OPEN = {"LPAR", "LSQB"}
+_CLOSE = {"RPAR", "RSQB"}
+
+
+class BracketPostlex:
+    """Drop newline tokens inside ( ) and [ ]: there they are plain white space."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        depth = 0
+        for tok in stream:
+            if tok.type in _OPEN:
+                depth += 1
+            elif tok.type in _CLOSE:
+                depth = max(0, depth - 1)
+            elif tok.type == "_NL" and depth:
+                continue
+            yield tok
+
+
+@lru_cache(maxsize=1)
+def parser() -> Lark:
+    """The LALR parser, built once per process."""
+    return Lark.open(str(grammar_path() / "field.lark"), parser="lalr", lexer="basic",
+                     postlex=BracketPostlex(), propagate_positions=True,
+                     maybe_placeholders=False)
+
+
+def parse(src: str) -> Tree:
+    """Parse program text into a lark tree, or raise SyntaxError_."""
+    try:
+        return parser().parse(src)
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, src) from None
+
+
+# --- error messages ---------------------------------------------------------
+CHAINED = ("chained comparison `a < b < c` is not allowed; "
+           "write `a < b and b < c`")
+
+_COMPARE_TEXT = ("<", "<=", ">", ">=", "==", "!=")
+_OPERATOR_TEXT = _COMPARE_TEXT + ("+", "-", "*", "/", "//", "%", "^", "and", "or")
+_STATEMENT_TEXT = ("param", "input", "output", "state", "let", "grid", "basin", "coupled",
+                   "collapse", "flux", "solve")
+_END = {"_NL", "SEMICOLON"}
+
+
+@lru_cache(maxsize=1)
+def _terminal_names() -> dict[str, str]:
+    """Literal text -> lark terminal name (lark names `<=` and friends itself)."""
+    return {t.pattern.value: t.name for t in parser().terminals if t.pattern.type == "str"}
+
+
+def _names(texts) -> set[str]:
+    table = _terminal_names()
+    return {table[text] for text in texts if text in table}
+_READABLE = {
+    "NAME": "a name", "INT": "an int", "FLOAT": "a float", "$END": "the end of the text",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _READABLE:
+        return _READABLE[name]
+    try:
+        pattern = parser().get_terminal(name).pattern
+    except KeyError:
+        return name.lower()
+    return f"`{pattern.value}`" if pattern.type == "str" else name.lower()
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of the text"
+    if tok.type == "_NL":
+        return "end of the line"
+    return f"`{tok.value}`"
+
+
+def _expected(names: set[str]) -> str:
+    if len(names & _names(("(", "-", "not")) | names & {"NAME", "INT", "FLOAT"}) >= 3:
+        return "an expression"
+    operators, statements = _names(_OPERATOR_TEXT), _names(_STATEMENT_TEXT)
+    parts = ["an operator"] if names & operators else []
+    parts += ["a statement"] if len(names & statements) > 3 else []
+    if "a statement" in parts:
+        names = names - statements - {"NAME"}
+    rest = names - operators - _END
+    parts += sorted({_describe_terminal(n) for n in rest})
+    if names & _END:
+        parts.append("the end of the statement")
+    if len(parts) <= 1:
+        return "".join(parts) or "something else"
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _accepted(exc: UnexpectedInput) -> set[str]:
+    try:
+        return set(exc.accepts)
+    except Exception:  # noqa: BLE001 - lark could not replay the parse; fall back
+        return set(getattr(exc, "expected", None) or ())
+
+
+def _message(exc: UnexpectedInput, src: str) -> str:
+    if isinstance(exc, UnexpectedCharacters):
+        char = src[exc.pos_in_stream] if exc.pos_in_stream < len(src) else "?"
+        return f"unexpected character `{char}`"
+    expected = _accepted(exc)
+    tok = getattr(exc, "token", None)
+    if isinstance(exc, UnexpectedEOF) or tok is None or tok.type == "$END":
+        return f"unexpected end of the text; expected {_expected(expected)}"
+    if tok.type in _names(_COMPARE_TEXT) and "NAME" not in expected:
+        return CHAINED
+    return f"unexpected {_describe_token(tok)}; expected {_expected(expected)}"
+
+
+def _span(exc: UnexpectedInput, src: str) -> Span:
+    tok = getattr(exc, "token", None)
+    if isinstance(exc, UnexpectedToken) and tok is not None and tok.type == "$END":
+        lines = src.splitlines() or [""]
+        return Span(len(lines), len(lines[-1]) + 1)
+    line = getattr(exc, "line", None) or 1
+    column = getattr(exc, "column", None) or 1
+    if isinstance(tok, Token) and tok.end_column and tok.end_line == line:
+        return Span(line, column, line, tok.end_column)
+    return Span(line, column)
+
+
+def _syntax_error(exc: UnexpectedInput, src: str) -> SyntaxError_:
+    return SyntaxError_(_message(exc, src), span=_span(exc, src), source=src)

@@ -1,0 +1,160 @@
+"""``dump(field) -> str``: a readable, deterministic and complete text of the IR.
+
+Used by ``vgpuc ir`` and fit for hashing: spans are left out, every float is
+printed with ``repr`` (round-trip exact), ints and floats differ (``3`` vs
+``3.0``), and a subexpression used more than once is printed once as a
+numbered temp (``%0 = sin(x)``) just before the first line that needs it.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from .nodes import Apply, ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
+from .ops import ARITH, COMPARE, LOGIC, Op, SymKind
+
+_INFIX = (ARITH | COMPARE | LOGIC) - {Op.NEG, Op.NOT}
+
+
+def _children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Apply):
+        return expr.args
+    if isinstance(expr, (Load, CoupledAt)):
+        return expr.index
+    return ()
+
+
+def _roots(field: Field) -> list[Expr]:
+    roots = [p.default for p in field.params] + [s.init for s in field.states]
+    roots += [c.expr for c in field.coupled] + list(field.derivs) + [field.collapse]
+    for f in field.flux:
+        roots += list(f.index) + [f.value]
+    roots += [field.solver.dt, field.solver.steps, field.solver.t0]
+    return [r for r in roots if r is not None]
+
+
+def _shared(field: Field) -> set[Expr]:
+    """Compound nodes referenced from more than one place (roots or distinct parents)."""
+    refs: dict[Expr, int] = {}
+
+    def visit(node: Expr) -> None:
+        if not _children(node):
+            return
+        refs[node] = refs.get(node, 0) + 1
+        if refs[node] == 1:
+            for child in _children(node):
+                visit(child)
+
+    for root in _roots(field):
+        visit(root)
+    return {node for node, count in refs.items() if count > 1}
+
+
+class _Printer:
+    def __init__(self, field: Field):
+        self.shared = _shared(field)
+        self.temps: dict[Expr, str] = {}
+        self.pending: list[str] = []      # temp definitions not yet written out
+
+    def expr(self, node: Expr) -> str:
+        if node in self.temps:
+            return self.temps[node]
+        text = self._text(node)
+        if node in self.shared:
+            name = f"%{len(self.temps)}"
+            self.temps[node] = name
+            self.pending.append(f"{name} = {text}")
+            return name
+        return text
+
+    def _text(self, node: Expr) -> str:
+        if isinstance(node, Const):
+            return _const(node.value)
+        if isinstance(node, Sym):
+            return f"init({node.name})" if node.kind is SymKind.INIT else node.name
+        if isinstance(node, Reduce):
+            return f"{node.op.value}({node.name})"
+        if isinstance(node, (Load, CoupledAt)):
+            name = node.array if isinstance(node, Load) else node.name
+            return f"{name}[{', '.join(self.expr(i) for i in node.index)}]"
+        args = [self.expr(a) for a in node.args]
+        if node.op in _INFIX:
+            return f"({args[0]} {node.op.value} {args[1]})"
+        if node.op is Op.NEG:
+            return f"-{args[0]}"
+        if node.op is Op.NOT:
+            return f"not {args[0]}"
+        return f"{node.op.value}({', '.join(args)})"
+
+    def lines(self, head: str, node: Expr | None, indent: str = "    ") -> list[str]:
+        """``head`` followed by the text of ``node``, after any new temps it needs."""
+        text = "" if node is None else self.expr(node)
+        out = [indent + t for t in self.pending] + [indent + head + text]
+        self.pending = []
+        return out
+
+
+def _const(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _dims(dims) -> str:
+    return ", ".join(str(d) for d in dims)
+
+
+def _axes(axes: tuple[Axis, ...] | None) -> str:
+    if axes is None:
+        return "none (the backend picks)"
+    return ", ".join(f"{a.index} < {a.extent}" for a in axes)
+
+
+def _arrays(title: str, arrays: tuple[ArrayDecl, ...]) -> list[str]:
+    return [f"  {title}:"] + [f"    {a.name}[{_dims(a.dims)}]" for a in arrays]
+
+
+def _fractions(values) -> str:
+    return "[" + ", ".join(str(Fraction(v)) for v in values) + "]"
+
+
+def dump(field: Field) -> str:
+    """The text of one IR field (deterministic: equal fields give equal text)."""
+    p = _Printer(field)
+    out = [f"field {field.name}", f"  grid: {_axes(field.grid)}",
+           f"  basin: {_axes(field.basin)}", f"  dims: {', '.join(field.dims)}", "  params:"]
+    for param in field.params:
+        out += p.lines(f"{param.name} = ", param.default) if param.default is not None \
+            else [f"    {param.name} (no default)"]
+    out += _arrays("inputs", field.inputs) + _arrays("outputs", field.outputs)
+    out.append("  states:")
+    for k, state in enumerate(field.states):
+        out += p.lines(f"{state.name} = ", state.init) if state.init is not None \
+            else [f"    {state.name} from h0[..., {field.free_states.index(state)}]"]
+    out.append("  coupled:")
+    for c in field.coupled:
+        out += p.lines(f"{c.name} (edge {c.edge.value}) = ", c.expr)
+    out.append("  derivatives:")
+    for state, deriv in zip(field.states, field.derivs):
+        out += p.lines(f"d{state.name}/dt = ", deriv)
+    out += p.lines("collapse when ", field.collapse, "  ") if field.collapse is not None \
+        else ["  collapse: none"]
+    out.append("  flux:")
+    for f in field.flux:
+        index = ", ".join(p.expr(i) for i in f.index)
+        out += p.lines(f"{f.output}[{index}] += ", f.value)
+    out += _solver(p, field)
+    return "\n".join(out) + "\n"
+
+
+def _solver(p: _Printer, field: Field) -> list[str]:
+    s, tab = field.solver, field.solver.tableau
+    out = ["  solve:"] + p.lines(f"method {s.method}", None)
+    out += p.lines("dt = ", s.dt) + p.lines("steps = ", s.steps) + p.lines("t0 = ", s.t0)
+    out.append(f"    tableau {tab.name}: c = {_fractions(tab.c)}, b = {_fractions(tab.b)}, "
+               f"a = [{', '.join(_fractions(row) for row in tab.a)}]")
+    return out
+
+
+def dump_program(program) -> str:
+    """Every field of a program, separated by blank lines."""
+    return "\n".join(dump(f) for f in program.fields)

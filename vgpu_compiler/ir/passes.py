@@ -1,0 +1,119 @@
+"""IR -> IR passes. Constant folding; CSE is structural.
+
+Common subexpressions need no pass: IR nodes are frozen and compare by
+content, so equal subtrees are equal and backends memoise by node.
+
+Folding follows numpy exactly (ints are int32 and wrap; floats are folded in
+float64, then rounded to the working dtype by the backend, as a literal is).
+It never folds an int ``//`` or ``%`` by zero (that is a run-time error, raised
+where the node is evaluated), never folds ``int(x)`` of a non-finite or
+out-of-range x, and uses no algebraic identity (``x * 0`` is not 0 when x is
+NaN); only operations whose operands are all constants are evaluated, plus
+``where``/``and``/``or`` with a constant condition, which only drop a branch
+that would never be evaluated.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program
+from .ops import Op, Type
+
+_NP = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
+       Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod, Op.POW: np.power, Op.NEG: np.negative,
+       Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater, Op.GE: np.greater_equal,
+       Op.EQ: np.equal, Op.NE: np.not_equal, Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan,
+       Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.ATAN2: np.arctan2,
+       Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log,
+       Op.LOG2: np.log2, Op.SQRT: np.sqrt, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
+       Op.ABS: np.abs, Op.MIN: np.minimum, Op.MAX: np.maximum, Op.SIGN: np.sign}
+_DTYPE = {Type.INT: np.int32, Type.FLOAT: np.float64, Type.BOOL: np.bool_}
+_PY = {Type.INT: int, Type.FLOAT: float, Type.BOOL: bool}
+
+
+def fold(expr: Expr) -> Expr:
+    """Fold the constant parts of an expression (see the module docstring)."""
+    if isinstance(expr, Load):
+        return replace(expr, index=tuple(fold(e) for e in expr.index))
+    if isinstance(expr, CoupledAt):
+        return replace(expr, index=tuple(fold(e) for e in expr.index))
+    if not isinstance(expr, Apply):
+        return expr
+    args = tuple(fold(a) for a in expr.args)
+    node = replace(expr, args=args)
+    if expr.op in (Op.WHERE, Op.AND, Op.OR):
+        return _fold_conditional(node)
+    if all(isinstance(a, Const) for a in args):
+        value = _evaluate(node)
+        if value is not None:
+            return Const(value, node.type)
+    return node
+
+
+def _fold_conditional(node: Apply) -> Expr:
+    first = node.args[0]
+    if not isinstance(first, Const):
+        return node
+    if node.op is Op.WHERE:
+        return node.args[1] if first.value else node.args[2]
+    if node.op is Op.AND:
+        return node.args[1] if first.value else Const(False, Type.BOOL)
+    return Const(True, Type.BOOL) if first.value else node.args[1]   # OR
+
+
+def _evaluate(node: Apply):
+    """The value of an op on constants, or None when it must not be folded."""
+    op, values = node.op, [a.value for a in node.args]
+    arg_types = [a.type for a in node.args]
+    if op in (Op.FLOORDIV, Op.MOD) and arg_types[0] is Type.INT and values[1] == 0:
+        return None
+    if op is Op.TO_INT:
+        x = values[0]
+        if not math.isfinite(x) or not -(2**31) <= math.floor(x) < 2**31:
+            return None
+        return int(math.floor(x))
+    if op is Op.TO_FLOAT:
+        return float(values[0])
+    if op is Op.NOT:
+        return not values[0]
+    arrays = [np.array(v, dtype=_DTYPE[t]) for v, t in zip(values, arg_types)]
+    with np.errstate(all="ignore"):
+        if op is Op.CLAMP:
+            result = np.minimum(np.maximum(arrays[0], arrays[1]), arrays[2])
+        else:
+            result = _NP[op](*arrays)
+    return _PY[node.type](result.astype(_DTYPE[node.type]))
+
+
+def fold_field(field: Field) -> Field:
+    """Fold every expression of a field."""
+    solver = field.solver
+    return replace(
+        field,
+        states=tuple(replace(s, init=_maybe(s.init)) for s in field.states),
+        derivs=tuple(fold(d) for d in field.derivs),
+        params=tuple(replace(p, default=_maybe(p.default)) for p in field.params),
+        coupled=tuple(replace(c, expr=fold(c.expr)) for c in field.coupled),
+        collapse=_maybe(field.collapse),
+        flux=tuple(replace(f, index=tuple(fold(e) for e in f.index), value=fold(f.value))
+                   for f in field.flux),
+        solver=replace(solver, dt=fold(solver.dt), steps=fold(solver.steps),
+                       t0=fold(solver.t0)),
+    )
+
+
+def _maybe(expr: Expr | None) -> Expr | None:
+    return None if expr is None else fold(expr)
+
+
+def optimize(field: Field) -> Field:
+    """Every IR -> IR pass, in order. Today: constant folding."""
+    return fold_field(field)
+
+
+def optimize_program(program: Program) -> Program:
+    return replace(program, fields=tuple(optimize(f) for f in program.fields))
+
