@@ -129,6 +129,10 @@ class UnknownNameError(CallError):
     """A name in params / inputs / dims / field= that the program does not declare."""
 
 
+class ArgumentTypeError(CallError):
+    """An argument of the wrong kind: not real numbers, a bad dtype, steps or dt, an unknown backend."""
+
+
 class BackendError(VgpuError):
     """A backend cannot run this program (no GL context, an unsupported float64 function)."""
 

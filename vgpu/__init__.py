@@ -1,0 +1,22 @@
+"""VGPU: ensembles of ODE fields, compiled to GPU compute shaders (with a numpy reference).
+
+    import vgpu
+    h = vgpu.run_field(vgpu.load("lorenz.field"), h0)      # final states
+    sol = vgpu.solve(src, h0, save_every=10)               # states, outputs, steps_taken, history
+"""
+from vgpu_compiler.api import cache_stats, compile, load, run_field, solve
+from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, CallError,
+                                  DeclarationError, MissingError, NameError_, NonFiniteWarning,
+                                  ProgramIndexError, ShapeError, SourceError, SyntaxError_,
+                                  TypeError_, UnknownNameError, VgpuError, VgpuIndexError,
+                                  VgpuNameError, VgpuSyntaxError, VgpuTypeError,
+                                  VgpuZeroDivisionError, ZeroDivision)
+from vgpu_compiler.runtime.bound import Solution
+
+__all__ = [
+    "run_field", "solve", "load", "compile", "cache_stats", "Solution", "NonFiniteWarning",
+    "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
+    "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
+    "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",
+    "SyntaxError_", "NameError_", "TypeError_", "ProgramIndexError", "ZeroDivision",
+]

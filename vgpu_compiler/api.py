@@ -1,0 +1,192 @@
+"""The Python face of VGPU: ``run_field``, ``solve``, ``load``, ``compile``.
+
+Each call reads like the pipeline: text -> (memoised) Compiled -> Field ->
+Bound (every call error raised here) -> a backend's Solution -> one warning
+counting non-finite trajectories. Errors located in the text get the text and
+file name attached, so they print the line with a caret.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+
+from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .runtime.bind import bind
+from .runtime.bound import Progress, Solution
+from .runtime.counters import COUNTERS
+
+log = logging.getLogger("vgpu")
+
+BACKENDS = ("auto", "numpy", "glsl")
+PARSE_CACHE_SIZE = 64
+_parsed: OrderedDict = OrderedDict()        # (text, filename) -> Compiled
+_parsed_lock = threading.Lock()
+_fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
+
+
+class Source(str):
+    """Program text that remembers the file it came from (``vgpu.load``)."""
+
+    filename: str
+
+    def __new__(cls, text: str, filename: str = "<string>") -> "Source":
+        s = super().__new__(cls, text)
+        s.filename = filename
+        return s
+
+
+def load(path) -> Source:
+    """Read a ``.field`` file; errors in it will name the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise CallError(f"cannot read program file {os.fspath(path)!r}: {reason}") from None
+    return Source(text, os.fspath(path))
+
+
+def compile(src, field: str | None = None):
+    """Parse and check a program; returns the Compiled object with every stage kept."""
+    text, filename = _text(src)
+    with _located(text, filename):
+        compiled = _compiled(text, filename)
+        if field is not None:
+            compiled.select(field)
+    return compiled
+
+
+def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None) -> np.ndarray:
+    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,))."""
+    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
+    return sol.states
+
+
+def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
+          dtype="float32", dt=None, steps=None, t0=None, save_every=None,
+          progress: Progress = None) -> Solution:
+    """Like run_field, returning the whole Solution (outputs, steps_taken, history)."""
+    return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                  save_every, progress)
+
+
+def cache_stats() -> dict[str, int]:
+    return COUNTERS.snapshot()
+
+
+# --- the pipeline ------------------------------------------------------------------
+def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
+           progress) -> Solution:
+    text, filename = _text(src)
+    with _located(text, filename):
+        selected = _compiled(text, filename).select(field)
+        bound = bind(selected, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+        sol = _run(bound, backend, progress)
+    _warn_nonfinite(sol, bound.grid_shape)
+    return sol
+
+
+def _text(src) -> tuple[str, str]:
+    if isinstance(src, os.PathLike):
+        src = load(src)
+    if not isinstance(src, str):
+        raise ArgumentTypeError(f"the program must be text (a str, or vgpu.load(path)), "
+                                f"got {type(src).__name__}")
+    return str(src), getattr(src, "filename", "<string>")
+
+
+class _located:
+    """Attach the program text to any VgpuError raised inside (source errors print a caret)."""
+
+    def __init__(self, text: str, filename: str):
+        self.text, self.filename = text, filename
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, VgpuError) and error.source is None:
+            error.with_source(self.text, self.filename)
+        return False
+
+
+def _compiled(text: str, filename: str):
+    key = (text, filename)
+    with _parsed_lock:
+        hit = _parsed.get(key)
+        if hit is not None:
+            _parsed.move_to_end(key)
+            COUNTERS.add("parse_hits")
+            return hit
+    from .compile import compile_program
+    compiled = compile_program(text, filename)
+    COUNTERS.add("parses")
+    with _parsed_lock:
+        _parsed[key] = compiled
+        while len(_parsed) > PARSE_CACHE_SIZE:
+            _parsed.popitem(last=False)
+    return compiled
+
+
+# --- backends ----------------------------------------------------------------------
+def _run(bound, backend, progress) -> Solution:
+    if backend not in BACKENDS:
+        raise ArgumentTypeError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                                f"got {backend!r}")
+    if backend == "numpy":
+        return _numpy(bound, progress)
+    glsl, why = _glsl()
+    if backend == "glsl":
+        if glsl is None:
+            raise BackendError(f"the GLSL backend is not available here ({why}); "
+                               f"use backend='numpy'")
+        return glsl.run(bound, progress)
+    if glsl is None:
+        return _fallback(bound, progress, f"the GLSL backend is not available ({why})")
+    try:
+        return glsl.run(bound, progress)
+    except BackendError as e:
+        return _fallback(bound, progress, f"the GLSL backend cannot run this: {e.message}")
+
+
+def _glsl():
+    """(the glsl_runner module, None) when it can run here, else (None, why not)."""
+    try:
+        runner = importlib.import_module("vgpu_compiler.runtime.glsl_runner")
+    except ImportError as e:
+        return None, f"cannot import it: {e}"
+    if not runner.available():
+        return None, "no OpenGL 4.3 context could be made"
+    return runner, ""
+
+
+def _fallback(bound, progress, reason: str) -> Solution:
+    COUNTERS.add("cpu_fallbacks")
+    if reason not in _fallback_reasons:
+        _fallback_reasons.add(reason)
+        log.warning("%s; running on the numpy reference backend instead", reason)
+    return _numpy(bound, progress)
+
+
+def _numpy(bound, progress) -> Solution:
+    from .backends import numpy_ref
+    return numpy_ref.run(bound, progress)
+
+
+def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:
+    states = np.asarray(sol.states)
+    bad = ~np.isfinite(states)
+    if states.ndim > len(grid_shape):
+        bad = bad.any(axis=-1)
+    count = int(bad.sum())
+    if count:
+        total = int(np.prod(grid_shape))
+        warnings.warn(f"{count} of {total} trajectories became NaN or infinite",
+                      NonFiniteWarning, stacklevel=4)

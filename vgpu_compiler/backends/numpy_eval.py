@@ -1,0 +1,262 @@
+"""Mask-aware evaluation of IR expressions over numpy arrays.
+
+This module is the meaning of every op, in one table. It knows nothing about
+basins or layouts: symbols, coupled reads and reductions come from callbacks,
+so the reference backend and ``runtime.bind`` (param defaults, ``dt``,
+``steps``, ``t0``) share it.
+
+Evaluation is split in two, so a value is computed once however many times a
+node is used (equal nodes are one slot: CSE for free):
+- ``Frame.value(slot)`` computes a node on every lane. Reads clamp their
+  indices and integer division by zero divides by 1, so a value never fails;
+  where such a lane's value is wrong, the lane is one that ``check`` rejects.
+- ``Frame.check(slot, mask)`` raises the run-time errors (index out of range,
+  int ``//`` or ``%`` by zero) for the lanes where the node *is* evaluated:
+  ``where(c, a, b)`` checks ``a`` under ``mask & c`` and ``b`` under
+  ``mask & ~c``; ``and`` / ``or`` check their right side only where needed.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ProgramIndexError, ZeroDivision
+from ..ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
+from ..ir.ops import INT_TRAPPING, Op, Type
+
+INT = np.dtype(np.int32)
+INT_MIN = np.iinfo(np.int32).min
+INT_MAX = np.iinfo(np.int32).max
+
+
+def _to_int(x):
+    """``int(x)``: floor to int32. NaN, inf and values outside int32 give INT_MIN
+    (what x86 and GPU conversions give; the language leaves them unspecified)."""
+    if np.asarray(x).dtype.kind in "iu":
+        return np.asarray(x, INT)
+    f = np.floor(x)
+    ok = np.isfinite(f) & (f >= INT_MIN) & (f <= INT_MAX)
+    return np.where(ok, np.where(ok, f, 0).astype(INT), INT_MIN).astype(INT)
+
+
+def _safe(b):
+    return np.where(b == 0, np.ones((), np.asarray(b).dtype), b)
+
+
+def _clamp(x, lo, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+# op -> numpy function over the operand values (every operand already evaluated)
+FUNCS: dict[Op, Callable] = {
+    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
+    Op.POW: np.power, Op.NEG: np.negative,
+    Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater, Op.GE: np.greater_equal,
+    Op.EQ: np.equal, Op.NE: np.not_equal,
+    Op.AND: np.logical_and, Op.OR: np.logical_or, Op.NOT: np.logical_not,
+    Op.WHERE: np.where,
+    Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos,
+    Op.ATAN: np.arctan, Op.ATAN2: np.arctan2, Op.SINH: np.sinh, Op.COSH: np.cosh,
+    Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log, Op.LOG2: np.log2, Op.SQRT: np.sqrt,
+    Op.FLOOR: np.floor, Op.CEIL: np.ceil,
+    Op.ABS: np.abs, Op.MIN: np.minimum, Op.MAX: np.maximum, Op.CLAMP: _clamp,
+    Op.SIGN: np.sign, Op.TO_INT: _to_int,
+}
+# int // and % divide by 1 where the divisor is 0 (check() reports those lanes)
+INT_FUNCS: dict[Op, Callable] = {
+    Op.FLOORDIV: lambda a, b: np.floor_divide(a, _safe(b)),
+    Op.MOD: lambda a, b: np.mod(a, _safe(b)),
+}
+FLOAT_FUNCS: dict[Op, Callable] = {Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod}
+
+
+def children(node: Expr) -> tuple[Expr, ...]:
+    if isinstance(node, Apply):
+        return node.args
+    if isinstance(node, (Load, CoupledAt)):
+        return node.index
+    return ()
+
+
+def _traps_here(node: Expr) -> bool:
+    if isinstance(node, Load):
+        return True
+    return isinstance(node, Apply) and node.op in INT_TRAPPING and node.type is Type.INT
+
+
+# Symbol kinds whose value changes during a run (everything else is fixed per call).
+VARYING = frozenset({"state", "t", "step", "init", "coupled"})
+
+
+class Plan:
+    """The unique nodes of some expressions, numbered in dependency order."""
+
+    def __init__(self) -> None:
+        self.slot: dict[Expr, int] = {}
+        self.nodes: list[Expr] = []
+        self.kids: list[tuple[int, ...]] = []
+        self.traps: list[bool] = []       # the subtree can raise a run-time error
+        self.varies: list[bool] = []      # the value can change from one stage to the next
+
+    def add(self, node: Expr) -> int:
+        found = self.slot.get(node)
+        if found is not None:
+            return found
+        kids = tuple(self.add(c) for c in children(node))
+        n = len(self.nodes)
+        self.slot[node] = n
+        self.nodes.append(node)
+        self.kids.append(kids)
+        self.traps.append(_traps_here(node) or any(self.traps[k] for k in kids))
+        own = isinstance(node, (CoupledAt, Reduce)) or (
+            isinstance(node, Sym) and node.kind.value in VARYING)
+        self.varies.append(own or any(self.varies[k] for k in kids))
+        return n
+
+
+class Context:
+    """What a frame reads from outside the expression (provided by the caller)."""
+
+    def symbol(self, node: Sym):
+        raise NotImplementedError
+
+    def array(self, name: str) -> np.ndarray:
+        raise NotImplementedError(f"no input {name} here")
+
+    def coupled_at(self, node: CoupledAt, index: list):
+        raise NotImplementedError("coupled reads need a basin")
+
+    def reduce(self, node: Reduce):
+        raise NotImplementedError("reductions need a basin")
+
+
+class Frame:
+    """One evaluation of a plan: memoised values and the masks already checked."""
+
+    def __init__(self, plan: Plan, ctx: Context, dtype, fixed: dict | None = None):
+        self.plan = plan
+        self.ctx = ctx
+        self.dtype = np.dtype(dtype)
+        self.values: list = [None] * len(plan.nodes)
+        self.checked: dict[int, np.ndarray] = {}
+        self.fixed = fixed          # values of non-varying slots, shared across frames
+
+    def eval(self, node: Expr, mask) -> np.ndarray:
+        """The value of ``node``, having raised any error on a lane of ``mask``."""
+        slot = self.plan.add(node)
+        if len(self.values) < len(self.plan.nodes):
+            self.values.extend([None] * (len(self.plan.nodes) - len(self.values)))
+        value = self.value(slot)
+        self.check(slot, mask)
+        return value
+
+    # --- values -------------------------------------------------------------
+    def value(self, slot: int):
+        v = self.values[slot]
+        if v is not None:
+            return v
+        for k in self.plan.kids[slot]:
+            if self.values[k] is None:
+                self.value(k)
+        keep = self.fixed is not None and not self.plan.varies[slot]
+        if keep and slot in self.fixed:
+            v = self.fixed[slot]
+        else:
+            v = self._compute(self.plan.nodes[slot], [self.values[k] for k in self.plan.kids[slot]])
+            if keep:
+                self.fixed[slot] = v
+        self.values[slot] = v
+        return v
+
+    def _compute(self, node: Expr, args: list):
+        if isinstance(node, Const):
+            return self._const(node)
+        if isinstance(node, Sym):
+            return self._coerce(self.ctx.symbol(node), node.type)
+        if isinstance(node, Load):
+            a = self.ctx.array(node.array)
+            idx = tuple(np.clip(i, 0, max(n - 1, 0)) for i, n in zip(args, a.shape))
+            return a[idx] if a.size else np.zeros(np.broadcast(*idx).shape, self.dtype)
+        if isinstance(node, CoupledAt):
+            return self.ctx.coupled_at(node, args)
+        if isinstance(node, Reduce):
+            return self.ctx.reduce(node)
+        table = INT_FUNCS if node.type is Type.INT else FLOAT_FUNCS
+        fn = table.get(node.op) or FUNCS.get(node.op)
+        if node.op is Op.TO_FLOAT:
+            return np.asarray(args[0]).astype(self.dtype)
+        return self._coerce(fn(*args), node.type)
+
+    def _const(self, node: Const):
+        if node.type is Type.FLOAT:
+            return self.dtype.type(node.value)
+        if node.type is Type.INT:
+            return INT.type(node.value)
+        return np.bool_(node.value)
+
+    def _coerce(self, v, typ: Type):
+        want = {Type.FLOAT: self.dtype, Type.INT: INT, Type.BOOL: np.dtype(bool)}[typ]
+        if np.asarray(v).dtype != want:
+            return np.asarray(v).astype(want)
+        return v
+
+    # --- run-time errors ----------------------------------------------------
+    def check(self, slot: int, mask) -> None:
+        if not self.plan.traps[slot]:
+            return
+        done = self.checked.get(slot)
+        new = mask if done is None else mask & ~done
+        if not np.any(new):
+            return
+        self.checked[slot] = new if done is None else done | new
+        node, kids = self.plan.nodes[slot], self.plan.kids[slot]
+        if isinstance(node, Apply) and node.op in (Op.WHERE, Op.AND, Op.OR):
+            self.check(kids[0], new)
+            first = self.values[kids[0]]
+            if node.op is Op.WHERE:
+                self.check(kids[1], new & first)
+                self.check(kids[2], new & ~first)
+            else:
+                self.check(kids[1], new & (first if node.op is Op.AND else ~first))
+            return
+        for k in kids:
+            self.check(k, new)
+        if isinstance(node, Load):
+            self._check_load(node, [self.values[k] for k in kids], new)
+        elif _traps_here(node):
+            self._check_div(node, self.values[kids[1]], new)
+
+    def _check_load(self, node: Load, index: list, mask) -> None:
+        shape = self.ctx.array(node.array).shape
+        check_index(node.array, "input", shape, index, mask, node.span)
+
+    def _check_div(self, node: Apply, divisor, mask) -> None:
+        bad = np.broadcast_to(np.asarray(divisor) == 0, np.shape(mask)) & mask
+        if np.any(bad):
+            line = f" (line {node.span.line})" if node.span else ""
+            raise ZeroDivision(f"integer {node.op.value} by zero{line}", span=node.span)
+
+
+def check_index(name: str, what: str, shape, index: list, mask, span) -> None:
+    """Raise ProgramIndexError for the first lane of ``mask`` whose index is outside ``shape``."""
+    mshape = np.shape(mask)
+    bad = np.zeros(mshape, bool)
+    for i, n in zip(index, shape):
+        i = np.broadcast_to(i, mshape)
+        bad |= (i < 0) | (i >= n)
+    bad &= mask
+    if not np.any(bad):
+        return
+    at = tuple(np.argwhere(bad)[0]) if mshape else ()
+    value = ", ".join(str(int(np.broadcast_to(i, mshape)[at])) for i in index)
+    line = f" (line {span.line})" if span else ""
+    raise ProgramIndexError(
+        f"index out of range: {name}[{value}] but {what} {name} has shape {tuple(shape)}{line}",
+        span=span)
+
+
+def evaluate(node: Expr, ctx: Context, dtype, mask=True):
+    """Evaluate one expression once (no plan kept): for bind's constant expressions."""
+    with np.errstate(all="ignore"):
+        return Frame(Plan(), ctx, dtype).eval(node, np.asarray(mask))

@@ -1,0 +1,240 @@
+"""The numpy reference backend: the oracle every other path is tested against.
+
+``run(bound, progress=None) -> Solution`` integrates every trajectory at once:
+values are arrays of shape ``(n_basins, lanes)`` (see ``numpy_layout``), the
+only Python loops are over steps and stages. It computes exactly what
+docs/internals.md says, in the working dtype throughout.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.nodes import CoupledAt, Reduce, Sym
+from ..ir.ops import SymKind
+from ..runtime.bound import Bound, Progress, Solution
+from .numpy_eval import INT, Context, Frame, Plan, check_index
+from .numpy_layout import Layout
+
+
+class StageContext(Context):
+    """The symbols of one evaluation: a stage's state, time and step, and the call's data."""
+
+    def __init__(self, run: "_Run", states: dict, t, step, init: dict | None = None):
+        self.run = run
+        self.states = states
+        self.t = t
+        self.step = step
+        self.init = init if init is not None else run.init
+        self.coupled: dict[str, np.ndarray] = {}
+
+    def symbol(self, node: Sym):
+        kind, name, run = node.kind, node.name, self.run
+        if kind is SymKind.STATE:
+            return self.states[name]
+        if kind is SymKind.PARAM:
+            return run.params[name]
+        if kind is SymKind.DIM:
+            return INT.type(run.bound.dims[name])
+        if kind is SymKind.GRID:
+            return run.layout.grid_index[run.grid_axis[name]]
+        if kind is SymKind.BASIN:
+            return run.layout.basin_index[run.basin_axis[name]]
+        if kind is SymKind.TIME:
+            return self.t
+        if kind is SymKind.DT:
+            return run.dt
+        if kind is SymKind.STEP:
+            return self.step
+        if kind is SymKind.INIT:
+            return self.init[name]
+        if kind is SymKind.COUPLED:
+            return self.coupled[name]
+        raise AssertionError(f"unknown symbol kind {kind}")
+
+    def array(self, name: str) -> np.ndarray:
+        return self.run.bound.inputs[name]
+
+    def coupled_at(self, node: CoupledAt, index: list):
+        return self.run.layout.gather(self.coupled[node.name], index, self.run.edges[node.name])
+
+    def reduce(self, node: Reduce):
+        return self.run.layout.reduce(self.coupled[node.name], node.op)
+
+
+class _Run:
+    def __init__(self, bound: Bound, progress: Progress):
+        f = bound.field
+        self.bound, self.field, self.progress = bound, f, progress
+        self.dtype = np.dtype(bound.dtype)
+        basin = None if f.basin is None else tuple(int(a.extent) for a in f.basin)
+        self.layout = Layout(bound.grid_shape, basin)
+        self.grid_axis = {a.index: k for k, a in enumerate(f.grid)}
+        self.basin_axis = {a.index: k for k, a in enumerate(f.basin or ())}
+        self.edges = {c.name: c.edge for c in f.coupled}
+        self.dt = self.dtype.type(bound.dt)
+        self.t0 = self.dtype.type(bound.t0)
+        self.params = {k: self._param(v) for k, v in bound.params.items()}
+        tab = f.solver.tableau
+        self.a = [self._coefs(row) for row in tab.a]
+        self.b = self._coefs(tab.b)
+        self.c = [self.dtype.type(float(x)) for x in tab.c]
+        self.plan = Plan()
+        self.fixed: dict = {}
+        self.init: dict = {}
+
+    def _param(self, v):
+        if isinstance(v, np.ndarray) and v.ndim:
+            return self.layout.to_lanes(v.astype(self.dtype))
+        return self.dtype.type(v)
+
+    def _coefs(self, row) -> list:
+        """(j, coefficient) for the nonzero coefficients, in increasing j."""
+        return [(j, self.dtype.type(float(x))) for j, x in enumerate(row) if x != 0]
+
+    def time(self, n):
+        return self.t0 + np.asarray(n).astype(self.dtype) * self.dt
+
+    def full(self, v) -> np.ndarray:
+        return np.broadcast_to(v, self.layout.shape).astype(self.dtype)
+
+    # --- one evaluation ---------------------------------------------------------
+    def frame(self, states: dict, t, step, mask) -> tuple[Frame, StageContext]:
+        """A frame for this state, with the coupled values computed first (every lane)."""
+        ctx = StageContext(self, states, t, step)
+        frame = Frame(self.plan, ctx, self.dtype, self.fixed)
+        for c in self.field.coupled:
+            ctx.coupled[c.name] = self.full(frame.eval(c.expr, mask))
+        return frame, ctx
+
+    def derivs(self, h: list, t, step, mask) -> list:
+        states = dict(zip(self.field.state_names, h))
+        frame, _ = self.frame(states, t, step, mask)
+        return [frame.eval(d, mask) for d in self.field.derivs]
+
+    def combine(self, h: list, ks: list, coefs: list) -> list:
+        """h + dt * (sum of coef_j * k_j, in increasing j); h itself when no coefficient."""
+        if not coefs:
+            return h
+        out = []
+        for i, hi in enumerate(h):
+            acc = None
+            for j, cj in coefs:
+                term = cj * ks[j][i]
+                acc = term if acc is None else acc + term
+            out.append(hi + self.dt * acc)
+        return out
+
+    def step(self, h: list, n: int, mask) -> list:
+        t_n = self.time(n)
+        step = INT.type(n)
+        ks: list = []
+        for s, coefs in enumerate(self.a):
+            hs = self.combine(h, ks, coefs)
+            ks.append(self.derivs(hs, t_n + self.c[s] * self.dt, step, mask))
+        return [self.full(x) for x in self.combine(h, ks, self.b)]
+
+    # --- the whole run ------------------------------------------------------------
+    def start(self) -> list:
+        """The starting state: h0 for free states, start expressions for the others."""
+        lay, f = self.layout, self.field
+        ctx = StageContext(self, {}, self.t0, INT.type(0), init={})
+        ctx.init = ctx.states
+        frame = Frame(self.plan, ctx, self.dtype, self.fixed)
+        h0 = None if self.bound.h0 is None else lay.to_lanes(self.bound.h0)
+        column = 0
+        for s in f.states:
+            if s.init is None:
+                ctx.states[s.name] = self.full(h0[..., column])
+                column += 1
+            else:
+                ctx.states[s.name] = self.full(frame.eval(s.init, lay.active))
+        self.init = dict(ctx.states)
+        return [self.init[name] for name in f.state_names]
+
+    def collapse_vote(self, h: list, n: int, running: np.ndarray) -> np.ndarray:
+        """Basins (among ``running``) whose active lanes all hold the condition after step n."""
+        lay = self.layout
+        mask = lay.active & running[:, None]
+        states = dict(zip(self.field.state_names, h))
+        frame, _ = self.frame(states, self.time(n + 1), INT.type(n + 1), mask)
+        cond = np.broadcast_to(frame.eval(self.field.collapse, mask), lay.shape)
+        return running & np.all(cond | ~lay.active, axis=1)
+
+    def integrate(self, h: list) -> tuple[list, np.ndarray, list]:
+        steps, lay, every = self.bound.steps, self.layout, self.bound.save_every
+        running = np.ones(lay.shape[0], bool)
+        taken = np.zeros(lay.shape[0], INT)
+        history = [h] if every else []
+        tick, reported = max(1, steps // 100), 0
+        for n in range(steps):
+            if not running.any():
+                break
+            mask = lay.active & running[:, None]
+            new = self.step(h, n, mask)
+            if self.field.collapse is None:
+                h = new
+            else:
+                col = running[:, None]
+                h = [np.where(col, a, b) for a, b in zip(new, h)]
+                taken += running
+                running = running & ~self.collapse_vote(h, n, running)
+            if every and ((n + 1) % every == 0 or n + 1 == steps):
+                history.append(h)
+            if self.progress is not None and ((n + 1) % tick == 0 or n + 1 == steps):
+                self.progress(n + 1, steps)
+                reported = n + 1
+        if self.field.collapse is None:
+            taken[:] = steps
+        if every:
+            history += [h] * (len(saved_steps(steps, every)) - len(history))
+        if self.progress is not None and reported != steps:
+            self.progress(steps, steps)       # every basin collapsed early
+        return h, taken, history
+
+    def deposit(self, h: list, taken: np.ndarray) -> dict[str, np.ndarray]:
+        """Flux: once per active lane, on its final state, summed into the outputs."""
+        lay = self.layout
+        outputs = {k: np.zeros(s, self.dtype) for k, s in self.bound.output_shapes.items()}
+        if not self.field.flux:
+            return outputs
+        steps = taken.reshape(-1, 1)
+        states = dict(zip(self.field.state_names, h))
+        frame, _ = self.frame(states, self.time(steps), steps, lay.active)
+        for fl in self.field.flux:
+            out = outputs[fl.output]
+            index = [frame.eval(e, lay.active) for e in fl.index]
+            value = self.full(frame.eval(fl.value, lay.active))
+            check_index(fl.output, "output", out.shape, index, lay.active, fl.span)
+            where = [np.broadcast_to(i, lay.shape)[lay.active] for i in index]
+            flat = np.ravel_multi_index(where, out.shape) if out.ndim else where
+            np.add.at(out.reshape(-1), flat, value[lay.active])
+        return outputs
+
+    def solve(self) -> Solution:
+        lay = self.layout
+        h, taken, history = self.integrate(self.start())
+        outputs = self.deposit(h, taken)
+        sol = Solution(states=self.pack(h), outputs=outputs,
+                       steps_taken=lay.per_basin_to_grid(taken).astype(INT))
+        if self.bound.save_every:
+            saved = saved_steps(self.bound.steps, self.bound.save_every)
+            sol.history = np.stack([self.pack(x) for x in history])
+            sol.times = np.stack([self.time(m) for m in saved]).astype(self.dtype)
+        return sol
+
+    def pack(self, h: list) -> np.ndarray:
+        states = np.stack([self.layout.to_grid(x) for x in h], axis=-1)
+        return states[..., 0] if len(h) == 1 else states
+
+
+def saved_steps(steps: int, every: int) -> list[int]:
+    """The steps whose state a history keeps: 0, k, 2k, ... and the last one."""
+    saved = list(range(0, steps + 1, every))
+    if saved[-1] != steps:
+        saved.append(steps)
+    return saved
+
+
+def run(bound: Bound, progress: Progress = None) -> Solution:
+    with np.errstate(all="ignore"):
+        return _Run(bound, progress).solve()

@@ -1,0 +1,249 @@
+"""Call arguments -> Bound: every mistake in a call is raised here, by name.
+
+``bind`` converts what the user passed (lists, ints, float64, Fortran-ordered
+or strided arrays) into C-ordered arrays of the working dtype, binds every dim
+symbol from the shapes that carry it, fills param defaults and evaluates the
+solve statement's ``dt``, ``steps`` and ``t0``. A backend never sees a bad call.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingError, ShapeError,
+                      UnknownNameError)
+from ..ir.nodes import Expr, Field, Sym
+from ..ir.ops import SymKind
+from .bound import Bound
+from .dims import Dims, free_params, shape_text
+
+INT32_MAX = 2**31 - 1
+
+
+def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
+         dt=None, steps=None, t0=None, save_every=None) -> Bound:
+    dtype = working_dtype(dtype)
+    params = _names("params", params, [p.name for p in field.params], field)
+    inputs = _names("inputs", inputs, [a.name for a in field.inputs], field)
+    dims = _names("dims", dims, list(field.dims), field)
+    arrays = _inputs(field, inputs, dtype)
+    given = {k: _param(k, v, dtype) for k, v in params.items()}
+    h0 = _h0(field, h0, dtype)
+    bound_dims = _bind_dims(field, dims, arrays, h0, given)
+    grid_shape = tuple(bound_dims.extent(a.extent) for a in field.grid)
+    if h0 is not None and h0.ndim == len(grid_shape):
+        h0 = h0.reshape(grid_shape + (1,))
+    values = _param_values(field, given, grid_shape, dtype, bound_dims.values)
+    scalars = {k: v for k, v in values.items() if not isinstance(v, np.ndarray)}
+    ctx = (field, scalars, values, bound_dims.values)
+    return Bound(
+        field=field, dtype=dtype, grid_shape=grid_shape, dims=dict(bound_dims.values),
+        h0=h0, params=values, inputs=arrays,
+        output_shapes={o.name: bound_dims.shape(o) for o in field.outputs},
+        dt=_solver_float("dt", field.solver.dt, dt, ctx),
+        steps=_solver_steps(field.solver.steps, steps, ctx),
+        t0=_solver_float("t0", field.solver.t0, t0, ctx),
+        save_every=_save_every(save_every),
+    )
+
+
+# --- plain arguments -----------------------------------------------------------------
+def working_dtype(dtype) -> np.dtype:
+    try:
+        d = None if dtype is None else np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ArgumentTypeError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    return d
+
+
+def _names(what: str, given, valid: list[str], field: Field) -> dict:
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ArgumentTypeError(f"{what}= must be a dict of name -> value, "
+                                f"got {type(given).__name__}")
+    unknown = [k for k in given if k not in valid]
+    if unknown:
+        listed = ", ".join(valid) if valid else f"none: field {field.name} declares no {what}"
+        raise UnknownNameError(f"unknown name {unknown[0]!r} in {what}=; "
+                               f"valid names: {listed}")
+    return dict(given)
+
+
+def _numeric(what: str, value) -> np.ndarray:
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise ArgumentTypeError(f"{what} must be an array of real numbers ({e})") from None
+    if a.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what} must be real numbers (int or float), "
+                                f"got an array of dtype {a.dtype}")
+    return a
+
+
+def _scalar(what: str, value) -> float:
+    a = _numeric(what, value)
+    if a.ndim != 0 or a.dtype.kind == "b":
+        raise ArgumentTypeError(f"{what} must be one number, got {value!r}")
+    if not math.isfinite(float(a)):
+        raise ArgumentTypeError(f"{what} must be finite, got {float(a)}")
+    return float(a)
+
+
+def _int(what: str, value, low: int) -> int:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not ok or not low <= int(value) <= INT32_MAX:
+        raise ArgumentTypeError(f"{what} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _save_every(k) -> int | None:
+    return None if k is None else _int("save_every", k, 1)
+
+
+# --- arrays ----------------------------------------------------------------------------
+def _inputs(field: Field, given: dict, dtype) -> dict[str, np.ndarray]:
+    out = {}
+    for decl in field.inputs:
+        if decl.name not in given:
+            raise MissingError(f"input {decl.name}{shape_text(decl.dims, '[]')} was not given: "
+                               f"pass inputs={{{decl.name!r}: array}}")
+        a = _numeric(f"input {decl.name}", given[decl.name])
+        if a.ndim != len(decl.dims):
+            raise ShapeError(f"input {decl.name} is declared {decl.name}"
+                             f"{shape_text(decl.dims, '[]')} ({len(decl.dims)} dims), "
+                             f"got an array of shape {a.shape}")
+        out[decl.name] = np.ascontiguousarray(a, dtype)
+    return out
+
+
+def _param(name: str, value, dtype):
+    a = _numeric(f"param {name}", value)
+    if a.ndim == 0:
+        return float(a)
+    return np.ascontiguousarray(a, dtype)
+
+
+def _h0(field: Field, h0, dtype) -> np.ndarray | None:
+    n_free = len(field.free_states)
+    if h0 is None:
+        if n_free:
+            names = ", ".join(s.name for s in field.free_states)
+            raise MissingError(f"h0 was not given: field {field.name} needs the starting "
+                               f"values of {names} ({_h0_expected(field)})")
+        return None
+    if n_free == 0:
+        raise CallError(f"h0 was given, but every state of field {field.name} has a start "
+                        f"expression (state x = ...): leave h0 out")
+    a = _numeric("h0", h0)
+    rank = len(field.grid)
+    ok = a.ndim == rank + 1 and a.shape[-1] == n_free
+    ok = ok or (n_free == 1 and a.ndim == rank)
+    if not ok:
+        raise ShapeError(f"h0 must have shape {_h0_expected(field)}, got {a.shape}")
+    return np.ascontiguousarray(a, dtype)
+
+
+def _h0_expected(field: Field) -> str:
+    n_free = len(field.free_states)
+    grid = tuple(a.extent for a in field.grid)
+    extra = () if n_free == 1 else (n_free,)
+    names = ", ".join(s.name for s in field.free_states)
+    return f"{shape_text(grid + extra, '()')} (grid {shape_text(grid, '()')} x states {names})"
+
+
+# --- dims ------------------------------------------------------------------------------
+def _bind_dims(field: Field, dims: dict, arrays: dict, h0, params: dict) -> Dims:
+    bound = Dims(field)
+    for name, value in dims.items():
+        bound.bind(name, _int(f"dims[{name!r}]", value, 0), "dims=")
+    for decl in field.inputs:
+        bound.match(decl.dims, arrays[decl.name].shape, f"input {decl.name}")
+    grid = tuple(a.extent for a in field.grid)
+    if h0 is not None:
+        bound.match(grid, h0.shape[:len(grid)], "h0")
+    for name, value in params.items():
+        if isinstance(value, np.ndarray):
+            if value.ndim != len(grid):
+                raise ShapeError(f"param {name} must be one number or an array of the grid's "
+                                 f"shape {shape_text(grid, '()')}, got shape {value.shape}")
+            bound.match(grid, value.shape, f"param {name}")
+    bound.require_all()
+    return bound
+
+
+# --- params and the solve statement ---------------------------------------------------------
+def _param_values(field: Field, given: dict, grid_shape: tuple, dtype, dims: dict) -> dict:
+    """Every param's value: given, or its default (which may use other params)."""
+    decls = {p.name: p for p in field.params}
+    values: dict = {}
+
+    def get(name: str, stack: tuple):
+        if name in values:
+            return values[name]
+        if name in given:
+            values[name] = given[name]
+            return values[name]
+        decl = decls[name]
+        if decl.default is None:
+            raise MissingError(f"param {name} has no default and was not given: "
+                               f"pass params={{{name!r}: value}}")
+        if name in stack:
+            raise DeclarationError(f"the default of param {name} depends on itself",
+                                   span=decl.span)
+        v = _evaluate(decl.default, lambda p: get(p, stack + (name,)), dims)
+        values[name] = (np.ascontiguousarray(np.broadcast_to(v, grid_shape), dtype)
+                        if np.ndim(v) else float(v))
+        return values[name]
+
+    for p in field.params:
+        get(p.name, ())
+    return values
+
+
+def _evaluate(expr: Expr, param, dims: dict):
+    """Evaluate a constant expression (literals, params, dims) in float64."""
+    from ..backends.numpy_eval import Context, evaluate
+
+    class Constants(Context):
+        def symbol(self, node: Sym):
+            if node.kind is SymKind.PARAM:
+                return np.float64(param(node.name))
+            if node.kind is SymKind.DIM:
+                return np.int32(dims[node.name])
+            raise DeclarationError(f"{node.name} cannot be used in a constant expression")
+
+    return evaluate(expr, Constants(), np.float64)
+
+
+def _solver_value(what: str, expr: Expr, ctx):
+    field, scalars, values, dims = ctx
+    per_trajectory = [p for p in free_params(expr) if p not in scalars]
+    if per_trajectory:
+        raise CallError(f"{what} of field {field.name} uses param {per_trajectory[0]}, which was "
+                        f"given one value per trajectory; {what} is one value for every "
+                        f"trajectory: pass that param as a scalar, or {what}= in the call")
+    return _evaluate(expr, lambda p: values[p], dims)
+
+
+def _solver_float(what: str, expr: Expr, override, ctx) -> float:
+    if override is not None:
+        return _scalar(what, override)
+    v = float(_solver_value(what, expr, ctx))
+    if not math.isfinite(v):
+        raise ArgumentTypeError(f"{what} of the solve statement is {v}; it must be finite")
+    return v
+
+
+def _solver_steps(expr: Expr, override, ctx) -> int:
+    if override is not None:
+        return _int("steps", override, 0)
+    v = _solver_value("steps", expr, ctx)
+    if not float(v).is_integer() or not 0 <= float(v) <= INT32_MAX:
+        raise ArgumentTypeError(f"steps of the solve statement is {v}; it must be an int >= 0")
+    return int(v)
+
