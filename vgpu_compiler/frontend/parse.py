@@ -95,6 +95,8 @@ def _describe_token(tok: Token) -> str:
 
 
 def _expected(names: set[str]) -> str:
+    if names & _names(("field",)):
+        return "`field NAME { ... }`"
     if len(names & _names(("(", "-", "not")) | names & {"NAME", "INT", "FLOAT"}) >= 3:
         return "an expression"
     operators, statements = _names(_OPERATOR_TEXT), _names(_STATEMENT_TEXT)
