@@ -80,11 +80,10 @@ def main(argv=None) -> int:
               "quick": args.quick, "machine": info, "benchmarks": {}}
     failed = False
     for name in names:
-        mod = importlib.import_module(BENCHMARKS[name])
         print(f"\n=== {name} ===", flush=True)
         t = time.perf_counter()
         try:
-            res = mod.run(cfg)
+            res = importlib.import_module(BENCHMARKS[name]).run(cfg)
         except Exception as exc:       # one broken benchmark does not stop the others
             import traceback
             traceback.print_exc()

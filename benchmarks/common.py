@@ -93,7 +93,7 @@ def describe_error(exc: BaseException, cfg: Config) -> str:
     if cfg.verbose:
         traceback.print_exception(exc, file=sys.stderr)
     msg = str(exc).strip().splitlines()
-    return f"error: {type(exc).__name__}: {msg[0] if msg else ''}"[:120]
+    return f"error: {type(exc).__name__}: {msg[0] if msg else ''}"[:90]
 
 
 def max_rel_err(a: np.ndarray, ref: np.ndarray) -> float:
@@ -124,7 +124,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
     def render(self) -> str:
-        cells = [[fmt(c) for c in row] for row in self.rows]
+        cells = [[clip(fmt(c)) for c in row] for row in self.rows]
         widths = [len(h) for h in self.headers]
         for row in cells:
             for k, c in enumerate(row):
@@ -189,6 +189,10 @@ class Result:
                 "targets": [{"name": t.name, "passed": t.passed, "detail": t.detail}
                             for t in self.targets],
                 "data": jsonable(self.data)}
+
+
+def clip(s: str, width: int = 64) -> str:
+    return s if len(s) <= width else s[:width - 3] + "..."
 
 
 def fmt(c: Any) -> str:

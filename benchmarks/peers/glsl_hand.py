@@ -118,7 +118,8 @@ class HandMatmul:
         self.ctx, self.shape, self.fresh = context(), (m, k, n), fresh
         self.src = MATMUL_SRC.format(m=m, k=k, n=n)
         if not fresh:
-            self._build()
+            with self.ctx:
+                self._build()
 
     def _build(self):
         m, k, n = self.shape
