@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import sys
 import time
 
 import numpy as np
 
-import vgpu
-
 HERE = pathlib.Path(__file__).resolve().parent
+try:
+    import vgpu
+except ImportError:             # run from a checkout without `pip install .`
+    sys.path.insert(0, str(HERE.parent))
+    import vgpu
 
 
 class MatmulField:

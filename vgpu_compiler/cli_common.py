@@ -134,12 +134,20 @@ def describe_error(err: VgpuError, filename: str | None = None) -> str:
     return f"error: {text}"
 
 
+def program_text(source: str, filename: str):
+    """The text as the API takes it, remembering its file (errors then name the file)."""
+    from .api import Source
+
+    return Source(source, filename)
+
+
 def compile_source(source: str, filename: str):
-    """The front end's ``Compiled`` for a program text (errors carry the file name)."""
-    from .compile import compile_program
+    """The front end's ``Compiled`` for a program text (errors carry the file name);
+    memoised by the API, so a later ``vgpu.solve`` on the same text does not parse again."""
+    from .api import compile as compile_api
 
     try:
-        return compile_program(source, filename)
+        return compile_api(program_text(source, filename))
     except VgpuError as err:
         raise attach_file(err, source, filename)
 

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 
 from .cli_common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
-                         parse_dims, parse_inputs, parse_params, read_text, select_field)
+                         parse_dims, parse_inputs, parse_params, program_text, read_text,
+                         select_field)
 from .errors import VgpuError
 from .progress import ProgressBar
 
@@ -113,9 +114,9 @@ def _solve(args, source, field, h0, dims, params, inputs):
 
     bar = ProgressBar(field.name, quiet=args.quiet)
     try:
-        return vgpu.solve(source, h0, params=params or None, inputs=inputs or None,
-                          dims=dims or None, field=args.field, backend=args.backend,
-                          dtype=args.dtype, dt=args.dt, steps=args.steps, t0=args.t0,
+        return vgpu.solve(program_text(source, args.file), h0, params=params or None,
+                          inputs=inputs or None, dims=dims or None, field=args.field,
+                          backend=args.backend, dtype=args.dtype, dt=args.dt, steps=args.steps, t0=args.t0,
                           save_every=args.save_every, progress=bar)
     except VgpuError as err:
         raise attach_file(err, source, args.file)
@@ -156,7 +157,8 @@ def _print_summary(field, solution) -> None:
         print(states, file=out)
         for name, value in (solution.outputs or {}).items():
             print(f"output {name}, shape {np.shape(value)}:", file=out)
-            print(np.asarray(value), file=out)
+            with np.printoptions(threshold=256):
+                print(np.asarray(value), file=out)
         taken = np.asarray(solution.steps_taken)
         if taken.size:
             print(f"steps taken: min {taken.min()}, max {taken.max()}", file=out)
