@@ -51,7 +51,7 @@ def _draw_final(ax, flat: np.ndarray, names: Sequence[str]) -> None:
     flat = flat[finite]
     if flat.shape[1] >= 2:
         pts = flat[_sample(len(flat), MAX_POINTS)]
-        size = 4.0 if len(pts) < 2000 else 0.5
+        size = 6.0 if len(pts) < 2_000 else 2.0 if len(pts) < 50_000 else 0.5
         ax.scatter(pts[:, 0], pts[:, 1], s=size, alpha=0.6, linewidths=0)
         ax.set_xlabel(names[0])
         ax.set_ylabel(names[1])
