@@ -156,6 +156,7 @@ class Target:
     name: str
     passed: bool | None     # None: could not be checked (a column missing, a size not run)
     detail: str
+    kind: str = "speed"     # "speed" (a performance target) or "accuracy" (answers agree)
 
     def render(self) -> str:
         tag = {True: "PASS", False: "FAIL", None: "N/A "}[self.passed]
@@ -186,7 +187,8 @@ class Result:
 
     def to_json(self) -> dict:
         return {"name": self.name, "tables": [t.to_json() for t in self.tables],
-                "targets": [{"name": t.name, "passed": t.passed, "detail": t.detail}
+                "targets": [{"name": t.name, "passed": t.passed, "detail": t.detail,
+                             "kind": t.kind}
                             for t in self.targets],
                 "data": jsonable(self.data)}
 

@@ -154,5 +154,6 @@ def run(cfg: Config) -> Result:
     res.targets.append(t)
     bad = [r["column"] for r in rows if r["status"] == "ok" and r["err_abs"] > 1e-4]
     res.targets.append(Target("every column computes A @ B (max err / max|C| <= 1e-4)",
-                              not bad, "all agree" if not bad else "wrong: " + ", ".join(bad)))
+                              not bad, "all agree" if not bad else "wrong: " + ", ".join(bad),
+                              kind="accuracy"))
     return res

@@ -117,5 +117,6 @@ def run(cfg: Config) -> Result:
                                   f"{glsl / ref:.1f}x"))
     bad = [r["column"] for r in rows if r["status"] == "ok" and r["err_short"] > 1e-3]
     res.targets.append(Target(f"every column agrees with float64 after {ref_steps} steps (1e-3)",
-                              not bad, "all agree" if not bad else "flagged: " + ", ".join(bad)))
+                              not bad, "all agree" if not bad else "flagged: " + ", ".join(bad),
+                      kind="accuracy"))
     return res

@@ -169,5 +169,6 @@ def _targets(runs, ns, steps) -> list[Target]:
     bad = [f"{row['column']} at N = {n}" for n, rows in runs.items() for row in rows
            if row.get("status") == "ok" and max(row.get("err_f64") or 0, row.get("diff_vs_ref") or 0) > TOL]
     out.append(Target(f"every column's final state within {TOL:g} of the reference",
-                      not bad, "all agree" if not bad else "flagged: " + ", ".join(bad)))
+                      not bad, "all agree" if not bad else "flagged: " + ", ".join(bad),
+                      kind="accuracy"))
     return out

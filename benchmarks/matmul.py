@@ -100,5 +100,6 @@ def run(cfg: Config) -> Result:
     res.data = {"rows": rows}
     bad = [f"{r['column']} n={r['n']}" for r in rows if r["status"] == "ok" and r["err"] > 1e-4]
     res.targets.append(Target("every column computes A @ B (max err / max|C| <= 1e-4)",
-                              not bad, "all agree" if not bad else "wrong: " + ", ".join(bad)))
+                              not bad, "all agree" if not bad else "wrong: " + ", ".join(bad),
+                              kind="accuracy"))
     return res

@@ -1,0 +1,88 @@
+"""The benchmark suite must keep running: `python -m benchmarks --quick` on tiny
+sizes writes its JSON, every column that ran agrees with the reference answer,
+and nothing fails except for a documented reason (a peer not installed, no GL)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _gl_available() -> bool:
+    try:
+        import moderngl
+        ctx = moderngl.create_standalone_context(backend="egl", require=430)
+        ctx.release()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["VGPU_CACHE_DIR"] = str(out.parent / "cache")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out.exists(), "the JSON report was not written"
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_every_benchmark_reported(report):
+    data, stdout = report
+    assert set(data["benchmarks"]) == {"lorenz", "dispatch", "compile", "matmul", "kuramoto"}
+    for name, entry in data["benchmarks"].items():
+        assert "error" not in entry, f"{name} crashed: {entry.get('error')}"
+        assert entry["tables"], name
+    assert "targets:" in stdout and "JSON written to" in stdout
+
+
+def test_answers_agree(report):
+    data, _ = report
+    kinds = [t["kind"] for e in data["benchmarks"].values() for t in e["targets"]]
+    assert kinds.count("accuracy") >= 4
+    for name, entry in data["benchmarks"].items():
+        for t in entry["targets"]:
+            if t["kind"] == "accuracy":
+                assert t["passed"] is not False, f"{name}: {t['name']}: {t['detail']}"
+
+
+def _rows(entry):
+    d = entry["data"]
+    if "runs" in d:                       # lorenz: rows per size
+        return [r for rows in d["runs"].values() for r in rows]
+    return d.get("rows", [])
+
+
+def test_columns_ran_or_say_why(report):
+    data, _ = report
+    gl = _gl_available()
+    allowed = ("not installed", "skipped")
+    for name, entry in data["benchmarks"].items():
+        for row in _rows(entry):
+            status = row["status"]
+            if status == "ok" or status.startswith(allowed):
+                continue
+            uses_gl = any(w in row["column"] for w in ("GLSL", "moderngl", "recompile",
+                                                       "run_field", "fresh"))
+            assert uses_gl and not gl, f"{name} / {row['column']}: {status}"
+
+
+def test_reference_columns_always_run(report):
+    data, _ = report
+    lorenz = _rows(data["benchmarks"]["lorenz"])
+    status = {r["column"]: r["status"] for r in lorenz}
+    assert status["hand numpy RK4"] == "ok"
+    assert status["VGPU numpy ref"] == "ok"
+    for r in lorenz:
+        if r["status"] == "ok":
+            assert r["rate"] > 0 and r["err_f64"] <= 1e-3, r
