@@ -15,14 +15,14 @@ from .exprs import ALL, Context, ExprChecker, uses
 from .scope import Scope, build_scope, describe
 
 PARAM_CTX = Context("a param default", frozenset({"param"}),
-                    rule=" (a default is a constant: literals and other params)")
+                    rule="; a default is a constant: literals and other params")
 SOLVE_CTX = Context("a solve argument", frozenset({"param", "dim"}),
-                    rule=" (the same for every trajectory: literals, params and dims)")
+                    rule="; it is the same for every trajectory: literals, params and dims")
 COUPLED_CTX = Context("a coupled expression", ALL - {"coupled"},
-                      rule=" (coupled values are computed before they are shared)")
+                      rule="; coupled values are computed before they are shared")
 INIT_ALLOWED = frozenset({"param", "dim", "grid", "basin", "input", "t", "state"})
-INIT_RULE = (" (a start value may use params, dims, grid and basin indices, inputs, `t` "
-             "and the states declared before it)")
+INIT_RULE = ("; a start value may use params, dims, grid and basin indices, inputs, `t` "
+             "and the states declared before it")
 SOLVE_ARGS = ("dt", "steps", "t0")
 
 

@@ -39,7 +39,7 @@ class Context:
     where: str                              # "a param default", for messages
     allowed: frozenset[str] = ALL
     states: frozenset[str] | None = None    # None: every state (when "state" is allowed)
-    rule: str = ""                          # the rule, for messages
+    rule: str = ""                          # "; " + the rule, for messages
 
     def check(self, kind: str, name: str, span: Span, via: str | None = None) -> None:
         ok = kind in self.allowed
@@ -50,8 +50,9 @@ class Context:
         what = _WHAT.get(kind) or f"`{name}` ({describe(kind)})"
         if kind == "state" and self.states is not None and "state" in self.allowed:
             what = f"`{name}`, a state declared at or after this one"
-        head = f"`{via}` uses {what}" if via else f"{what[0].upper()}{what[1:]}"
-        raise NameError_(f"{head}, which {self.where} may not use{self.rule}", span=span)
+        if via:
+            what = f"`{via}`, which uses {what}"
+        raise NameError_(f"{self.where} may not use {what}{self.rule}", span=span)
 
 
 FULL = Context("this expression")

@@ -22,6 +22,7 @@ SPECIAL_FUNCTIONS = frozenset({"init", "sum", "mean"})
 RESERVED_FUNCTIONS = frozenset(FUNCTIONS) | SPECIAL_FUNCTIONS
 MAX_BASIN = 256
 MAX_GRID_RANK = 3
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,9 @@ def _extent(scope: Scope, ext: Union[A.Name, A.Num], what: str) -> Union[str, in
     if isinstance(ext, A.Name):
         declare(scope, ext, "dim")
         return ext.name
-    if not ext.is_int or ext.value < 1:
-        raise DeclarationError(f"{what} sizes are dim symbols or int literals of at least 1",
-                               span=ext.span)
+    if not ext.is_int or not 1 <= ext.value <= INT32_MAX:
+        raise DeclarationError(f"{what} sizes are dim symbols or int literals from 1 to "
+                               f"{INT32_MAX}", span=ext.span)
     return ext.value
 
 
@@ -177,7 +178,7 @@ def _basin(scope: Scope) -> tuple[Axis, ...] | None:
     if decl is None:
         return None
     if len(decl.axes) != len(scope.grid):
-        raise DeclarationError(f"the basin has {len(decl.axes)} axes but the grid has "
+        raise DeclarationError(f"the basin has rank {len(decl.axes)} but the grid has rank "
                                f"{len(scope.grid)}; they must have the same rank",
                                span=decl.span)
     axes = []
