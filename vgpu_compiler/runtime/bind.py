@@ -55,7 +55,7 @@ def working_dtype(dtype) -> np.dtype:
         d = None if dtype is None else np.dtype(dtype)
     except TypeError:
         d = None
-    if d not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if d is None or d.name not in ("float32", "float64"):
         raise ArgumentTypeError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
     return d
 
