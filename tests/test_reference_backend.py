@@ -466,3 +466,45 @@ def test_progress_is_reported():
     seen = []
     solve(DECAY, np.ones(2), params={"k": 1.0}, steps=250, progress=lambda d, n: seen.append(d))
     assert seen[-1] == 250 and seen == sorted(seen) and len(seen) >= 10
+
+
+def test_a_guarded_read_used_unguarded_elsewhere_still_raises():
+    src = GUARDED.replace("dx/dt = where(i > 0, v[i - 1], 100.0) + where(i < N - 1 and "
+                          "v[i + 1] > 0, 1.0, 0.0)",
+                          "dx/dt = where(i > 0, v[i - 1], 100.0) + v[i - 1]")
+    with pytest.raises(vgpu.VgpuIndexError, match=r"v\[-1\]"):
+        run(src, inputs={"v": np.ones(3)})
+
+
+def test_deep_expressions_built_by_hand():
+    from vgpu_compiler.backends import numpy_ref
+    from vgpu_compiler.ir.nodes import Apply, Axis, Const, Field, Solver, State, Sym
+    from vgpu_compiler.ir.ops import Op, SymKind, Type
+    from vgpu_compiler.ir.tableau import TABLEAUX
+    from vgpu_compiler.runtime.bind import bind
+
+    F = Type.FLOAT
+    x = Sym(SymKind.STATE, "x", F)
+    e = x
+    for _ in range(3000):                       # far deeper than Python's recursion limit
+        e = Apply(Op.ADD, (e, Apply(Op.MUL, (x, Const(1e-4, F)), F)), F)
+    solver = Solver("euler", TABLEAUX["euler"], Const(0.01, F), Const(1, Type.INT),
+                    Const(0.0, F))
+    field = Field(name="deep", states=(State("x", None),), derivs=(e,), params=(), inputs=(),
+                  outputs=(), dims=("N",), grid=(Axis("i", "N"),), basin=None, coupled=(),
+                  collapse=None, flux=(), solver=solver)
+    sol = numpy_ref.run(bind(field, np.ones(3), dtype="float64"))
+    np.testing.assert_allclose(sol.states, 1 + 0.01 * 1.3, rtol=1e-12)
+
+
+def test_h0_for_one_state_on_a_two_dimensional_grid():
+    src = """field plane {
+        grid i < M, j < N
+        state u
+        du/dt = float(i * 10 + j)
+        solve euler(dt = 1, steps = 1)
+    }"""
+    u0 = np.zeros((2, 3))
+    expected = np.add.outer(np.arange(2) * 10.0, np.arange(3))
+    np.testing.assert_array_equal(run(src, u0), expected)
+    np.testing.assert_array_equal(run(src, u0[..., None]), expected)   # (M, N, 1) is fine too

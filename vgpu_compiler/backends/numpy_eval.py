@@ -89,30 +89,62 @@ def _traps_here(node: Expr) -> bool:
 VARYING = frozenset({"state", "t", "step", "init", "coupled"})
 
 
+def _own(node: Expr) -> tuple:
+    """A node's fields other than its children and span (a shallow key for hash-consing)."""
+    if isinstance(node, Const):
+        return (repr(node.value), node.type)       # repr keeps -0.0 apart from 0.0
+    if isinstance(node, Sym):
+        return (node.kind, node.name, node.type)
+    if isinstance(node, Reduce):
+        return (node.op, node.name, node.type)
+    if isinstance(node, Apply):
+        return (node.op, node.type)
+    return (node.array if isinstance(node, Load) else node.name, node.type)
+
+
 class Plan:
-    """The unique nodes of some expressions, numbered in dependency order."""
+    """The unique nodes of some expressions, numbered children first.
+
+    Nodes are hash-consed on a shallow key (own fields + child slots), so
+    equal subtrees share a slot without ever hashing a deep tree, and no
+    method recurses: expressions of any depth are fine.
+    """
 
     def __init__(self) -> None:
-        self.slot: dict[Expr, int] = {}
+        self.slot: dict[tuple, int] = {}
+        self.by_id: dict[int, int] = {}
+        self._alive: list[Expr] = []      # keeps every id in by_id valid
         self.nodes: list[Expr] = []
         self.kids: list[tuple[int, ...]] = []
         self.traps: list[bool] = []       # the subtree can raise a run-time error
         self.varies: list[bool] = []      # the value can change from one stage to the next
 
-    def add(self, node: Expr) -> int:
-        found = self.slot.get(node)
-        if found is not None:
-            return found
-        kids = tuple(self.add(c) for c in children(node))
-        n = len(self.nodes)
-        self.slot[node] = n
+    def add(self, root: Expr) -> int:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in self.by_id:
+                continue
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(children(node)))
+                continue
+            kids = tuple(self.by_id[id(c)] for c in children(node))
+            key = (type(node), _own(node), kids)
+            if key not in self.slot:
+                self.slot[key] = self._new(node, kids)
+            self.by_id[id(node)] = self.slot[key]
+            self._alive.append(node)
+        return self.by_id[id(root)]
+
+    def _new(self, node: Expr, kids: tuple[int, ...]) -> int:
         self.nodes.append(node)
         self.kids.append(kids)
         self.traps.append(_traps_here(node) or any(self.traps[k] for k in kids))
         own = isinstance(node, (CoupledAt, Reduce)) or (
             isinstance(node, Sym) and node.kind.value in VARYING)
         self.varies.append(own or any(self.varies[k] for k in kids))
-        return n
+        return len(self.nodes) - 1
 
 
 class Context:
@@ -153,21 +185,26 @@ class Frame:
 
     # --- values -------------------------------------------------------------
     def value(self, slot: int):
-        v = self.values[slot]
-        if v is not None:
-            return v
-        for k in self.plan.kids[slot]:
-            if self.values[k] is None:
-                self.value(k)
-        keep = self.fixed is not None and not self.plan.varies[slot]
-        if keep and slot in self.fixed:
-            v = self.fixed[slot]
-        else:
-            v = self._compute(self.plan.nodes[slot], [self.values[k] for k in self.plan.kids[slot]])
+        stack = [slot]
+        while stack:
+            s = stack[-1]
+            if self.values[s] is not None:
+                stack.pop()
+                continue
+            keep = self.fixed is not None and not self.plan.varies[s]
+            if keep and s in self.fixed:
+                self.values[s] = self.fixed[s]
+                continue
+            missing = [k for k in self.plan.kids[s] if self.values[k] is None]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            v = self._compute(self.plan.nodes[s], [self.values[k] for k in self.plan.kids[s]])
+            self.values[s] = v
             if keep:
-                self.fixed[slot] = v
-        self.values[slot] = v
-        return v
+                self.fixed[s] = v
+        return self.values[slot]
 
     def _compute(self, node: Expr, args: list):
         if isinstance(node, Const):
@@ -203,29 +240,41 @@ class Frame:
 
     # --- run-time errors ----------------------------------------------------
     def check(self, slot: int, mask) -> None:
-        if not self.plan.traps[slot]:
-            return
-        done = self.checked.get(slot)
-        new = mask if done is None else mask & ~done
-        if not np.any(new):
-            return
-        self.checked[slot] = new if done is None else done | new
+        """Raise the first run-time error on a lane of ``mask`` (children before parents)."""
+        stack = [(slot, mask, False)]
+        while stack:
+            s, m, own = stack.pop()
+            if own:
+                self._check_own(s, m)
+                continue
+            if not self.plan.traps[s]:
+                continue
+            done = self.checked.get(s)
+            new = m if done is None else m & ~done
+            if not np.any(new):
+                continue
+            self.checked[s] = new if done is None else done | new
+            stack.append((s, new, True))
+            stack.extend(self._kid_masks(s, new))
+
+    def _kid_masks(self, slot: int, mask) -> list:
+        """(child, the lanes where it is evaluated, False) for each child."""
         node, kids = self.plan.nodes[slot], self.plan.kids[slot]
-        if isinstance(node, Apply) and node.op in (Op.WHERE, Op.AND, Op.OR):
-            self.check(kids[0], new)
-            first = self.values[kids[0]]
-            if node.op is Op.WHERE:
-                self.check(kids[1], new & first)
-                self.check(kids[2], new & ~first)
-            else:
-                self.check(kids[1], new & (first if node.op is Op.AND else ~first))
-            return
-        for k in kids:
-            self.check(k, new)
+        if not (isinstance(node, Apply) and node.op in (Op.WHERE, Op.AND, Op.OR)):
+            return [(k, mask, False) for k in kids]
+        first = self.value(kids[0])
+        if node.op is Op.WHERE:
+            rest = [(kids[1], mask & first, False), (kids[2], mask & ~first, False)]
+        else:
+            rest = [(kids[1], mask & (first if node.op is Op.AND else ~first), False)]
+        return rest + [(kids[0], mask, False)]
+
+    def _check_own(self, slot: int, mask) -> None:
+        node, kids = self.plan.nodes[slot], self.plan.kids[slot]
         if isinstance(node, Load):
-            self._check_load(node, [self.values[k] for k in kids], new)
+            self._check_load(node, [self.value(k) for k in kids], mask)
         elif _traps_here(node):
-            self._check_div(node, self.values[kids[1]], new)
+            self._check_div(node, self.value(kids[1]), mask)
 
     def _check_load(self, node: Load, index: list, mask) -> None:
         shape = self.ctx.array(node.array).shape
