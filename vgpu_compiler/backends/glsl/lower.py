@@ -1,0 +1,324 @@
+"""IR Field -> Kernel description (kernel.py): the GPU mapping, decided once.
+
+trajectory -> invocation; basin -> workgroup (local size = basin shape, the
+last grid axis on x); without a basin, 64 invocations in a flat 1-D range.
+State lives in registers inside the step loop and in a structure-of-arrays
+storage buffer between dispatches. Everything that only sizes or places data
+(grid, dims, dt, steps, t0, step offsets) is a uniform, so one kernel serves
+every shape.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ...ir.nodes import Apply, CoupledAt, Expr, Field, Load, Reduce, Sym
+from ...ir.ops import ReduceOp, SymKind
+from .kernel import (Assign, Axis, Block, Buffer, CoupledArray, CoupledBlock, Fluxer, Kernel,
+                     Loader, Reduction, Stage, Uniform)
+from .render import DIALECTS, Context, Printer, mangle
+
+VERSION = "glsl-1"
+FLAT_GROUP = 64
+COMPONENTS = "xyz"
+REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
+                  ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
+
+
+def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+          source: str | None = None) -> Kernel:
+    """The kernel description of ``field`` for one dtype and set of per-trajectory params."""
+    return _Lowering(field, dtype, frozenset(per_trajectory_params), source).kernel()
+
+
+class _Lowering:
+    def __init__(self, field: Field, dtype: str, pt: frozenset, source: str | None):
+        self.f, self.d, self.pt = field, DIALECTS[dtype], pt
+        self.lines = source.splitlines() if source else None
+        self.reduces: dict[Reduce, str] = {}
+        self.p = Printer(self.d, param_prefix=lambda n: mangle("p", n),
+                         loader=lambda a: mangle("ld", a),
+                         coupled_at=lambda c: mangle("ca", c), reduce_name=self._reduce_var)
+
+    def _reduce_var(self, r: Reduce) -> str:
+        if r not in self.reduces:
+            self.reduces[r] = f"vg_r{len(self.reduces)}"
+        return self.reduces[r]
+
+    # --- the pieces ------------------------------------------------------------
+    def kernel(self) -> Kernel:
+        f, d = self.f, self.d
+        axes = self._axes()
+        init = self._init()
+        stages = tuple(self._stage(s) for s in range(f.solver.tableau.stages))
+        collapse = self._collapse()
+        flux, fluxers = self._flux()
+        buffers = self._buffers(fluxers)
+        size = int(np.prod([a.size for a in axes])) if f.basin else FLAT_GROUP
+        local = tuple(next((a.size for a in axes if a.comp == c), 1) for c in COMPONENTS)
+        if not f.basin:
+            local = (FLAT_GROUP, 1, 1)
+        pt_regs = tuple(mangle("p", p.name) for p in f.params if p.name in self.pt)
+        return Kernel(
+            name=f.name, version=VERSION, dtype=d.dtype, F=d.F, zero=d.float_literal(0.0),
+            source_name=f.name, local_size=local, has_basin=f.basin is not None,
+            basin_size=size, pow2=1 << (size - 1).bit_length(), axes=axes,
+            nactive=" * ".join(f"vg_ext{k}" for k in range(len(axes))),
+            active=" && ".join(f"{a.basin} < vg_ext{k}" for k, a in enumerate(axes)),
+            lane=_flat(["(" + axes[0].index + " - u_origin)"] + [a.index for a in axes[1:]],
+                       [f"u_grid{k}" for k in range(len(axes))]),
+            buffers=buffers, uniforms=self._uniforms(), helpers=tuple(sorted(self.p.helpers)),
+            loaders=self._loaders(), fluxers=fluxers, coupled_arrays=self._coupled_arrays(),
+            reductions=tuple(f"vg_red{i}" for i in range(len(self.reduces))),
+            states=tuple((mangle("s", s.name), mangle("y", s.name), self._where(s.span))
+                         for s in f.states),
+            stage_k=tuple(tuple(mangle(f"k{i}", s.name) for s in f.states)
+                          for i in range(len(stages))),
+            pt_params=pt_regs, init=init, uses_init=bool(self._init_used()),
+            init_names=tuple(mangle("s0", s.name) for s in f.states),
+            stages=stages, update=self._update(), collapse=collapse, flux=flux,
+            n_deposits=sum(1 for x in fluxers if x.deposit >= 0),
+            errors=tuple((k, w, s.line if s else 0, s.column if s else 0)
+                         for k, w, s in self.p.errors),
+        )
+
+    def _axes(self) -> tuple[Axis, ...]:
+        f = self.f
+        rank = len(f.grid)
+        out = []
+        for k, g in enumerate(f.grid):
+            b = f.basin[k] if f.basin else None
+            out.append(Axis(index=mangle("g", g.index),
+                            basin=mangle("l", b.index) if b else "",
+                            size=int(b.extent) if b else 1, comp=COMPONENTS[rank - 1 - k]))
+        return tuple(out)
+
+    def _where(self, span) -> str:
+        if span is None:
+            return ""
+        text = f"line {span.line}"
+        if self.lines and 1 <= span.line <= len(self.lines):
+            text += ": " + self.lines[span.line - 1].strip()
+        return text
+
+    def _tableau(self, x: Fraction) -> str:
+        return self.d.float_literal(float(x))
+
+    # --- contexts ------------------------------------------------------------------
+    def _block(self, roots: list[Expr], ctx: Context, targets: list[tuple[str, Expr, str]],
+               prefix: str) -> Block:
+        coupled = self._coupled_block(roots, ctx)
+        temps, names = self.p.hoist(roots, ctx, prefix)
+        body = tuple(Assign(t, self.p.expr(e, ctx, names), c) for t, e, c in targets)
+        return Block(coupled=coupled, temps=tuple(temps), body=body)
+
+    def _coupled_block(self, roots: list[Expr], ctx: Context) -> CoupledBlock | None:
+        used, reduces = _coupled_uses(roots)
+        if not used:
+            return None
+        decl = [c for c in self.f.coupled if c.name in used]
+        values = tuple(Assign(mangle("c", c.name), self.p.expr(c.expr, ctx), self._where(c.span))
+                       for c in decl)
+        shared = tuple((mangle("sh", c.name), mangle("c", c.name)) for c in decl)
+        reds = []
+        for r in reduces:
+            var = self._reduce_var(r)
+            self.p.need(REDUCE_COMBINE[r.op])
+            neutral = {ReduceOp.MIN: "vg_inf()", ReduceOp.MAX: "(-vg_inf())"}.get(
+                r.op, self.d.float_literal(0.0))
+            self.p.need(neutral)
+            scratch = var.replace("vg_r", "vg_red")
+            step = f"{scratch}[i] = " + _strip(REDUCE_COMBINE[r.op].format(
+                f"{scratch}[i]", f"{scratch}[i + w]"))
+            reds.append(Reduction(var=var, scratch=scratch, source=mangle("c", r.name),
+                                  combine=REDUCE_COMBINE[r.op], neutral=neutral,
+                                  mean=r.op is ReduceOp.MEAN, step=step))
+        return CoupledBlock(values=values, shared=shared, reductions=tuple(reds))
+
+    def _init(self) -> tuple[Assign, ...]:
+        ctx = Context(state="s", time="u_t0", step="0")
+        return tuple(Assign(mangle("s", s.name), self.p.expr(s.init, ctx), self._where(s.span))
+                     for s in self.f.states if s.init is not None)
+
+    def _init_used(self) -> set[str]:
+        roots = list(self.f.derivs) + [c.expr for c in self.f.coupled]
+        roots += [self.f.collapse] if self.f.collapse is not None else []
+        roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
+        return {s.name for r in roots for s in _walk(r)
+                if isinstance(s, Sym) and s.kind is SymKind.INIT}
+
+    def _stage(self, s: int) -> Stage:
+        tab, f = self.f.solver.tableau, self.f
+        c = tab.c[s]
+        time = "t_n" if c == 0 else f"t_n + {self._tableau(c)} * u_dt"
+        combos = []
+        for st in f.states:
+            terms = [f"{self._tableau(a)} * {mangle(f'k{j}', st.name)}"
+                     for j, a in enumerate(tab.a[s]) if a != 0]
+            rhs = mangle("s", st.name)
+            if terms:
+                rhs += f" + u_dt * ({' + '.join(terms)})"
+            combos.append(Assign(mangle("y", st.name), rhs))
+        targets = [(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
+                   for st, e in zip(f.states, f.derivs)]
+        block = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
+        return Stage(index=s, comment=f"c = {c}", time=time, combos=tuple(combos), block=block)
+
+    def _update(self) -> tuple[Assign, ...]:
+        tab, out = self.f.solver.tableau, []
+        for st in self.f.states:
+            terms = [f"{self._tableau(b)} * {mangle(f'k{j}', st.name)}"
+                     for j, b in enumerate(tab.b) if b != 0]
+            s = mangle("s", st.name)
+            out.append(Assign(s, f"{s} + u_dt * ({' + '.join(terms)})"))
+        return tuple(out)
+
+    def _collapse(self) -> Block | None:
+        cond = self.f.collapse
+        if cond is None:
+            return None
+        ctx = Context(state="s", time="tt", step="nstep")
+        return self._block([cond], ctx, [("vg_hold", cond, self._where(_span_of(cond)))],
+                           "vg_tc")
+
+    def _flux(self) -> tuple[Block | None, tuple[Fluxer, ...]]:
+        f = self.f
+        if not f.flux:
+            return None, ()
+        deposit = self.d.dtype == "float64"
+        fluxers, targets, roots = [], [], []
+        decls = {o.name: o for o in f.outputs}
+        for n, fl in enumerate(f.flux):
+            func = mangle(f"fx{n}", fl.output)
+            dims = tuple(_extent(x) for x in decls[fl.output].dims)
+            fluxers.append(Fluxer(func=func, buffer=mangle("b_out", fl.output), dims=dims,
+                                  array=fl.output, flat=_index_flat(dims), at=_at(len(dims)),
+                                  deposit=n if deposit else -1))
+            args = [*fl.index, fl.value]
+            roots += args
+            eid = self.p.error_id("index", fl.output, fl.span)
+            targets.append((func, (args, eid), self._where(fl.span)))
+        ctx = Context(state="s", time="tt", step="nstep")
+        coupled = self._coupled_block(roots, ctx)
+        temps, names = self.p.hoist(roots, ctx, "vg_tf")
+        body = []
+        for func, (args, eid), comment in targets:
+            text = ", ".join(self.p.expr(a, ctx, names) for a in args)
+            body.append(Assign(func, f"{text}, {eid}u", comment))
+        return Block(coupled=coupled, temps=tuple(temps), body=tuple(body)), tuple(fluxers)
+
+    # --- declarations ----------------------------------------------------------------
+    def _buffers(self, fluxers) -> tuple[Buffer, ...]:
+        f, F = self.f, self.d.F
+        out = [Buffer(0, "state", "b_state", F, comment="states, structure of arrays"),
+               Buffer(1, "err", "b_err", "uint", comment="first run-time error id (atomicMin)")]
+        if self._init_used():
+            out.append(Buffer(len(out), "init", "b_init", F, comment="init(x) values"))
+        if f.collapse is not None:
+            out.append(Buffer(len(out), "steps", "b_steps", "int",
+                              comment="steps taken, then collapsed flags"))
+        if any(p.name in self.pt for p in f.params):
+            out.append(Buffer(len(out), "params", "b_params", F, readonly=True,
+                              comment="per-trajectory params, structure of arrays"))
+        for a in f.inputs:
+            out.append(Buffer(len(out), "input", mangle("b_in", a.name), F, readonly=True,
+                              array=a.name, comment=f"input {a.name}"))
+        for o in f.outputs:
+            out.append(Buffer(len(out), "output", mangle("b_out", o.name),
+                              F, atomic=self.d.dtype == "float32", array=o.name,
+                              comment=f"output {o.name}"))
+        if any(x.deposit >= 0 for x in fluxers):
+            out.append(Buffer(len(out), "deposits", "b_dep", F,
+                              comment="flux deposits (index, value), summed on the host"))
+        return tuple(out)
+
+    def _uniforms(self) -> tuple[Uniform, ...]:
+        f, F = self.f, self.d.F
+        out = [Uniform(F, "u_dt", "step size"), Uniform(F, "u_t0", "start time"),
+               Uniform("int", "u_steps", "steps in the whole integration"),
+               Uniform("int", "u_step0", "first step of this dispatch"),
+               Uniform("int", "u_nsteps", "steps in this dispatch"),
+               Uniform("int", "u_final", "1 in the dispatch that ends the integration"),
+               Uniform("int", "u_count", "trajectories in this dispatch (array stride)"),
+               Uniform("int", "u_origin", "first trajectory (row with a basin) of this dispatch")]
+        out += [Uniform("int", f"u_grid{k}", f"grid extent of {a.index}")
+                for k, a in enumerate(f.grid)]
+        out += [Uniform("int", mangle("d", n), f"dim {n}") for n in f.dims]
+        out += [Uniform(F, mangle("p", p.name), f"param {p.name}")
+                for p in f.params if p.name not in self.pt]
+        return tuple(out)
+
+    def _loaders(self) -> tuple[Loader, ...]:
+        out = []
+        for a in self.f.inputs:
+            dims = tuple(_extent(x) for x in a.dims)
+            out.append(Loader(func=mangle("ld", a.name), buffer=mangle("b_in", a.name),
+                              dims=dims, array=a.name, flat=_index_flat(dims),
+                              at=_at(len(dims))))
+        return tuple(out)
+
+    def _coupled_arrays(self) -> tuple[CoupledArray, ...]:
+        sizes = [str(int(a.extent)) for a in self.f.basin or ()]
+        if not sizes:
+            return ()
+        flat = _flat([f"e{k}" for k in range(len(sizes))], sizes)
+        return tuple(CoupledArray(name=mangle("sh", c.name), func=mangle("ca", c.name),
+                                  edge=c.edge.value, flat=flat) for c in self.f.coupled)
+
+
+def _flat(index: list[str], dims: list[str]) -> str:
+    """Row-major offset of ``index`` in an array of extents ``dims`` (Horner form)."""
+    text = index[0]
+    for i, d in zip(index[1:], dims[1:]):
+        text = f"({text}) * {d} + {i}" if " + " in text else f"{text} * {d} + {i}"
+    return text
+
+
+def _index_flat(dims: tuple[str, ...]) -> str:
+    return _flat([f"i{k}" for k in range(len(dims))], list(dims))
+
+
+def _at(rank: int) -> str:
+    return "ivec3(" + ", ".join([f"i{k}" for k in range(rank)] + ["0"] * (3 - rank)) + ")"
+
+
+def _strip(text: str) -> str:
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
+
+
+def _extent(x) -> str:
+    return str(x) if isinstance(x, int) else mangle("d", x)
+
+
+def _walk(e: Expr):
+    seen, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        yield x
+        if isinstance(x, Apply):
+            stack.extend(x.args)
+        elif isinstance(x, (Load, CoupledAt)):
+            stack.extend(x.index)
+
+
+def _coupled_uses(roots: list[Expr]) -> tuple[set[str], list[Reduce]]:
+    names, reduces = set(), []
+    for r in roots:
+        for x in _walk(r):
+            if isinstance(x, Sym) and x.kind is SymKind.COUPLED:
+                names.add(x.name)
+            elif isinstance(x, CoupledAt):
+                names.add(x.name)
+            elif isinstance(x, Reduce):
+                names.add(x.name)
+                if x not in reduces:
+                    reduces.append(x)
+    return names, reduces
+
+
+def _span_of(e: Expr):
+    return getattr(e, "span", None)

@@ -1,0 +1,356 @@
+"""Printing IR expressions as GLSL: an op table, a type map, a literal printer.
+
+The printer is data-driven (tinygrad's renderer style): ``FLOAT32`` holds the
+tables for float32 and ``FLOAT64`` overrides the few entries that differ.
+Printers only print: which helpers a kernel needs is collected while printing,
+and pure shared subtrees are hoisted into temporaries by ``Printer.hoist``.
+
+Semantics that GLSL leaves undefined (NaN in min/max, ``pow`` of a negative
+base, integer ``//`` and ``%`` of negatives ...) go through the ``vg_*``
+helpers in templates/helpers.glsl.j2, which follow numpy exactly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from ...errors import BackendError, Span
+from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
+from ...ir.ops import Op, SymKind, Type
+
+# --- the op tables ---------------------------------------------------------------
+# Operands are {0}, {1}, {2}; {e} is the error id of a node that can fail at run time.
+BINARY = {
+    Op.ADD: "({0} + {1})", Op.SUB: "({0} - {1})", Op.MUL: "({0} * {1})",
+    Op.DIV: "({0} / {1})",
+    Op.LT: "({0} < {1})", Op.LE: "({0} <= {1})", Op.GT: "({0} > {1})",
+    Op.GE: "({0} >= {1})", Op.EQ: "({0} == {1})", Op.NE: "({0} != {1})",
+    Op.AND: "({0} && {1})", Op.OR: "({0} || {1})",
+}
+UNARY = {Op.NEG: "(-{0})", Op.NOT: "(!{0})"}
+INT_OPS = {
+    Op.FLOORDIV: "vg_ifloordiv({0}, {1}, {e}u)",
+    Op.MOD: "vg_imod({0}, {1}, {e}u)",
+    Op.ABS: "abs({0})", Op.MIN: "min({0}, {1})", Op.MAX: "max({0}, {1})",
+    Op.CLAMP: "min(max({0}, {1}), {2})", Op.SIGN: "sign({0})",
+    Op.TO_FLOAT: "{F}({0})",
+}
+FLOAT_OPS = {
+    Op.FLOORDIV: "vg_floordiv({0}, {1})", Op.MOD: "vg_fmod({0}, {1})",
+    Op.POW: "vg_pow({0}, {1})",
+    Op.SIN: "sin({0})", Op.COS: "cos({0})", Op.TAN: "tan({0})",
+    Op.ASIN: "vg_asin({0})", Op.ACOS: "vg_acos({0})", Op.ATAN: "atan({0})",
+    Op.ATAN2: "vg_atan2({0}, {1})", Op.SINH: "sinh({0})", Op.COSH: "cosh({0})",
+    Op.TANH: "vg_tanh({0})", Op.EXP: "exp({0})", Op.LOG: "vg_log({0})",
+    Op.LOG2: "vg_log2({0})", Op.SQRT: "vg_sqrt({0})", Op.FLOOR: "floor({0})",
+    Op.CEIL: "ceil({0})", Op.ABS: "abs({0})", Op.MIN: "vg_min({0}, {1})",
+    Op.MAX: "vg_max({0}, {1})", Op.CLAMP: "vg_clamp({0}, {1}, {2})",
+    Op.SIGN: "vg_sign({0})", Op.TO_INT: "vg_toint({0})",
+}
+# A constant integer exponent is a product: exact, and legal in float64.
+POWI = "vg_powi({0}, {1})"
+# Helpers each helper needs (resolved transitively).
+HELPER_DEPS = {
+    "vg_pow": ("vg_nan", "vg_inf", "vg_powi"), "vg_asin": ("vg_nan",),
+    "vg_acos": ("vg_nan",), "vg_log": ("vg_nan", "vg_inf"), "vg_log2": ("vg_nan", "vg_inf"),
+    "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
+    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": (), "vg_fmod": ("vg_nan",),
+    "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",), "vg_powi": (),
+}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Everything that differs between float32 and float64 code."""
+
+    dtype: str
+    F: str                               # the GLSL float type
+    suffix: str                          # float literal suffix
+    forbidden: frozenset = frozenset()   # ops with no full-precision GLSL version
+    float_ops: dict = field(default_factory=lambda: dict(FLOAT_OPS))
+
+    def type_name(self, t: Type) -> str:
+        return {Type.INT: "int", Type.BOOL: "bool", Type.FLOAT: self.F}[t]
+
+    def literal(self, value, t: Type) -> str:
+        if t is Type.BOOL:
+            return "true" if value else "false"
+        if t is Type.INT:
+            v = int(value)
+            return str(v) if v != -2**31 else "(-2147483647 - 1)"
+        return self.float_literal(value)
+
+    def float_literal(self, value) -> str:
+        v = float(np.dtype(self.dtype).type(value))
+        if math.isnan(v):
+            return "vg_nan()"
+        if math.isinf(v):
+            return "vg_inf()" if v > 0 else "(-vg_inf())"
+        text = str(np.float32(v)) if self.dtype == "float32" else repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+        if text.startswith("-"):
+            return f"({text}{self.suffix})"
+        return text + self.suffix
+
+
+FLOAT32 = Dialect("float32", "float", "")
+FLOAT64 = Dialect(
+    "float64", "double", "lf",
+    forbidden=frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
+                         Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2}),
+)
+DIALECTS = {"float32": FLOAT32, "float64": FLOAT64}
+
+
+def float64_error(op_name: str, span: Span | None) -> BackendError:
+    return BackendError(
+        f"`{op_name}` has no double-precision version on the GLSL backend "
+        f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
+        f"integer powers only); use dtype='float32', or backend=\"numpy\" for float64",
+        span=span)
+
+
+# --- names -------------------------------------------------------------------------
+def mangle(prefix: str, name: str) -> str:
+    """A GLSL identifier for a user name: never a keyword, never containing '__'."""
+    if "__" in name or name.startswith("_") or name.endswith("_"):
+        return prefix + "X" + name.replace("_", "_u")
+    return f"{prefix}_{name}"
+
+
+# --- the printer -------------------------------------------------------------------
+@dataclass
+class Context:
+    """How symbols read in one place of the kernel (a stage, the collapse vote, ...)."""
+
+    state: str = "y"          # prefix of the state variables seen here
+    time: str = "tt"
+    step: str = "nstep"
+
+
+class Printer:
+    """Prints expressions of one field; collects helpers and run-time error sites."""
+
+    def __init__(self, dialect: Dialect, *, param_prefix: Callable[[str], str],
+                 loader: Callable[[str], str], coupled_at: Callable[[str], str],
+                 reduce_name: Callable[[Reduce], str]):
+        self.d = dialect
+        self.helpers: set[str] = set()
+        self.errors: list[tuple[str, str, Span | None]] = []   # (kind, what, span)
+        self._error_ids: dict[tuple, int] = {}
+        self._param = param_prefix
+        self._loader = loader
+        self._coupled_at = coupled_at
+        self._reduce = reduce_name
+
+    # error sites ---------------------------------------------------------------
+    def error_id(self, kind: str, what: str, span: Span | None) -> int:
+        key = (kind, what, span)
+        if key not in self._error_ids:
+            self._error_ids[key] = len(self.errors)
+            self.errors.append(key)
+            self.helpers.add("vg_fail")
+        return self._error_ids[key]
+
+    def need(self, fmt: str) -> None:
+        for name in _helper_names(fmt):
+            self._add_helper(name)
+
+    def _add_helper(self, name: str) -> None:
+        if name in self.helpers:
+            return
+        self.helpers.add(name)
+        for dep in HELPER_DEPS.get(name, ()):
+            self._add_helper(dep)
+
+    # printing ------------------------------------------------------------------
+    def expr(self, e: Expr, ctx: Context, temps: dict | None = None) -> str:
+        text = self._expr(e, ctx, temps or {})
+        if text.startswith("(") and _balanced_outer(text):
+            return text[1:-1]
+        return text
+
+    def _expr(self, e: Expr, ctx: Context, temps: dict) -> str:
+        if e in temps:
+            return temps[e]
+        if isinstance(e, Const):
+            if e.type is Type.FLOAT:
+                text = self.d.float_literal(e.value)
+                self.need(text)
+                return text
+            return self.d.literal(e.value, e.type)
+        if isinstance(e, Sym):
+            return self._sym(e, ctx)
+        if isinstance(e, Load):
+            idx = [self._expr(i, ctx, temps) for i in e.index]
+            eid = self.error_id("index", e.array, e.span)
+            return f"{self._loader(e.array)}({', '.join(idx)}, {eid}u)"
+        if isinstance(e, CoupledAt):
+            idx = [self._expr(i, ctx, temps) for i in e.index]
+            return f"{self._coupled_at(e.name)}({', '.join(idx)})"
+        if isinstance(e, Reduce):
+            return self._reduce(e)
+        return self._apply(e, ctx, temps)
+
+    def _sym(self, s: Sym, ctx: Context) -> str:
+        k = s.kind
+        if k is SymKind.STATE:
+            return mangle(ctx.state, s.name)
+        if k is SymKind.INIT:
+            return mangle("s0", s.name)
+        if k is SymKind.PARAM:
+            return self._param(s.name)
+        if k is SymKind.DIM:
+            return mangle("d", s.name)
+        if k is SymKind.GRID:
+            return mangle("g", s.name)
+        if k is SymKind.BASIN:
+            return mangle("l", s.name)
+        if k is SymKind.COUPLED:
+            return mangle("c", s.name)
+        if k is SymKind.TIME:
+            return ctx.time
+        if k is SymKind.STEP:
+            return ctx.step
+        if k is SymKind.DT:
+            return "u_dt"
+        raise AssertionError(f"unknown symbol kind {k}")
+
+    def _apply(self, e: Apply, ctx: Context, temps: dict) -> str:
+        op = e.op
+        if op in self.d.forbidden:
+            raise float64_error(op.value, e.span)
+        if op is Op.WHERE:
+            c, a, b = (self._expr(x, ctx, temps) for x in e.args)
+            return f"({c} ? {a} : {b})"
+        if op is Op.POW:
+            return self._pow(e, ctx, temps)
+        args = [self._expr(x, ctx, temps) for x in e.args]
+        operand_type = e.args[0].type if e.args else e.type
+        if op in BINARY:
+            fmt = BINARY[op]
+        elif op in UNARY:
+            fmt = UNARY[op]
+        elif operand_type is Type.INT and op in INT_OPS:
+            fmt = INT_OPS[op]
+        elif op is Op.TO_INT and operand_type is Type.INT:
+            fmt = "{0}"
+        elif op is Op.TO_FLOAT:
+            fmt = "{F}({0})"
+        else:
+            fmt = self.d.float_ops[op]
+        self.need(fmt)
+        eid = ""
+        if "{e}" in fmt:
+            eid = self.error_id("zero", op.value, e.span)
+        return fmt.format(*args, e=eid, F=self.d.F)
+
+    def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
+        base, expo = e.args
+        n = _integer_exponent(expo)
+        if n is not None:
+            self.need(POWI)
+            return POWI.format(self._expr(base, ctx, temps), n)
+        if expo_int := _int_operand(expo):
+            self.need(POWI)
+            return POWI.format(self._expr(base, ctx, temps), self._expr(expo_int, ctx, temps))
+        if self.d.dtype == "float64":
+            raise float64_error("^ with a non-integer exponent", e.span)
+        fmt = self.d.float_ops[Op.POW]
+        self.need(fmt)
+        return fmt.format(self._expr(base, ctx, temps), self._expr(expo, ctx, temps))
+
+    # hoisting pure common subexpressions ------------------------------------------
+    def hoist(self, roots: list[Expr], ctx: Context, prefix: str) -> tuple[list[str], dict]:
+        """Declarations of temporaries for pure subtrees used more than once.
+
+        A subtree is pure when it holds no input read and no int ``//``/``%``:
+        computing it where its value is not needed has no effect, so moving it
+        out of a ``where`` branch is safe. Impure subtrees stay inline.
+        """
+        uses: dict[Expr, int] = {}
+        order: list[Expr] = []
+        pure: dict[Expr, bool] = {}
+
+        def visit(e: Expr) -> None:
+            uses[e] = uses.get(e, 0) + 1
+            if uses[e] > 1:
+                return
+            for c in _children(e):
+                visit(c)
+            pure[e] = _is_pure_node(e) and all(pure[c] for c in _children(e))
+            order.append(e)
+
+        for r in roots:
+            visit(r)
+        temps: dict[Expr, str] = {}
+        lines: list[str] = []
+        for e in order:
+            if uses[e] > 1 and pure[e] and isinstance(e, Apply) and e.op is not Op.TO_FLOAT:
+                text = self.expr(e, ctx, temps)
+                name = f"{prefix}{len(temps)}"
+                lines.append(f"{self.d.type_name(e.type)} {name} = {text};")
+                temps[e] = name
+        return lines, temps
+
+
+def _children(e: Expr) -> tuple:
+    if isinstance(e, Apply):
+        return e.args
+    if isinstance(e, (Load, CoupledAt)):
+        return e.index
+    return ()
+
+
+def _is_pure_node(e: Expr) -> bool:
+    if isinstance(e, Load):
+        return False
+    if isinstance(e, Apply) and e.op in (Op.FLOORDIV, Op.MOD) and e.type is Type.INT:
+        return False
+    return True
+
+
+def _integer_exponent(expo: Expr) -> int | None:
+    if isinstance(expo, Apply) and expo.op is Op.NEG:
+        n = _integer_exponent(expo.args[0])
+        return None if n is None else -n
+    if isinstance(expo, Apply) and expo.op is Op.TO_FLOAT and isinstance(expo.args[0], Const):
+        return int(expo.args[0].value)
+    if isinstance(expo, Const) and float(expo.value).is_integer() and abs(expo.value) <= 2**31 - 1:
+        return int(expo.value)
+    return None
+
+
+def _int_operand(expo: Expr) -> Expr | None:
+    if isinstance(expo, Apply) and expo.op is Op.TO_FLOAT and expo.args[0].type is Type.INT:
+        return expo.args[0]
+    return None
+
+
+def _helper_names(fmt: str) -> list[str]:
+    out, i = [], fmt.find("vg_")
+    while i >= 0:
+        j = i
+        while j < len(fmt) and (fmt[j].isalnum() or fmt[j] == "_"):
+            j += 1
+        out.append(fmt[i:j])
+        i = fmt.find("vg_", j)
+    return out
+
+
+def _balanced_outer(text: str) -> bool:
+    depth = 0
+    for pos, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and pos < len(text) - 1:
+            return False
+    return depth == 0
+
+
+__all__ = ["Dialect", "FLOAT32", "FLOAT64", "DIALECTS", "Printer", "Context", "mangle",
+           "float64_error", "replace"]

@@ -1,0 +1,38 @@
+"""The Jinja2 environment of the GLSL backend: templates hold layout only."""
+from __future__ import annotations
+
+import functools
+
+import jinja2
+
+from .kernel import Kernel
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    try:
+        from ...resources import templates_dir
+        folder = templates_dir()
+    except ImportError:         # pragma: no cover - the front end's resources module
+        from pathlib import Path
+        folder = Path(__file__).resolve().parents[3] / "templates"
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_kernel(kernel: Kernel, template: str = "field.glsl.j2") -> str:
+    text = environment().get_template(template).render(k=kernel)
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:                   # at most one blank line in a row
+        if line or (out and out[-1]):
+            out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out) + "\n"

@@ -1,0 +1,130 @@
+"""The one OpenGL context of the process, owned by one worker thread.
+
+OpenGL contexts are bound to a thread, so every GL call is submitted to the
+worker (``call(fn, *args)``) and the caller waits for its result: calls from
+any thread are safe, and they run one at a time. ``VGPU_NO_GL=1`` forces
+"no context". The context is headless: EGL first, then moderngl's default.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+log = logging.getLogger("vgpu")
+
+REQUIRE = 430
+
+
+class NoContext(RuntimeError):
+    """No OpenGL 4.3 context can be made here."""
+
+
+class GLThread:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self.ctx = None
+        self.error: str | None = None
+        self.info: dict[str, Any] = {}
+
+    # --- the worker -------------------------------------------------------------
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            ready: Future = Future()
+            self._queue = queue.Queue()
+            self._thread = threading.Thread(target=self._loop, args=(ready,), daemon=True,
+                                            name="vgpu-gl")
+            self._thread.start()
+        ready.result()
+
+    def _loop(self, ready: Future) -> None:
+        self._create()
+        ready.set_result(None)
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            fn, args, fut = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:    # handed to the caller, re-raised there
+                fut.set_exception(exc)
+
+    def _create(self) -> None:
+        if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
+            self.error = "VGPU_NO_GL is set"
+            return
+        try:
+            import moderngl
+        except ImportError as exc:
+            self.error = f"moderngl cannot be imported ({exc})"
+            return
+        errors = []
+        for kwargs in ({"backend": "egl"}, {}):
+            try:
+                self.ctx = moderngl.create_standalone_context(require=REQUIRE, **kwargs)
+                break
+            except Exception as exc:        # noqa: BLE001 - any driver failure means "no"
+                errors.append(f"{kwargs.get('backend', 'default')}: {exc}".splitlines()[0])
+        if self.ctx is None:
+            self.error = "; ".join(errors)
+            return
+        self.info = _describe(self.ctx)
+
+    # --- the public face -----------------------------------------------------------
+    def on_worker(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def available(self) -> bool:
+        self._start()
+        return self.ctx is not None
+
+    def call(self, fn: Callable, *args):
+        """Run ``fn(ctx, *args)`` on the GL thread and return its result."""
+        self._start()
+        if self.ctx is None:
+            raise NoContext(self.error or "no OpenGL context")
+        if self.on_worker():
+            return fn(self.ctx, *args)
+        fut: Future = Future()
+        self._queue.put((fn, (self.ctx, *args), fut))
+        return fut.result()
+
+
+def _describe(ctx) -> dict[str, Any]:
+    info = ctx.info
+    return {
+        "vendor": info.get("GL_VENDOR", ""),
+        "renderer": info.get("GL_RENDERER", ""),
+        "version": info.get("GL_VERSION", ""),
+        "max_block": int(info.get("GL_MAX_SHADER_STORAGE_BLOCK_SIZE", 1 << 27)),
+        "max_groups": tuple(int(x) for x in info.get("GL_MAX_COMPUTE_WORK_GROUP_COUNT",
+                                                     (65535, 65535, 65535))),
+        "max_blocks": int(info.get("GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS", 8)),
+        "native_float_atomic": "GL_NV_shader_atomic_float" in ctx.extensions,
+    }
+
+
+GL = GLThread()
+
+
+def available() -> bool:
+    return GL.available()
+
+
+def call(fn: Callable, *args):
+    return GL.call(fn, *args)
+
+
+def device_info() -> dict[str, Any]:
+    """vendor, renderer, version and limits of the context ({} without one)."""
+    return dict(GL.info) if GL.available() else {}

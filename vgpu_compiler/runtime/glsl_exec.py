@@ -1,0 +1,334 @@
+"""Running one Bound call on a compiled GpuKernel: buffers, chunks, dispatches, readback.
+
+Two kinds of splitting keep every dispatch within the driver's limits:
+- trajectories: an ensemble whose per-trajectory buffers would exceed the
+  largest storage block (GL_MAX_SHADER_STORAGE_BLOCK_SIZE), or whose
+  workgroups would exceed the workgroup-count limit, runs as several ranges of
+  whole basins (rows of basins along the first grid axis), one after another;
+- steps: a long integration runs as several dispatches of bounded length
+  (u_step0 / u_nsteps), the state kept in its buffer in between; chunks also
+  end at every saved step of a history, and progress() is called after each.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backends.glsl.render import mangle
+from ..errors import BackendError, ProgramIndexError, Span, ZeroDivision
+from . import gl
+from .bound import Bound, Progress, Solution
+from .counters import COUNTERS
+
+NO_ERROR = 0xFFFFFFFF
+# Limits; tests lower them to exercise the splitting on small problems.
+LIMITS = {
+    "max_block": None,              # bytes; None: the driver's (env VGPU_MAX_BLOCK_BYTES)
+    "work_per_dispatch": 1 << 27,   # trajectory-stages per dispatch
+    "max_steps": None,              # steps per dispatch (env VGPU_MAX_STEPS_PER_DISPATCH)
+}
+
+
+def set_limits(**kwargs) -> dict:
+    """Override splitting limits (None restores the default); returns the old values."""
+    old = dict(LIMITS)
+    for k, v in kwargs.items():
+        if k not in LIMITS:
+            raise KeyError(k)
+        LIMITS[k] = v
+    return old
+
+
+def _limit(name: str, env: str, default):
+    if LIMITS[name] is not None:
+        return int(LIMITS[name])
+    if os.environ.get(env):
+        return int(os.environ[env])
+    return default
+
+
+@dataclass
+class _Call:
+    """The host side of one run: arrays in kernel layout, and the chunk plan."""
+
+    bound: Bound
+    meta: dict
+    item: int
+    n: int
+    n_states: int
+    pt: list
+    state: np.ndarray           # (n_states, N)
+    params: np.ndarray          # (n_pt, N)
+    row: int                    # trajectories per unit of the first axis
+    unit: int                   # rows per basin along the first axis (1 without basin)
+
+
+def execute(kernel, bound: Bound, progress: Progress) -> Solution:
+    call = _prepare(kernel.meta, bound)
+    dev = gl.device_info()
+    chunks = _chunks(call, dev)
+    gl.call(_upload_shared, kernel, call)
+    history = _history_plan(bound)
+    saved = [None] * len(history) if history else None
+    taken = np.full(call.n, bound.steps, np.int32)
+    deposits = {name: np.zeros(shape, call.state.dtype)
+                for name, shape in bound.output_shapes.items()}
+    for ci, (lo, hi) in enumerate(chunks):
+        _run_chunk(kernel, call, dev, (ci, len(chunks)), lo, hi, progress, history, saved,
+                   taken, deposits)
+    outputs = gl.call(_read_outputs, kernel, call, deposits)
+    sol = Solution(states=_pack(call, call.state), outputs=outputs,
+                   steps_taken=taken.reshape(bound.grid_shape))
+    if history:
+        sol.history = np.stack([_pack(call, h) for h in saved])
+        dt = call.state.dtype.type
+        sol.times = (dt(bound.t0) + np.asarray(history).astype(call.state.dtype) * dt(bound.dt)
+                     ).astype(call.state.dtype)
+    if progress is not None:
+        progress(bound.steps, bound.steps)
+    return sol
+
+
+# --- host arrays -----------------------------------------------------------------------
+def _prepare(meta: dict, bound: Bound) -> _Call:
+    f = bound.field
+    dtype = np.dtype(bound.dtype)
+    n = bound.n_trajectories
+    state = np.zeros((len(f.states), n), dtype)
+    if bound.h0 is not None:
+        free = np.asarray(bound.h0, dtype).reshape(n, -1)
+        rows = [k for k, s in enumerate(f.states) if s.init is None]
+        state[rows] = free.T
+    pt = [p.name for p in f.params
+          if isinstance(bound.params[p.name], np.ndarray) and bound.params[p.name].ndim]
+    params = np.zeros((len(pt), n), dtype)
+    for k, name in enumerate(pt):
+        params[k] = np.asarray(bound.params[name], dtype).reshape(n)
+    grid = bound.grid_shape
+    row = int(np.prod(grid[1:])) if meta["has_basin"] else 1
+    unit = meta["basin"][0] if meta["has_basin"] else 1
+    return _Call(bound, meta, dtype.itemsize, n, len(f.states), pt, state, params, row, unit)
+
+
+def _per_trajectory_bytes(call: _Call) -> int:
+    m = call.meta
+    sizes = [call.n_states * call.item, 8, len(call.pt) * call.item]
+    if m["uses_init"]:
+        sizes.append(call.n_states * call.item)
+    if m["n_deposits"]:
+        sizes.append(2 * m["n_deposits"] * call.item)
+    return max(sizes)
+
+
+def _chunks(call: _Call, dev: dict) -> list[tuple[int, int]]:
+    """Ranges [lo, hi) of the first grid axis (of trajectories without a basin)."""
+    max_block = _limit("max_block", "VGPU_MAX_BLOCK_BYTES", dev.get("max_block", 1 << 27))
+    groups = dev.get("max_groups", (65535, 65535, 65535))
+    grid, meta = call.bound.grid_shape, call.meta
+    for name, arr in call.bound.inputs.items():
+        if arr.size * call.item > max_block:
+            raise BackendError(f"input {name} ({arr.size * call.item} bytes) is larger than "
+                               f"the largest storage block of this driver ({max_block} bytes); "
+                               f"use backend='numpy'")
+    per = _per_trajectory_bytes(call)
+    if not meta["has_basin"]:
+        most = min(max_block // per, meta["local_size"][0] * groups[0] * groups[1])
+        total, unit = call.n, 1
+    else:
+        basin, rank = meta["basin"], len(grid)
+        for k in range(1, rank):
+            if math.ceil(grid[k] / basin[k]) > groups[rank - 1 - k]:
+                raise BackendError(f"grid axis {k} needs more workgroups than the driver allows")
+        most = min(max_block // (per * call.row), basin[0] * groups[rank - 1])
+        total, unit = grid[0], basin[0]
+        most -= most % unit
+    if most < unit:
+        raise BackendError("one row of basins is larger than the largest storage block; "
+                           "use backend='numpy'")
+    return [(lo, min(lo + most, total)) for lo in range(0, total, most)] or [(0, 0)]
+
+
+def _history_plan(bound: Bound) -> list[int] | None:
+    if not bound.save_every:
+        return None
+    saved = list(range(0, bound.steps + 1, bound.save_every))
+    if saved[-1] != bound.steps:
+        saved.append(bound.steps)
+    return saved
+
+
+def _segments(steps: int, per: int, history: list[int] | None) -> list[tuple[int, int]]:
+    points = set(range(0, steps, per)) | {0, steps} | set(history or ())
+    points = sorted(points)
+    segs = list(zip(points[:-1], points[1:]))
+    if history or not segs:          # a history keeps step 0: run the start alone
+        segs.insert(0, (0, 0))
+    return segs
+
+
+# --- one range of trajectories -------------------------------------------------------------
+def _run_chunk(kernel, call, dev, which, lo, hi, progress, history, saved, taken, deposits):
+    bound, meta = call.bound, call.meta
+    a, b = lo * call.row, hi * call.row          # trajectories of this chunk
+    count = b - a
+    gl.call(_upload_chunk, kernel, call, a, b)
+    stages = max(1, len(bound.field.solver.tableau.b))
+    per = max(1, _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27)
+              // max(1, count * stages))
+    per = min(per, _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", per))
+    groups = _groups(call, dev, hi - lo, count)
+    base = _uniforms(call, count, lo)
+    ci, nc = which
+    for s0, s1 in _segments(bound.steps, per, history):
+        u = dict(base, u_step0=s0, u_nsteps=s1 - s0, u_final=int(s1 == bound.steps and
+                                                                  (s1 > s0 or bound.steps == 0)))
+        err = gl.call(_dispatch, kernel, u, groups)
+        COUNTERS.add("dispatches")
+        _raise_error(err, call)
+        if history and s1 in history and (s1 > s0 or s1 == 0):
+            m = history.index(s1)
+            part = gl.call(_read_state, kernel, call, count)
+            if saved[m] is None:
+                saved[m] = np.zeros_like(call.state)
+            saved[m][:, a:b] = part
+        if progress is not None and s1 > s0 and s1 < bound.steps:
+            progress((ci * bound.steps + s1) // nc, bound.steps)
+    call.state[:, a:b] = gl.call(_read_state, kernel, call, count)
+    if meta["collapse"]:
+        taken[a:b] = gl.call(_read_ints, kernel, "b_steps", count)
+    if meta["n_deposits"]:
+        dep = gl.call(_read_array, kernel, "b_dep", 2 * meta["n_deposits"] * count, call)
+        _accumulate(dep.reshape(meta["n_deposits"], count, 2), meta, bound, deposits)
+
+
+def _groups(call: _Call, dev: dict, rows: int, count: int) -> tuple[int, int, int]:
+    meta, grid = call.meta, call.bound.grid_shape
+    if not meta["has_basin"]:
+        total = max(1, math.ceil(count / meta["local_size"][0]))
+        gx = min(total, dev.get("max_groups", (65535,))[0])
+        return gx, math.ceil(total / gx), 1
+    basin, rank = meta["basin"], len(grid)
+    out = [1, 1, 1]
+    for k in range(rank):
+        extent = rows if k == 0 else grid[k]
+        out[rank - 1 - k] = max(1, math.ceil(extent / basin[k]))
+    return tuple(out)
+
+
+def _uniforms(call: _Call, count: int, origin: int) -> dict:
+    bound, f = call.bound, call.bound.field
+    u = {"u_dt": float(call.state.dtype.type(bound.dt)),
+         "u_t0": float(call.state.dtype.type(bound.t0)),
+         "u_steps": int(bound.steps), "u_count": int(count), "u_origin": int(origin)}
+    for k, extent in enumerate(bound.grid_shape):
+        u[f"u_grid{k}"] = int(extent)
+    for name, value in bound.dims.items():
+        u[mangle("d", name)] = int(value)
+    for p in f.params:
+        if p.name not in call.pt:
+            u[mangle("p", p.name)] = float(call.state.dtype.type(bound.params[p.name]))
+    return u
+
+
+def _accumulate(dep: np.ndarray, meta: dict, bound: Bound, outputs: dict) -> None:
+    """float64 flux: deposits (flat index, value) summed in trajectory order."""
+    for slot, name in enumerate(meta["deposit_outputs"]):
+        idx, val = dep[slot, :, 0], dep[slot, :, 1]
+        keep = idx >= 0
+        np.add.at(outputs[name].reshape(-1), idx[keep].astype(np.int64), val[keep])
+
+
+def _raise_error(err: np.ndarray, call: _Call) -> None:
+    if int(err[0]) == NO_ERROR:
+        return
+    kind, what, line, column = call.meta["errors"][int(err[0])]
+    span = Span(line, column) if line else None
+    where = f" (line {line})" if line else ""
+    if kind != "index":
+        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
+    bound = call.bound
+    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
+        "output", bound.output_shapes[what])
+    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
+    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
+                            f"{tuple(shape)}{where}", span=span)
+
+
+def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
+    grid = call.bound.grid_shape
+    out = np.ascontiguousarray(state.T).reshape(grid + (call.n_states,))
+    return out[..., 0] if call.n_states == 1 else out
+
+
+# --- on the GL thread ----------------------------------------------------------------------
+def _buffer_names(kernel, role: str) -> list[dict]:
+    return [b for b in kernel.meta["buffers"] if b["role"] == role]
+
+
+def _upload_shared(ctx, kernel, call: _Call) -> None:
+    """Inputs, zeroed outputs and the error slot: once per run."""
+    bound = call.bound
+    for b in _buffer_names(kernel, "input"):
+        data = np.ascontiguousarray(bound.inputs[b["array"]], call.state.dtype)
+        kernel.ensure(ctx, b["name"], data.nbytes).write(data.tobytes())
+    for b in _buffer_names(kernel, "output"):
+        size = int(np.prod(bound.output_shapes[b["array"]])) * call.item
+        buf = kernel.ensure(ctx, b["name"], size)
+        if call.meta["n_deposits"] == 0:
+            buf.write(bytes(size))
+    kernel.ensure(ctx, "b_err", 16).write(np.full(4, NO_ERROR, np.uint32).tobytes())
+
+
+def _upload_chunk(ctx, kernel, call: _Call, a: int, b: int) -> None:
+    count, item = b - a, call.item
+    st = np.ascontiguousarray(call.state[:, a:b])
+    kernel.ensure(ctx, "b_state", st.nbytes).write(st.tobytes())
+    if call.meta["uses_init"]:
+        kernel.ensure(ctx, "b_init", call.n_states * count * item)
+    if call.meta["collapse"]:
+        kernel.ensure(ctx, "b_steps", 2 * count * 4)
+    if call.pt:
+        p = np.ascontiguousarray(call.params[:, a:b])
+        kernel.ensure(ctx, "b_params", p.nbytes).write(p.tobytes())
+    if call.meta["n_deposits"]:
+        dep = np.full(2 * call.meta["n_deposits"] * count, -1.0, call.state.dtype)
+        kernel.ensure(ctx, "b_dep", dep.nbytes).write(dep.tobytes())
+
+
+def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
+    prog = kernel.program
+    for name, value in uniforms.items():
+        if name in kernel.uniform_names:
+            prog[name].value = value
+    for b in kernel.meta["buffers"]:
+        kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
+    prog.run(*groups)
+    ctx.memory_barrier()
+    return np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
+
+
+def _read_state(ctx, kernel, call: _Call, count: int) -> np.ndarray:
+    raw = kernel.buffers["b_state"].read(call.n_states * count * call.item)
+    return np.frombuffer(raw, call.state.dtype).reshape(call.n_states, count)
+
+
+def _read_ints(ctx, kernel, name: str, count: int) -> np.ndarray:
+    return np.frombuffer(kernel.buffers[name].read(count * 4), np.int32).copy()
+
+
+def _read_array(ctx, kernel, name: str, size: int, call: _Call) -> np.ndarray:
+    return np.frombuffer(kernel.buffers[name].read(size * call.item), call.state.dtype)
+
+
+def _read_outputs(ctx, kernel, call: _Call, deposits: dict) -> dict:
+    if call.meta["n_deposits"]:
+        return deposits
+    out = {}
+    for name, shape in call.bound.output_shapes.items():
+        size = int(np.prod(shape))
+        raw = kernel.buffers[mangle("b_out", name)].read(size * call.item) if size else b""
+        out[name] = np.frombuffer(raw, call.state.dtype).reshape(shape).copy()
+    return out

@@ -1,0 +1,151 @@
+"""The GLSL backend's ``run(bound, progress) -> Solution`` and its kernel caches.
+
+Compile once, bind once, dispatch many: a kernel is found by a key over
+(compiler version, canonical IR with spans, dtype, which params are
+per-trajectory, and the GL driver), first in memory (an LRU of compiled
+programs with their buffers), then on disk (the lowered GLSL and its
+metadata, so a new process skips lowering), else lowered and compiled.
+Shapes are uniforms, so a new shape reuses the kernel and only grows buffers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from ..errors import BackendError
+from ..ir.nodes import Field
+from . import gl
+from .bound import Bound, Progress, Solution
+from .counters import COUNTERS
+from .disk_cache import DiskCache
+from .kernel_cache import GpuKernel, KernelCache
+
+MEMORY = KernelCache()
+DISK = DiskCache()
+_canon_memo: dict[int, tuple[weakref.ref, str]] = {}
+_canon_lock = threading.Lock()
+
+
+def available() -> bool:
+    """True when an OpenGL 4.3 context can be made here (and VGPU_NO_GL is not set)."""
+    if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
+        return False
+    return gl.available()
+
+
+def run(bound: Bound, progress: Progress = None) -> Solution:
+    if not available():
+        raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
+    from .glsl_exec import execute
+    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound))
+    with kernel.lock:
+        return execute(kernel, bound, progress)
+
+
+def per_trajectory(bound: Bound) -> tuple[str, ...]:
+    return tuple(sorted(k for k, v in bound.params.items()
+                        if isinstance(v, np.ndarray) and v.ndim))
+
+
+# --- finding or making a kernel ------------------------------------------------------
+def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
+    from ..backends.glsl import VERSION
+    dev = gl.device_info()
+    parts = [VERSION, canonical(field), dtype, ",".join(sorted(pt)),
+             dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", "")]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
+
+
+def kernel_for(field: Field, dtype: str, pt: tuple[str, ...]) -> GpuKernel:
+    key = kernel_key(field, dtype, pt)
+    kernel = MEMORY.get(key)
+    if kernel is not None:
+        COUNTERS.add("memory_hits")
+        return kernel
+    found = DISK.load(key)
+    if found is not None:
+        COUNTERS.add("disk_hits")
+        source, meta = found
+    else:
+        from ..backends.glsl import build
+        source, desc = build(field, dtype=dtype, per_trajectory_params=pt)
+        meta = desc.meta()
+        DISK.store(key, source, meta)
+    kernel = GpuKernel(key, source, meta)
+    try:
+        gl.call(kernel.compile)
+    except gl.NoContext as exc:
+        raise BackendError(f"no OpenGL context: {exc}") from None
+    except Exception as exc:       # a driver that rejects the shader: a compiler bug
+        if found is not None:       # a stale or foreign disk entry: drop it, rebuild once
+            DISK.evict(key)
+            return kernel_for(field, dtype, pt)
+        raise BackendError(f"the OpenGL driver rejected the shader of field "
+                           f"`{field.name}`: {exc}") from None
+    COUNTERS.add("compiles")
+    return MEMORY.put(kernel)
+
+
+def canonical(field: Field) -> str:
+    """The field's IR as text, spans included (they are in the error table)."""
+    with _canon_lock:
+        hit = _canon_memo.get(id(field))
+        if hit is not None and hit[0]() is field:
+            return hit[1]
+    text = _canon(field)
+    with _canon_lock:
+        if len(_canon_memo) > 256:
+            _canon_memo.clear()
+        try:
+            _canon_memo[id(field)] = (weakref.ref(field), text)
+        except TypeError:
+            pass
+    return text
+
+
+def _canon(obj) -> str:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        inner = ",".join(f"{f.name}={_canon(getattr(obj, f.name))}"
+                         for f in dataclasses.fields(obj))
+        return f"{type(obj).__name__}({inner})"
+    if isinstance(obj, (tuple, list)):
+        return "(" + ",".join(_canon(x) for x in obj) + ")"
+    return repr(obj)
+
+
+# --- cache management --------------------------------------------------------------------
+def cache_info() -> dict:
+    info = {"memory_entries": len(MEMORY), "memory_capacity": MEMORY.capacity,
+            "memory_bytes": MEMORY.nbytes()}
+    info.update(DISK.info())
+    info.update(COUNTERS.snapshot())
+    return info
+
+
+def clear_cache(memory: bool = True, disk: bool = True) -> dict:
+    out = {}
+    if memory:
+        out["memory"] = MEMORY.clear()
+    if disk:
+        out["disk"] = DISK.clear()
+    return out
+
+
+def evict(field: Field, dtype: str = "float32", per_trajectory_params=()) -> bool:
+    """Drop one kernel from memory and disk."""
+    key = kernel_key(field, dtype, tuple(per_trajectory_params))
+    return MEMORY.evict(key) | DISK.evict(key)
+
+
+def set_cache_dir(folder) -> None:
+    """Use ``folder`` for the disk cache (None: VGPU_CACHE_DIR or the user cache folder)."""
+    DISK.set_folder(folder)
+
+
+def set_memory_capacity(n: int) -> None:
+    MEMORY.resize(n)

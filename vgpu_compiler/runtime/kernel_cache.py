@@ -1,0 +1,133 @@
+"""Compiled kernels in memory: a bounded LRU of GpuKernel, each owning its GL objects.
+
+A GpuKernel is a compiled compute program plus the storage buffers it runs
+on, allocated once and grown only when a call needs more room. OpenGL binding
+points are global state, so the runner re-binds a kernel's buffers before each
+dispatch. Every GL object is made and released on the GL thread (gl.call).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from . import gl
+from .counters import COUNTERS
+
+DEFAULT_CAPACITY = 32
+
+
+class GpuKernel:
+    def __init__(self, key: str, source: str, meta: dict):
+        self.key, self.source, self.meta = key, source, meta
+        self.lock = threading.Lock()          # one run at a time on these buffers
+        self.program = None
+        self.uniform_names: frozenset[str] = frozenset()
+        self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
+        self.capacity: dict[str, int] = {}
+
+    # --- on the GL thread ------------------------------------------------------
+    def compile(self, ctx) -> None:
+        self.program = ctx.compute_shader(self.source)
+        self.uniform_names = frozenset(self.program)
+
+    def ensure(self, ctx, name: str, nbytes: int):
+        """The buffer ``name`` with room for ``nbytes`` (grown, never shrunk)."""
+        nbytes = max(16, int(nbytes))
+        if self.capacity.get(name, 0) < nbytes:
+            old = self.buffers.pop(name, None)
+            if old is not None:
+                old.release()
+            self.buffers[name] = ctx.buffer(reserve=nbytes)
+            self.capacity[name] = nbytes
+        return self.buffers[name]
+
+    def release(self, ctx=None) -> None:
+        for buf in self.buffers.values():
+            buf.release()
+        self.buffers.clear()
+        self.capacity.clear()
+        if self.program is not None:
+            self.program.release()
+            self.program = None
+
+    def nbytes(self) -> int:
+        return sum(self.capacity.values())
+
+
+class KernelCache:
+    """Kernels by key, least recently used evicted first."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY):
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, GpuKernel] = OrderedDict()
+
+    def get(self, key: str) -> GpuKernel | None:
+        with self._lock:
+            k = self._items.get(key)
+            if k is not None:
+                self._items.move_to_end(key)
+            return k
+
+    def put(self, kernel: GpuKernel) -> GpuKernel:
+        """Insert (or return the kernel another thread inserted first); evict beyond capacity."""
+        with self._lock:
+            have = self._items.get(kernel.key)
+            if have is not None:
+                victims = [kernel]
+                kernel = have
+            else:
+                self._items[kernel.key] = kernel
+                victims = []
+                while len(self._items) > self.capacity:
+                    _, old = self._items.popitem(last=False)
+                    victims.append(old)
+                    COUNTERS.add("evictions")
+        for v in victims:
+            _release(v)
+        return kernel
+
+    def evict(self, key: str) -> bool:
+        with self._lock:
+            k = self._items.pop(key, None)
+        if k is not None:
+            _release(k)
+            COUNTERS.add("evictions")
+        return k is not None
+
+    def clear(self) -> int:
+        with self._lock:
+            items = list(self._items.values())
+            self._items.clear()
+        for k in items:
+            _release(k)
+        return len(items)
+
+    def resize(self, capacity: int) -> None:
+        self.capacity = max(1, int(capacity))
+        with self._lock:
+            victims = []
+            while len(self._items) > self.capacity:
+                victims.append(self._items.popitem(last=False)[1])
+                COUNTERS.add("evictions")
+        for v in victims:
+            _release(v)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(k.nbytes() for k in self._items.values())
+
+
+def _release(kernel: GpuKernel) -> None:
+    with kernel.lock:          # never under a run of that kernel
+        try:
+            gl.call(kernel.release)
+        except gl.NoContext:
+            pass
