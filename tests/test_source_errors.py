@@ -160,3 +160,31 @@ def test_every_source_error_is_a_vgpu_error_with_a_position():
         with pytest.raises(VgpuError) as info:
             compile_program(src)
         assert info.value.line is not None and info.value.column is not None, src
+
+
+def test_too_deep_nesting_is_a_source_error():
+    src = "field f { state x; dx/dt = " + "+".join(["x"] * 3000) + "; solve euler(dt=1, steps=1) }"
+    with pytest.raises(SyntaxError_) as info:
+        compile_program(src)
+    assert "nested too deeply" in info.value.message and info.value.line == 1
+
+
+TOKENS = ["field", "f", "{", "}", "(", ")", "[", "]", "state", "x", "dx", "/", "dt", "=",
+          "+", "-", "*", "^", "<", "and", "not", "1", "2.5", ",", ";", "\n", "param",
+          "solve", "rk4", "steps", "sum", "coupled", "basin", "l", "edge", "wrap", "#", "A",
+          "input", "flux", "+=", "let", "where", "init", "grid", "i", "N", "collapse", "when"]
+
+
+def test_random_token_soup_only_raises_vgpu_errors():
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(TOKENS), max_size=40))
+    def run(tokens):
+        src = "field f { state x\n" + " ".join(tokens) + "\n}"
+        try:
+            compile_program(src)
+        except VgpuError as err:
+            assert err.line is not None and err.column is not None
+
+    run()

@@ -10,13 +10,17 @@ from dataclasses import dataclass
 
 from lark import Tree
 
-from .errors import UnknownNameError, VgpuError
+from .errors import Span, SyntaxError_, UnknownNameError, VgpuError
 from .frontend import ast as A
 from .frontend.ast import build
 from .frontend.check import check_program
 from .frontend.parse import parse
 from .ir import nodes as N
 from .ir.passes import optimize
+
+
+TOO_DEEP = ("an expression is nested too deeply for the compiler (several hundred levels "
+            "of operators); write it in smaller pieces")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ def compile_program(src: str, filename: str = "<string>") -> Compiled:
         fields = tuple(optimize(f) for f in checked.fields)     # ir.Field -> ir.Field
     except VgpuError as err:
         raise err.with_source(src, filename) from None
+    except RecursionError:
+        raise SyntaxError_(TOO_DEEP, span=Span(1, 1), source=src, filename=filename) from None
     program = N.Program(fields, source=src, filename=filename)
     return Compiled(src, filename, tree, ast, checked, program)
 
