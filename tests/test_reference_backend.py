@@ -508,3 +508,47 @@ def test_h0_for_one_state_on_a_two_dimensional_grid():
     expected = np.add.outer(np.arange(2) * 10.0, np.arange(3))
     np.testing.assert_array_equal(run(src, u0), expected)
     np.testing.assert_array_equal(run(src, u0[..., None]), expected)   # (M, N, 1) is fine too
+
+
+def test_int_of_huge_and_nan_values_is_int_min():
+    src = """field toint {
+        param p
+        state a = 0
+        da/dt = float(int(p))
+        solve euler(dt = 1, steps = 1)
+    }"""
+    p = np.array([3e9, -3e9, np.nan, 2147483520.0, -2.5])
+    got = run(src, params={"p": p}, dtype="float32")
+    np.testing.assert_array_equal(got, np.float32([-2**31, -2**31, -2**31, 2147483520, -3]))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+BASIN_FREE = """
+field free {
+    param k
+    input w[M, N]
+    grid i < M, j < N
+    BASIN
+    state x, y = 1.0
+    dx/dt = -k * x + w[i, j] * sin(t) + float(i - j)
+    dy/dt = where(x > 0.0, x * y, -y) / (1.0 + float(step))
+    solve rk4(dt = 0.05, steps = 7)
+    FLUX
+}
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), bm=st.integers(1, 4), bn=st.integers(1, 4))
+def test_basin_layout_never_changes_uncoupled_results(m, n, bm, bn):
+    rng = np.random.default_rng(m * 10 + n)
+    h0 = rng.normal(size=(m, n))
+    args = dict(params={"k": rng.uniform(size=(m, n))}, inputs={"w": rng.normal(size=(m, n))},
+                dtype="float32")
+    flux = "output H[4]\n    flux H[(i + j) % 4] += x"
+    src = BASIN_FREE.replace("FLUX", flux)
+    plain = solve(src.replace("BASIN", ""), h0, **args)
+    tiled = solve(src.replace("BASIN", f"basin a < {bm}, b < {bn}"), h0, **args)
+    np.testing.assert_array_equal(plain.states, tiled.states)
+    np.testing.assert_allclose(plain.outputs["H"], tiled.outputs["H"], rtol=1e-5, atol=1e-5)

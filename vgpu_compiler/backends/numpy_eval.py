@@ -36,7 +36,8 @@ def _to_int(x):
     if np.asarray(x).dtype.kind in "iu":
         return np.asarray(x, INT)
     f = np.floor(x)
-    ok = np.isfinite(f) & (f >= INT_MIN) & (f <= INT_MAX)
+    wide = np.asarray(f, np.float64)            # compare exactly, even for float32
+    ok = np.isfinite(wide) & (wide >= INT_MIN) & (wide <= INT_MAX)
     return np.where(ok, np.where(ok, f, 0).astype(INT), INT_MIN).astype(INT)
 
 
