@@ -158,3 +158,21 @@ def test_unknown_backend():
 def test_nan_inputs_are_not_errors():
     with pytest.warns(vgpu.NonFiniteWarning, match="1 of 2"):
         run(DECAY, np.array([[np.nan, 1.0], [1.0, 1.0]]), params={"k": 1.0})
+
+
+def test_per_trajectory_param_reaching_dt_through_a_default():
+    src = HIST.replace("param h = 0.1", "param g = 0.1\n    param h = g / 2")
+    fails(vgpu.CallError, "dt", "param h", "per trajectory", src=src, h0=np.ones(3),
+          inputs={"w": np.ones(3)}, dims={"R": 1}, params={"g": np.ones(3)})
+
+
+def test_unknown_field_and_literal_grid_extent():
+    fails(vgpu.UnknownNameError, "decay", h0=np.ones((1, 2)), params={"k": 1.0}, field="nope")
+    src = """field fixed {
+        grid i < 4
+        state x
+        dx/dt = 0
+        solve euler(dt = 1, steps = 1)
+    }"""
+    fails(vgpu.ShapeError, "h0", "4", "(5,)", src=src, h0=np.ones(5))
+    np.testing.assert_array_equal(run(src, np.ones(4)), 1.0)

@@ -224,8 +224,8 @@ def _solver_value(what: str, expr: Expr, ctx):
     field, scalars, values, dims = ctx
     per_trajectory = [p for p in free_params(expr) if p not in scalars]
     if per_trajectory:
-        raise CallError(f"{what} of field {field.name} uses param {per_trajectory[0]}, which was "
-                        f"given one value per trajectory; {what} is one value for every "
+        raise CallError(f"{what} of field {field.name} uses param {per_trajectory[0]}, which has "
+                        f"one value per trajectory in this call; {what} is one value for every "
                         f"trajectory: pass that param as a scalar, or {what}= in the call")
     return _evaluate(expr, lambda p: values[p], dims)
 
