@@ -246,3 +246,14 @@ def _collect(expr, cls) -> list:
     for child in getattr(expr, "args", ()) + getattr(expr, "index", ()):
         found += _collect(child, cls)
     return found
+
+
+def test_every_field_in_the_language_reference_compiles():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "language.md").read_text()
+    blocks = [b for b in re.findall(r"```\n(.*?)```", doc, re.S) if "field " in b and "solve " in b]
+    assert len(blocks) >= 4
+    for block in blocks:
+        assert compile_program(block).program.fields
