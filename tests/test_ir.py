@@ -170,3 +170,9 @@ def test_dump_distinguishes_ints_floats_and_bools():
 def test_dump_program_joins_fields():
     text = dump_program(compile_program(LORENZ + MATMUL).program)
     assert text.index("field lorenz") < text.index("field matmul")
+
+
+def test_negative_zero_is_not_folded_into_a_constant_equal_to_zero():
+    node = folded_float("1.0 / -0.0")
+    assert isinstance(node, Apply) and node.op is Op.DIV
+    assert node.args[1] == Apply(Op.NEG, (Const(0.0, Type.FLOAT),), Type.FLOAT)

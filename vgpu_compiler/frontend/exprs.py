@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import NameError_, Span, TypeError_
 from ..ir import nodes as N
-from ..ir.ops import ARITY, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
+from ..ir.ops import ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
 from . import ast as A
 from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
 
@@ -197,7 +197,7 @@ class ExprChecker:
             args = (to_float(left, expr.left.span), to_float(right, expr.right.span))
             return N.Apply(op, args, Type.FLOAT, expr.span)
         args = unify((left, right), (expr.left.span, expr.right.span))
-        result = Type.BOOL if op.value in ("<", "<=", ">", ">=", "==", "!=") else args[0].type
+        result = Type.BOOL if op in COMPARE else args[0].type
         return N.Apply(op, args, result, expr.span)
 
     # --- calls and indexing ---------------------------------------------------
@@ -208,7 +208,7 @@ class ExprChecker:
         if name in ("sum", "mean") or (name in ("min", "max") and len(args) == 1):
             return self._reduce(expr, ctx)
         if name not in FUNCTIONS:
-            return self._not_function(expr)
+            raise self._not_function(expr)
         op = FUNCTIONS[name]
         if len(args) != ARITY[op]:
             want = ARITY[op]
@@ -234,11 +234,11 @@ class ExprChecker:
         name = expr.func.name
         kind = self.scope.kind(name)
         if kind is not None or name in BUILTINS:
-            raise TypeError_(f"`{name}` is {describe(kind) if kind else 'a built-in name'}, "
-                             "not a function", span=expr.func.span)
+            return TypeError_(f"`{name}` is {describe(kind) if kind else 'a built-in name'}, "
+                              "not a function", span=expr.func.span)
         close = difflib.get_close_matches(name, sorted(RESERVED_FUNCTIONS), n=1)
         hint = f"; did you mean `{close[0]}`?" if close else ""
-        raise NameError_(f"unknown function `{name}`{hint}", span=expr.func.span)
+        return NameError_(f"unknown function `{name}`{hint}", span=expr.func.span)
 
     def _where(self, expr: A.Call, ctx: Context) -> N.Expr:
         cond = self.cond(expr.args[0], ctx)

@@ -10,7 +10,8 @@ where the node is evaluated), never folds ``int(x)`` of a non-finite or
 out-of-range x, and uses no algebraic identity (``x * 0`` is not 0 when x is
 NaN); only operations whose operands are all constants are evaluated, plus
 ``where``/``and``/``or`` with a constant condition, which only drop a branch
-that would never be evaluated.
+that would never be evaluated. A result of -0.0 is left unfolded, since
+equal-comparing nodes ``Const(-0.0) == Const(0.0)`` would be merged.
 """
 from __future__ import annotations
 
@@ -48,9 +49,14 @@ def fold(expr: Expr) -> Expr:
         return _fold_conditional(node)
     if all(isinstance(a, Const) for a in args):
         value = _evaluate(node)
-        if value is not None:
+        if value is not None and not _negative_zero(value):
             return Const(value, node.type)
     return node
+
+
+def _negative_zero(value) -> bool:
+    """-0.0 is never folded: Const(-0.0) == Const(0.0) would merge the two by CSE."""
+    return isinstance(value, float) and value == 0.0 and math.copysign(1.0, value) < 0
 
 
 def _fold_conditional(node: Apply) -> Expr:
