@@ -10,10 +10,12 @@ Shapes are uniforms, so a new shape reuses the kernel and only grows buffers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -53,10 +55,24 @@ def per_trajectory(bound: Bound) -> tuple[str, ...]:
 
 
 # --- finding or making a kernel ------------------------------------------------------
-def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of the backend's templates and code: a change to either is a new kernel."""
+    from ..backends import glsl
     from ..backends.glsl import VERSION
+    from ..backends.glsl.template import environment
+    h = hashlib.sha256(VERSION.encode())
+    folders = [Path(environment().loader.searchpath[0]), Path(glsl.__file__).parent]
+    for folder in folders:
+        for p in sorted(folder.iterdir()):
+            if p.suffix in (".j2", ".py"):
+                h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
     dev = gl.device_info()
-    parts = [VERSION, canonical(field), dtype, ",".join(sorted(pt)),
+    parts = [compiler_fingerprint(), canonical(field), dtype, ",".join(sorted(pt)),
              dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", "")]
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
 

@@ -57,7 +57,8 @@ HELPER_DEPS = {
     "vg_pow": ("vg_nan", "vg_inf", "vg_powi"), "vg_asin": ("vg_nan",),
     "vg_acos": ("vg_nan",), "vg_log": ("vg_nan", "vg_inf"), "vg_log2": ("vg_nan", "vg_inf"),
     "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
-    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": (), "vg_fmod": ("vg_nan",),
+    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod",),
+    "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",), "vg_powi": (),
 }
 

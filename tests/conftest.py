@@ -1,0 +1,49 @@
+"""Shared test options and fixtures.
+
+``pytest --update-golden`` rewrites tests/golden/*.glsl from the current
+compiler (then read the diff). The GLSL tests run on the machine's OpenGL
+(Mesa llvmpipe on CI); they are skipped only when VGPU_NO_GL is set.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite the golden GLSL files in tests/golden/")
+
+
+def pytest_configure(config):
+    # Keep the kernel disk cache of the test run away from the user's cache folder.
+    if "VGPU_CACHE_DIR" not in os.environ:
+        os.environ["VGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="vgpu-test-cache-")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(scope="session")
+def glsl():
+    """The GLSL runner; a test that needs it fails (not skips) when there is no context."""
+    if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
+        pytest.skip("VGPU_NO_GL is set")
+    from vgpu_compiler.runtime import glsl_runner
+    assert glsl_runner.available(), "no OpenGL 4.3 context (set VGPU_NO_GL=1 to skip GLSL tests)"
+    return glsl_runner
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, glsl):
+    """An empty disk cache folder and an empty memory cache, restored afterwards."""
+    old = glsl.DISK._explicit
+    glsl.set_cache_dir(tmp_path / "cache")
+    glsl.clear_cache(memory=True, disk=False)
+    yield tmp_path / "cache"
+    glsl.clear_cache(memory=True, disk=False)
+    glsl.set_cache_dir(old)
