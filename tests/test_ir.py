@@ -176,3 +176,16 @@ def test_negative_zero_is_not_folded_into_a_constant_equal_to_zero():
     node = folded_float("1.0 / -0.0")
     assert isinstance(node, Apply) and node.op is Op.DIV
     assert node.args[1] == Apply(Op.NEG, (Const(0.0, Type.FLOAT),), Type.FLOAT)
+
+
+def test_deeply_shared_lets_stay_linear():
+    """a_{k+1} = a_k * a_k + 1: the inlined tree doubles per let, the DAG does not."""
+    import time
+
+    lets = "\n".join(f"let a{k + 1} = a{k} * a{k} + 1" for k in range(40))
+    src = f"field f {{ state x\nlet a0 = x\n{lets}\ndx/dt = a40\nsolve euler(dt=1, steps=1) }}"
+    start = time.perf_counter()
+    text = dump(compile_program(src).select())
+    assert time.perf_counter() - start < 5.0
+    assert "    %0 = ((x * x) + 1.0)\n    %1 = ((%0 * %0) + 1.0)\n" in text
+    assert "dx/dt = ((%38 * %38) + 1.0)" in text

@@ -58,19 +58,24 @@ class Context:
 FULL = Context("this expression")
 
 
-def uses(expr: N.Expr) -> set[tuple[str, str]]:
-    """Every (kind, name) an IR expression reads."""
+def uses(expr: N.Expr, _memo: dict | None = None) -> frozenset[tuple[str, str]]:
+    """Every (kind, name) an IR expression reads (linear in the DAG, not the tree)."""
+    memo = {} if _memo is None else _memo
+    hit = memo.get(id(expr))
+    if hit is not None:
+        return hit[1]
     if isinstance(expr, N.Sym):
-        return {(_KIND_OF_SYM[expr.kind], expr.name)}
-    if isinstance(expr, N.Load):
+        found = {(_KIND_OF_SYM[expr.kind], expr.name)}
+    elif isinstance(expr, N.Load):
         found = {("input", expr.array)}
     elif isinstance(expr, (N.CoupledAt, N.Reduce)):
         found = {("coupled", expr.name)}
     else:
         found = set()
     for arg in getattr(expr, "args", ()) + getattr(expr, "index", ()):
-        found |= uses(arg)
-    return found
+        found |= uses(arg, memo)
+    memo[id(expr)] = (expr, frozenset(found))    # keeps expr alive: ids stay unique
+    return memo[id(expr)][1]
 
 
 def _type_name(t: Type) -> str:
@@ -83,7 +88,13 @@ class ExprChecker:
     def __init__(self, scope: Scope):
         self.scope = scope
         self._lets: dict[str, N.Expr] = {}
+        self._let_uses: dict[str, frozenset[tuple[str, str]]] = {}
         self._busy: list[str] = []
+
+    def let_uses(self, name: str) -> frozenset[tuple[str, str]]:
+        if name not in self._let_uses:
+            self._let_uses[name] = uses(self.let_body(name))
+        return self._let_uses[name]
 
     # --- entry points -------------------------------------------------------
     def check(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
@@ -148,8 +159,9 @@ class ExprChecker:
         kind = self.scope.kind(name)
         if kind == "let":
             body = self.let_body(name)
-            for used_kind, used in sorted(uses(body)):
-                ctx.check(used_kind, used, expr.span, via=name)
+            if ctx is not FULL:
+                for used_kind, used in sorted(self.let_uses(name)):
+                    ctx.check(used_kind, used, expr.span, via=name)
             return body
         if kind in _SYM_KIND:
             ctx.check(kind, name, expr.span)

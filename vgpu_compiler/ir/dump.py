@@ -32,36 +32,72 @@ def _roots(field: Field) -> list[Expr]:
     return [r for r in roots if r is not None]
 
 
-def _shared(field: Field) -> set[Expr]:
+def _shallow(node: Expr) -> tuple:
+    """What a node is, apart from its children (repr keeps -0.0 and nan apart)."""
+    if isinstance(node, Const):
+        return ("const", node.type, repr(node.value))
+    if isinstance(node, Sym):
+        return ("sym", node.kind, node.name, node.type)
+    if isinstance(node, Load):
+        return ("load", node.array)
+    if isinstance(node, CoupledAt):
+        return ("at", node.name)
+    if isinstance(node, Reduce):
+        return ("reduce", node.op, node.name)
+    return ("apply", node.op, node.type)
+
+
+class _Numbering:
+    """Value numbering: structurally equal nodes get one number, in linear time
+    (no recursive hashing of deep, shared IR)."""
+
+    def __init__(self):
+        self._by_id: dict[int, tuple[Expr, int]] = {}
+        self._by_key: dict[tuple, int] = {}
+
+    def __call__(self, node: Expr) -> int:
+        hit = self._by_id.get(id(node))
+        if hit is not None:
+            return hit[1]
+        key = (_shallow(node), tuple(self(c) for c in _children(node)))
+        num = self._by_key.setdefault(key, len(self._by_key))
+        self._by_id[id(node)] = (node, num)
+        return num
+
+
+def _shared(field: Field, number: _Numbering) -> set[int]:
     """Compound nodes referenced from more than one place (roots or distinct parents)."""
-    refs: dict[Expr, int] = {}
+    refs: dict[int, int] = {}
 
     def visit(node: Expr) -> None:
         if not _children(node):
             return
-        refs[node] = refs.get(node, 0) + 1
-        if refs[node] == 1:
+        num = number(node)
+        refs[num] = refs.get(num, 0) + 1
+        if refs[num] == 1:
             for child in _children(node):
                 visit(child)
 
     for root in _roots(field):
         visit(root)
-    return {node for node, count in refs.items() if count > 1}
+    return {num for num, count in refs.items() if count > 1}
 
 
 class _Printer:
     def __init__(self, field: Field):
-        self.shared = _shared(field)
-        self.temps: dict[Expr, str] = {}
+        self.number = _Numbering()
+        self.shared = _shared(field, self.number)
+        self.temps: dict[int, str] = {}
         self.pending: list[str] = []      # temp definitions not yet written out
 
     def expr(self, node: Expr) -> str:
-        if node in self.temps:
-            return self.temps[node]
+        num = self.number(node)
+        if num in self.temps:
+            return self.temps[num]
         text = self._text(node)
-        if node in self.shared:
+        if num in self.shared:
             name = f"%{len(self.temps)}"
-            self.temps[node] = name
+            self.temps[num] = name
             self.pending.append(f"{name} = {text}")
             return name
         return text

@@ -35,15 +35,25 @@ _DTYPE = {Type.INT: np.int32, Type.FLOAT: np.float64, Type.BOOL: np.bool_}
 _PY = {Type.INT: int, Type.FLOAT: float, Type.BOOL: bool}
 
 
-def fold(expr: Expr) -> Expr:
-    """Fold the constant parts of an expression (see the module docstring)."""
-    if isinstance(expr, Load):
-        return replace(expr, index=tuple(fold(e) for e in expr.index))
-    if isinstance(expr, CoupledAt):
-        return replace(expr, index=tuple(fold(e) for e in expr.index))
+def fold(expr: Expr, _memo: dict | None = None) -> Expr:
+    """Fold the constant parts of an expression (see the module docstring).
+
+    Shared subtrees (a let used twice is one object) are folded once."""
+    memo = {} if _memo is None else _memo
+    hit = memo.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    result = _fold_node(expr, memo)
+    memo[id(expr)] = (expr, result)     # keeps expr alive, so ids stay unique
+    return result
+
+
+def _fold_node(expr: Expr, memo: dict) -> Expr:
+    if isinstance(expr, (Load, CoupledAt)):
+        return replace(expr, index=tuple(fold(e, memo) for e in expr.index))
     if not isinstance(expr, Apply):
         return expr
-    args = tuple(fold(a) for a in expr.args)
+    args = tuple(fold(a, memo) for a in expr.args)
     node = replace(expr, args=args)
     if expr.op in (Op.WHERE, Op.AND, Op.OR):
         return _fold_conditional(node)
@@ -95,24 +105,24 @@ def _evaluate(node: Apply):
 
 
 def fold_field(field: Field) -> Field:
-    """Fold every expression of a field."""
+    """Fold every expression of a field (one memo: shared subtrees are folded once)."""
+    memo: dict = {}
+
+    def f(expr: Expr | None) -> Expr | None:
+        return None if expr is None else fold(expr, memo)
+
     solver = field.solver
     return replace(
         field,
-        states=tuple(replace(s, init=_maybe(s.init)) for s in field.states),
-        derivs=tuple(fold(d) for d in field.derivs),
-        params=tuple(replace(p, default=_maybe(p.default)) for p in field.params),
-        coupled=tuple(replace(c, expr=fold(c.expr)) for c in field.coupled),
-        collapse=_maybe(field.collapse),
-        flux=tuple(replace(f, index=tuple(fold(e) for e in f.index), value=fold(f.value))
-                   for f in field.flux),
-        solver=replace(solver, dt=fold(solver.dt), steps=fold(solver.steps),
-                       t0=fold(solver.t0)),
+        states=tuple(replace(s, init=f(s.init)) for s in field.states),
+        derivs=tuple(f(d) for d in field.derivs),
+        params=tuple(replace(p, default=f(p.default)) for p in field.params),
+        coupled=tuple(replace(c, expr=f(c.expr)) for c in field.coupled),
+        collapse=f(field.collapse),
+        flux=tuple(replace(x, index=tuple(f(e) for e in x.index), value=f(x.value))
+                   for x in field.flux),
+        solver=replace(solver, dt=f(solver.dt), steps=f(solver.steps), t0=f(solver.t0)),
     )
-
-
-def _maybe(expr: Expr | None) -> Expr | None:
-    return None if expr is None else fold(expr)
 
 
 def optimize(field: Field) -> Field:
