@@ -14,7 +14,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 
 def _locate(folder: str) -> Path:
     local = _CHECKOUT / folder
-    if local.is_dir():
+    if local.is_dir() and (_CHECKOUT / "pyproject.toml").is_file():   # a checkout
         return local
     return Path(str(resources.files(f"vgpu_compiler.{folder}")))
 
