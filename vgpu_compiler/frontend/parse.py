@@ -1,7 +1,11 @@
 """Stage 1: program text -> lark parse tree (grammar/field.lark, LALR, positions).
 
 Every failure becomes a :class:`SyntaxError_` with a line, a column and a
-message that says what was expected; no lark exception escapes.
+message that says what was expected; no lark exception escapes. Messages are
+built from the tokens the parser would accept there (lark's ``accepts``, which
+replays the parse, so LALR's merged look-aheads do not add spurious ones):
+a set that can start an expression reads "expected an expression", a
+comparison where none can follow is a chained comparison, and so on.
 """
 from __future__ import annotations
 
@@ -71,6 +75,8 @@ def _terminal_names() -> dict[str, str]:
 def _names(texts) -> set[str]:
     table = _terminal_names()
     return {table[text] for text in texts if text in table}
+
+
 _READABLE = {
     "NAME": "a name", "INT": "an int", "FLOAT": "a float", "$END": "the end of the text",
 }
@@ -97,7 +103,8 @@ def _describe_token(tok: Token) -> str:
 def _expected(names: set[str]) -> str:
     if names & _names(("field",)):
         return "`field NAME { ... }`"
-    if len(names & _names(("(", "-", "not")) | names & {"NAME", "INT", "FLOAT"}) >= 3:
+    starts = _names(("(", "-", "not")) | {"NAME", "INT", "FLOAT"}
+    if len(names & starts) >= 3:
         return "an expression"
     operators, statements = _names(_OPERATOR_TEXT), _names(_STATEMENT_TEXT)
     parts = ["an operator"] if names & operators else []
