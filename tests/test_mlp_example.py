@@ -1,4 +1,4 @@
-"""examples/mlp_train.py: reaches 95% training accuracy, with one kernel per matmul shape.
+"""examples/mlp_train.py: reaches 95% training accuracy, at most one compile per matmul shape.
 
 Run as a user would (a subprocess, a fresh cache folder), with fewer epochs
 than the default to stay quick; the printed counters are the evidence.
@@ -43,12 +43,15 @@ def test_mlp_reaches_95_percent_with_one_compile_per_shape(tmp_path):
     # forward X@W1 and backward dZ2@W2.T share a shape: 4 distinct products
     assert got["shapes"] == 4
     c = got["counters"]
-    if c.get("cpu_fallbacks", 0) == 0 and c.get("compiles", 0) + c.get("disk_hits", 0) > 0:
-        # the GLSL path: a fresh cache compiles each shape once, every other call is a hit
-        assert c["compiles"] + c.get("disk_hits", 0) == got["shapes"], out
-        assert c["memory_hits"] == got["calls"] - got["shapes"], out
+    if c.get("cpu_fallbacks", 0) == 0 and c.get("compiles", 0) > 0:
+        # the GLSL path: at most one compile per shape (shapes are uniforms, so one
+        # kernel may serve them all); every other call is a memory-cache hit
+        assert 1 <= c["compiles"] <= got["shapes"], out
+        assert c["compiles"] + c["memory_hits"] == got["calls"], out
+        assert c["dispatches"] >= got["calls"], out
 
 
 def test_mlp_on_the_numpy_backend(tmp_path):
     got = parse(run_example(tmp_path, "--epochs", "60", "--backend", "numpy"))
     assert got["accuracy"] >= 95.0
+    assert got["counters"].get("compiles", 0) == 0

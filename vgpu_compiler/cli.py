@@ -50,7 +50,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     else:
         from .cli_system import emit_glsl_text
 
-        text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim))
+        text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
+                              per_trajectory=args.per_trajectory or (), source=source)
     _write_text(text, args.output)
     return EXIT_OK
 
@@ -128,13 +129,16 @@ def _add_field_options(p: argparse.ArgumentParser) -> None:
 def _add_compile(sub) -> None:
     p = sub.add_parser("compile", help="emit the GLSL compute shader (or the IR) of a field",
                        description="Lower a field to a GLSL compute shader, printed to stdout "
-                                   "or written to -o. No data or shapes are needed: dim "
-                                   "symbols stay runtime values unless fixed with --dim.")
+                                   "or written to -o. No data or shapes are needed: grid "
+                                   "extents, dims, dt, steps and t0 are uniforms.")
     p.add_argument("file", metavar="FILE.field")
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     _add_field_options(p)
     p.add_argument("--dim", action="append", metavar="N=1024",
-                   help="fix a dim symbol (repeatable)")
+                   help="a dim symbol's size (repeatable); checked against the field, the "
+                        "shader is the same for every size (sizes are uniforms)")
+    p.add_argument("--per-trajectory", action="append", metavar="PARAM",
+                   help="emit the variant where PARAM is one value per trajectory (an array)")
     p.add_argument("--emit", choices=("glsl", "ir"), default="glsl",
                    help="what to emit (default: glsl)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")

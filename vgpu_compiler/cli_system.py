@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import inspect
 import os
 
-from .cli_common import EXIT_OK
+from .cli_common import EXIT_OK, UsageError
 
 NO_CONTEXT = "no OpenGL 4.3 context: the numpy backend will be used"
 
@@ -23,19 +22,23 @@ EXTENSIONS_OF_NOTE = (
 
 
 # --- compile --------------------------------------------------------------------------
-def emit_glsl_text(field, *, dtype: str, dims: dict[str, int]) -> str:
-    """The GLSL of a field; dims are passed on when the backend can specialise them."""
+def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=(),
+                   source: str | None = None) -> str:
+    """The GLSL of a field. Grid extents and dims are uniforms of the shader, so the text
+    is the same for every size: ``dims`` are only checked against the field."""
     from .backends.glsl import emit_glsl
 
-    kwargs = {"dtype": dtype}
-    if dims:
-        accepted = inspect.signature(emit_glsl).parameters
-        if "dims" not in accepted:
-            from .cli_common import UsageError
-
-            raise UsageError("--dim: this GLSL backend emits dims as runtime values only")
-        kwargs["dims"] = dims
-    return emit_glsl(field, **kwargs)
+    unknown = sorted(set(dims) - set(field.dims))
+    if unknown:
+        raise UsageError(f"--dim {unknown[0]}: field {field.name!r} has no dim of that name"
+                         f" (its dims: {', '.join(field.dims) or 'none'})")
+    params = {p.name for p in field.params}
+    for name in per_trajectory:
+        if name not in params:
+            raise UsageError(f"--per-trajectory {name}: field {field.name!r} has no param "
+                             f"of that name")
+    return emit_glsl(field, dtype=dtype, per_trajectory_params=tuple(sorted(per_trajectory)),
+                     source=source)
 
 
 # --- info -------------------------------------------------------------------------------
@@ -46,37 +49,23 @@ def info_command(args: argparse.Namespace) -> int:
 
 
 def device_report() -> list[str]:
-    """Lines describing the OpenGL device VGPU would use, or why there is none."""
-    reason = _unavailable_reason()
-    if reason:
-        return [f"{NO_CONTEXT} ({reason})" if reason != "unavailable" else NO_CONTEXT]
-    try:
-        import moderngl
+    """Lines describing the OpenGL context VGPU uses (the runtime's own), or why there is none."""
+    from .runtime import gl, glsl_runner
 
-        ctx = moderngl.create_standalone_context(require=430, backend="egl")
-    except Exception as exc:        # no EGL, no GL 4.3: the same answer as the runtime's
-        return [f"{NO_CONTEXT} ({_first_line(exc)})"]
-    try:
-        return _describe(ctx)
-    finally:
-        ctx.release()
+    if not glsl_runner.available():
+        why = gl.GL.error or ("VGPU_NO_GL is set" if os.environ.get("VGPU_NO_GL") else "")
+        return [f"{NO_CONTEXT} ({why})" if why else NO_CONTEXT]
+    info, extensions, shared = gl.call(_query)
+    return _describe(info, extensions, shared)
 
 
-def _unavailable_reason() -> str | None:
-    if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
-        return "VGPU_NO_GL is set"
-    try:
-        from .runtime import glsl_runner
-    except ImportError:
-        return None
-    return None if glsl_runner.available() else "unavailable"
+def _query(ctx):
+    """Runs on the GL thread, where the context is current."""
+    return dict(ctx.info), set(ctx.extensions), _get_integer(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)
 
 
-def _describe(ctx) -> list[str]:
-    info = ctx.info
-    ext = set(ctx.extensions)
+def _describe(info: dict, ext: set, shared: int | None) -> list[str]:
     wg = info.get("GL_MAX_COMPUTE_WORK_GROUP_SIZE")
-    shared = _get_integer(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)
     block = info.get("GL_MAX_SHADER_STORAGE_BLOCK_SIZE")
     atomics = _yes("GL_NV_shader_atomic_float" in ext)
     if "GL_NV_shader_atomic_float" not in ext:
@@ -136,29 +125,36 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 # --- cache ------------------------------------------------------------------------------
 def cache_command(args: argparse.Namespace) -> int:
     from .runtime import glsl_runner
 
     if args.action == "clear":
-        result = glsl_runner.clear_cache()
-        print(_cleared_text(result))
+        folder = glsl_runner.cache_info().get("disk_folder", "?")
+        removed = glsl_runner.clear_cache()
+        disk = removed.get("disk", 0) if isinstance(removed, dict) else removed
+        print(f"cache cleared: {disk} kernel{'' if disk == 1 else 's'} removed from {folder}")
         return EXIT_OK
-    info = glsl_runner.cache_info()
-    for key, value in (info.items() if isinstance(info, dict) else vars(info).items()):
-        print(f"{key.replace('_', ' ')}: {value}")
+    for line in cache_report(glsl_runner.cache_info()):
+        print(line)
     return EXIT_OK
 
 
-def _cleared_text(result) -> str:
-    if isinstance(result, int):
-        return f"cache cleared: {result} entr{'y' if result == 1 else 'ies'} removed"
-    if isinstance(result, dict):
-        return "cache cleared: " + ", ".join(f"{k.replace('_', ' ')} {v}"
-                                             for k, v in result.items())
-    return "cache cleared"
+def cache_report(info: dict) -> list[str]:
+    """The disk cache (shared by processes) and the memory cache's size (per process)."""
+    state = "on" if info.get("disk_enabled", True) else "off (not writable)"
+    lines = [
+        f"disk cache:    {info.get('disk_folder', '?')} ({state})",
+        f"  kernels:     {info.get('disk_entries', 0)}, {_size(info.get('disk_bytes', 0))}",
+        f"memory cache:  up to {info.get('memory_capacity', '?')} compiled kernels per process "
+        "(LRU)",
+        "counters:      per process, from Python: vgpu.cache_stats()",
+    ]
+    return lines
+
+
+def _size(n: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
