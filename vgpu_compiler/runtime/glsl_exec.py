@@ -115,7 +115,9 @@ def _prepare(meta: dict, bound: Bound) -> _Call:
 
 def _per_trajectory_bytes(call: _Call) -> int:
     m = call.meta
-    sizes = [call.n_states * call.item, 8, len(call.pt) * call.item]
+    sizes = [call.n_states * call.item, len(call.pt) * call.item]
+    if m["collapse"]:
+        sizes.append(8)
     if m["uses_init"]:
         sizes.append(call.n_states * call.item)
     if m["n_deposits"]:
