@@ -1,0 +1,133 @@
+"""GLSL lowering (backends/glsl): the kernel description and the printer, without a GPU."""
+from __future__ import annotations
+
+import pytest
+
+from vgpu_compiler.backends.glsl import emit_glsl, lower
+from vgpu_compiler.backends.glsl.render import FLOAT32, FLOAT64, mangle
+from vgpu_compiler.compile import compile_program
+from vgpu_compiler.errors import BackendError
+from vgpu_compiler.ir.nodes import Apply, Const, Load, Sym
+from vgpu_compiler.ir.ops import Op, SymKind, Type
+
+from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
+
+
+def field(src):
+    return compile_program(src).select(None)
+
+
+def test_mangled_names_are_never_glsl_words():
+    assert mangle("s", "main") == "s_main"
+    assert "__" not in mangle("s", "a__b") and "__" not in mangle("s", "_x")
+    assert mangle("s", "a__b") != mangle("s", "a_ub")
+    assert mangle("s", "_x") != mangle("s", "x")
+
+
+def test_literals():
+    assert FLOAT32.float_literal(0.1) == "0.1"
+    assert FLOAT32.float_literal(3) == "3.0"
+    assert FLOAT64.float_literal(0.1) == "0.1lf"
+    assert FLOAT32.float_literal(1e39) == "vg_inf()"       # beyond float32
+    assert FLOAT32.float_literal(-2.5) == "(-2.5)"
+    assert FLOAT32.literal(-2**31, Type.INT) == "(-2147483647 - 1)"
+
+
+def test_tableau_comes_from_the_ir():
+    text = emit_glsl(field(LORENZ))
+    assert "0.16666667 * k0_x + 0.33333334 * k1_x" in text
+    midpoint = emit_glsl(field(LORENZ.replace("rk4", "midpoint")))
+    assert "k2_x" not in midpoint and "s_x + u_dt * (k1_x)" not in midpoint
+    assert "s_x = s_x + u_dt * (1.0 * k1_x)" in midpoint
+
+
+def test_field_name_and_source_lines_in_comments():
+    text = emit_glsl(field(LORENZ), source=LORENZ)
+    assert "VGPU field `lorenz`" in text
+    assert "// line 8: dy/dt = x * (rho - z) - y" in text
+
+
+def test_shapes_are_uniforms():
+    text = emit_glsl(field(MATMUL))
+    for name in ("d_M", "d_K", "d_N", "u_grid0", "u_grid1", "u_dt", "u_steps", "u_t0"):
+        assert f"uniform int {name};" in text or f"uniform float {name};" in text
+
+
+def test_basin_is_the_workgroup():
+    assert "layout(local_size_x = 256, local_size_y = 1" in emit_glsl(field(KURAMOTO))
+    assert "layout(local_size_x = 8, local_size_y = 8" in emit_glsl(field(COLLAPSE))
+    assert "layout(local_size_x = 64, local_size_y = 1" in emit_glsl(field(LORENZ))
+
+
+def test_per_trajectory_params_are_buffers():
+    text = emit_glsl(field(LORENZ), per_trajectory_params=("rho",))
+    assert "uniform float p_rho;" not in text and "b_params.v[0 * u_count + lane]" in text
+
+
+def test_barriers_are_never_skipped_by_idle_lanes():
+    for src in (HEAT, KURAMOTO, COLLAPSE):
+        text = emit_glsl(field(src))
+        assert "return;" not in text.split("void main()")[1]
+        assert "barrier();" in text
+
+
+def test_flux_has_native_and_cas_paths():
+    text = emit_glsl(field(HISTOGRAM))
+    assert "#ifdef GL_NV_shader_atomic_float" in text
+    assert "atomicCompSwap" in text and "atomicAdd(" in text
+
+
+def test_float64_refuses_transcendentals_by_name():
+    src = LORENZ.replace("sigma * (y - x)", "sigma * exp(y - x)")
+    with pytest.raises(BackendError) as e:
+        emit_glsl(field(src), dtype="float64")
+    assert "`exp`" in str(e.value) and "numpy" in str(e.value)
+    with pytest.raises(BackendError, match=r"\^"):
+        emit_glsl(field(LORENZ.replace("sigma * (y - x)", "sigma ^ y")), dtype="float64")
+    text = emit_glsl(field(LORENZ.replace("sigma * (y - x)", "sqrt(abs(x)) * x^3")),
+                     dtype="float64")
+    assert "double s_x" in text and "vg_powi" in text
+
+
+def test_hoisting_keeps_guarded_reads_in_their_branch():
+    src = """
+field g {
+    input v[N]
+    grid i < N
+    state x
+    dx/dt = where(i > 0, v[i - 1] * v[i - 1], x * x) + x * x + (i // 2) * 0
+    solve euler(dt = 1, steps = 1)
+}
+"""
+    text = emit_glsl(field(src))
+    body = next(ln for ln in text.splitlines() if "k0_x = " in ln and "// line" in ln)
+    assert "?" in body and "ld_v(" in body.split("?")[1]     # the read stays in its branch
+    temps = [ln for ln in text.splitlines() if ln.strip().startswith("float vg_t0_")]
+    assert temps and not any("ld_v" in t or "vg_ifloordiv" in t for t in temps)
+
+
+def test_byte_stable_and_independent_of_object_identity():
+    a = emit_glsl(field(KURAMOTO), source=KURAMOTO)
+    b = emit_glsl(field(KURAMOTO), source=KURAMOTO)
+    assert a == b
+
+
+def test_kernel_description_meta_is_json():
+    import json
+    k = lower(field(HISTOGRAM), dtype="float64")
+    meta = json.loads(json.dumps(k.meta()))
+    assert meta["n_deposits"] == 1 and meta["deposit_outputs"] == ["counts"]
+    assert [b["role"] for b in meta["buffers"]] == ["state", "err", "output", "deposits"]
+
+
+def test_hand_built_ir_prints():
+    from vgpu_compiler.backends.glsl.render import Context, Printer
+    p = Printer(FLOAT32, param_prefix=lambda n: "p_" + n, loader=lambda a: "ld_" + a,
+                coupled_at=lambda c: "ca_" + c, reduce_name=lambda r: "r")
+    x = Sym(SymKind.STATE, "x", Type.FLOAT)
+    e = Apply(Op.WHERE, (Apply(Op.GT, (x, Const(0.0, Type.FLOAT)), Type.BOOL),
+                         Load("A", (Sym(SymKind.GRID, "i", Type.INT),)),
+                         Apply(Op.POW, (x, Const(0.5, Type.FLOAT)), Type.FLOAT)), Type.FLOAT)
+    assert p.expr(e, Context()) == "(y_x > 0.0) ? ld_A(g_i, 0u) : vg_pow(y_x, 0.5)"
+    assert {"vg_pow", "vg_fail"} <= p.helpers
+    assert p.errors == [("index", "A", None)]
