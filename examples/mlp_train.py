@@ -131,7 +131,7 @@ def report(result: dict) -> None:
     print("cache counters: " + " ".join(f"{k}={v}" for k, v in sorted(c.items())))
     compiles = c.get("compiles", 0)
     if c.get("cpu_fallbacks", 0) or compiles + c.get("memory_hits", 0) == 0:
-        print("(ran on the numpy backend: no kernels were compiled)\n")
+        print(f"kernels: {n_shapes} matmul shapes, none compiled (ran on the numpy backend)\n")
         return
     print(f"kernels: {n_shapes} matmul shapes, {compiles} compiled "
           f"({c.get('disk_hits', 0)} of them from GLSL found in the disk cache), "
