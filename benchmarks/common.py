@@ -89,6 +89,61 @@ def measure(fn: Callable[[], Any], cfg: Config, setup_s: float = 0.0) -> Timing:
     return Timing(first, best, runs, result)
 
 
+def measure_round_robin(makers: dict[str, Callable[[], Callable[[], Any]]], cfg: Config,
+                        on_error: Callable[[str, BaseException], None]) -> dict[str, Timing]:
+    """Like `measure` for several columns at once, interleaved: every column is built and
+    warmed up, then the timed runs go round-robin (a, b, c, a, b, c, ...), so that load
+    from other processes on a shared machine hits every column alike. A column stops
+    repeating once it has spent cfg.min_time seconds. Failures go to on_error."""
+    fns, timings = {}, {}
+    for name, make in makers.items():
+        try:
+            t = time.perf_counter()
+            fn = make()
+            setup = time.perf_counter() - t
+            t = time.perf_counter()
+            result = fn()
+            first = time.perf_counter() - t + setup
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            on_error(name, exc)
+            continue
+        fns[name] = fn
+        timings[name] = Timing(first, float("inf"), 0, result)
+        log(f"  {name}: first call {first:.3g} s")
+    repeat = 1 if cfg.quick else max(1, cfg.repeat)
+    spent = dict.fromkeys(fns, 0.0)
+    for r in range(repeat):
+        for name, fn in list(fns.items()):
+            tm = timings[name]
+            if r > 0 and spent[name] >= cfg.min_time:
+                continue
+            try:
+                t = time.perf_counter()
+                tm.result = fn()
+                dt = time.perf_counter() - t
+            except Exception as exc:
+                on_error(name, exc)
+                del fns[name], timings[name]
+                continue
+            tm.best_s, tm.runs = min(tm.best_s, dt), tm.runs + 1
+            spent[name] += dt
+    return timings
+
+
+def log(msg: str) -> None:
+    """Progress on stderr (the tables go to stdout when a benchmark ends)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
 def describe_error(exc: BaseException, cfg: Config) -> str:
     if cfg.verbose:
         traceback.print_exception(exc, file=sys.stderr)
@@ -247,6 +302,7 @@ def machine_info() -> dict:
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "numpy": np.__version__,
+        "loadavg_at_start": loadavg(),
     }
     try:
         with open("/proc/cpuinfo") as f:

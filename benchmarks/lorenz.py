@@ -9,12 +9,11 @@ reference where that ran).
 from __future__ import annotations
 
 import pathlib
-import time
 
 import numpy as np
 
-from .common import (Config, Result, Table, Target, describe_error, max_rel_err, measure,
-                     ratio_target, vgpu_module)
+from .common import (Config, Result, Table, Target, describe_error, loadavg, log, max_rel_err,
+                     measure_round_robin, ratio_target, vgpu_module)
 from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4
 
 NAME = "lorenz"
@@ -69,28 +68,26 @@ def run(cfg: Config) -> Result:
         rho, u0 = problem(n)
         sub = np.unique(np.linspace(0, n - 1, min(n, 2048)).astype(np.int64))
         truth = numpy_rk4.lorenz_rk4(rho[sub], u0[sub], dt, steps, SIGMA, BETA, np.float64)
-        rows = {}
+        rows, makers = {}, {}
+        log(f"lorenz N = {n:,}")
         for name, make, note in COLUMNS:
             if not cfg.wants(name):
                 continue
-            row = {"column": name, "note": note, "status": "ok"}
-            rows[name] = row
+            rows[name] = {"column": name, "note": note, "status": "ok"}
             if name in PEERS and not cfg.peers:
-                row["status"] = "skipped (--no-peers)"
+                rows[name]["status"] = "skipped (--no-peers)"
                 continue
-            if name == "diffrax":
-                row["note"] = "jit(vmap(diffeqsolve)), " + (diffrax_rk4.SOLVER_NOTE or note)
-            try:
-                t = time.perf_counter()
-                fn = make(rho, u0, dt, steps, SIGMA, BETA)
-                setup = time.perf_counter() - t
-                tm = measure(fn, cfg, setup)
-            except ImportError as exc:
-                row["status"] = "not installed" if "not installed" in str(exc) else str(exc)
-                continue
-            except Exception as exc:
-                row["status"] = describe_error(exc, cfg)
-                continue
+            makers[name] = (lambda make=make: make(rho, u0, dt, steps, SIGMA, BETA))
+
+        def failed(name, exc):
+            if isinstance(exc, ImportError):
+                rows[name]["status"] = "not installed" if "not installed" in str(exc) else str(exc)
+            else:
+                rows[name]["status"] = describe_error(exc, cfg)
+
+        timings = measure_round_robin(makers, cfg, failed)
+        for name, tm in timings.items():
+            row = rows[name]
             if name == "diffrax":
                 row["note"] = "jit(vmap(diffeqsolve)), " + diffrax_rk4.SOLVER_NOTE
             out = np.asarray(tm.result)
@@ -99,6 +96,7 @@ def run(cfg: Config) -> Result:
                        compile_s=max(0.0, tm.first_s - tm.best_s),
                        err_f64=max_rel_err(out[sub], truth) if out.shape == u0.shape else float("inf"),
                        _out=out)
+        res.data["loadavg_after_" + str(n)] = loadavg()
         ref_out = rows.get("VGPU numpy ref", {}).get("_out")
         glsl_rate = rows.get("VGPU GLSL", {}).get("rate")
         for row in rows.values():
