@@ -85,7 +85,8 @@ class Dialect:
         return self.float_literal(value)
 
     def float_literal(self, value) -> str:
-        v = float(np.dtype(self.dtype).type(value))
+        with np.errstate(over="ignore"):
+            v = float(np.dtype(self.dtype).type(value))
         if math.isnan(v):
             return "vg_nan()"
         if math.isinf(v):
