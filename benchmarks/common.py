@@ -211,10 +211,12 @@ class Target:
     name: str
     passed: bool | None     # None: could not be checked (a column missing, a size not run)
     detail: str
-    kind: str = "speed"     # "speed" (a performance target) or "accuracy" (answers agree)
+    kind: str = "speed"     # "speed" (a target), "accuracy" (answers agree), "info" (no target)
 
     def render(self) -> str:
         tag = {True: "PASS", False: "FAIL", None: "N/A "}[self.passed]
+        if self.kind == "info":
+            tag = "INFO"
         return f"{tag}  {self.name}: {self.detail}"
 
 

@@ -25,6 +25,8 @@ def to_markdown(report: dict) -> str:
             out.append("Targets:\n")
             for t in entry["targets"]:
                 tag = {True: "PASS", False: "**FAIL**", None: "N/A"}[t["passed"]]
+                if t.get("kind") == "info":
+                    tag = "INFO"
                 out.append(f"- {tag} {t['name']}: {t['detail']}")
             out.append("")
     return "\n".join(out)
