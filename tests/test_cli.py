@@ -351,6 +351,38 @@ def test_run_plot(vgpuc, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_run_plot_without_matplotlib_fails_before_running(vgpuc, tmp_path):
+    fake = tmp_path / "fake" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    path = os.pathsep.join([str(tmp_path / "fake"), str(REPO)])
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=4", "--plot", "p.png",
+                 "-o", "y.npy", env={"PYTHONPATH": path})
+    assert proc.returncode == 1
+    assert "pip install vgpu[plot]" in proc.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_run_nonfinite_is_one_warning_line(vgpuc, tmp_path):
+    write(tmp_path, "blow.field",
+          "field blow {\n  state x\n  dx/dt = x * x\n  solve euler(dt = 1, steps = 20)\n}\n")
+    np.save(tmp_path / "x.npy", np.float32([0.0, -0.5, 3.0]))
+    proc = vgpuc("run", "blow.field", "--h0", "x.npy", "-o", "y.npy")
+    assert proc.returncode == 0, proc.stderr
+    assert "vgpuc: warning: 1 of 3 trajectories became NaN or infinite" in proc.stderr
+
+
+def test_run_index_error_names_the_line(vgpuc, tmp_path):
+    write(tmp_path, "oob.field", "field oob {\n  input A[K]\n  grid i < N\n  state x = 0\n"
+                                 "  dx/dt = A[i]\n  solve euler(dt = 1, steps = 2)\n}\n")
+    np.save(tmp_path / "a.npy", np.ones(3, np.float32))
+    for backend in ("numpy", "auto"):
+        proc = vgpuc("run", "oob.field", "--input", "A=a.npy", "--dim", "N=5",
+                     "--backend", backend, "-q")
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("oob.field:5:11: error: index out of range"), proc.stderr
+
+
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch, tmp_path):
     from vgpu_compiler import plot
     from vgpu_compiler.errors import VgpuError

@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:     # `vgpuc compile ... | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:    # a failure of the machine or a bug: still no traceback
         if os.environ.get("VGPU_DEBUG"):
             traceback.print_exc()

@@ -24,6 +24,10 @@ RESERVED = ("states", "steps_taken", "history", "times")
 
 def run_command(args: argparse.Namespace) -> int:
     _check_paths(args)
+    if args.plot:
+        from .plot import require
+
+        require()
     source = read_text(args.file)
     field = select_field(compile_source(source, args.file), args.field)
     dims = parse_dims(args.dim)

@@ -23,13 +23,23 @@ class PlotError(VgpuError):
     """The plot cannot be drawn (matplotlib missing, or nothing to draw)."""
 
 
-def _pyplot():
+def require() -> None:
+    """Fail early (before a long run) when matplotlib is missing."""
+    _matplotlib()
+
+
+def _matplotlib():
     try:
         import matplotlib
     except ImportError:
         raise PlotError("--plot needs matplotlib, which is not installed; "
                         "install it with `pip install vgpu[plot]` (or `pip install matplotlib`)"
                         ) from None
+    return matplotlib
+
+
+def _pyplot():
+    matplotlib = _matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
