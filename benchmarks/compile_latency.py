@@ -9,6 +9,7 @@ with VGPU_CACHE_DIR pointing at a temporary folder:
   warm   the same folders again, now filled by the cold run: the disk cache
          holds the lowered program, Mesa's cache the compiled shader
   warm memory   the second call inside one process (memory cache), for scale
+  bare   a fresh process with raw moderngl: context + a trivial shader, the floor
 
 The child process times its own phases: import vgpu, vgpu.compile (front end,
 when the API offers it), the first run_field, and a second run_field.
@@ -39,6 +40,13 @@ n, steps = int(sys.argv[2]), int(sys.argv[3])
 h0 = np.tile(np.float32([1, 0, 0]), (n, 1))
 rho = np.linspace(0, 21, n).astype(np.float32)
 out = {"import_s": t_import}
+try:                                   # the LALR tables: built once per process
+    from vgpu_compiler.frontend.parse import parser
+    t = time.perf_counter()
+    parser()
+    out["grammar_s"] = time.perf_counter() - t
+except Exception:
+    pass
 if hasattr(vgpu, "compile"):
     t = time.perf_counter()
     try:
@@ -63,14 +71,39 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _child(cache: pathlib.Path, n: int, steps: int) -> dict:
+BARE = r"""
+import json, time
+t0 = time.perf_counter()
+import moderngl
+t_import = time.perf_counter() - t0
+t = time.perf_counter()
+ctx = moderngl.create_standalone_context(backend="egl", require=430)
+t_ctx = time.perf_counter() - t
+t = time.perf_counter()
+prog = ctx.compute_shader('''
+#version 430
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer B { float b[]; };
+void main() { b[gl_GlobalInvocationID.x] *= 2.0; }
+''')
+buf = ctx.buffer(reserve=4 * 64)
+buf.bind_to_storage_buffer(0)
+prog.run(1)
+buf.read()
+t_prog = time.perf_counter() - t
+print("RESULT " + json.dumps({"import_s": t_import, "context_s": t_ctx, "first_call_s": t_prog,
+                              "total_s": time.perf_counter() - t0}))
+"""
+
+
+def _child(cache: pathlib.Path, n: int, steps: int, script: str = CHILD) -> dict:
     env = dict(os.environ)
     env["VGPU_CACHE_DIR"] = str(cache / "vgpu")
     env["MESA_SHADER_CACHE_DIR"] = str(cache / "mesa")
     env["MESA_GLSL_CACHE_DIR"] = str(cache / "mesa")
     env.pop("MESA_SHADER_CACHE_DISABLE", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(SRC_PATH), str(n), str(steps)],
+    proc = subprocess.run([sys.executable, "-c", script, str(SRC_PATH), str(n), str(steps)],
                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -85,12 +118,12 @@ def run(cfg: Config) -> Result:
     warm_runs = 1 if cfg.quick else 3
     table = Table(f"Compile latency in a fresh process: lorenz.field, N = {n:,}, {steps} steps "
                   "(the run itself is negligible)",
-                  ["process", "import vgpu s", "front end s", "first call s",
+                  ["process", "import vgpu s", "grammar s", "front end s", "first call s",
                    "second call s", "compiles", "disk hits"])
     res.tables.append(table)
     vgpu, why = vgpu_module()
     if vgpu is None:
-        table.rows.append([f"skipped: {why}"] + [None] * 6)
+        table.rows.append([f"skipped: {why}"] + [None] * 7)
         res.targets.append(Target("a warm process's first call is faster than a cold one's",
                                   None, "not measured"))
         return res
@@ -100,23 +133,32 @@ def run(cfg: Config) -> Result:
         try:
             runs["cold"] = [_child(cache, n, steps)]
             runs["warm"] = [_child(cache, n, steps) for _ in range(warm_runs)]
+            bare = _child(cache / "bare", n, steps, BARE)
         except Exception as exc:
-            table.rows.append([f"error: {type(exc).__name__}: {exc}"[:120]] + [None] * 6)
+            table.rows.append([f"error: {type(exc).__name__}: {exc}"[:120]] + [None] * 7)
             return res
     for label, rs in runs.items():
         best = min(rs, key=lambda r: r["first_call_s"])
         ctr = best.get("counters", {})
         table.rows.append([f"{label} (best of {len(rs)})" if len(rs) > 1 else label,
-                           best["import_s"], best.get("frontend_s"), best["first_call_s"],
+                           best["import_s"], best.get("grammar_s"), best.get("frontend_s"),
+                           best["first_call_s"],
                            best["second_call_s"], ctr.get("compiles"), ctr.get("disk_hits")])
+    table.rows.append(["bare moderngl (for scale)", bare["import_s"], None, None,
+                       bare["context_s"] + bare["first_call_s"], None, None, None])
     table.notes = ["first call = parse + check + lower + GL compile + upload + dispatch + read "
                    "(whatever the caches do not hold); second call = the same call again in the "
                    "same process (memory cache)",
-                   "front end = vgpu.compile(src) before the first call, so the first call then "
-                   "skips parsing when the front end is cached in memory",
+                   "grammar = building the Lark LALR parser (once per process); front end = "
+                   "vgpu.compile(src) after it (parse + check + IR); the first call then finds "
+                   "the program in the memory cache",
                    "cold also empties Mesa's shader cache (MESA_SHADER_CACHE_DIR in the temporary "
-                   "folder)"]
-    res.data = runs
+                   "folder)",
+                   "bare moderngl: a fresh process that imports moderngl, makes the EGL context "
+                   f"({bare['context_s'] * 1e3:.0f} ms) and runs a one-line compute shader "
+                   f"({bare['first_call_s'] * 1e3:.0f} ms, cold Mesa cache): the floor any "
+                   "OpenGL path pays; VGPU's first call includes its context creation too"]
+    res.data = dict(runs, bare=bare)
     cold, warm = runs["cold"][0]["first_call_s"], min(r["first_call_s"] for r in runs["warm"])
     res.targets.append(Target("a warm process's first call is faster than a cold one's",
                               warm < cold, f"cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms "
