@@ -457,3 +457,19 @@ def test_progress_bar_is_quiet_off_a_terminal_or_when_asked():
     bar(5, 10)
     bar.close()
     assert plain.getvalue() == "" and quiet.getvalue() == ""
+
+
+def test_run_chains_an_npz_and_names_entries(vgpuc, tmp_path):
+    first = vgpuc("run", EXAMPLES / "lorenz.field", "--dim", "N=8", "--steps", "5",
+                  "--backend", "numpy", "-o", "r1.npz")
+    assert first.returncode == 0, first.stderr
+    again = vgpuc("run", EXAMPLES / "lorenz.field", "--h0", "r1.npz", "--steps", "5",
+                  "--backend", "numpy", "-o", "r2.npy")           # takes r1.npz["states"]
+    assert again.returncode == 0, again.stderr
+    with np.load(tmp_path / "r1.npz") as r1:
+        want = vgpu.run_field(vgpu.load(EXAMPLES / "lorenz.field"), r1["states"], steps=5,
+                              backend="numpy")
+    np.testing.assert_array_equal(np.load(tmp_path / "r2.npy"), want)
+    wrong = vgpuc("run", EXAMPLES / "lorenz.field", "--h0", "r1.npz:nope")
+    assert wrong.returncode == 2
+    assert "r1.npz:NAME" in wrong.stderr

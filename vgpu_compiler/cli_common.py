@@ -40,10 +40,12 @@ def read_text(path: str) -> str:
 def load_array(path: str, key: str | None = None) -> np.ndarray:
     """An array from ``.npy``, or from ``.npz`` (the entry ``key``, else the only entry).
 
-    ``FILE.npz:NAME`` picks the entry NAME explicitly.
+    ``FILE.npz:NAME`` picks the entry NAME explicitly (and it must exist).
     """
+    explicit = False
     if ":" in path and not os.path.exists(path):
         path, key = path.rsplit(":", 1)
+        explicit = True
     if not os.path.exists(path):
         raise UsageError(f"{path}: no such file")
     try:
@@ -51,17 +53,17 @@ def load_array(path: str, key: str | None = None) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a .npy or .npz file ({exc})") from None
     if isinstance(data, np.ndarray):
+        if explicit:
+            raise UsageError(f"{path}: a .npy file has no entry {key!r}")
         return data
     with data:
-        names = list(data.files)
-        pick = _pick_npz_entry(path, names, key)
-        return data[pick]
+        return data[_pick_npz_entry(path, list(data.files), key, explicit)]
 
 
-def _pick_npz_entry(path: str, names: list[str], key: str | None) -> str:
+def _pick_npz_entry(path: str, names: list[str], key: str | None, explicit: bool) -> str:
     if key is not None and key in names:
         return key
-    if len(names) == 1:
+    if len(names) == 1 and not explicit:
         return names[0]
     wanted = f" (looked for {key!r})" if key else ""
     raise UsageError(f"{path}: holds {', '.join(names) or 'nothing'}{wanted}; "
