@@ -1,0 +1,137 @@
+"""Every examples/*.field program runs, with a small input, on both backends, and
+does what its comments say (the model-level property, not just "no error")."""
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+import vgpu
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def _glsl_available() -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            vgpu.run_field("field f { state x\n dx/dt = 1\n solve euler(dt = 1, steps = 1) }",
+                           np.zeros(1, np.float32), backend="glsl")
+        return True
+    except Exception:
+        return False
+
+
+BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend"))]
+
+
+def load(name):
+    return vgpu.load(EXAMPLES / f"{name}.field")
+
+
+def test_every_example_is_covered():
+    names = {p.stem for p in EXAMPLES.glob("*.field")}
+    assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
+                     "histogram", "vanderpol"}
+    for name in names:
+        vgpu.compile(load(name))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scale(backend):
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    np.testing.assert_allclose(vgpu.run_field(load("scale"), x, backend=backend), 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(vgpu.run_field(load("scale"), x, params={"s": 0.5},
+                                              backend=backend), 0.5 * x, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul(backend):
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((5, 7)).astype(np.float32)
+    B = rng.standard_normal((7, 3)).astype(np.float32)
+    C = vgpu.run_field(load("matmul"), inputs={"A": A, "B": B}, backend=backend)
+    np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_converge(backend):
+    x0 = np.linspace(-3, 3, 257, dtype=np.float32)
+    x = vgpu.run_field(load("converge"), x0, backend=backend)
+    np.testing.assert_allclose(x, np.sin(x0), atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_barrier_basins_stop_together(backend):
+    h0 = np.random.default_rng(2).uniform(-2, 2, 1000).astype(np.float32)   # 16 basins, last partial
+    sol = vgpu.solve(load("barrier"), h0, backend=backend)
+    assert np.all(np.abs(np.abs(sol.states) - 1) < 1e-3)
+    np.testing.assert_array_equal(np.sign(sol.states), np.sign(h0))
+    per_basin = np.split(sol.steps_taken, range(64, 1000, 64))
+    assert all((b == b[0]).all() for b in per_basin)
+    firsts = np.array([b[0] for b in per_basin])
+    assert firsts.max() < 10000 and len(set(firsts.tolist())) > 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lorenz_sweep_agrees_with_reference(backend):
+    n = 512
+    h0 = np.tile(np.float32([1, 0, 0]), (n, 1))
+    args = dict(params={"rho": np.linspace(0, 21, n).astype(np.float32)}, dt=0.001, steps=1000)
+    h = vgpu.run_field(load("lorenz"), h0, backend=backend, **args)
+    ref = vgpu.run_field(load("lorenz"), h0, backend="numpy", dtype="float64", **args)
+    assert h.shape == (n, 3)
+    err = np.linalg.norm(h - ref, axis=1) / np.linalg.norm(ref, axis=1)
+    assert err.max() < 1e-3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kuramoto_synchronises(backend):
+    n = 256 * 4
+    rng = np.random.default_rng(3)
+    theta0 = rng.uniform(-np.pi, np.pi, n).astype(np.float32)
+    omega = (0.2 * rng.standard_normal(n)).astype(np.float32)   # narrow spread: K = 2 locks
+    theta = vgpu.run_field(load("kuramoto"), theta0, inputs={"omega": omega}, backend=backend,
+                           steps=1000)
+    r = np.abs(np.exp(1j * theta.astype(np.float64)).reshape(-1, 256).mean(axis=1))
+    assert r.min() > 0.9
+    short = vgpu.run_field(load("kuramoto"), theta0, inputs={"omega": omega}, backend=backend,
+                           steps=20)
+    ref = vgpu.run_field(load("kuramoto"), theta0, inputs={"omega": omega}, backend="numpy",
+                         dtype="float64", steps=20)
+    assert np.max(np.abs(np.angle(np.exp(1j * (short - ref))))) < 1e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_heat_is_conserved_and_diffuses(backend):
+    u0 = np.zeros((4, 64), np.float32)
+    u0[:, 28:36] = 1.0
+    u = vgpu.run_field(load("heat"), u0.ravel(), backend=backend).reshape(4, 64)
+    np.testing.assert_allclose(u.sum(axis=1), 8.0, rtol=1e-4)
+    assert u.max() < 0.5 and u.min() > 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_histogram_counts_every_trajectory(backend):
+    x0 = np.random.default_rng(4).uniform(-20, 20, 5000).astype(np.float32)
+    sol = vgpu.solve(load("histogram"), x0, backend=backend)
+    counts = sol.outputs["counts"]
+    assert counts.shape == (32,) and counts.sum() == 5000
+    final = 1 + (x0.astype(np.float64) - 1) * np.exp(-5.0)
+    expected = np.bincount(np.clip(np.floor(final * 16).astype(int), 0, 31), minlength=32)
+    assert np.abs(counts - expected).sum() <= 10     # bin-edge rounding only
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vanderpol_limit_cycle(backend):
+    n = 64
+    mu = np.linspace(0.5, 5, n).astype(np.float32)
+    sol = vgpu.solve(load("vanderpol"), np.tile(np.float32([0.5, 0]), (n, 1)),
+                     params={"mu": mu}, save_every=10, backend=backend)
+    assert sol.history.shape == (201, n, 2)
+    late = sol.history[100:, :, 0]                  # t in [10, 20]: on the limit cycle
+    amp = np.abs(late).max(axis=0)
+    np.testing.assert_allclose(amp, 2.0, atol=0.1)
