@@ -80,7 +80,7 @@ def test_barrier_basins_stop_together(backend):
 def test_lorenz_sweep_agrees_with_reference(backend):
     n = 512
     h0 = np.tile(np.float32([1, 0, 0]), (n, 1))
-    args = dict(params={"rho": np.linspace(0, 21, n).astype(np.float32)}, dt=0.001, steps=1000)
+    args = dict(params={"rho": np.linspace(0, 21, n).astype(np.float32)}, dt=0.0025, steps=400)
     h = vgpu.run_field(load("lorenz"), h0, backend=backend, **args)
     ref = vgpu.run_field(load("lorenz"), h0, backend="numpy", dtype="float64", **args)
     assert h.shape == (n, 3)
