@@ -1,0 +1,166 @@
+"""Damaged and random program text only ever raises a vgpu.VgpuError.
+
+tests/test_source_errors.py already feeds hypothesis token soup to the front
+end; this file mutates real programs (examples/*.field and the contract's):
+token deletion, duplication, swaps and moves, known words inserted, random
+characters (control characters and non-ASCII included), truncation, and
+splices of two programs. Every mutant must compile or raise a VgpuError
+whose line and column lie inside the text and whose caret display shows that
+line. Mutants that do compile run briefly (tiny grid, 2 steps) on both
+backends, which must agree: both succeed with the same numbers, or both
+raise the same kind of VgpuError.
+
+CI runs a fixed set (seeded); ``python -m benchmarks.reliability --fuzz N``
+runs the long version.
+"""
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.compile import compile_program
+from vgpu_compiler.errors import VgpuError
+
+from strategies import (call_arguments, check_source_error, examples, fuzz_input, mutate,
+                        random_text)
+
+SEEDS = examples()
+
+
+def _front_end(src: str):
+    """The Compiled program, or None after a well-formed VgpuError; anything else fails."""
+    try:
+        return compile_program(src, "fuzz.field")
+    except VgpuError as err:
+        check_source_error(err, src)
+        return None
+
+
+def _fail(found: list, kind: str):
+    shown = "\n\n".join(f"{src!r}\n  -> {type(e).__name__}: {e}" for src, e in found[:5])
+    pytest.fail(f"{len(found)} {kind}; first ones:\n{shown}")
+
+
+def _sweep(inputs) -> list:
+    found = []
+    for src in inputs:
+        try:
+            _front_end(src)
+        except Exception as exc:            # noqa: BLE001 - this is what the test hunts
+            found.append((src, exc))
+    return found
+
+
+def test_mutated_examples_only_raise_vgpu_errors():
+    rng = random.Random(20261130)
+    found = _sweep(mutate(rng, rng.choice(SEEDS), SEEDS) for _ in range(2500))
+    if found:
+        _fail(found, "internal errors")
+
+
+def test_random_text_only_raises_vgpu_errors():
+    rng = random.Random(7)
+    found = _sweep(random_text(rng) for _ in range(1500))
+    if found:
+        _fail(found, "internal errors")
+
+
+@pytest.mark.parametrize("src", [
+    "field f {\x0c state x\n  dx/dt = foo\n  solve euler(dt = 1, steps = 1) }",
+    "field f {\r\n state x\r\n  dx/dt = foo\r\n  solve euler(dt = 1, steps = 1) }",
+    "field f { state x\n dx/dt = 1 \u2028 + foo\n solve euler(dt = 1, steps = 1) }",
+    "field f {\x1c state x\n dx/dt = foo }",
+    "field f { state x\x0b\n dx/dt = foo }",
+    "\ufeff# BOM\nfield f { state x; dx/dt = foo; solve euler(dt = 1, steps = 1) }",
+])
+def test_the_caret_display_shows_the_line_of_the_error(src):
+    """Found by the fuzzer: line breaks other than '\\n' (form feed, '\\x1c', U+2028 ...)
+    are whitespace to the lexer but split lines in str.splitlines(), so the error
+    printed the wrong source line above its caret."""
+    _front_end(src)
+
+
+def test_errors_through_the_api_are_vgpu_errors():
+    """The same mutants through vgpu.compile / vgpu.run_field (the memoised front end)."""
+    rng = random.Random(99)
+    found = []
+    for _ in range(300):
+        src = fuzz_input(rng, SEEDS)
+        try:
+            vgpu.compile(src)
+            vgpu.run_field(src, np.ones((2, 3)), backend="numpy", steps=1)
+        except VgpuError as err:
+            try:
+                check_source_error(err, src)
+            except AssertionError as exc:
+                found.append((src, exc))
+        except Exception as exc:            # noqa: BLE001
+            found.append((src, exc))
+    if found:
+        _fail(found, "internal errors")
+
+
+# --- mutants that compile run on both backends ----------------------------------------------------
+def run_both(fld_src: str, compiled) -> str | None:
+    """Run every field of a compiled mutant on both backends (tiny grid, 2 steps).
+    Returns None when they agree, else a description of the disagreement."""
+    for fld in compiled.program.fields:
+        args = call_arguments(fld)
+        if args is None:
+            continue
+        h0, params, inputs, dims = args
+        outcomes = []
+        for backend in ("numpy", "glsl"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    sol = vgpu.solve(fld_src, h0, params=params, inputs=inputs, dims=dims,
+                                     field=fld.name, backend=backend, steps=2)
+                outcomes.append(("ok", sol))
+            except VgpuError as err:
+                if "rejected the shader" in err.message:
+                    return f"{backend}: {err.message}"
+                outcomes.append((type(err).__name__, err))
+            except Exception as exc:        # noqa: BLE001
+                return f"{backend}: internal error {type(exc).__name__}: {exc}"
+        (k1, a), (k2, b) = outcomes
+        if k1 != k2:
+            return f"field {fld.name}: numpy {k1} ({a if k1 != 'ok' else ''}), " \
+                   f"glsl {k2} ({b if k2 != 'ok' else ''})"
+        if k1 == "ok":
+            try:
+                np.testing.assert_allclose(b.states, a.states, rtol=1e-3, atol=1e-3)
+                np.testing.assert_array_equal(b.steps_taken, a.steps_taken)
+                for name in a.outputs:
+                    np.testing.assert_allclose(b.outputs[name], a.outputs[name],
+                                               rtol=1e-3, atol=1e-3)
+            except AssertionError as exc:
+                return f"field {fld.name}: results differ: {exc}"
+    return None
+
+
+def test_compiled_mutants_run_on_both_backends(glsl):
+    rng = random.Random(4242)
+    seen, ran, found = set(), 0, []
+    for _ in range(3000):
+        src = mutate(rng, rng.choice(SEEDS), SEEDS)
+        compiled = _front_end(src)
+        if compiled is None:
+            continue
+        key = tuple(compiled.program.fields)        # IR equality: skip comment-only changes
+        if key in seen:
+            continue
+        seen.add(key)
+        problem = run_both(src, compiled)
+        ran += 1
+        if problem:
+            found.append((src, problem))
+        if ran >= 30:
+            break
+    assert ran >= 20
+    if found:
+        _fail(found, "backend disagreements")
