@@ -54,6 +54,8 @@ class _Lowering:
         stages = tuple(self._stage(s) for s in range(f.solver.tableau.stages))
         collapse = self._collapse()
         flux, fluxers = self._flux()
+        if f.inputs:                # every input's loader reports out-of-range reads,
+            self.p.helpers.add("vg_fail")       # also when the field never reads it
         buffers = self._buffers(fluxers)
         size = int(np.prod([a.size for a in axes])) if f.basin else FLAT_GROUP
         local = tuple(next((a.size for a in axes if a.comp == c), 1) for c in COMPONENTS)
