@@ -44,9 +44,11 @@ class VgpuError(Exception):
     def source_line(self) -> str | None:
         if self.span is None or self.source is None:
             return None
-        lines = self.source.splitlines()
+        # The lexer counts lines at "\n" only; str.splitlines() would also split at
+        # "\f", "\v", "\x1c" .. "\x1e", "\x85", U+2028 and U+2029 and show another line.
+        lines = self.source.split("\n")
         if 1 <= self.span.line <= len(lines):
-            return lines[self.span.line - 1]
+            return lines[self.span.line - 1].rstrip("\r")
         return ""
 
     def _render(self) -> str:
