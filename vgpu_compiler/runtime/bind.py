@@ -57,7 +57,7 @@ def working_dtype(dtype) -> np.dtype:
         d = None
     if d is None or d.name not in ("float32", "float64"):
         raise ArgumentTypeError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-    return d
+    return np.dtype(d.name)     # native byte order: '>f4' means float32 too
 
 
 def _names(what: str, given, valid: list[str], field: Field) -> dict:
