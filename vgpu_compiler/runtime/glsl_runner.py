@@ -45,6 +45,9 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
     from .glsl_exec import execute
     kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound))
+    if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
+        from ..backends import numpy_ref
+        return numpy_ref.run(bound, progress)
     with kernel.lock:
         return execute(kernel, bound, progress)
 
