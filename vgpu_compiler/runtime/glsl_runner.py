@@ -49,6 +49,12 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
     with kernel.lock:
+        if kernel.program is None:  # evicted (and released) by another thread since found:
+            gl.call(kernel.compile)     # run on a private copy, released again afterwards
+            try:
+                return execute(kernel, bound, progress)
+            finally:
+                gl.call(kernel.release)
         return execute(kernel, bound, progress)
 
 
