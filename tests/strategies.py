@@ -464,6 +464,13 @@ def cases(draw, features=("coupled", "collapse", "flux", "f64", "grid2")):
 # --- running a case on both backends -----------------------------------------------------------
 def compare(case: Case) -> float:
     """Run ``case`` on numpy and GLSL; assert they agree; the worst error / tolerance."""
+    worst, problem = measure(case)
+    assert problem is None, problem
+    return worst
+
+
+def measure(case: Case) -> tuple[float, str | None]:
+    """(worst error / tolerance, None) when both backends agree, else (worst, what differs)."""
     import warnings
 
     import vgpu
@@ -472,23 +479,31 @@ def compare(case: Case) -> float:
         warnings.simplefilter("ignore", vgpu.NonFiniteWarning)
         ref = vgpu.solve(case.src, case.h0, backend="numpy", **case.kwargs())
         gpu = vgpu.solve(case.src, case.h0, backend="glsl", **case.kwargs())
-    worst = 0.0
-    pairs = [("states", gpu.states, ref.states)]
-    pairs += [(f"output {k}", gpu.outputs.get(k), v) for k, v in ref.outputs.items()]
+    if sorted(gpu.outputs) != sorted(ref.outputs):
+        return np.inf, f"outputs {sorted(gpu.outputs)} != {sorted(ref.outputs)}"
+    pairs = [("states", gpu.states, ref.states, atol)]
+    # flux sums many deposits: its absolute tolerance grows with their number
+    deposits = max(1, int(np.prod(ref.steps_taken.shape)))
+    pairs += [(f"output {k}", gpu.outputs[k], v, atol * deposits) for k, v in ref.outputs.items()]
     if ref.history is not None:
-        pairs.append(("history", gpu.history, ref.history))
-    assert sorted(gpu.outputs) == sorted(ref.outputs)
-    np.testing.assert_array_equal(gpu.steps_taken, ref.steps_taken, err_msg="steps_taken")
-    if ref.history is not None:
-        np.testing.assert_array_equal(gpu.times, ref.times, err_msg="times")
-    for what, g, r in pairs:
-        assert g is not None and g.shape == r.shape and g.dtype == r.dtype, what
-        # flux sums many deposits: scale its absolute tolerance by their number
-        a = atol * (max(1, int(np.prod(ref.steps_taken.shape))) if what.startswith("output")
-                    else 1)
-        worst = max(worst, disagreement(g, r, rtol, a))
-        np.testing.assert_allclose(g, r, rtol=rtol, atol=a, err_msg=what)
-    return worst
+        pairs.append(("history", gpu.history, ref.history, atol))
+    worst, problems = 0.0, []
+    for what, g, r, a in pairs:
+        if g is None or g.shape != r.shape or g.dtype != r.dtype:
+            return np.inf, f"{what}: {getattr(g, 'shape', None)} {getattr(g, 'dtype', None)} " \
+                           f"!= {r.shape} {r.dtype}"
+        w = disagreement(g, r, rtol, a)
+        worst = max(worst, w)
+        if w > 1:
+            k = np.unravel_index(np.argmax(np.abs(np.asarray(g, float) - r)), r.shape)
+            problems.append(f"{what} differ by {w:.3g} x tolerance, e.g. at {k}: "
+                            f"glsl {g[k]!r} numpy {r[k]!r}")
+    if not np.array_equal(gpu.steps_taken, ref.steps_taken):
+        problems.append(f"steps_taken differ: glsl {gpu.steps_taken.ravel()[:8]} "
+                        f"numpy {ref.steps_taken.ravel()[:8]}")
+    if ref.history is not None and not np.array_equal(gpu.times, ref.times):
+        problems.append("history times differ")
+    return worst, ("; ".join(problems) or None)
 
 
 def disagreement(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> float:
@@ -621,3 +636,57 @@ def call_arguments(fld, n: int = 3):
     n_free = len(fld.free_states)
     h0 = rng.uniform(-1, 1, grid + (n_free,)) if n_free else None
     return h0, params, inputs, dims
+
+
+def run_both(src: str, compiled, steps: int = 2) -> str | None:
+    """Run every field of a compiled program on both backends (tiny grid, ``steps`` steps).
+    None when they agree (same numbers, or the same kind of VgpuError), else what differs."""
+    import warnings
+
+    import vgpu
+    from vgpu_compiler.errors import VgpuError
+    for fld in compiled.program.fields:
+        args = call_arguments(fld)
+        if args is None:
+            continue
+        h0, params, inputs, dims = args
+        outcomes = []
+        for backend in ("numpy", "glsl"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    sol = vgpu.solve(src, h0, params=params, inputs=inputs, dims=dims,
+                                     field=fld.name, backend=backend, steps=steps)
+                outcomes.append(("ok", sol))
+            except VgpuError as err:
+                if "rejected the shader" in err.message:
+                    return f"{backend}: {err.message}"
+                outcomes.append((type(err).__name__, err))
+            except Exception as exc:        # noqa: BLE001 - an internal error
+                return f"{backend}: internal error {type(exc).__name__}: {exc}"
+        (k1, a), (k2, b) = outcomes
+        if k1 != k2:
+            return (f"field {fld.name}: numpy {k1} ({a if k1 != 'ok' else ''}), "
+                    f"glsl {k2} ({b if k2 != 'ok' else ''})")
+        if k1 == "ok":
+            try:
+                np.testing.assert_allclose(b.states, a.states, rtol=1e-3, atol=1e-3)
+                np.testing.assert_array_equal(b.steps_taken, a.steps_taken)
+                for name in a.outputs:
+                    np.testing.assert_allclose(b.outputs[name], a.outputs[name],
+                                               rtol=1e-3, atol=1e-3)
+            except AssertionError as exc:
+                return f"field {fld.name}: results differ: {exc}"
+    return None
+
+
+def front_end(src: str):
+    """The Compiled program, or None after a well-formed VgpuError; anything else raises
+    (a non-VgpuError, or an AssertionError about the error's position)."""
+    from vgpu_compiler.compile import compile_program
+    from vgpu_compiler.errors import VgpuError
+    try:
+        return compile_program(src, "fuzz.field")
+    except VgpuError as err:
+        check_source_error(err, src)
+        return None

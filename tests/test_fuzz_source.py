@@ -16,28 +16,19 @@ runs the long version.
 from __future__ import annotations
 
 import random
-import warnings
-
 import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.compile import compile_program
 from vgpu_compiler.errors import VgpuError
 
-from strategies import (call_arguments, check_source_error, examples, fuzz_input, mutate,
-                        random_text)
+from strategies import (check_source_error, examples, front_end, fuzz_input, mutate,
+                        random_text, run_both)
 
 SEEDS = examples()
 
 
-def _front_end(src: str):
-    """The Compiled program, or None after a well-formed VgpuError; anything else fails."""
-    try:
-        return compile_program(src, "fuzz.field")
-    except VgpuError as err:
-        check_source_error(err, src)
-        return None
+_front_end = front_end
 
 
 def _fail(found: list, kind: str):
@@ -105,44 +96,6 @@ def test_errors_through_the_api_are_vgpu_errors():
 
 
 # --- mutants that compile run on both backends ----------------------------------------------------
-def run_both(fld_src: str, compiled) -> str | None:
-    """Run every field of a compiled mutant on both backends (tiny grid, 2 steps).
-    Returns None when they agree, else a description of the disagreement."""
-    for fld in compiled.program.fields:
-        args = call_arguments(fld)
-        if args is None:
-            continue
-        h0, params, inputs, dims = args
-        outcomes = []
-        for backend in ("numpy", "glsl"):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    sol = vgpu.solve(fld_src, h0, params=params, inputs=inputs, dims=dims,
-                                     field=fld.name, backend=backend, steps=2)
-                outcomes.append(("ok", sol))
-            except VgpuError as err:
-                if "rejected the shader" in err.message:
-                    return f"{backend}: {err.message}"
-                outcomes.append((type(err).__name__, err))
-            except Exception as exc:        # noqa: BLE001
-                return f"{backend}: internal error {type(exc).__name__}: {exc}"
-        (k1, a), (k2, b) = outcomes
-        if k1 != k2:
-            return f"field {fld.name}: numpy {k1} ({a if k1 != 'ok' else ''}), " \
-                   f"glsl {k2} ({b if k2 != 'ok' else ''})"
-        if k1 == "ok":
-            try:
-                np.testing.assert_allclose(b.states, a.states, rtol=1e-3, atol=1e-3)
-                np.testing.assert_array_equal(b.steps_taken, a.steps_taken)
-                for name in a.outputs:
-                    np.testing.assert_allclose(b.outputs[name], a.outputs[name],
-                                               rtol=1e-3, atol=1e-3)
-            except AssertionError as exc:
-                return f"field {fld.name}: results differ: {exc}"
-    return None
-
-
 def test_compiled_mutants_run_on_both_backends(glsl):
     rng = random.Random(4242)
     seen, ran, found = set(), 0, []
