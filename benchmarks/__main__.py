@@ -2,7 +2,9 @@
 
 Runs the chosen benchmarks (all by default), prints one side-by-side table per
 problem size and the PASS/FAIL lines of the targets, and writes everything as
-JSON (benchmarks/results/<time>.json, or --json PATH).
+JSON (benchmarks/results/<time>.json, or --json PATH). VGPU's disk cache is
+pointed at a temporary folder for the run (VGPU_CACHE_DIR), so the user's own
+cache is never read, cleared or filled.
 
     python -m benchmarks                          # everything, default sizes (minutes)
     python -m benchmarks lorenz --n 4096,65536    # one benchmark, chosen sizes
@@ -15,8 +17,10 @@ import argparse
 import datetime as _dt
 import importlib
 import json
+import os
 import pathlib
 import sys
+import tempfile
 import time
 
 from .common import Config, jsonable, machine_info
@@ -69,6 +73,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # A private kernel cache: the benchmarks clear it (dispatch) and time it cold (compile),
+    # which must never touch the user's own cache or another process's.
+    tmp = tempfile.TemporaryDirectory(prefix="vgpu-bench-")
+    os.environ["VGPU_CACHE_DIR"] = os.path.join(tmp.name, "vgpu")
+    try:
+        return _main(args, argv)
+    finally:
+        tmp.cleanup()
+
+
+def _main(args, argv) -> int:
     cfg = Config(quick=args.quick, n=args.n, steps=args.steps, calls=args.calls,
                  repeat=args.repeat, min_time=args.min_time, columns=args.columns,
                  peers=not args.no_peers, verbose=args.verbose)

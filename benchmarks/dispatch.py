@@ -121,7 +121,7 @@ def run(cfg: Config) -> Result:
     table = Table(f"Dispatch overhead: {SIZE}x{SIZE} matmul, {calls} calls "
                   f"({slow_calls} for the recompiling columns), new data every call",
                   ["column", "calls", "first call ms", "per call us", "calls/s",
-                   "x run_field time", "max err / max|C|", "VGPU counters in the loop"])
+                   "x run_field time", "max err / max abs C", "VGPU counters in the loop"])
     for r in rows:
         if r["status"] != "ok":
             table.rows.append([r["column"], r["status"]] + [None] * 6)
@@ -153,7 +153,7 @@ def run(cfg: Config) -> Result:
                      None if run_t is None else 1 / run_t, None if rec is None else 1 / rec, 5)
     res.targets.append(t)
     bad = [r["column"] for r in rows if r["status"] == "ok" and r["err_abs"] > 1e-4]
-    res.targets.append(Target("every column computes A @ B (max err / max|C| <= 1e-4)",
+    res.targets.append(Target("every column computes A @ B (max err / max abs C <= 1e-4)",
                               not bad, "all agree" if not bad else "wrong: " + ", ".join(bad),
                               kind="accuracy"))
     return res
