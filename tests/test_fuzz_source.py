@@ -117,3 +117,24 @@ def test_compiled_mutants_run_on_both_backends(glsl):
     assert ran >= 20
     if found:
         _fail(found, "backend disagreements")
+
+
+@pytest.mark.slow
+def test_many_mutants_only_raise_vgpu_errors():
+    rng = random.Random(1)
+    found = _sweep(fuzz_input(rng, SEEDS) for _ in range(30000))
+    if found:
+        _fail(found, "internal errors")
+
+
+@pytest.mark.parametrize("src", [
+    "# a comment with \x85 in it\nfield f {\n  state x\n  dx/dt = 1 +",
+    "# \r old mac line break in a comment\nfield f { state x",
+    "field f {\x1c state x; dx/dt = 1 +\n",
+    "field f { state x\u2028\n dx/dt = (",
+])
+def test_the_end_of_the_text_is_inside_the_text(src):
+    """Found by the long fuzz run: 'unexpected end of the text' was placed by
+    str.splitlines(), which counts \\x85, \\r, \\x1c, U+2028 ... as line breaks, so its
+    line was past the last line of the text."""
+    _front_end(src)
