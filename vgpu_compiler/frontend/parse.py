@@ -143,8 +143,12 @@ def _message(exc: UnexpectedInput, src: str) -> str:
 def _span(exc: UnexpectedInput, src: str) -> Span:
     tok = getattr(exc, "token", None)
     if isinstance(exc, UnexpectedToken) and tok is not None and tok.type == "$END":
-        lines = src.splitlines() or [""]
-        return Span(len(lines), len(lines[-1]) + 1)
+        # Lines end at "\n" only, as the lexer counts them (str.splitlines() would also
+        # split at "\r", "\x85", "\x1c", U+2028 ... and place the end past the text).
+        lines = src.split("\n")
+        if len(lines) > 1 and lines[-1] == "":      # a final newline ends the last line
+            lines.pop()
+        return Span(len(lines), len(lines[-1].rstrip("\r")) + 1)
     line = getattr(exc, "line", None) or 1
     column = getattr(exc, "column", None) or 1
     if isinstance(tok, Token) and tok.end_column and tok.end_line == line:
