@@ -46,6 +46,9 @@ def fuzz(n: int, seed: int, run_compiled: int, log) -> dict:
     gl = _gl_available()
     t0 = time.perf_counter()
     for k in range(n):
+        if k and k % 10000 == 0:
+            log(f"  fuzz {k}/{n}: {len(internal)} internal errors, {compiled} compiled, "
+                f"{ran} run on both backends, {len(disagreements)} disagreements")
         src = S.fuzz_input(rng, seeds)
         try:
             prog = S.front_end(src)
@@ -72,9 +75,6 @@ def fuzz(n: int, seed: int, run_compiled: int, log) -> dict:
                 problem = f"run_both crashed: {type(exc).__name__}: {exc}"
             if problem:
                 disagreements.append({"src": src, "problem": problem})
-        if (k + 1) % 10000 == 0:
-            log(f"  fuzz {k + 1}/{n}: {len(internal)} internal errors, {compiled} compiled, "
-                f"{ran} run on both backends, {len(disagreements)} disagreements")
     return {
         "inputs": n, "seed": seed, "seconds": round(time.perf_counter() - t0, 1),
         "compiled": compiled, "rejected_with_vgpu_error": kinds["VgpuError"],
