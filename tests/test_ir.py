@@ -189,3 +189,16 @@ def test_deeply_shared_lets_stay_linear():
     assert time.perf_counter() - start < 5.0
     assert "    %0 = ((x * x) + 1.0)\n    %1 = ((%0 * %0) + 1.0)\n" in text
     assert "dx/dt = ((%38 * %38) + 1.0)" in text
+
+
+def test_doubling_let_chain_runs_in_linear_time_on_both_backends():
+    """Each let uses the previous one twice: inlined, the tree has 2^40 paths but 40 nodes.
+    Hashing or evaluating it as a tree would never finish; as a DAG it is instant."""
+    import numpy as np
+    import vgpu
+
+    lets = ["let a0 = x"] + [f"let a{k} = 0.5 * a{k - 1} + 0.5 * a{k - 1}" for k in range(1, 41)]
+    src = "field deep {\n state x\n " + "\n ".join(lets) + "\n dx/dt = -a40\n solve euler(dt = 0.5, steps = 2)\n}"
+    for backend in ("numpy", "glsl"):
+        out = vgpu.run_field(src, np.ones(4), backend=backend)
+        np.testing.assert_allclose(out, 0.25, rtol=1e-6)

@@ -15,7 +15,7 @@ Invariants established by the IR builder (backends rely on them):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Union
 
 from ..errors import Span
@@ -27,10 +27,24 @@ def _span() -> Span | None:
     return field(default=None, compare=False, repr=False)
 
 
+def _cached_hash(self) -> int:
+    """Expression nodes hash once: an inlined let may share a subtree many times over,
+    and a recursive hash on every dict lookup would then cost exponential time.
+    (Set as ``__hash__`` in each class body, so @dataclass keeps it.)"""
+    cached = self.__dict__.get("_hash")
+    if cached is None:
+        key = tuple(getattr(self, f.name) for f in fields(self) if f.compare)
+        cached = hash((type(self).__name__,) + key)
+        object.__setattr__(self, "_hash", cached)
+    return cached
+
+
 @dataclass(frozen=True)
 class Const:
     value: Union[int, float, bool]
     type: Type
+
+    __hash__ = _cached_hash
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,8 @@ class Sym:
     kind: SymKind
     name: str
     type: Type
+
+    __hash__ = _cached_hash
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class Load:
     type: Type = Type.FLOAT
     span: Span | None = _span()
 
+    __hash__ = _cached_hash
+
 
 @dataclass(frozen=True)
 class CoupledAt:
@@ -59,6 +77,8 @@ class CoupledAt:
     type: Type = Type.FLOAT
     span: Span | None = _span()
 
+    __hash__ = _cached_hash
+
 
 @dataclass(frozen=True)
 class Reduce:
@@ -68,6 +88,8 @@ class Reduce:
     name: str
     type: Type = Type.FLOAT
 
+    __hash__ = _cached_hash
+
 
 @dataclass(frozen=True)
 class Apply:
@@ -75,6 +97,8 @@ class Apply:
     args: tuple["Expr", ...]
     type: Type
     span: Span | None = _span()
+
+    __hash__ = _cached_hash
 
 
 Expr = Union[Const, Sym, Load, CoupledAt, Reduce, Apply]
