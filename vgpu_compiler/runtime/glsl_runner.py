@@ -1,11 +1,12 @@
 """The GLSL backend's ``run(bound, progress) -> Solution`` and its kernel caches.
 
-Compile once, bind once, dispatch many: a kernel is found by a key over
-(compiler version, canonical IR with spans, dtype, which params are
-per-trajectory, and the GL driver), first in memory (an LRU of compiled
-programs with their buffers), then on disk (the lowered GLSL and its
-metadata, so a new process skips lowering), else lowered and compiled.
-Shapes are uniforms, so a new shape reuses the kernel and only grows buffers.
+Compile once, bind once, dispatch many. A kernel (a compiled program and
+the buffers it runs on) is kept in memory per key = hash(compiler version,
+canonical IR with spans, dtype, which params are per-trajectory, GL driver,
+shapes): a call with the same program and shapes only writes buffers and
+dispatches; a new shape compiles once. The lowered GLSL does not depend on
+shapes (they are uniforms), so the disk cache keys it without them: a new
+process, or a new shape, skips lowering and only compiles.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if not available():
         raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
     from .glsl_exec import execute
-    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound))
+    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound),
+                        shape_signature(bound))
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
@@ -56,6 +58,13 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
             finally:
                 gl.call(kernel.release)
         return execute(kernel, bound, progress)
+
+
+def shape_signature(bound: Bound) -> str:
+    """The shapes that size a kernel's buffers: part of its memory key."""
+    return repr((bound.grid_shape, sorted(bound.dims.items()),
+                 sorted((k, v.shape) for k, v in bound.inputs.items()),
+                 sorted(bound.output_shapes.items())))
 
 
 def per_trajectory(bound: Bound) -> tuple[str, ...]:
@@ -86,9 +95,10 @@ def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
 
 
-def kernel_for(field: Field, dtype: str, pt: tuple[str, ...]) -> GpuKernel:
-    key = kernel_key(field, dtype, pt)
-    kernel = MEMORY.get(key)
+def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: str = "") -> GpuKernel:
+    key = kernel_key(field, dtype, pt)                  # the GLSL text's key (disk)
+    mkey = hashlib.sha256(f"{key}\x00{shapes}".encode()).hexdigest()[:40]
+    kernel = MEMORY.get(mkey)
     if kernel is not None:
         COUNTERS.add("memory_hits")
         return kernel
@@ -101,7 +111,8 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...]) -> GpuKernel:
         source, desc = build(field, dtype=dtype, per_trajectory_params=pt)
         meta = desc.meta()
         DISK.store(key, source, meta)
-    kernel = GpuKernel(key, source, meta)
+    kernel = GpuKernel(mkey, source, meta)
+    kernel.disk_key = key
     try:
         gl.call(kernel.compile)
     except gl.NoContext as exc:
@@ -109,7 +120,7 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...]) -> GpuKernel:
     except Exception as exc:       # a driver that rejects the shader: a compiler bug
         if found is not None:       # a stale or foreign disk entry: drop it, rebuild once
             DISK.evict(key)
-            return kernel_for(field, dtype, pt)
+            return kernel_for(field, dtype, pt, shapes)
         raise BackendError(f"the OpenGL driver rejected the shader of field "
                            f"`{field.name}`: {exc}") from None
     COUNTERS.add("compiles")
@@ -122,7 +133,7 @@ def canonical(field: Field) -> str:
         hit = _canon_memo.get(id(field))
         if hit is not None and hit[0]() is field:
             return hit[1]
-    text = _canon(field)
+    text = _canon(field, {})
     with _canon_lock:
         if len(_canon_memo) > 256:
             _canon_memo.clear()
@@ -133,14 +144,20 @@ def canonical(field: Field) -> str:
     return text
 
 
-def _canon(obj) -> str:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        inner = ",".join(f"{f.name}={_canon(getattr(obj, f.name))}"
-                         for f in dataclasses.fields(obj))
-        return f"{type(obj).__name__}({inner})"
+def _canon(obj, memo: dict) -> str:
+    """A digest of every field of every node, spans included. Shared subtrees (an
+    inlined let used twice) are digested once, so the cost is linear in the DAG."""
     if isinstance(obj, (tuple, list)):
-        return "(" + ",".join(_canon(x) for x in obj) + ")"
-    return repr(obj)
+        return "(" + ",".join(_canon(x, memo) for x in obj) + ")"
+    if not (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
+        return repr(obj)
+    hit = memo.get(id(obj))
+    if hit is None:
+        inner = ",".join(f"{f.name}={_canon(getattr(obj, f.name), memo)}"
+                         for f in dataclasses.fields(obj))
+        hit = hashlib.sha256(f"{type(obj).__name__}({inner})".encode()).hexdigest()[:32]
+        memo[id(obj)] = hit
+    return hit
 
 
 # --- cache management --------------------------------------------------------------------
@@ -162,9 +179,10 @@ def clear_cache(memory: bool = True, disk: bool = True) -> dict:
 
 
 def evict(field: Field, dtype: str = "float32", per_trajectory_params=()) -> bool:
-    """Drop one kernel from memory and disk."""
+    """Drop a field's kernels (every shape) from memory, and its GLSL from disk."""
     key = kernel_key(field, dtype, tuple(per_trajectory_params))
-    return MEMORY.evict(key) | DISK.evict(key)
+    dropped = [MEMORY.evict(k.key) for k in MEMORY.values() if k.disk_key == key]
+    return any(dropped) | DISK.evict(key)
 
 
 def set_cache_dir(folder) -> None:

@@ -19,6 +19,7 @@ DEFAULT_CAPACITY = 32
 class GpuKernel:
     def __init__(self, key: str, source: str, meta: dict):
         self.key, self.source, self.meta = key, source, meta
+        self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
         self.lock = threading.Lock()          # one run at a time on these buffers
         self.program = None
         self.uniform_names: frozenset[str] = frozenset()
@@ -116,6 +117,10 @@ class KernelCache:
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._items)
+
+    def values(self) -> list[GpuKernel]:
+        with self._lock:
+            return list(self._items.values())
 
     def __len__(self) -> int:
         return len(self._items)
