@@ -136,8 +136,6 @@ def report(result: dict) -> None:
     print(f"kernels: {n_shapes} matmul shapes, {compiles} compiled "
           f"({c.get('disk_hits', 0)} of them from GLSL found in the disk cache), "
           f"{c.get('memory_hits', 0)} cache hits of {result['calls']} calls")
-    if compiles < n_shapes:
-        print("(shapes are uniforms of the shader: one kernel serves every shape)")
     print()
 
 

@@ -43,11 +43,12 @@ def test_mlp_reaches_95_percent_with_one_compile_per_shape(tmp_path):
     # forward X@W1 and backward dZ2@W2.T share a shape: 4 distinct products
     assert got["shapes"] == 4
     c = got["counters"]
-    if c.get("cpu_fallbacks", 0) == 0 and c.get("compiles", 0) > 0:
-        # the GLSL path: at most one compile per shape (shapes are uniforms, so one
-        # kernel may serve them all); every other call is a memory-cache hit
-        assert 1 <= c["compiles"] <= got["shapes"], out
-        assert c["compiles"] + c["memory_hits"] == got["calls"], out
+    from vgpu_compiler.runtime import glsl_runner
+    if glsl_runner.available():
+        # the GLSL path: one compile per matmul shape, every other call a memory hit
+        assert c.get("cpu_fallbacks", 0) == 0, out
+        assert c["compiles"] == got["shapes"], out
+        assert c["memory_hits"] == got["calls"] - got["shapes"], out
         assert c["dispatches"] >= got["calls"], out
 
 
