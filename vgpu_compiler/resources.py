@@ -6,17 +6,17 @@ in an installed wheel they travel inside the package as the data packages
 """
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
 
 
 def _locate(folder: str) -> Path:
-    local = _CHECKOUT / folder
-    if local.is_dir() and (_CHECKOUT / "pyproject.toml").is_file():   # a checkout
-        return local
-    return Path(str(resources.files(f"vgpu_compiler.{folder}")))
+    installed = _PACKAGE / folder                 # a wheel: data packages inside vgpu_compiler
+    if installed.is_dir():
+        return installed
+    return _CHECKOUT / folder                      # a checkout or an editable install
 
 
 def grammar_path() -> Path:
