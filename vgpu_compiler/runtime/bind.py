@@ -14,8 +14,8 @@ import numpy as np
 
 from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingError, ShapeError,
                       UnknownNameError)
-from ..ir.nodes import Expr, Field, Sym
-from ..ir.ops import SymKind
+from ..ir.nodes import Const, Expr, Field, Sym
+from ..ir.ops import SymKind, Type
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 
@@ -207,6 +207,14 @@ def _param_values(field: Field, given: dict, grid_shape: tuple, dtype, dims: dic
 
 def _evaluate(expr: Expr, param, dims: dict):
     """Evaluate a constant expression (literals, params, dims) in float64."""
+    # Literals and plain names (almost every dt / steps / t0 / default) need no evaluator:
+    # this runs on every call, where microseconds count.
+    if isinstance(expr, Const):
+        return np.int32(expr.value) if expr.type is Type.INT else np.float64(expr.value)
+    if isinstance(expr, Sym) and expr.kind is SymKind.DIM:
+        return np.int32(dims[expr.name])
+    if isinstance(expr, Sym) and expr.kind is SymKind.PARAM:
+        return np.float64(param(expr.name))
     from ..backends.numpy_eval import Context, evaluate
 
     class Constants(Context):

@@ -44,20 +44,26 @@ def available() -> bool:
 def run(bound: Bound, progress: Progress = None) -> Solution:
     if not available():
         raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
-    from .glsl_exec import execute
     kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound),
                         shape_signature(bound))
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
     with kernel.lock:
-        if kernel.program is None:  # evicted (and released) by another thread since found:
-            gl.call(kernel.compile)     # run on a private copy, released again afterwards
-            try:
-                return execute(kernel, bound, progress)
-            finally:
-                gl.call(kernel.release)
-        return execute(kernel, bound, progress)
+        # The whole run is one trip to the GL thread: each trip costs a thread hand-off,
+        # which on a small problem is most of the call.
+        return gl.call(_execute_on_gl_thread, kernel, bound, progress)
+
+
+def _execute_on_gl_thread(ctx, kernel, bound: Bound, progress: Progress) -> Solution:
+    from .glsl_exec import execute
+    if kernel.program is None:      # evicted (and released) by another thread since found:
+        kernel.compile(ctx)         # run on a private copy, released again afterwards
+        try:
+            return execute(kernel, bound, progress)
+        finally:
+            kernel.release(ctx)
+    return execute(kernel, bound, progress)
 
 
 def shape_signature(bound: Bound) -> str:
