@@ -107,11 +107,6 @@ MATH_F32 = [("sin({a})", 1.0, False), ("cos({a})", 1.0, False), ("tanh({a})", 1.
             ("(1 + abs({a})) ^ 1.5", 8.0, True), ("floor({a})", None, False),
             ("ceil({a})", None, False), ("sign({a})", 1.0, False),
             ("abs({a}) ^ 0.5", 2.0, True), ("{a} ^ 2", None, True), ("2 ^ -1", 0.5, False)]
-# Mesa's asin and acos are off by up to 4e-4 (test_generated_programs.py::
-# test_glsl_math_function_accuracy): left out of random programs until the backend has
-# accurate ones, so that they do not hide other disagreements.
-KNOWN_INACCURATE = ("asin(", "acos(")
-MATH_F32 = [m for m in MATH_F32 if not m[0].startswith(KNOWN_INACCURATE)]
 MATH_F64 = [("sqrt(abs({a}))", 2.0, True), ("floor({a})", None, False), ("ceil({a})", None, False),
             ("sign({a})", 1.0, False), ("{a} ^ 2", None, True), ("{a} ^ 3", None, True),
             ("abs({a})", None, False)]

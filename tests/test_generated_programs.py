@@ -83,12 +83,7 @@ DOMAINS = {"sin": (-10, 10), "cos": (-10, 10), "tan": (-1.5, 1.5), "asin": (-1, 
            "acos": (-1, 1), "atan": (-20, 20), "sinh": (-5, 5), "cosh": (-5, 5),
            "tanh": (-5, 5), "exp": (-10, 10), "log": (1e-3, 100), "log2": (1e-3, 100),
            "sqrt": (0, 100)}
-INACCURATE = pytest.mark.xfail(strict=True, reason="GLSL asin/acos are Mesa's built-ins, "
-                               "off by up to 4e-4 (1.2e-4 .. 3.3e-4 relative) on llvmpipe")
-
-
-@pytest.mark.parametrize("fn", [pytest.param(f, marks=INACCURATE) if f in ("asin", "acos")
-                                else f for f in DOMAINS])
+@pytest.mark.parametrize("fn", list(DOMAINS))
 def test_glsl_math_function_accuracy(fn):
     """Each float32 math function on GLSL is within 1e-5 (relative, or absolute near 0)
     of the exact value, as numpy's is: agreement 'up to rounding' needs it."""
