@@ -301,10 +301,11 @@ def _upload_chunk(ctx, kernel, call: _Call, a: int, b: int) -> None:
 
 
 def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
-    prog = kernel.program
-    for name, value in uniforms.items():
-        if name in kernel.uniform_names:
+    prog, last = kernel.program, kernel.uniform_values
+    for name, value in uniforms.items():     # only what changed since the last dispatch:
+        if name in kernel.uniform_names and last.get(name) != value:   # uniforms persist
             prog[name].value = value
+            last[name] = value
     for b in kernel.meta["buffers"]:
         kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
     prog.run(*groups)

@@ -23,6 +23,7 @@ class GpuKernel:
         self.lock = threading.Lock()          # one run at a time on these buffers
         self.program = None
         self.uniform_names: frozenset[str] = frozenset()
+        self.uniform_values: dict[str, object] = {}
         self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
         self.capacity: dict[str, int] = {}
 
@@ -30,6 +31,7 @@ class GpuKernel:
     def compile(self, ctx) -> None:
         self.program = ctx.compute_shader(self.source)
         self.uniform_names = frozenset(self.program)
+        self.uniform_values = {}              # what the program's uniforms hold now
 
     def ensure(self, ctx, name: str, nbytes: int):
         """The buffer ``name`` with room for ``nbytes`` (grown, never shrunk)."""
