@@ -382,3 +382,30 @@ def test_blocks_and_chunks_together(glsl, max_block, max_steps):
     _check(got, ref)
     assert ref.steps_taken.min() < 60                  # some basins collapsed early
     assert c["dispatches"] >= (4 if max_block else 15)
+
+
+FIRST_USE_FROM_THREADS = """
+import json, threading
+import numpy as np
+import vgpu
+from field_examples import LORENZ
+h0 = np.random.default_rng(3).normal(size=(50, 3)).astype(np.float32)
+ref = vgpu.run_field(LORENZ, h0, backend="numpy", steps=20)
+barrier, results = threading.Barrier(8), []
+def first_call():
+    barrier.wait()               # all eight reach the not-yet-started GL runtime together
+    try:
+        results.append(bool(np.array_equal(
+            vgpu.run_field(LORENZ, h0, backend="glsl", steps=20), ref)))
+    except Exception as e:
+        results.append(repr(e))
+threads = [threading.Thread(target=first_call) for _ in range(8)]
+[t.start() for t in threads]; [t.join() for t in threads]
+print(json.dumps(results))
+"""
+
+
+def test_first_use_of_the_gl_runtime_from_eight_threads_at_once(tmp_path, glsl):
+    """Every caller waits for the context, not only the one that started the GL thread."""
+    out, _ = _python(FIRST_USE_FROM_THREADS, _env(VGPU_CACHE_DIR=tmp_path / "c"))
+    assert out == [True] * 8

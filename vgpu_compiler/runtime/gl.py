@@ -11,7 +11,6 @@ import logging
 import os
 import queue
 import threading
-from concurrent.futures import Future
 from typing import Any, Callable
 
 log = logging.getLogger("vgpu")
@@ -23,10 +22,38 @@ class NoContext(RuntimeError):
     """No OpenGL 4.3 context can be made here."""
 
 
+class _Job:
+    """One call handed to the worker. A plain lock signals completion: on small problems
+    the hand-off is a visible part of a call, and this is the cheapest one Python has."""
+
+    __slots__ = ("fn", "args", "done", "result", "error")
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(*self.args)
+        except BaseException as exc:    # handed to the caller, re-raised there
+            self.error = exc
+        finally:
+            self.done.release()
+
+    def wait(self):
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class GLThread:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue: queue.Queue | None = None
+        self._queue: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
         self.ctx = None
         self.error: str | None = None
@@ -35,29 +62,24 @@ class GLThread:
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
         with self._lock:
-            if self._thread is not None:
-                return
-            ready: Future = Future()
-            self._queue = queue.Queue()
-            self._thread = threading.Thread(target=self._loop, args=(ready,), daemon=True,
-                                            name="vgpu-gl")
-            self._thread.start()
-        ready.result()
+            if self._thread is None:
+                self._ready = threading.Event()
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="vgpu-gl")
+                self._thread.start()
+        self._ready.wait()          # every caller, not only the first, waits for the context
 
-    def _loop(self, ready: Future) -> None:
-        self._create()
-        ready.set_result(None)
+    def _loop(self) -> None:
+        try:
+            self._create()
+        finally:
+            self._ready.set()
         while True:
             job = self._queue.get()
             if job is None:
                 break
-            fn, args, fut = job
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn(*args))
-            except BaseException as exc:    # handed to the caller, re-raised there
-                fut.set_exception(exc)
+            job.run()
 
     def _create(self) -> None:
         if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
@@ -95,9 +117,9 @@ class GLThread:
             raise NoContext(self.error or "no OpenGL context")
         if self.on_worker():
             return fn(self.ctx, *args)
-        fut: Future = Future()
-        self._queue.put((fn, (self.ctx, *args), fut))
-        return fut.result()
+        job = _Job(fn, (self.ctx, *args))
+        self._queue.put(job)
+        return job.wait()
 
 
 def _describe(ctx) -> dict[str, Any]:
