@@ -317,6 +317,15 @@ def test_run_missing_param_file_is_a_usage_error(vgpuc):
     assert "missing.npy" in proc.stderr
 
 
+@pytest.mark.parametrize("content", [b"", b"not an array", b"\x93NUMPY\x01\x00"])
+def test_run_unreadable_input_file_is_a_usage_error(vgpuc, tmp_path, content):
+    (tmp_path / "bad.npy").write_bytes(content)        # empty, text, a truncated header
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--h0", "bad.npy", "--backend", "numpy")
+    assert proc.returncode == 2, proc.stderr
+    assert "bad.npy: not a .npy or .npz file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("args", [
     ["--param", "novalue"],
     ["--dim", "N=ten"],

@@ -50,7 +50,7 @@ def load_array(path: str, key: str | None = None) -> np.ndarray:
         raise UsageError(f"{path}: no such file")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:    # EOFError: an empty file
         raise UsageError(f"{path}: not a .npy or .npz file ({exc})") from None
     if isinstance(data, np.ndarray):
         if explicit:
