@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +28,8 @@ NO_ERROR = 0xFFFFFFFF
 # Limits; tests lower them to exercise the splitting on small problems.
 LIMITS = {
     "max_block": None,              # bytes; None: the driver's (env VGPU_MAX_BLOCK_BYTES)
-    "work_per_dispatch": 1 << 27,   # trajectory-stages per dispatch
-    "max_steps": None,              # steps per dispatch (env VGPU_MAX_STEPS_PER_DISPATCH)
+    "work_per_dispatch": 1 << 27,   # trajectory-stages in the first dispatch (then paced by time)
+    "max_steps": None,              # most steps per dispatch (env VGPU_MAX_STEPS_PER_DISPATCH)
 }
 
 
@@ -162,13 +163,36 @@ def _history_plan(bound: Bound) -> list[int] | None:
     return saved
 
 
-def _segments(steps: int, per: int, history: list[int] | None) -> list[tuple[int, int]]:
-    points = set(range(0, steps, per)) | {0, steps} | set(history or ())
-    points = sorted(points)
-    segs = list(zip(points[:-1], points[1:]))
-    if history or not segs:          # a history keeps step 0: run the start alone
-        segs.insert(0, (0, 0))
-    return segs
+class _Pacer:
+    """Steps per dispatch. The first dispatch gets a fixed budget of work; later ones are
+    sized from the measured time so that each takes about ``TARGET_SECONDS``: long enough
+    that the sync after each dispatch costs little, short enough for GPU watchdogs (which
+    kill dispatches of a few seconds) and for a lively progress bar. The result never
+    depends on where the integration is split: the state waits in its buffer, exactly."""
+
+    TARGET_SECONDS = 0.2
+
+    def __init__(self, first: int, cap: int | None):
+        self.cap = cap
+        self.steps = max(1, min(first, cap) if cap else first)
+
+    def record(self, steps: int, seconds: float) -> None:
+        if steps <= 0 or seconds <= 0:
+            return
+        want = int(steps * self.TARGET_SECONDS / seconds)
+        self.steps = max(1, min(want, 4 * self.steps, self.cap or want))
+
+
+def _segments(steps: int, pacer: _Pacer, history: list[int] | None):
+    """(first step, end step) of each dispatch; every saved step ends one."""
+    if history or steps == 0:       # a history keeps step 0: run the start alone
+        yield 0, 0
+    s0 = 0
+    for stop in sorted(set(history or ()) | {steps}):
+        while s0 < stop:
+            s1 = min(s0 + pacer.steps, stop)
+            yield s0, s1
+            s0 = s1
 
 
 # --- one range of trajectories -------------------------------------------------------------
@@ -178,16 +202,19 @@ def _run_chunk(kernel, call, dev, which, lo, hi, progress, history, saved, taken
     count = b - a
     gl.call(_upload_chunk, kernel, call, a, b)
     stages = max(1, len(bound.field.solver.tableau.b))
-    per = max(1, _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27)
-              // max(1, count * stages))
-    per = min(per, _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", per))
+    first = max(1, _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27)
+                // max(1, count * stages))
+    cap = _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", 0) or None
+    pacer = _Pacer(first, cap)
     groups = _groups(call, dev, hi - lo, count)
     base = _uniforms(call, count, lo)
     ci, nc = which
-    for s0, s1 in _segments(bound.steps, per, history):
+    for s0, s1 in _segments(bound.steps, pacer, history):
         u = dict(base, u_step0=s0, u_nsteps=s1 - s0, u_final=int(s1 == bound.steps and
                                                                   (s1 > s0 or bound.steps == 0)))
-        err = gl.call(_dispatch, kernel, u, groups)
+        began = time.perf_counter()
+        err = gl.call(_dispatch, kernel, u, groups)     # returns after the work is done
+        pacer.record(s1 - s0, time.perf_counter() - began)
         COUNTERS.add("dispatches")
         _raise_error(err, call)
         if history and s1 in history and (s1 > s0 or s1 == 0):
