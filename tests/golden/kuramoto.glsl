@@ -116,7 +116,7 @@ void main() {
             float vg_r1 = vg_red1[0] / float(vg_nactive);
 
             if (vg_active) {
-                k0_theta = ld_omega(g_i, 0u) + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
+                k0_theta = b_in_omega.v[g_i] + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
             }
         }
         {  // stage 1, c = 1/2
@@ -147,7 +147,7 @@ void main() {
             float vg_r1 = vg_red1[0] / float(vg_nactive);
 
             if (vg_active) {
-                k1_theta = ld_omega(g_i, 0u) + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
+                k1_theta = b_in_omega.v[g_i] + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
             }
         }
         {  // stage 2, c = 1/2
@@ -178,7 +178,7 @@ void main() {
             float vg_r1 = vg_red1[0] / float(vg_nactive);
 
             if (vg_active) {
-                k2_theta = ld_omega(g_i, 0u) + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
+                k2_theta = b_in_omega.v[g_i] + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
             }
         }
         {  // stage 3, c = 1
@@ -209,7 +209,7 @@ void main() {
             float vg_r1 = vg_red1[0] / float(vg_nactive);
 
             if (vg_active) {
-                k3_theta = ld_omega(g_i, 0u) + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
+                k3_theta = b_in_omega.v[g_i] + (p_K * ((vg_r1 * cos(y_theta)) - (vg_r0 * sin(y_theta))));  // line 29: dtheta/dt = omega[i] + K * (mean(s) * cos(theta) - mean(c) * sin(theta))
             }
         }
         s_theta = s_theta + u_dt * (0.16666667 * k0_theta + 0.33333334 * k1_theta + 0.33333334 * k2_theta + 0.16666667 * k3_theta);

@@ -69,6 +69,7 @@ class Stage:
     time: str
     combos: tuple[Assign, ...]          # y_x = s_x + dt * (...)
     block: Block
+    fast: Block | None = None           # the block when Kernel.guard holds (None: the same)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,8 @@ class Kernel:
     flux: Block | None
     n_deposits: int
     errors: tuple[tuple[str, str, int, int], ...]   # (kind, what, line, column)
+    guard: str = ""     # a condition on uniforms under which Stage.fast blocks run ("": none)
+    guard_note: str = ""    # what the guard proves, for a comment
 
     def meta(self) -> dict:
         """What the runtime needs besides the GLSL text (JSON-able)."""

@@ -17,6 +17,7 @@ from ...ir.nodes import Apply, CoupledAt, Expr, Field, Load, Reduce, Sym
 from ...ir.ops import ReduceOp, SymKind
 from .kernel import (Assign, Axis, Block, Buffer, CoupledArray, CoupledBlock, Fluxer, Kernel,
                      Loader, Reduction, Stage, Uniform)
+from ...ir.ranges import Ranges
 from .render import DIALECTS, Context, Printer, mangle
 
 VERSION = "glsl-1"
@@ -39,7 +40,8 @@ class _Lowering:
         self.reduces: dict[Reduce, str] = {}
         self.p = Printer(self.d, param_prefix=lambda n: mangle("p", n),
                          loader=lambda a: mangle("ld", a),
-                         coupled_at=lambda c: mangle("ca", c), reduce_name=self._reduce_var)
+                         coupled_at=lambda c: mangle("ca", c), reduce_name=self._reduce_var,
+                         ranges=Ranges(field))
 
     def _reduce_var(self, r: Reduce) -> str:
         if r not in self.reduces:
@@ -83,6 +85,8 @@ class _Lowering:
             n_deposits=sum(1 for x in fluxers if x.deposit >= 0),
             errors=tuple((k, w, s.line if s else 0, s.column if s else 0)
                          for k, w, s in self.p.errors),
+            guard=" && ".join(self.p.guards),
+            guard_note=", ".join(r for why in self.p.guards.values() for r in why),
         )
 
     def _axes(self) -> tuple[Axis, ...]:
@@ -165,7 +169,13 @@ class _Lowering:
         targets = [(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
                    for st, e in zip(f.states, f.derivs)]
         block = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
-        return Stage(index=s, comment=f"c = {c}", time=time, combos=tuple(combos), block=block)
+        self.p.fast, used = True, len(self.p.guards_used)
+        try:        # the same block, with the reads proven under Printer.guards unchecked
+            fast = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
+        finally:
+            self.p.fast = False
+        return Stage(index=s, comment=f"c = {c}", time=time, combos=tuple(combos), block=block,
+                     fast=fast if len(self.p.guards_used) > used else None)
 
     def _update(self) -> tuple[Assign, ...]:
         tab, out = self.f.solver.tableau, []

@@ -5,6 +5,12 @@ tables for float32 and ``FLOAT64`` overrides the few entries that differ.
 Printers only print: which helpers a kernel needs is collected while printing,
 and pure shared subtrees are hoisted into temporaries by ``Printer.hoist``.
 
+An input read whose indices ``ir.ranges`` proves in range for every call is a
+plain buffer read; one proven only when the call's ``steps`` is small enough
+is a plain read in the *fast* printing (``Printer.fast``), which the kernel
+runs only under that run-time condition (``Printer.guards``); every other
+read goes through its checked loader ``ld_A(..., id)``.
+
 Semantics that GLSL leaves undefined (NaN in min/max, ``pow`` of a negative
 base, integer ``//`` and ``%`` of negatives ...) go through the ``vg_*``
 helpers in templates/helpers.glsl.j2, which follow numpy exactly.
@@ -20,6 +26,7 @@ import numpy as np
 from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
+from ...ir.ranges import STEPS, Ranges, Where, condition_text
 
 # --- the op tables ---------------------------------------------------------------
 # Operands are {0}, {1}, {2}; {e} is the error id of a node that can fail at run time.
@@ -127,11 +134,26 @@ def mangle(prefix: str, name: str) -> str:
 # --- the printer -------------------------------------------------------------------
 @dataclass
 class Context:
-    """How symbols read in one place of the kernel (a stage, the collapse vote, ...)."""
+    """How symbols read in one place of the kernel (a stage, the collapse vote, ...).
+
+    ``where`` fixes the range of ``step`` for the index proofs (ir.ranges.Where);
+    None: inferred, conservatively: step "0" is a start value, state "y" with
+    step "nstep" a stage, anything else collapse or flux (step in [0, steps]).
+    """
 
     state: str = "y"          # prefix of the state variables seen here
     time: str = "tt"
     step: str = "nstep"
+    where: Where | None = None
+
+    def place(self) -> Where:
+        if self.where is not None:
+            return self.where
+        if self.step == "0":
+            return Where.INIT
+        if self.state == "y" and self.step == "nstep":
+            return Where.STAGE
+        return Where.AFTER
 
 
 class Printer:
@@ -139,7 +161,8 @@ class Printer:
 
     def __init__(self, dialect: Dialect, *, param_prefix: Callable[[str], str],
                  loader: Callable[[str], str], coupled_at: Callable[[str], str],
-                 reduce_name: Callable[[Reduce], str]):
+                 reduce_name: Callable[[Reduce], str], ranges: Ranges | None = None,
+                 buffer: Callable[[str], str] = lambda a: mangle("b_in", a)):
         self.d = dialect
         self.helpers: set[str] = set()
         self.errors: list[tuple[str, str, Span | None]] = []   # (kind, what, span)
@@ -148,6 +171,14 @@ class Printer:
         self._loader = loader
         self._coupled_at = coupled_at
         self._reduce = reduce_name
+        self._ranges = ranges
+        self._buffer = buffer
+        self._verdicts: dict = {}
+        # fast printing: reads proven given a condition on the call's steps are plain too;
+        # the conditions used (GLSL text -> why) are collected in ``guards``
+        self.fast = False
+        self.guards: dict[str, list[str]] = {}
+        self.guards_used: list[Load] = []       # every read printed plain under a guard
 
     # error sites ---------------------------------------------------------------
     def error_id(self, kind: str, what: str, span: Span | None) -> int:
@@ -189,6 +220,8 @@ class Printer:
             return self._sym(e, ctx)
         if isinstance(e, Load):
             idx = [self._expr(i, ctx, temps) for i in e.index]
+            if self._in_range(e, ctx):
+                return self._plain_read(e.array, idx)
             eid = self.error_id("index", e.array, e.span)
             return f"{self._loader(e.array)}({', '.join(idx)}, {eid}u)"
         if isinstance(e, CoupledAt):
@@ -197,6 +230,35 @@ class Printer:
         if isinstance(e, Reduce):
             return self._reduce(e)
         return self._apply(e, ctx, temps)
+
+    def _in_range(self, e: Load, ctx: Context) -> bool:
+        """Is every index of this read in range (proven; or, printing fast, given a condition)?"""
+        if self._ranges is None:
+            return False
+        key = (e, ctx.place())
+        verdicts = self._verdicts.get(key)
+        if verdicts is None:
+            verdicts = self._verdicts[key] = self._ranges.load(e.array, e.index, key[1])
+        if all(v.proven for v in verdicts):
+            return True
+        if not self.fast or not all(v.proven or v.conditional for v in verdicts):
+            return False
+        self.guards_used.append(e)
+        for v in verdicts:
+            if v.conditional:
+                text = condition_text(v.condition, _uniform_name)
+                why = self.guards.setdefault(text, [])
+                if v.reason not in why:
+                    why.append(v.reason)
+        return True
+
+    def _plain_read(self, array: str, idx: list[str]) -> str:
+        dims = [_uniform_name(x) if isinstance(x, str) else str(x)
+                for x in self._ranges.arrays[array]]
+        flat = idx[0]
+        for n, (i, d) in enumerate(zip(idx[1:], dims[1:])):
+            flat = f"({flat}) * {d} + {i}" if n else f"{flat} * {d} + {i}"
+        return f"{self._buffer(array)}.v[{flat}]"
 
     def _sym(self, s: Sym, ctx: Context) -> str:
         k = s.kind
@@ -298,6 +360,11 @@ class Printer:
                 lines.append(f"{self.d.type_name(e.type)} {name} = {text};")
                 temps[e] = name
         return lines, temps
+
+
+def _uniform_name(symbol: str) -> str:
+    """The uniform holding a dim or the call's steps."""
+    return "u_steps" if symbol == STEPS else mangle("d", symbol)
 
 
 def _children(e: Expr) -> tuple:
