@@ -118,12 +118,13 @@ class Range:
 TOP = Range((), (), INT_MIN, INT_MAX)
 
 
-def _keep(bounds: Iterable[Affine]) -> tuple[Affine, ...]:
+def _keep(bounds: Iterable[Affine], plain: int) -> tuple[Affine, ...]:
+    """The first few distinct bounds, and always the plain one."""
     out: list[Affine] = []
     for b in bounds:
-        if b not in out:
+        if b not in out and not (not b.terms and b.const == plain):
             out.append(b)
-    return tuple(out[:MAX_BOUNDS])
+    return (*out[:MAX_BOUNDS - 1], Affine((), plain))
 
 
 @dataclass(frozen=True)
@@ -193,14 +194,12 @@ class _Eval:
     def value(self, lo: Iterable[Affine], hi: Iterable[Affine], nlo: int, nhi: int) -> Range:
         if nlo < INT_MIN or nhi > INT_MAX:
             return TOP
-        lo, hi = _keep(lo), _keep(hi)
+        lo, hi = list(lo), list(hi)
         for b in lo:     # tighten the plain interval by the bounds' own extremes
             nlo = max(nlo, Ranges._span(b, self.box)[0])
         for b in hi:
             nhi = min(nhi, Ranges._span(b, self.box)[1])
-        lo = _keep((*lo, Affine((), nlo)))
-        hi = _keep((*hi, Affine((), nhi)))
-        return Range(lo, hi, nlo, nhi)
+        return Range(_keep(lo, nlo), _keep(hi, nhi), nlo, nhi)
 
     def const(self, c: int) -> Range:
         return self.value([Affine((), c)], [Affine((), c)], c, c)
@@ -313,23 +312,38 @@ class _Eval:
             return self.value([x.shift(1) for x in m.lo], [Affine()], m.nlo + 1, 0)
         return TOP                    # m may be 0: a run-time error, value unspecified
 
+    def upper(self, xs: tuple[Affine, ...], ys: tuple[Affine, ...]) -> list[Affine]:
+        """Bounds u with x <= u and y <= u for a bound x of xs and y of ys: the larger of
+        the two where provable, else x raised by the most y can exceed it (i - 1 and 0
+        with i <= N - 1, N >= 1: N - 2 + 1 = N - 1)."""
+        exact, raised = [], []
+        for x in xs:
+            for y in ys:
+                if self.le(y, x):
+                    exact.append(x)
+                elif self.le(x, y):
+                    exact.append(y)
+                else:
+                    raised.append(x.shift(Ranges._span(y - x, self.box)[1]))
+                    raised.append(y.shift(Ranges._span(x - y, self.box)[1]))
+        return exact + raised
+
+    def lower(self, xs: tuple[Affine, ...], ys: tuple[Affine, ...]) -> list[Affine]:
+        """Bounds l with l <= x and l <= y (as ``upper``, mirrored)."""
+        return [-u for u in self.upper(tuple(-x for x in xs), tuple(-y for y in ys))]
+
     def min(self, a: Range, b: Range) -> Range:
-        lo = [x for x in a.lo if any(self.le(x, y) for y in b.lo)]
-        lo += [y for y in b.lo if any(self.le(y, x) for x in a.lo)]
-        return self.value(lo, (*a.hi, *b.hi), min(a.nlo, b.nlo), min(a.nhi, b.nhi))
+        return self.value(self.lower(a.lo, b.lo), (*a.hi, *b.hi),
+                          min(a.nlo, b.nlo), min(a.nhi, b.nhi))
 
     def max(self, a: Range, b: Range) -> Range:
-        hi = [x for x in a.hi if any(self.le(y, x) for y in b.hi)]
-        hi += [y for y in b.hi if any(self.le(x, y) for x in a.hi)]
-        return self.value((*a.lo, *b.lo), hi, max(a.nlo, b.nlo), max(a.nhi, b.nhi))
+        return self.value((*a.lo, *b.lo), self.upper(a.hi, b.hi),
+                          max(a.nlo, b.nlo), max(a.nhi, b.nhi))
 
     def join(self, a: Range, b: Range) -> Range:
         """Either a or b."""
-        lo = [x for x in a.lo if any(self.le(x, y) for y in b.lo)]
-        lo += [y for y in b.lo if any(self.le(y, x) for x in a.lo)]
-        hi = [x for x in a.hi if any(self.le(y, x) for y in b.hi)]
-        hi += [y for y in b.hi if any(self.le(x, y) for x in a.hi)]
-        return self.value(lo, hi, min(a.nlo, b.nlo), max(a.nhi, b.nhi))
+        return self.value(self.lower(a.lo, b.lo), self.upper(a.hi, b.hi),
+                          min(a.nlo, b.nlo), max(a.nhi, b.nhi))
 
     # the verdict on one axis ---------------------------------------------------------------
     def verdict(self, e: Expr, extent: Extent) -> Verdict:
