@@ -26,6 +26,7 @@ from ..ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ..ir.ops import INT_TRAPPING, Op, Type
 
 INT = np.dtype(np.int32)
+BOOL = np.dtype(bool)
 INT_MIN = np.iinfo(np.int32).min
 INT_MAX = np.iinfo(np.int32).max
 
@@ -147,6 +148,53 @@ class Plan:
         self.varies.append(own or any(self.varies[k] for k in kids))
         return len(self.nodes) - 1
 
+    def schedule(self, roots: list[int], dtype) -> "Schedule":
+        return Schedule(self, roots, np.dtype(dtype))
+
+
+class Schedule:
+    """What it takes to evaluate some roots of a plan again and again: a straight line.
+
+    ``fixed`` are the non-varying nodes the roots read (computed once per run,
+    kept in ``Frame.fixed``), ``symbols`` the varying symbols, ``steps`` the
+    other varying nodes, children first (slot order), each with the function
+    computing it from its operands. ``Frame.run`` executes it with one call
+    per step, and checks run-time errors only if a node on the way can raise.
+    """
+
+    def __init__(self, plan: Plan, roots: list[int], dtype: np.dtype):
+        self.roots = list(roots)
+        need, stack = set(), list(roots)
+        while stack:
+            s = stack.pop()
+            if s not in need:
+                need.add(s)
+                if plan.varies[s]:
+                    stack.extend(plan.kids[s])
+        varying = [s for s in sorted(need) if plan.varies[s]]
+        self.fixed = sorted(s for s in need if not plan.varies[s])
+        self.symbols = [(s, plan.nodes[s]) for s in varying if isinstance(plan.nodes[s], Sym)]
+        self.steps = [(s, _direct(plan.nodes[s], dtype), plan.kids[s])
+                      for s in varying if not isinstance(plan.nodes[s], Sym)]
+        self.traps = any(plan.traps[s] for s in roots)
+
+
+def _direct(node: Expr, dtype: np.dtype):
+    """The function computing an op node from its operand values, as ``Frame._compute``
+    does; None for reads (``Frame._compute`` does those, with the context)."""
+    if not isinstance(node, Apply):
+        return None
+    if node.op is Op.TO_FLOAT:
+        return lambda v: np.asarray(v).astype(dtype)
+    table = INT_FUNCS if node.type is Type.INT else FLOAT_FUNCS
+    fn = table.get(node.op) or FUNCS[node.op]
+    want = dtype if node.type is Type.FLOAT else INT if node.type is Type.INT else BOOL
+
+    def apply(*args):
+        v = fn(*args)
+        return v if v.dtype == want else np.asarray(v).astype(want)
+    return apply
+
 
 class Context:
     """What a frame reads from outside the expression (provided by the caller)."""
@@ -184,6 +232,21 @@ class Frame:
         self.check(slot, mask)
         return value
 
+    def run(self, schedule: Schedule, mask) -> list:
+        """The values of the schedule's roots, having raised any error on a lane of ``mask``."""
+        values, fixed, ctx = self.values, self.fixed or {}, self.ctx
+        for s in schedule.fixed:
+            values[s] = fixed[s] if s in fixed else self.value(s)
+        for s, node in schedule.symbols:
+            values[s] = self._coerce(ctx.symbol(node), node.type)
+        for s, fn, kids in schedule.steps:
+            args = [values[k] for k in kids]
+            values[s] = fn(*args) if fn else self._compute(self.plan.nodes[s], args)
+        if schedule.traps:
+            for s in schedule.roots:
+                self.check(s, mask)
+        return [values[s] for s in schedule.roots]
+
     # --- values -------------------------------------------------------------
     def value(self, slot: int):
         stack = [slot]
@@ -208,10 +271,10 @@ class Frame:
         return self.values[slot]
 
     def _compute(self, node: Expr, args: list):
-        if isinstance(node, Const):
-            return self._const(node)
         if isinstance(node, Sym):
             return self._coerce(self.ctx.symbol(node), node.type)
+        if isinstance(node, Const):
+            return self._const(node)
         if isinstance(node, Load):
             a = self.ctx.array(node.array)
             idx = tuple(np.clip(i, 0, max(n - 1, 0)) for i, n in zip(args, a.shape))
@@ -234,7 +297,7 @@ class Frame:
         return np.bool_(node.value)
 
     def _coerce(self, v, typ: Type):
-        want = {Type.FLOAT: self.dtype, Type.INT: INT, Type.BOOL: np.dtype(bool)}[typ]
+        want = self.dtype if typ is Type.FLOAT else INT if typ is Type.INT else BOOL
         if np.asarray(v).dtype != want:
             return np.asarray(v).astype(want)
         return v

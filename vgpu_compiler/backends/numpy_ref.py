@@ -65,6 +65,7 @@ class _Run:
     def __init__(self, bound: Bound, progress: Progress):
         f = bound.field
         self.bound, self.field, self.progress = bound, f, progress
+        self.names = f.state_names
         self.dtype = np.dtype(bound.dtype)
         basin = None if f.basin is None else tuple(int(a.extent) for a in f.basin)
         self.layout = Layout(bound.grid_shape, basin)
@@ -72,15 +73,24 @@ class _Run:
         self.basin_axis = {a.index: k for k, a in enumerate(f.basin or ())}
         self.edges = {c.name: c.edge for c in f.coupled}
         self.dt = self.dtype.type(bound.dt)
+        self.dt_0d = np.asarray(self.dt)            # dt as the stage sums use it
         self.t0 = self.dtype.type(bound.t0)
         self.params = {k: self._param(v) for k, v in bound.params.items()}
         tab = f.solver.tableau
         self.a = [self._coefs(row) for row in tab.a]
         self.b = self._coefs(tab.b)
         self.c = [self.dtype.type(float(x)) for x in tab.c]
+        self.cdt = [c * self.dt for c in self.c]      # c_s * dt: the same every step
         self.plan = Plan()
         self.fixed: dict = {}
         self.init: dict = {}
+        # the straight-line schedules of what every stage evaluates
+        self.coupled = [(c.name, self.schedule([c.expr])) for c in f.coupled]
+        self.derivs_schedule = self.schedule(f.derivs)
+        self.collapse = None if f.collapse is None else self.schedule([f.collapse])
+
+    def schedule(self, exprs: list):
+        return self.plan.schedule([self.plan.add(e) for e in exprs], self.dtype)
 
     def _param(self, v):
         if isinstance(v, np.ndarray) and v.ndim:
@@ -88,13 +98,17 @@ class _Run:
         return self.dtype.type(v)
 
     def _coefs(self, row) -> list:
-        """(j, coefficient) for the nonzero coefficients, in increasing j."""
-        return [(j, self.dtype.type(float(x))) for j, x in enumerate(row) if x != 0]
+        """(j, coefficient) for the nonzero coefficients, in increasing j, as 0-d arrays
+        (numpy multiplies an array by those faster than by a scalar: same product);
+        None for a coefficient 1, since ``1 * k`` is ``k`` exactly."""
+        return [(j, None if self.dtype.type(float(x)) == 1 else np.asarray(self.dtype.type(float(x))))
+                for j, x in enumerate(row) if x != 0]
 
     def time(self, n):
         return self.t0 + np.asarray(n).astype(self.dtype) * self.dt
 
     def full(self, v) -> np.ndarray:
+        """``v`` on every lane, as an array of its own in the working dtype."""
         return np.broadcast_to(v, self.layout.shape).astype(self.dtype)
 
     # --- one evaluation ---------------------------------------------------------
@@ -102,36 +116,36 @@ class _Run:
         """A frame for this state, with the coupled values computed first (every lane)."""
         ctx = StageContext(self, states, t, step)
         frame = Frame(self.plan, ctx, self.dtype, self.fixed)
-        for c in self.field.coupled:
-            ctx.coupled[c.name] = self.full(frame.eval(c.expr, mask))
+        for name, schedule in self.coupled:
+            ctx.coupled[name] = self.full(frame.run(schedule, mask)[0])
         return frame, ctx
 
     def derivs(self, h: list, t, step, mask) -> list:
-        states = dict(zip(self.field.state_names, h))
+        states = dict(zip(self.names, h))
         frame, _ = self.frame(states, t, step, mask)
-        return [frame.eval(d, mask) for d in self.field.derivs]
+        return frame.run(self.derivs_schedule, mask)
 
     def combine(self, h: list, ks: list, coefs: list) -> list:
         """h + dt * (sum of coef_j * k_j, in increasing j); h itself when no coefficient."""
         if not coefs:
             return h
-        out = []
+        dt, out = self.dt_0d, []
         for i, hi in enumerate(h):
             acc = None
             for j, cj in coefs:
-                term = cj * ks[j][i]
+                term = ks[j][i] if cj is None else cj * ks[j][i]
                 acc = term if acc is None else acc + term
-            out.append(hi + self.dt * acc)
+            out.append(hi + dt * acc)
         return out
 
     def step(self, h: list, n: int, mask) -> list:
         t_n = self.time(n)
         step = INT.type(n)
         ks: list = []
-        for s, coefs in enumerate(self.a):
+        for coefs, cdt in zip(self.a, self.cdt):
             hs = self.combine(h, ks, coefs)
-            ks.append(self.derivs(hs, t_n + self.c[s] * self.dt, step, mask))
-        return [self.full(x) for x in self.combine(h, ks, self.b)]
+            ks.append(self.derivs(hs, t_n + cdt, step, mask))
+        return self.combine(h, ks, self.b)     # new arrays, of h's shape and dtype
 
     # --- the whole run ------------------------------------------------------------
     def start(self) -> list:
@@ -155,9 +169,9 @@ class _Run:
         """Basins (among ``running``) whose active lanes all hold the condition after step n."""
         lay = self.layout
         mask = lay.active & running[:, None]
-        states = dict(zip(self.field.state_names, h))
+        states = dict(zip(self.names, h))
         frame, _ = self.frame(states, self.time(n + 1), INT.type(n + 1), mask)
-        cond = np.broadcast_to(frame.eval(self.field.collapse, mask), lay.shape)
+        cond = np.broadcast_to(frame.run(self.collapse, mask)[0], lay.shape)
         return running & np.all(cond | ~lay.active, axis=1)
 
     def integrate(self, h: list) -> tuple[list, np.ndarray, list]:
@@ -167,14 +181,13 @@ class _Run:
         history = [h] if every else []
         tick, reported = max(1, steps // 100), 0
         for n in range(steps):
-            if not running.any():
-                break
-            mask = lay.active & running[:, None]
-            new = self.step(h, n, mask)
-            if self.field.collapse is None:
-                h = new
+            if self.collapse is None:                 # every basin runs every step
+                h = self.step(h, n, lay.active)
             else:
+                if not running.any():
+                    break
                 col = running[:, None]
+                new = self.step(h, n, lay.active & col)
                 h = [np.where(col, a, b) for a, b in zip(new, h)]
                 taken += running
                 running = running & ~self.collapse_vote(h, n, running)
@@ -198,7 +211,7 @@ class _Run:
         if not self.field.flux:
             return outputs
         steps = taken.reshape(-1, 1)
-        states = dict(zip(self.field.state_names, h))
+        states = dict(zip(self.names, h))
         frame, _ = self.frame(states, self.time(steps), steps, lay.active)
         for fl in self.field.flux:
             out = outputs[fl.output]
