@@ -17,6 +17,7 @@ node is used (equal nodes are one slot: CSE for free):
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -174,26 +175,47 @@ class Schedule:
         varying = [s for s in sorted(need) if plan.varies[s]]
         self.fixed = sorted(s for s in need if not plan.varies[s])
         self.symbols = [(s, plan.nodes[s]) for s in varying if isinstance(plan.nodes[s], Sym)]
-        self.steps = [(s, _direct(plan.nodes[s], dtype), plan.kids[s])
+        self.steps = [(s, _direct(plan, s, dtype), _getter(plan.kids[s]))
                       for s in varying if not isinstance(plan.nodes[s], Sym)]
         self.traps = any(plan.traps[s] for s in roots)
 
 
-def _direct(node: Expr, dtype: np.dtype):
+def _direct(plan: Plan, slot: int, dtype: np.dtype):
     """The function computing an op node from its operand values, as ``Frame._compute``
-    does; None for reads (``Frame._compute`` does those, with the context)."""
+    does; None for reads (``Frame._compute`` does those, with the context).
+
+    Every value has its type's dtype (symbols are coerced, inputs converted by
+    bind), and numpy's result dtype depends on the operand dtypes only, so an op
+    that gives ``want`` on zeros of those dtypes needs no ``astype``.
+    """
+    node = plan.nodes[slot]
     if not isinstance(node, Apply):
         return None
     if node.op is Op.TO_FLOAT:
         return lambda v: np.asarray(v).astype(dtype)
     table = INT_FUNCS if node.type is Type.INT else FLOAT_FUNCS
     fn = table.get(node.op) or FUNCS[node.op]
-    want = dtype if node.type is Type.FLOAT else INT if node.type is Type.INT else BOOL
+    want = _dtype(node.type, dtype)
+    with np.errstate(all="ignore"):
+        zeros = [np.zeros((), _dtype(plan.nodes[k].type, dtype)) for k in plan.kids[slot]]
+        if np.asarray(fn(*zeros)).dtype == want:
+            return fn
 
     def apply(*args):
         v = fn(*args)
         return v if v.dtype == want else np.asarray(v).astype(want)
     return apply
+
+
+def _getter(kids: tuple[int, ...]) -> Callable:
+    """values -> the tuple of the operands' values (``itemgetter``: no Python loop)."""
+    if len(kids) >= 2:
+        return itemgetter(*kids)
+    return lambda values: tuple(values[k] for k in kids)
+
+
+def _dtype(typ: Type, dtype: np.dtype) -> np.dtype:
+    return dtype if typ is Type.FLOAT else INT if typ is Type.INT else BOOL
 
 
 class Context:
@@ -239,9 +261,9 @@ class Frame:
             values[s] = fixed[s] if s in fixed else self.value(s)
         for s, node in schedule.symbols:
             values[s] = self._coerce(ctx.symbol(node), node.type)
-        for s, fn, kids in schedule.steps:
-            args = [values[k] for k in kids]
-            values[s] = fn(*args) if fn else self._compute(self.plan.nodes[s], args)
+        for s, fn, operands in schedule.steps:
+            args = operands(values)
+            values[s] = fn(*args) if fn else self._compute(self.plan.nodes[s], list(args))
         if schedule.traps:
             for s in schedule.roots:
                 self.check(s, mask)
@@ -297,7 +319,7 @@ class Frame:
         return np.bool_(node.value)
 
     def _coerce(self, v, typ: Type):
-        want = self.dtype if typ is Type.FLOAT else INT if typ is Type.INT else BOOL
+        want = _dtype(typ, self.dtype)
         if np.asarray(v).dtype != want:
             return np.asarray(v).astype(want)
         return v
