@@ -174,7 +174,8 @@ class Schedule:
                     stack.extend(plan.kids[s])
         varying = [s for s in sorted(need) if plan.varies[s]]
         self.fixed = sorted(s for s in need if not plan.varies[s])
-        self.symbols = [(s, plan.nodes[s]) for s in varying if isinstance(plan.nodes[s], Sym)]
+        self.symbols = [(s, plan.nodes[s], _dtype(plan.nodes[s].type, dtype))
+                        for s in varying if isinstance(plan.nodes[s], Sym)]
         self.steps = [(s, _direct(plan, s, dtype), _getter(plan.kids[s]))
                       for s in varying if not isinstance(plan.nodes[s], Sym)]
         self.traps = any(plan.traps[s] for s in roots)
@@ -240,7 +241,7 @@ class Frame:
     def __init__(self, plan: Plan, ctx: Context, dtype, fixed: dict | None = None):
         self.plan = plan
         self.ctx = ctx
-        self.dtype = np.dtype(dtype)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.values: list = [None] * len(plan.nodes)
         self.checked: dict[int, np.ndarray] = {}
         self.fixed = fixed          # values of non-varying slots, shared across frames
@@ -259,8 +260,9 @@ class Frame:
         values, fixed, ctx = self.values, self.fixed or {}, self.ctx
         for s in schedule.fixed:
             values[s] = fixed[s] if s in fixed else self.value(s)
-        for s, node in schedule.symbols:
-            values[s] = self._coerce(ctx.symbol(node), node.type)
+        for s, node, want in schedule.symbols:
+            v = ctx.symbol(node)
+            values[s] = v if getattr(v, "dtype", None) == want else self._coerce(v, node.type)
         for s, fn, operands in schedule.steps:
             args = operands(values)
             values[s] = fn(*args) if fn else self._compute(self.plan.nodes[s], list(args))
