@@ -23,8 +23,6 @@ uniform int d_N;  // dim N
 uniform float p_K;  // param K
 
 // --- basin (workgroup) memory ------------------------------------------------
-shared float sh_s[256];
-shared float sh_c[256];
 shared float vg_red0[256];
 shared float vg_red1[256];
 
@@ -50,18 +48,6 @@ float ld_omega(int i0, uint id) {
         return 0.0;
     }
     return b_in_omega.v[i0];
-}
-
-// coupled sh_s[...] with edge clamp over the basin's vg_active box.
-float ca_s(int e0) {
-    e0 = clamp(e0, 0, vg_ext0 - 1);
-    return sh_s[e0];
-}
-
-// coupled sh_c[...] with edge clamp over the basin's vg_active box.
-float ca_c(int e0) {
-    e0 = clamp(e0, 0, vg_ext0 - 1);
-    return sh_c[e0];
 }
 
 void main() {
@@ -98,8 +84,6 @@ void main() {
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            sh_s[gl_LocalInvocationIndex] = c_s;
-            sh_c[gl_LocalInvocationIndex] = c_c;
             vg_red0[gl_LocalInvocationIndex] = vg_active ? c_c : 0.0;
             vg_red1[gl_LocalInvocationIndex] = vg_active ? c_s : 0.0;
             barrier();
@@ -129,8 +113,6 @@ void main() {
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            sh_s[gl_LocalInvocationIndex] = c_s;
-            sh_c[gl_LocalInvocationIndex] = c_c;
             vg_red0[gl_LocalInvocationIndex] = vg_active ? c_c : 0.0;
             vg_red1[gl_LocalInvocationIndex] = vg_active ? c_s : 0.0;
             barrier();
@@ -160,8 +142,6 @@ void main() {
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            sh_s[gl_LocalInvocationIndex] = c_s;
-            sh_c[gl_LocalInvocationIndex] = c_c;
             vg_red0[gl_LocalInvocationIndex] = vg_active ? c_c : 0.0;
             vg_red1[gl_LocalInvocationIndex] = vg_active ? c_s : 0.0;
             barrier();
@@ -191,8 +171,6 @@ void main() {
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            sh_s[gl_LocalInvocationIndex] = c_s;
-            sh_c[gl_LocalInvocationIndex] = c_c;
             vg_red0[gl_LocalInvocationIndex] = vg_active ? c_c : 0.0;
             vg_red1[gl_LocalInvocationIndex] = vg_active ? c_s : 0.0;
             barrier();

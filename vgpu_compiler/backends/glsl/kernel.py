@@ -44,13 +44,17 @@ class Reduction:
     neutral: str        # value of idle lanes
     mean: bool
     step: str           # one step of the tree: scratch[i] = combine(scratch[i], scratch[i + w])
+    acc: str = ""       # serial: lane 0's accumulator
+    fold: str = ""      # serial: acc = combine(acc, shared array[vg_at])
+    slot: int = 0       # serial: its slot in vg_res
 
 
 @dataclass(frozen=True)
 class CoupledBlock:
     values: tuple[Assign, ...]          # c_s = expr (on active lanes)
-    shared: tuple[tuple[str, str], ...]  # (shared array, local)
+    shared: tuple[tuple[str, str], ...]  # (shared array, local): only arrays some lane reads
     reductions: tuple[Reduction, ...]
+    fence: bool = True  # first wait until every lane is done reading the last exchange
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class CoupledArray:
     func: str           # the accessor s[e]
     edge: str
     flat: str           # basin offset of (e0, e1, ...)
+    accessor: bool = True   # read as s[e] (else only reduced: no accessor function)
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class Kernel:
     loaders: tuple[Loader, ...]
     fluxers: tuple[Fluxer, ...]
     coupled_arrays: tuple[CoupledArray, ...]
-    reductions: tuple[str, ...]         # every scratch array
+    reductions: tuple[str, ...]         # every scratch array (tree)
     states: tuple[tuple[str, str, str], ...]   # (s_, y_, comment) per state
     stage_k: tuple[tuple[str, ...], ...]       # k names per stage
     pt_params: tuple[str, ...]          # registers of per-trajectory params
@@ -144,6 +149,11 @@ class Kernel:
     flux: Block | None
     n_deposits: int
     errors: tuple[tuple[str, str, int, int], ...]   # (kind, what, line, column)
+    reduction: str = "tree"     # how basins reduce: tree (GPU) or serial (software renderer)
+    results: int = 0            # serial: slots of vg_res, the reductions' results
+    box: str = "vg_j"           # serial: basin offset of the vg_j-th active lane
+    loop_trips_per_step: int = 1    # loop iterations one invocation runs per step (bound)
+    loop_trips_once: int = 0        # ... and once per dispatch (flux)
     guard: str = ""     # a condition on uniforms under which Stage.fast blocks run ("": none)
     guard_note: str = ""    # what the guard proves, for a comment
 
@@ -158,5 +168,10 @@ class Kernel:
             "flux": self.flux is not None, "n_deposits": self.n_deposits,
             "deposit_outputs": [f.array for f in self.fluxers if f.deposit >= 0],
             "uses_init": self.uses_init,
+            # Mesa llvmpipe stops all loops of an invocation after 65535 iterations in all
+            # (its loop limiter), silently: one dispatch must run fewer steps than
+            # (65535 - loop_trips_once) / loop_trips_per_step (vg_powi loops not counted)
+            "reduction": self.reduction, "loop_trips_per_step": self.loop_trips_per_step,
+            "loop_trips_once": self.loop_trips_once,
             "errors": [list(e) for e in self.errors],
         }

@@ -25,17 +25,40 @@ FLAT_GROUP = 64
 COMPONENTS = "xyz"
 REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
                   ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
+# How a basin reduces (sum/mean/min/max over its active lanes):
+#   tree    a shared-memory tree, one barrier per level: few steps per lane, right for a GPU
+#   serial  lane 0 folds the active lanes one by one: two barriers in all, right for a
+#           software renderer (llvmpipe), where every barrier switches through all lanes
+REDUCTIONS = ("tree", "serial")
 
 
 def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None) -> Kernel:
-    """The kernel description of ``field`` for one dtype and set of per-trajectory params."""
-    return _Lowering(field, dtype, frozenset(per_trajectory_params), source).kernel()
+          source: str | None = None, reduction: str = "tree") -> Kernel:
+    """The kernel description of ``field`` for one dtype and set of per-trajectory params.
+
+    ``reduction``: how basins reduce, "tree" (a GPU) or "serial" (a software renderer).
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    return _Lowering(field, dtype, frozenset(per_trajectory_params), source, reduction).kernel()
 
 
 class _Lowering:
-    def __init__(self, field: Field, dtype: str, pt: frozenset, source: str | None):
-        self.f, self.d, self.pt = field, DIALECTS[dtype], pt
+    def __init__(self, field: Field, dtype: str, pt: frozenset, source: str | None,
+                 reduction: str = "tree"):
+        self.f, self.d, self.pt, self.reduction = field, DIALECTS[dtype], pt, reduction
+        # which coupled names are read as s[e] / reduced anywhere: they decide the shared
+        # arrays and whether a coupled exchange must first wait for the last one's readers
+        self.read_at, reduced = set(), set()
+        for root in _roots(field):
+            _, rs, at = _coupled_uses([root])
+            self.read_at |= at
+            reduced |= {r.name for r in rs}
+        self.reduced = reduced
+        self.shared = self.read_at | (reduced if reduction == "serial" else set())
+        # tree: every lane reads the scratch array after the last barrier; serial: only
+        # s[e] reads come after it (lane 0's fold is fenced by the exchange's two barriers)
+        self.fence = bool(self.read_at) or (reduction == "tree" and bool(reduced))
         self.lines = source.splitlines() if source else None
         self.reduces: dict[Reduce, str] = {}
         self.p = Printer(self.d, param_prefix=lambda n: mangle("p", n),
@@ -51,6 +74,7 @@ class _Lowering:
     # --- the pieces ------------------------------------------------------------
     def kernel(self) -> Kernel:
         f, d = self.f, self.d
+        self._results = 0           # serial: the most reductions of one exchange
         axes = self._axes()
         init = self._init()
         stages = tuple(self._stage(s) for s in range(f.solver.tableau.stages))
@@ -74,7 +98,14 @@ class _Lowering:
                        [f"u_grid{k}" for k in range(len(axes))]),
             buffers=buffers, uniforms=self._uniforms(), helpers=tuple(sorted(self.p.helpers)),
             loaders=self._loaders(), fluxers=fluxers, coupled_arrays=self._coupled_arrays(),
-            reductions=tuple(f"vg_red{i}" for i in range(len(self.reduces))),
+            reductions=(tuple(f"vg_red{i}" for i in range(len(self.reduces)))
+                        if self.reduction == "tree" else ()),
+            reduction=self.reduction,
+            results=self._results if self.reduction == "serial" else 0,
+            box=_box(axes),
+            loop_trips_per_step=1 + sum(self._trips(b) for b in
+                                        [st.block for st in stages] + [collapse]),
+            loop_trips_once=self._trips(flux),
             states=tuple((mangle("s", s.name), mangle("y", s.name), self._where(s.span))
                          for s in f.states),
             stage_k=tuple(tuple(mangle(f"k{i}", s.name) for s in f.states)
@@ -88,6 +119,13 @@ class _Lowering:
             guard=" && ".join(self.p.guards),
             guard_note=", ".join(r for why in self.p.guards.values() for r in why),
         )
+
+    def _trips(self, block: Block | None) -> int:
+        """Loop iterations of a block's reduction (its fold or its tree), at most."""
+        if block is None or block.coupled is None or not block.coupled.reductions:
+            return 0
+        size = int(np.prod([a.size for a in self._axes()]))
+        return size + 1 if self.reduction == "serial" else (size - 1).bit_length() + 1
 
     def _axes(self) -> tuple[Axis, ...]:
         f = self.f
@@ -120,15 +158,18 @@ class _Lowering:
         return Block(coupled=coupled, temps=tuple(temps), body=body)
 
     def _coupled_block(self, roots: list[Expr], ctx: Context) -> CoupledBlock | None:
-        used, reduces = _coupled_uses(roots)
+        used, reduces, _ = _coupled_uses(roots)
         if not used:
             return None
         decl = [c for c in self.f.coupled if c.name in used]
         values = tuple(Assign(mangle("c", c.name), self.p.expr(c.expr, ctx), self._where(c.span))
                        for c in decl)
-        shared = tuple((mangle("sh", c.name), mangle("c", c.name)) for c in decl)
+        # only what some lane reads back: s[e] reads, and (serial) the reduced values
+        shared = tuple((mangle("sh", c.name), mangle("c", c.name)) for c in decl
+                       if c.name in self.shared)
+        self._results = max(self._results, len(reduces))
         reds = []
-        for r in reduces:
+        for i, r in enumerate(reduces):
             var = self._reduce_var(r)
             self.p.need(REDUCE_COMBINE[r.op])
             neutral = {ReduceOp.MIN: "vg_inf()", ReduceOp.MAX: "(-vg_inf())"}.get(
@@ -137,10 +178,15 @@ class _Lowering:
             scratch = var.replace("vg_r", "vg_red")
             step = f"{scratch}[i] = " + _strip(REDUCE_COMBINE[r.op].format(
                 f"{scratch}[i]", f"{scratch}[i + w]"))
+            acc = f"vg_acc{i}"
+            fold = f"{acc} = " + _strip(REDUCE_COMBINE[r.op].format(
+                acc, f"{mangle('sh', r.name)}[vg_at]"))
             reds.append(Reduction(var=var, scratch=scratch, source=mangle("c", r.name),
                                   combine=REDUCE_COMBINE[r.op], neutral=neutral,
-                                  mean=r.op is ReduceOp.MEAN, step=step))
-        return CoupledBlock(values=values, shared=shared, reductions=tuple(reds))
+                                  mean=r.op is ReduceOp.MEAN, step=step, acc=acc, fold=fold,
+                                  slot=i))
+        return CoupledBlock(values=values, shared=shared, reductions=tuple(reds),
+                            fence=self.fence and bool(shared or reds))
 
     def _init(self) -> tuple[Assign, ...]:
         ctx = Context(state="s", time="u_t0", step="0")
@@ -276,7 +322,8 @@ class _Lowering:
             return ()
         flat = _flat([f"e{k}" for k in range(len(sizes))], sizes)
         return tuple(CoupledArray(name=mangle("sh", c.name), func=mangle("ca", c.name),
-                                  edge=c.edge.value, flat=flat) for c in self.f.coupled)
+                                  edge=c.edge.value, flat=flat, accessor=c.name in self.read_at)
+                     for c in self.f.coupled if c.name in self.shared)
 
 
 def _flat(index: list[str], dims: list[str]) -> str:
@@ -285,6 +332,24 @@ def _flat(index: list[str], dims: list[str]) -> str:
     for i, d in zip(index[1:], dims[1:]):
         text = f"({text}) * {d} + {i}" if " + " in text else f"{text} * {d} + {i}"
     return text
+
+
+def _box(axes: tuple[Axis, ...]) -> str:
+    """Basin offset of the ``vg_j``-th active lane (row-major over the active box)."""
+    if len(axes) <= 1:
+        return "vg_j"
+    idx, rest = [], "vg_j"
+    for k in range(len(axes) - 1, 0, -1):
+        idx.append(f"{rest} % vg_ext{k}")
+        rest = f"{rest} / vg_ext{k}" if rest == "vg_j" else f"({rest}) / vg_ext{k}"
+    idx.append(rest)
+    return _flat(list(reversed(idx)), [str(a.size) for a in axes])
+
+
+def _roots(f: Field) -> list[Expr]:
+    """Every expression a kernel evaluates per lane (the coupled ones through their uses)."""
+    roots = list(f.derivs) + ([f.collapse] if f.collapse is not None else [])
+    return roots + [x for fl in f.flux for x in (*fl.index, fl.value)]
 
 
 def _index_flat(dims: tuple[str, ...]) -> str:
@@ -317,19 +382,21 @@ def _walk(e: Expr):
             stack.extend(x.index)
 
 
-def _coupled_uses(roots: list[Expr]) -> tuple[set[str], list[Reduce]]:
-    names, reduces = set(), []
+def _coupled_uses(roots: list[Expr]) -> tuple[set[str], list[Reduce], set[str]]:
+    """Coupled names used, the reductions (in order), and the names read as s[e]."""
+    names, reduces, at = set(), [], set()
     for r in roots:
         for x in _walk(r):
             if isinstance(x, Sym) and x.kind is SymKind.COUPLED:
                 names.add(x.name)
             elif isinstance(x, CoupledAt):
                 names.add(x.name)
+                at.add(x.name)
             elif isinstance(x, Reduce):
                 names.add(x.name)
                 if x not in reduces:
                     reduces.append(x)
-    return names, reduces
+    return names, reduces, at
 
 
 def _span_of(e: Expr):
