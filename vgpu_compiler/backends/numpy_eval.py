@@ -161,6 +161,8 @@ class Schedule:
     other varying nodes, children first (slot order), each with the function
     computing it from its operands. ``Frame.run`` executes it with one call
     per step, and checks run-time errors only if a node on the way can raise.
+    The last field of a step says whether its function is a ufunc, which can
+    write its result into an array given for it (``out=``).
     """
 
     def __init__(self, plan: Plan, roots: list[int], dtype: np.dtype):
@@ -176,8 +178,9 @@ class Schedule:
         self.fixed = sorted(s for s in need if not plan.varies[s])
         self.symbols = [(s, plan.nodes[s], _dtype(plan.nodes[s].type, dtype))
                         for s in varying if isinstance(plan.nodes[s], Sym)]
-        self.steps = [(s, _direct(plan, s, dtype), _getter(plan.kids[s]))
-                      for s in varying if not isinstance(plan.nodes[s], Sym)]
+        self.steps = [(s, fn, _getter(plan.kids[s]), isinstance(fn, np.ufunc))
+                      for s in varying if not isinstance(plan.nodes[s], Sym)
+                      for fn in [_direct(plan, s, dtype)]]
         self.traps = any(plan.traps[s] for s in roots)
 
 
@@ -255,17 +258,28 @@ class Frame:
         self.check(slot, mask)
         return value
 
-    def run(self, schedule: Schedule, mask) -> list:
-        """The values of the schedule's roots, having raised any error on a lane of ``mask``."""
+    def run(self, schedule: Schedule, mask, into: dict | None = None) -> list:
+        """The values of the schedule's roots, having raised any error on a lane of ``mask``.
+
+        ``into`` (slot -> array of the node's shape and dtype) says where ufunc
+        nodes write their values instead of new arrays: the same results, since
+        numpy's do not depend on where they are written (fresh arrays land at
+        any alignment too)."""
         values, fixed, ctx = self.values, self.fixed or {}, self.ctx
         for s in schedule.fixed:
             values[s] = fixed[s] if s in fixed else self.value(s)
         for s, node, want in schedule.symbols:
             v = ctx.symbol(node)
             values[s] = v if getattr(v, "dtype", None) == want else self._coerce(v, node.type)
-        for s, fn, operands in schedule.steps:
+        into = into or {}
+        for s, fn, operands, ufunc in schedule.steps:
             args = operands(values)
-            values[s] = fn(*args) if fn else self._compute(self.plan.nodes[s], list(args))
+            if fn is None:
+                values[s] = self._compute(self.plan.nodes[s], list(args))
+            elif ufunc and s in into:
+                values[s] = fn(*args, into[s])           # out, positionally: faster
+            else:
+                values[s] = fn(*args)
         if schedule.traps:
             for s in schedule.roots:
                 self.check(s, mask)

@@ -81,6 +81,12 @@ class _Run:
         self.b = self._coefs(tab.b)
         self.c = [self.dtype.type(float(x)) for x in tab.c]
         self.cdt = [c * self.dt for c in self.c]      # c_s * dt: the same every step
+        def buffers():
+            return [np.empty(self.layout.shape, self.dtype) for _ in f.states]
+        self.scratch = [np.empty(self.layout.shape, self.dtype) for _ in range(2)]  # sums
+        self.stage_state = buffers()
+        self.new_state = [buffers(), buffers()]            # by the parity of the step
+        self.into: list[dict] = []                         # see buffers_for
         self.plan = Plan()
         self.fixed: dict = {}
         self.init: dict = {}
@@ -120,32 +126,58 @@ class _Run:
             ctx.coupled[name] = self.full(frame.run(schedule, mask)[0])
         return frame, ctx
 
-    def derivs(self, h: list, t, step, mask) -> list:
+    def derivs(self, h: list, t, step, mask, stage: int) -> list:
         states = dict(zip(self.names, h))
         frame, _ = self.frame(states, t, step, mask)
-        return frame.run(self.derivs_schedule, mask)
+        ks = frame.run(self.derivs_schedule, mask, self.into[stage] if self.into else None)
+        if not self.into:
+            self.into = self.buffers_for(frame.values)
+        # a derivative that is a state (dx/dt = y) must outlive the next stage's state
+        return [k.copy() if any(k is x for x in self.stage_state) else k for k in ks]
 
-    def combine(self, h: list, ks: list, coefs: list) -> list:
-        """h + dt * (sum of coef_j * k_j, in increasing j); h itself when no coefficient."""
+    def buffers_for(self, values: list) -> list[dict]:
+        """Per stage, where the derivatives' op nodes that cover every lane write their
+        values: one array per node, kept for the run; one per stage for the
+        derivatives themselves, which live until the step is done."""
+        roots = self.derivs_schedule.roots
+        full = [s for s, _, _, ufunc in self.derivs_schedule.steps
+                if ufunc and np.shape(values[s]) == self.layout.shape]
+        shared = {s: np.empty_like(values[s]) for s in full if s not in roots}
+        return [{**shared, **{s: np.empty_like(values[s]) for s in full if s in roots}}
+                for _ in self.a]
+
+    def combine(self, h: list, ks: list, coefs: list, into: list) -> list:
+        """h + dt * (sum of coef_j * k_j, in increasing j), written to ``into``; h itself
+        when there is no coefficient.
+
+        The stage states, the new states and the sums in between live in arrays
+        kept for the run (numpy's results do not depend on where it writes them):
+        no memory is allocated per stage, so none is returned to the system and
+        faulted back in again.
+        """
         if not coefs:
             return h
-        dt, out = self.dt_0d, []
-        for i, hi in enumerate(h):
-            acc = None
+        acc, term = self.scratch
+        mul, add = np.multiply, np.add                  # the last argument is ``out``
+        for i, (hi, dst) in enumerate(zip(h, into)):
+            total = None
             for j, cj in coefs:
-                term = ks[j][i] if cj is None else cj * ks[j][i]
-                acc = term if acc is None else acc + term
-            out.append(hi + dt * acc)
-        return out
+                k = ks[j][i]
+                if cj is not None:
+                    k = mul(cj, k, acc if total is None else term)
+                total = k if total is None else add(total, k, acc)
+            add(hi, mul(self.dt_0d, total, acc), dst)
+        return into
 
     def step(self, h: list, n: int, mask) -> list:
+        """The state after step n, in the buffers of step n's parity (h is not one of them)."""
         t_n = self.time(n)
         step = INT.type(n)
         ks: list = []
         for coefs, cdt in zip(self.a, self.cdt):
-            hs = self.combine(h, ks, coefs)
-            ks.append(self.derivs(hs, t_n + cdt, step, mask))
-        return self.combine(h, ks, self.b)     # new arrays, of h's shape and dtype
+            hs = self.combine(h, ks, coefs, self.stage_state)
+            ks.append(self.derivs(hs, t_n + cdt, step, mask, len(ks)))
+        return self.combine(h, ks, self.b, self.new_state[n % 2])
 
     # --- the whole run ------------------------------------------------------------
     def start(self) -> list:
@@ -192,7 +224,7 @@ class _Run:
                 taken += running
                 running = running & ~self.collapse_vote(h, n, running)
             if every and ((n + 1) % every == 0 or n + 1 == steps):
-                history.append(h)
+                history.append([x.copy() for x in h])
             if self.progress is not None and ((n + 1) % tick == 0 or n + 1 == steps):
                 self.progress(n + 1, steps)
                 reported = n + 1
