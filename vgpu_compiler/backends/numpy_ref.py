@@ -137,14 +137,27 @@ class _Run:
 
     def buffers_for(self, values: list) -> list[dict]:
         """Per stage, where the derivatives' op nodes that cover every lane write their
-        values: one array per node, kept for the run; one per stage for the
-        derivatives themselves, which live until the step is done."""
-        roots = self.derivs_schedule.roots
-        full = [s for s, _, _, ufunc in self.derivs_schedule.steps
-                if ufunc and np.shape(values[s]) == self.layout.shape]
-        shared = {s: np.empty_like(values[s]) for s in full if s not in roots}
-        return [{**shared, **{s: np.empty_like(values[s]) for s in full if s in roots}}
-                for _ in self.a]
+        values, in arrays kept for the run: one per stage for the derivatives
+        themselves (they live until the step is done); the other nodes share
+        theirs once the last reader of a value has run (few arrays, hot in
+        cache), unless a run-time check may read the values afterwards."""
+        sched, plan = self.derivs_schedule, self.plan
+        last = {k: n for n, (s, *_) in enumerate(sched.steps) for k in plan.kids[s]}
+        free: dict = {}                 # dtype -> arrays no later step reads
+        shared: dict = {}
+        roots: dict = {}
+        for n, (s, _, _, ufunc) in enumerate(sched.steps):
+            for k in set(plan.kids[s]):
+                if k in shared and last[k] == n and not sched.traps:
+                    free.setdefault(shared[k].dtype, []).append(shared[k])
+            if not (ufunc and np.shape(values[s]) == self.layout.shape):
+                continue
+            if s in sched.roots:
+                roots[s] = values[s]
+            else:
+                pool = free.get(values[s].dtype)
+                shared[s] = pool.pop() if pool else np.empty_like(values[s])
+        return [{**shared, **{s: np.empty_like(v) for s, v in roots.items()}} for _ in self.a]
 
     def combine(self, h: list, ks: list, coefs: list, into: list) -> list:
         """h + dt * (sum of coef_j * k_j, in increasing j), written to ``into``; h itself
