@@ -93,6 +93,8 @@ class _Run:
         # the straight-line schedules of what every stage evaluates
         self.coupled = [(c.name, self.schedule([c.expr])) for c in f.coupled]
         self.derivs_schedule = self.schedule(f.derivs)
+        self.state_roots = [i for i, d in enumerate(f.derivs)
+                            if isinstance(d, Sym) and d.kind is SymKind.STATE]
         self.collapse = None if f.collapse is None else self.schedule([f.collapse])
 
     def schedule(self, exprs: list):
@@ -132,8 +134,9 @@ class _Run:
         ks = frame.run(self.derivs_schedule, mask, self.into[stage] if self.into else None)
         if not self.into:
             self.into = self.buffers_for(frame.values)
-        # a derivative that is a state (dx/dt = y) must outlive the next stage's state
-        return [k.copy() if any(k is x for x in self.stage_state) else k for k in ks]
+        for i in self.state_roots:      # dx/dt = y: k must outlive the next stage's y
+            ks[i] = ks[i].copy()
+        return ks
 
     def buffers_for(self, values: list) -> list[dict]:
         """Per stage, where the derivatives' op nodes that cover every lane write their
