@@ -99,7 +99,8 @@ field walk {
     input v[N]
     grid i < M
     state x
-    dx/dt = 1.0 + 0.5 * where(x < LIMIT, v[int(x)], 0.0) * where(x >= 1.0 and x < 4.0 and v[int(x) - 1] > 0.0, 1.0, 0.0)
+    let read = where(x < LIMIT, v[int(x)], 0.0)
+    dx/dt = 1.0 + 0.5 * read * where(x >= 1.0 and x < 4.0 and v[int(x) - 1] > 0.0, 1.0, 0.0)
     solve METHOD(dt = 1, steps = 6)
 }
 """

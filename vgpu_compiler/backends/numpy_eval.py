@@ -161,8 +161,8 @@ class Schedule:
     other varying nodes, children first (slot order), each with the function
     computing it from its operands. ``Frame.run`` executes it with one call
     per step, and checks run-time errors only if a node on the way can raise.
-    The last field of a step says whether its function is a ufunc, which can
-    write its result into an array given for it (``out=``).
+    A step is (slot, function or None, operands getter, is the function a
+    ufunc: then it can write its result into an array given for it).
     """
 
     def __init__(self, plan: Plan, roots: list[int], dtype: np.dtype):
@@ -178,9 +178,11 @@ class Schedule:
         self.fixed = sorted(s for s in need if not plan.varies[s])
         self.symbols = [(s, plan.nodes[s], _dtype(plan.nodes[s].type, dtype))
                         for s in varying if isinstance(plan.nodes[s], Sym)]
-        self.steps = [(s, fn, _getter(plan.kids[s]), isinstance(fn, np.ufunc))
-                      for s in varying if not isinstance(plan.nodes[s], Sym)
-                      for fn in [_direct(plan, s, dtype)]]
+        self.steps = []
+        for s in varying:
+            if not isinstance(plan.nodes[s], Sym):
+                fn = _direct(plan, s, dtype)
+                self.steps.append((s, fn, _getter(plan.kids[s]), isinstance(fn, np.ufunc)))
         self.traps = any(plan.traps[s] for s in roots)
 
 

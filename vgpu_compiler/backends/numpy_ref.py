@@ -81,12 +81,11 @@ class _Run:
         self.b = self._coefs(tab.b)
         self.c = [self.dtype.type(float(x)) for x in tab.c]
         self.cdt = [c * self.dt for c in self.c]      # c_s * dt: the same every step
-        def buffers():
-            return [np.empty(self.layout.shape, self.dtype) for _ in f.states]
-        self.scratch = [np.empty(self.layout.shape, self.dtype) for _ in range(2)]  # sums
-        self.stage_state = buffers()
-        self.new_state = [buffers(), buffers()]            # by the parity of the step
-        self.into: list[dict] = []                         # see buffers_for
+        # arrays kept for the run, written by every step (see combine and buffers_for)
+        self.scratch = self.arrays(2)                      # for the stage sums
+        self.stage_state = self.arrays(len(f.states))
+        self.new_state = [self.arrays(len(f.states)) for _ in range(2)]   # by step parity
+        self.into: list[dict] = []
         self.plan = Plan()
         self.fixed: dict = {}
         self.init: dict = {}
@@ -96,6 +95,9 @@ class _Run:
         self.state_roots = [i for i, d in enumerate(f.derivs)
                             if isinstance(d, Sym) and d.kind is SymKind.STATE]
         self.collapse = None if f.collapse is None else self.schedule([f.collapse])
+
+    def arrays(self, n: int) -> list:
+        return [np.empty(self.layout.shape, self.dtype) for _ in range(n)]
 
     def schedule(self, exprs: list):
         return self.plan.schedule([self.plan.add(e) for e in exprs], self.dtype)
@@ -109,8 +111,8 @@ class _Run:
         """(j, coefficient) for the nonzero coefficients, in increasing j, as 0-d arrays
         (numpy multiplies an array by those faster than by a scalar: same product);
         None for a coefficient 1, since ``1 * k`` is ``k`` exactly."""
-        return [(j, None if self.dtype.type(float(x)) == 1 else np.asarray(self.dtype.type(float(x))))
-                for j, x in enumerate(row) if x != 0]
+        coefs = [(j, self.dtype.type(float(x))) for j, x in enumerate(row) if x != 0]
+        return [(j, None if c == 1 else np.asarray(c)) for j, c in coefs]
 
     def time(self, n):
         return self.t0 + np.asarray(n).astype(self.dtype) * self.dt
