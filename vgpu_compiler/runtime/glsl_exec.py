@@ -25,6 +25,7 @@ from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 
 NO_ERROR = 0xFFFFFFFF
+LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
 LIMITS = {
     "max_block": None,              # bytes; None: the driver's (env VGPU_MAX_BLOCK_BYTES)
@@ -205,6 +206,9 @@ def _run_chunk(kernel, call, dev, which, lo, hi, progress, history, saved, taken
     first = max(1, _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27)
                 // max(1, count * stages))
     cap = _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", 0) or None
+    loops = _loop_cap(kernel, dev)
+    if loops is not None:
+        cap = min(cap, loops) if cap else loops
     pacer = _Pacer(first, cap)
     groups = _groups(call, dev, hi - lo, count)
     base = _uniforms(call, count, lo)
@@ -231,6 +235,22 @@ def _run_chunk(kernel, call, dev, which, lo, hi, progress, history, saved, taken
     if meta["n_deposits"]:
         dep = gl.call(_read_array, kernel, "b_dep", 2 * meta["n_deposits"] * count, call)
         _accumulate(dep.reshape(meta["n_deposits"], count, 2), meta, bound, deposits)
+
+
+def _loop_cap(kernel, dev: dict) -> int | None:
+    """The most steps one dispatch may run on a software renderer, else None.
+
+    Mesa's llvmpipe (and softpipe) end every loop of an invocation, silently, once
+    65535 loop iterations have run in it during one dispatch (their loop limiter): a
+    longer dispatch returns a state that stopped early. Each step runs the step loop
+    once plus the kernel's inner loops (serial reductions, lane loops: the lowering
+    counts them; a ``vg_powi`` call runs at most 32 more)."""
+    from ..backends.glsl import SOFTWARE_RENDERERS
+    if not SOFTWARE_RENDERERS.search(dev.get("renderer", "")):
+        return None
+    meta = kernel.meta
+    per_step = max(1, meta.get("loop_trips_per_step", 1)) + 32 * kernel.source.count("vg_powi(")
+    return max(1, (LOOP_LIMIT - 1 - meta.get("loop_trips_once", 0)) // per_step)
 
 
 def _groups(call: _Call, dev: dict, rows: int, count: int) -> tuple[int, int, int]:

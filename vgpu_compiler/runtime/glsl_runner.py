@@ -95,9 +95,11 @@ def compiler_fingerprint() -> str:
 
 
 def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
+    from ..backends.glsl import device_reduction
     dev = gl.device_info()
     parts = [compiler_fingerprint(), canonical(field), dtype, ",".join(sorted(pt)),
-             dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", "")]
+             dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", ""),
+             device_reduction()]
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
 
 
@@ -113,8 +115,9 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: str = "") 
         COUNTERS.add("disk_hits")
         source, meta = found
     else:
-        from ..backends.glsl import build
-        source, desc = build(field, dtype=dtype, per_trajectory_params=pt)
+        from ..backends.glsl import build, device_reduction
+        source, desc = build(field, dtype=dtype, per_trajectory_params=pt,
+                             reduction=device_reduction())
         meta = desc.meta()
         DISK.store(key, source, meta)
     kernel = GpuKernel(mkey, source, meta)
