@@ -254,8 +254,7 @@ class Frame:
     def eval(self, node: Expr, mask) -> np.ndarray:
         """The value of ``node``, having raised any error on a lane of ``mask``."""
         slot = self.plan.add(node)
-        if len(self.values) < len(self.plan.nodes):
-            self.values.extend([None] * (len(self.plan.nodes) - len(self.values)))
+        self._grow()
         value = self.value(slot)
         self.check(slot, mask)
         return value
@@ -267,6 +266,7 @@ class Frame:
         nodes write their values instead of new arrays: the same results, since
         numpy's do not depend on where they are written (fresh arrays land at
         any alignment too)."""
+        self._grow()
         values, fixed, ctx = self.values, self.fixed or {}, self.ctx
         for s in schedule.fixed:
             values[s] = fixed[s] if s in fixed else self.value(s)
@@ -286,6 +286,11 @@ class Frame:
             for s in schedule.roots:
                 self.check(s, mask)
         return [values[s] for s in schedule.roots]
+
+    def _grow(self) -> None:
+        """Room for the nodes added to the plan since this frame was made."""
+        if len(self.values) < len(self.plan.nodes):
+            self.values.extend([None] * (len(self.plan.nodes) - len(self.values)))
 
     # --- values -------------------------------------------------------------
     def value(self, slot: int):

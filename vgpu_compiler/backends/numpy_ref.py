@@ -12,7 +12,7 @@ import numpy as np
 from ..ir.nodes import CoupledAt, Reduce, Sym
 from ..ir.ops import SymKind
 from ..runtime.bound import Bound, Progress, Solution
-from .numpy_eval import INT, Context, Frame, Plan, check_index
+from .numpy_eval import INT, Context, Frame, Plan, Schedule, check_index
 from .numpy_layout import Layout
 
 
@@ -89,18 +89,21 @@ class _Run:
         self.plan = Plan()
         self.fixed: dict = {}
         self.init: dict = {}
-        # the straight-line schedules of what every stage evaluates
-        self.coupled = [(c.name, self.schedule([c.expr])) for c in f.coupled]
-        self.derivs_schedule = self.schedule(f.derivs)
+        self.schedules: dict = {}
         self.state_roots = [i for i, d in enumerate(f.derivs)
                             if isinstance(d, Sym) and d.kind is SymKind.STATE]
-        self.collapse = None if f.collapse is None else self.schedule([f.collapse])
 
     def arrays(self, n: int) -> list:
         return [np.empty(self.layout.shape, self.dtype) for _ in range(n)]
 
-    def schedule(self, exprs: list):
-        return self.plan.schedule([self.plan.add(e) for e in exprs], self.dtype)
+    def schedule(self, key, exprs: list) -> Schedule:
+        """The straight-line schedule of ``exprs``, built at first use: nodes enter the
+        plan in the order evaluation reaches them (equal nodes report the span of
+        the first one, so errors name the same line as evaluating node by node)."""
+        if key not in self.schedules:
+            roots = [self.plan.add(e) for e in exprs]
+            self.schedules[key] = self.plan.schedule(roots, self.dtype)
+        return self.schedules[key]
 
     def _param(self, v):
         if isinstance(v, np.ndarray) and v.ndim:
@@ -126,14 +129,16 @@ class _Run:
         """A frame for this state, with the coupled values computed first (every lane)."""
         ctx = StageContext(self, states, t, step)
         frame = Frame(self.plan, ctx, self.dtype, self.fixed)
-        for name, schedule in self.coupled:
-            ctx.coupled[name] = self.full(frame.run(schedule, mask)[0])
+        for c in self.field.coupled:
+            schedule = self.schedule(("coupled", c.name), [c.expr])
+            ctx.coupled[c.name] = self.full(frame.run(schedule, mask)[0])
         return frame, ctx
 
     def derivs(self, h: list, t, step, mask, stage: int) -> list:
         states = dict(zip(self.names, h))
         frame, _ = self.frame(states, t, step, mask)
-        ks = frame.run(self.derivs_schedule, mask, self.into[stage] if self.into else None)
+        schedule = self.schedule("derivs", self.field.derivs)
+        ks = frame.run(schedule, mask, self.into[stage] if self.into else None)
         if not self.into:
             self.into = self.buffers_for(frame.values)
         for i in self.state_roots:      # dx/dt = y: k must outlive the next stage's y
@@ -146,7 +151,7 @@ class _Run:
         themselves (they live until the step is done); the other nodes share
         theirs once the last reader of a value has run (few arrays, hot in
         cache), unless a run-time check may read the values afterwards."""
-        sched, plan = self.derivs_schedule, self.plan
+        sched, plan = self.schedules["derivs"], self.plan
         last = {k: n for n, (s, *_) in enumerate(sched.steps) for k in plan.kids[s]}
         free: dict = {}                 # dtype -> arrays no later step reads
         shared: dict = {}
@@ -221,7 +226,8 @@ class _Run:
         mask = lay.active & running[:, None]
         states = dict(zip(self.names, h))
         frame, _ = self.frame(states, self.time(n + 1), INT.type(n + 1), mask)
-        cond = np.broadcast_to(frame.run(self.collapse, mask)[0], lay.shape)
+        schedule = self.schedule("collapse", [self.field.collapse])
+        cond = np.broadcast_to(frame.run(schedule, mask)[0], lay.shape)
         return running & np.all(cond | ~lay.active, axis=1)
 
     def integrate(self, h: list) -> tuple[list, np.ndarray, list]:
@@ -231,7 +237,7 @@ class _Run:
         history = [h] if every else []
         tick, reported = max(1, steps // 100), 0
         for n in range(steps):
-            if self.collapse is None:                 # every basin runs every step
+            if self.field.collapse is None:           # every basin runs every step
                 h = self.step(h, n, lay.active)
             else:
                 if not running.any():
