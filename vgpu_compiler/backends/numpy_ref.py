@@ -2,8 +2,13 @@
 
 ``run(bound, progress=None) -> Solution`` integrates every trajectory at once:
 values are arrays of shape ``(n_basins, lanes)`` (see ``numpy_layout``), the
-only Python loops are over steps and stages. It computes exactly what
-docs/internals.md says, in the working dtype throughout.
+only Python loops are over steps, stages and the nodes of a stage's schedule
+(one numpy call per node, ``numpy_eval.Schedule``). It computes exactly what
+docs/internals.md says, in the working dtype throughout, operation by
+operation; for speed it only chooses where results are written: the stage
+states, sums and new states, and the derivatives' nodes, go to arrays kept
+for the run (numpy's results do not depend on where they land), so a step
+allocates no memory.
 """
 from __future__ import annotations
 
