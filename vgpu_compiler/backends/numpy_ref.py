@@ -7,8 +7,8 @@ only Python loops are over steps, stages and the nodes of a stage's schedule
 docs/internals.md says, in the working dtype throughout, operation by
 operation; for speed it only chooses where results are written: the stage
 states, sums and new states, and the derivatives' nodes, go to arrays kept
-for the run (numpy's results do not depend on where they land), so a step
-allocates no memory.
+for the run (numpy's results do not depend on where they land), so a step of
+arithmetic and math functions allocates no memory.
 """
 from __future__ import annotations
 
