@@ -279,7 +279,7 @@ class Frame:
             if fn is None:
                 values[s] = self._compute(self.plan.nodes[s], list(args))
             elif ufunc and s in into:
-                values[s] = fn(*args, into[s])           # out, positionally: faster
+                values[s] = fn(*args, out=into[s])
             else:
                 values[s] = fn(*args)
         if schedule.traps:
