@@ -182,6 +182,8 @@ def _numpy(bound, progress) -> Solution:
 
 def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:
     states = np.asarray(sol.states)
+    if np.isfinite(states).all():           # the usual case, cheaply
+        return
     bad = ~np.isfinite(states)
     if states.ndim > len(grid_shape):
         bad = bad.any(axis=-1)

@@ -50,7 +50,12 @@ def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="floa
 
 
 # --- plain arguments -----------------------------------------------------------------
+_WORKING = {"float32": np.dtype("float32"), "float64": np.dtype("float64")}
+
+
 def working_dtype(dtype) -> np.dtype:
+    if isinstance(dtype, str) and dtype in _WORKING:     # the usual spelling, per call: fast
+        return _WORKING[dtype]
     try:
         d = None if dtype is None else np.dtype(dtype)
     except TypeError:

@@ -112,11 +112,11 @@ class GLThread:
 
     def call(self, fn: Callable, *args):
         """Run ``fn(ctx, *args)`` on the GL thread and return its result."""
+        if self.on_worker():            # already there (a run calls its pieces so)
+            return fn(self.ctx, *args)
         self._start()
         if self.ctx is None:
             raise NoContext(self.error or "no OpenGL context")
-        if self.on_worker():
-            return fn(self.ctx, *args)
         job = _Job(fn, (self.ctx, *args))
         self._queue.put(job)
         return job.wait()

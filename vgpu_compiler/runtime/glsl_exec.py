@@ -245,12 +245,16 @@ def _loop_cap(kernel, dev: dict) -> int | None:
     longer dispatch returns a state that stopped early. Each step runs the step loop
     once plus the kernel's inner loops (serial reductions, lane loops: the lowering
     counts them; a ``vg_powi`` call runs at most 32 more)."""
-    from ..backends.glsl import SOFTWARE_RENDERERS
-    if not SOFTWARE_RENDERERS.search(dev.get("renderer", "")):
-        return None
-    meta = kernel.meta
-    per_step = max(1, meta.get("loop_trips_per_step", 1)) + 32 * kernel.source.count("vg_powi(")
-    return max(1, (LOOP_LIMIT - 1 - meta.get("loop_trips_once", 0)) // per_step)
+    if kernel.loop_cap == "unknown":        # once per kernel: the device does not change
+        from ..backends.glsl import SOFTWARE_RENDERERS
+        kernel.loop_cap = None
+        if SOFTWARE_RENDERERS.search(dev.get("renderer", "")):
+            meta = kernel.meta
+            per_step = (max(1, meta.get("loop_trips_per_step", 1))
+                        + 32 * kernel.source.count("vg_powi("))
+            kernel.loop_cap = max(1, (LOOP_LIMIT - 1 - meta.get("loop_trips_once", 0))
+                                  // per_step)
+    return kernel.loop_cap
 
 
 def _groups(call: _Call, dev: dict, rows: int, count: int) -> tuple[int, int, int]:

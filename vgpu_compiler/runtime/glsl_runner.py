@@ -32,6 +32,7 @@ MEMORY = KernelCache()
 DISK = DiskCache()
 _canon_memo: dict[int, tuple[weakref.ref, str]] = {}
 _canon_lock = threading.Lock()
+_key_memo: dict[tuple, tuple[weakref.ref, str]] = {}
 
 
 def available() -> bool:
@@ -95,12 +96,22 @@ def compiler_fingerprint() -> str:
 
 
 def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
-    from ..backends.glsl import device_reduction
+    from ..backends.glsl import REDUCTION_ENV, device_reduction
+    memo = (id(field), dtype, pt, os.environ.get(REDUCTION_ENV))   # per call: keep it cheap
+    with _canon_lock:
+        hit = _key_memo.get(memo)
+    if hit is not None and hit[0]() is field:
+        return hit[1]
     dev = gl.device_info()
     parts = [compiler_fingerprint(), canonical(field), dtype, ",".join(sorted(pt)),
              dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", ""),
              device_reduction()]
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
+    key = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
+    with _canon_lock:
+        if len(_key_memo) > 256:
+            _key_memo.clear()
+        _key_memo[memo] = (weakref.ref(field), key)
+    return key
 
 
 def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: str = "") -> GpuKernel:

@@ -20,6 +20,7 @@ class GpuKernel:
     def __init__(self, key: str, source: str, meta: dict):
         self.key, self.source, self.meta = key, source, meta
         self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
+        self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (glsl_exec)
         self.lock = threading.Lock()          # one run at a time on these buffers
         self.program = None
         self.uniform_names: frozenset[str] = frozenset()
