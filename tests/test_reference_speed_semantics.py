@@ -12,21 +12,10 @@ import numpy as np
 import pytest
 
 import vgpu
+from field_examples import LORENZ
 
 f32 = np.float32
 
-LORENZ = """
-field lorenz {
-    param sigma = 10.0
-    param rho   = 28.0
-    param beta  = 8.0 / 3.0
-    state x, y, z
-    dx/dt = sigma * (y - x)
-    dy/dt = x * (rho - z) - y
-    dz/dt = x * y - beta * z
-    solve rk4(dt = 0.01, steps = 1000)
-}
-"""
 
 
 def rk4_f32(f, h, dt, steps):
