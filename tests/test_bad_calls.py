@@ -78,7 +78,9 @@ def same(a, b):
     np.testing.assert_array_equal(a.states, b.states)
     np.testing.assert_array_equal(a.steps_taken, b.steps_taken)
     for name in b.outputs:
-        np.testing.assert_array_equal(a.outputs[name], b.outputs[name])
+        # flux deposits are float atomics on GLSL: their order, and so the last bit of
+        # a sum, may change from run to run ("up to rounding" in the contract)
+        np.testing.assert_allclose(a.outputs[name], b.outputs[name], rtol=1e-6, atol=1e-6)
 
 
 # --- conversions: equal to a clean float32 call --------------------------------------------------
