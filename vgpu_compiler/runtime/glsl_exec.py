@@ -25,6 +25,7 @@ from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 
 NO_ERROR = 0xFFFFFFFF
+NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
 LIMITS = {
@@ -332,13 +333,18 @@ def _upload_shared(ctx, kernel, call: _Call) -> None:
         buf = kernel.ensure(ctx, b["name"], size)
         if call.meta["n_deposits"] == 0:
             buf.write(bytes(size))
-    kernel.ensure(ctx, "b_err", 16).write(np.full(4, NO_ERROR, np.uint32).tobytes())
+    err = kernel.ensure(ctx, "b_err", 16)
+    if kernel.err_dirty:            # reset only after an error was flagged (or at first)
+        err.write(NO_ERROR_BYTES)
+        kernel.err_dirty = False
 
 
 def _upload_chunk(ctx, kernel, call: _Call, a: int, b: int) -> None:
     count, item = b - a, call.item
     st = np.ascontiguousarray(call.state[:, a:b])
-    kernel.ensure(ctx, "b_state", st.nbytes).write(st.tobytes())
+    buf = kernel.ensure(ctx, "b_state", st.nbytes)
+    if call.bound.h0 is not None:   # else every state starts from its expression, in-shader
+        buf.write(st.tobytes())
     if call.meta["uses_init"]:
         kernel.ensure(ctx, "b_init", call.n_states * count * item)
     if call.meta["collapse"]:
@@ -361,7 +367,10 @@ def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
         kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
     prog.run(*groups)
     ctx.memory_barrier()
-    return np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
+    err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
+    if err[0] != NO_ERROR:
+        kernel.err_dirty = True
+    return err
 
 
 def _read_state(ctx, kernel, call: _Call, count: int) -> np.ndarray:

@@ -21,6 +21,7 @@ class GpuKernel:
         self.key, self.source, self.meta = key, source, meta
         self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
         self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (glsl_exec)
+        self.err_dirty = True                 # the error slot needs a reset before a run
         self.lock = threading.Lock()          # one run at a time on these buffers
         self.program = None
         self.uniform_names: frozenset[str] = frozenset()
@@ -43,6 +44,8 @@ class GpuKernel:
                 old.release()
             self.buffers[name] = ctx.buffer(reserve=nbytes)
             self.capacity[name] = nbytes
+            if name == "b_err":
+                self.err_dirty = True
         return self.buffers[name]
 
     def release(self, ctx=None) -> None:
