@@ -7,6 +7,8 @@ sees user mistakes in the call: they are VgpuErrors raised by ``bind``.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -35,7 +37,7 @@ class Bound:
 
     @property
     def n_trajectories(self) -> int:
-        return int(np.prod(self.grid_shape))
+        return math.prod(self.grid_shape)
 
     def signature(self) -> tuple:
         """Everything about the call that changes generated code or buffer sizes."""

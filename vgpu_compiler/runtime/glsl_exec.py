@@ -111,7 +111,7 @@ def _prepare(meta: dict, bound: Bound) -> _Call:
     for k, name in enumerate(pt):
         params[k] = np.asarray(bound.params[name], dtype).reshape(n)
     grid = bound.grid_shape
-    row = int(np.prod(grid[1:])) if meta["has_basin"] else 1
+    row = math.prod(grid[1:]) if meta["has_basin"] else 1
     unit = meta["basin"][0] if meta["has_basin"] else 1
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), pt, state, params, row, unit)
 
@@ -329,7 +329,7 @@ def _upload_shared(ctx, kernel, call: _Call) -> None:
         data = np.ascontiguousarray(bound.inputs[b["array"]], call.state.dtype)
         kernel.ensure(ctx, b["name"], data.nbytes).write(data.tobytes())
     for b in _buffer_names(kernel, "output"):
-        size = int(np.prod(bound.output_shapes[b["array"]])) * call.item
+        size = math.prod(bound.output_shapes[b["array"]]) * call.item
         buf = kernel.ensure(ctx, b["name"], size)
         if call.meta["n_deposits"] == 0:
             buf.write(bytes(size))
@@ -391,7 +391,7 @@ def _read_outputs(ctx, kernel, call: _Call, deposits: dict) -> dict:
         return deposits
     out = {}
     for name, shape in call.bound.output_shapes.items():
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         raw = kernel.buffers[mangle("b_out", name)].read(size * call.item) if size else b""
         out[name] = np.frombuffer(raw, call.state.dtype).reshape(shape).copy()
     return out
