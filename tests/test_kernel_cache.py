@@ -248,3 +248,19 @@ def test_no_gl_env_means_unavailable(tmp_path):
     code = "from vgpu_compiler.runtime import glsl_runner; print(glsl_runner.available())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_public_cache_face(fresh_cache):
+    """vgpu.cache_info / clear_cache / evict act on the same caches the runtime uses."""
+    lorenz()
+    info = vgpu.cache_info()
+    assert info["memory_entries"] >= 1 and info["compiles"] >= 1
+    assert vgpu.evict(LORENZ) is True
+    _, again = counts(lorenz)
+    assert again["compiles"] == 1 and again["disk_hits"] == 0      # gone from memory and disk
+    assert vgpu.evict(LORENZ, dtype="float64") is False             # never built in float64
+    dropped = vgpu.clear_cache()
+    assert dropped["memory"] >= 1 and dropped["disk"] >= 1
+    assert vgpu.cache_info()["memory_entries"] == 0
+    _, after = counts(lorenz)
+    assert after["compiles"] == 1 and after["disk_hits"] == 0

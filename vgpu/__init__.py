@@ -4,7 +4,8 @@
     h = vgpu.run_field(vgpu.load("lorenz.field"), h0)      # final states
     sol = vgpu.solve(src, h0, save_every=10)               # states, outputs, steps_taken, history
 """
-from vgpu_compiler.api import cache_stats, compile, load, run_field, solve
+from vgpu_compiler.api import (cache_info, cache_stats, clear_cache, compile, evict, load,
+                              run_field, solve)
 from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, CallError,
                                   DeclarationError, MissingError, NameError_, NonFiniteWarning,
                                   ProgramIndexError, ShapeError, SourceError, SyntaxError_,
@@ -14,7 +15,8 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
 from vgpu_compiler.runtime.bound import Solution
 
 __all__ = [
-    "run_field", "solve", "load", "compile", "cache_stats", "Solution", "NonFiniteWarning",
+    "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
+    "Solution", "NonFiniteWarning",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

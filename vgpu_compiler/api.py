@@ -78,7 +78,35 @@ def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, back
 
 
 def cache_stats() -> dict[str, int]:
+    """The process's counters: compiles, memory_hits, disk_hits, dispatches, evictions,
+    cpu_fallbacks, parses, parse_hits."""
     return COUNTERS.snapshot()
+
+
+def cache_info() -> dict:
+    """The kernel cache: entries and bytes in memory, the disk folder and its entries,
+    and the counters."""
+    from .runtime import glsl_runner
+    return glsl_runner.cache_info()
+
+
+def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
+    """Drop every compiled kernel from memory and/or every lowered kernel from disk;
+    returns how many of each were dropped. Always safe: kernels are rebuilt on demand."""
+    from .runtime import glsl_runner
+    return glsl_runner.clear_cache(memory=memory, disk=disk)
+
+
+def evict(src, *, field=None, dtype="float32", per_trajectory=()) -> bool:
+    """Drop one field's kernels (every shape, memory and disk); True if any was cached.
+    ``per_trajectory`` names the params that were passed per trajectory."""
+    from .runtime import glsl_runner
+    from .runtime.bind import working_dtype
+    text, filename = _text(src)
+    with _located(text, filename):
+        selected = _compiled(text, filename).select(field)
+        return glsl_runner.evict(selected, working_dtype(dtype).name,
+                                 tuple(sorted(per_trajectory)))
 
 
 # --- the pipeline ------------------------------------------------------------------
