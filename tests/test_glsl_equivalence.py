@@ -7,6 +7,8 @@ the transcendental functions and the order of reductions and atomics.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -19,9 +21,17 @@ pytestmark = pytest.mark.usefixtures("glsl")
 RNG = np.random.default_rng(1234)
 
 
+def _solve_noting_warnings(src, h0, backend, kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", vgpu.NonFiniteWarning)
+        sol = vgpu.solve(src, h0, backend=backend, **kw)
+    return sol, [str(w.message) for w in caught if w.category is vgpu.NonFiniteWarning]
+
+
 def both(src, h0=None, rtol=2e-5, atol=2e-6, **kw):
-    ref = vgpu.solve(src, h0, backend="numpy", **kw)
-    gpu = vgpu.solve(src, h0, backend="glsl", **kw)
+    ref, ref_warned = _solve_noting_warnings(src, h0, "numpy", kw)
+    gpu, gpu_warned = _solve_noting_warnings(src, h0, "glsl", kw)
+    assert gpu_warned == ref_warned     # the same count of NaN / inf trajectories, once each
     np.testing.assert_allclose(gpu.states, ref.states, rtol=rtol, atol=atol)
     assert gpu.states.dtype == ref.states.dtype
     np.testing.assert_array_equal(gpu.steps_taken, ref.steps_taken)
