@@ -22,7 +22,6 @@ uniform int u_grid0;  // grid extent of i
 uniform int d_N;  // dim N
 uniform float p_rate;  // param rate
 
-// --- helpers -----------------------------------------------------------------
 void main() {
     // --- which trajectory this invocation integrates ---
     int lane = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 64 + int(gl_LocalInvocationIndex);

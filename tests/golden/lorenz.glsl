@@ -23,7 +23,6 @@ uniform float p_sigma;  // param sigma
 uniform float p_rho;  // param rho
 uniform float p_beta;  // param beta
 
-// --- helpers -----------------------------------------------------------------
 void main() {
     // --- which trajectory this invocation integrates ---
     int lane = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 64 + int(gl_LocalInvocationIndex);
