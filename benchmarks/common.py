@@ -145,6 +145,9 @@ def loadavg() -> list[float] | None:
 
 
 def describe_error(exc: BaseException, cfg: Config) -> str:
+    """A column's status after ``exc``: a missing peer is "not installed", not an error."""
+    if isinstance(exc, ImportError):
+        return "not installed" if "not installed" in str(exc) else str(exc)
     if cfg.verbose:
         traceback.print_exception(exc, file=sys.stderr)
     msg = str(exc).strip().splitlines()

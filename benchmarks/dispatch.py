@@ -102,9 +102,6 @@ def run(cfg: Config) -> Result:
                 out = fn(A, B)
             total = time.perf_counter() - t
             after = counters()
-        except ImportError as exc:
-            row["status"] = "not installed" if "not installed" in str(exc) else str(exc)
-            continue
         except Exception as exc:
             row["status"] = describe_error(exc, cfg)
             continue

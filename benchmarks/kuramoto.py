@@ -93,9 +93,6 @@ def run(cfg: Config) -> Result:
                 t = time.perf_counter()
                 out = fn()
                 best = min(best, time.perf_counter() - t)
-        except ImportError as exc:
-            row["status"] = "not installed" if "not installed" in str(exc) else str(exc)
-            continue
         except Exception as exc:
             row["status"] = describe_error(exc, cfg)
             continue

@@ -82,10 +82,7 @@ def run(cfg: Config) -> Result:
             makers[name] = (lambda make=make: make(rho, u0, dt, steps, SIGMA, BETA))
 
         def failed(name, exc):
-            if isinstance(exc, ImportError):
-                rows[name]["status"] = "not installed" if "not installed" in str(exc) else str(exc)
-            else:
-                rows[name]["status"] = describe_error(exc, cfg)
+            rows[name]["status"] = describe_error(exc, cfg)
 
         timings = measure_round_robin(makers, cfg, failed)
         for name, tm in timings.items():

@@ -74,9 +74,6 @@ def run(cfg: Config) -> Result:
                 fn = make(n)
                 setup = time.perf_counter() - t
                 tm = measure(lambda: fn(A, B), cfg, setup)
-            except ImportError as exc:
-                row["status"] = "not installed" if "not installed" in str(exc) else str(exc)
-                continue
             except Exception as exc:
                 row["status"] = describe_error(exc, cfg)
                 continue
