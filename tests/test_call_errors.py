@@ -5,16 +5,8 @@ import numpy as np
 import pytest
 
 import vgpu
+from field_examples import MATMUL
 
-MATMUL = """
-field matmul {
-    input A[M, K], B[K, N]
-    grid i < M, j < N
-    state c = 0
-    dc/dt = A[i, step] * B[step, j]
-    solve euler(dt = 1, steps = K)
-}
-"""
 
 DECAY = """
 field decay {

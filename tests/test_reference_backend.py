@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import vgpu
+from field_examples import MATMUL
 
 
 def run(src, h0=None, **kw):
@@ -69,15 +70,6 @@ def test_harmonic_oscillator_closed_form_and_energy():
     np.testing.assert_allclose((h ** 2).sum(axis=1), 1.0, atol=1e-9)
 
 
-MATMUL = """
-field matmul {
-    input A[M, K], B[K, N]
-    grid i < M, j < N
-    state c = 0
-    dc/dt = A[i, step] * B[step, j]
-    solve euler(dt = 1, steps = K)
-}
-"""
 
 
 def test_matmul_odd_shapes():
