@@ -37,7 +37,7 @@ import pytest
 import vgpu
 from vgpu_compiler.runtime import disk_cache
 from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_exec import set_limits
+from vgpu_compiler.runtime.glsl_exec import limits
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, LORENZ, MATMUL
 
@@ -374,11 +374,8 @@ def test_blocks_and_chunks_together(glsl, max_block, max_steps):
     g = RNG.uniform(0.2, 1, (m, p))
     kw = dict(inputs={"A": A}, params={"g": g}, save_every=7)
     ref = vgpu.solve(PLATE, u0, backend="numpy", **kw)
-    old = set_limits(max_block=max_block, max_steps=max_steps)
-    try:
+    with limits(max_block=max_block, max_steps=max_steps):
         got, c = _counts(lambda: vgpu.solve(PLATE, u0, backend="glsl", **kw))
-    finally:
-        set_limits(**old)
     _check(got, ref)
     assert ref.steps_taken.min() < 60                  # some basins collapsed early
     assert c["dispatches"] >= (4 if max_block else 15)

@@ -16,6 +16,7 @@ import vgpu
 from vgpu_compiler.errors import BackendError, ProgramIndexError, ZeroDivision
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
+from vgpu_compiler.runtime.glsl_exec import limits
 
 pytestmark = pytest.mark.usefixtures("glsl")
 RNG = np.random.default_rng(1234)
@@ -155,13 +156,9 @@ def test_collapse_2d_basin(shape):
 
 
 def test_collapse_with_history_and_chunks():
-    from vgpu_compiler.runtime.glsl_exec import set_limits
     h0 = RNG.uniform(-2, 2, 200).astype(np.float32)
-    old = set_limits(max_steps=130)
-    try:
+    with limits(max_steps=130):
         both(WELLS, h0, save_every=370)
-    finally:
-        set_limits(**old)
 
 
 def test_flux_histogram():
@@ -314,13 +311,9 @@ field converge {
 
 
 def test_init_and_step_over_many_dispatches():
-    from vgpu_compiler.runtime.glsl_exec import set_limits
     h0 = np.linspace(-3, 3, 100).astype(np.float32)
-    old = set_limits(max_steps=9)
-    try:
+    with limits(max_steps=9):
         both(CONVERGE, h0, save_every=25)
-    finally:
-        set_limits(**old)
 
 
 def test_zero_steps():

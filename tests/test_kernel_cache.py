@@ -12,7 +12,7 @@ import pytest
 
 import vgpu
 from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_exec import set_limits
+from vgpu_compiler.runtime.glsl_exec import limits
 
 from field_examples import HEAT, LORENZ, MATMUL
 
@@ -180,12 +180,9 @@ def test_long_integration_over_many_dispatches(glsl):
     h0 = RNG.normal(size=(300, 3)).astype(np.float32)
     ref = vgpu.run_field(LORENZ, h0, backend="numpy", steps=500)
     seen = []
-    old = set_limits(max_steps=37)
-    try:
+    with limits(max_steps=37):
         sol, c = counts(lambda: vgpu.solve(LORENZ, h0, backend="glsl", steps=500,
                                            progress=lambda d, t: seen.append((d, t))))
-    finally:
-        set_limits(**old)
     np.testing.assert_array_equal(sol.states, ref)
     assert c["dispatches"] == 14
     assert seen == sorted(seen) and seen[-1] == (500, 500) and len(seen) >= 14
@@ -210,11 +207,8 @@ def test_ensemble_larger_than_one_storage_block(glsl, src, shape, block):
     h0 = RNG.uniform(-2, 2, size=shape).astype(np.float32)
     kw = {"steps": 30} if src is LORENZ else {}
     ref = vgpu.solve(src, h0, backend="numpy", **kw)
-    old = set_limits(max_block=block)
-    try:
+    with limits(max_block=block):
         sol, c = counts(lambda: vgpu.solve(src, h0, backend="glsl", **kw))
-    finally:
-        set_limits(**old)
     assert c["dispatches"] >= 4
     np.testing.assert_allclose(sol.states, ref.states, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
@@ -223,11 +217,8 @@ def test_ensemble_larger_than_one_storage_block(glsl, src, shape, block):
 def test_heat_basins_split_by_whole_basins(glsl):
     u0 = RNG.uniform(size=64 * 5 + 17).astype(np.float32)
     ref = vgpu.run_field(HEAT, u0, backend="numpy")
-    old = set_limits(max_block=64 * 4 * 2)          # two basins per dispatch
-    try:
+    with limits(max_block=64 * 4 * 2):          # two basins per dispatch
         out, c = counts(lambda: vgpu.run_field(HEAT, u0, backend="glsl"))
-    finally:
-        set_limits(**old)
     assert c["dispatches"] == 3
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
 

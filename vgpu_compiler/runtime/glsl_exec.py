@@ -11,6 +11,7 @@ Two kinds of splitting keep every dispatch within the driver's limits:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -43,6 +44,16 @@ def set_limits(**kwargs) -> dict:
             raise KeyError(k)
         LIMITS[k] = v
     return old
+
+
+@contextlib.contextmanager
+def limits(**kwargs):
+    """``with limits(max_steps=9): ...``: set_limits for a block, restored afterwards."""
+    old = set_limits(**kwargs)
+    try:
+        yield
+    finally:
+        set_limits(**old)
 
 
 def _limit(name: str, env: str, default):
