@@ -30,8 +30,7 @@ from .kernel_cache import GpuKernel, KernelCache
 
 MEMORY = KernelCache()
 DISK = DiskCache()
-_canon_memo: dict[int, tuple[weakref.ref, str]] = {}
-_canon_lock = threading.Lock()
+_key_lock = threading.Lock()
 _key_memo: dict[tuple, tuple[weakref.ref, str]] = {}
 
 
@@ -45,11 +44,11 @@ def available() -> bool:
 def run(bound: Bound, progress: Progress = None) -> Solution:
     if not available():
         raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
-    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound),
-                        shape_signature(bound))
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
+    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound),
+                        shape_signature(bound))
     with kernel.lock:
         # The whole run is one trip to the GL thread: each trip costs a thread hand-off,
         # which on a small problem is most of the call.
@@ -98,7 +97,7 @@ def compiler_fingerprint() -> str:
 def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
     from ..backends.glsl import REDUCTION_ENV, device_reduction
     memo = (id(field), dtype, pt, os.environ.get(REDUCTION_ENV))   # per call: keep it cheap
-    with _canon_lock:
+    with _key_lock:
         hit = _key_memo.get(memo)
     if hit is not None and hit[0]() is field:
         return hit[1]
@@ -107,7 +106,7 @@ def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
              dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", ""),
              device_reduction()]
     key = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
-    with _canon_lock:
+    with _key_lock:
         if len(_key_memo) > 256:
             _key_memo.clear()
         _key_memo[memo] = (weakref.ref(field), key)
@@ -148,20 +147,9 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: str = "") 
 
 
 def canonical(field: Field) -> str:
-    """The field's IR as text, spans included (they are in the error table)."""
-    with _canon_lock:
-        hit = _canon_memo.get(id(field))
-        if hit is not None and hit[0]() is field:
-            return hit[1]
-    text = _canon(field, {})
-    with _canon_lock:
-        if len(_canon_memo) > 256:
-            _canon_memo.clear()
-        try:
-            _canon_memo[id(field)] = (weakref.ref(field), text)
-        except TypeError:
-            pass
-    return text
+    """A digest of the field's IR, spans included (they are in the error table).
+    kernel_key memoises it per field object, so it is computed once per program."""
+    return _canon(field, {})
 
 
 def _canon(obj, memo: dict) -> str:
