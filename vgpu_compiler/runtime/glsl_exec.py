@@ -31,7 +31,8 @@ LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation
 # Limits; tests lower them to exercise the splitting on small problems.
 LIMITS = {
     "max_block": None,              # bytes; None: the driver's (env VGPU_MAX_BLOCK_BYTES)
-    "work_per_dispatch": 1 << 27,   # trajectory-stages in the first dispatch (then paced by time)
+    "work_per_dispatch": None,      # trajectory-stages in the first dispatch, then paced by
+                                    # time; None: 2^27 (env VGPU_WORK_PER_DISPATCH)
     "max_steps": None,              # most steps per dispatch (env VGPU_MAX_STEPS_PER_DISPATCH)
 }
 
