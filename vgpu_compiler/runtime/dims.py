@@ -1,6 +1,8 @@
 """Binding dim symbols from the shapes that carry them (a helper of ``bind``)."""
 from __future__ import annotations
 
+import functools
+
 from ..errors import MissingError, ShapeError
 from ..ir.nodes import ArrayDecl, Expr, Extent, Field, Sym
 from ..ir.ops import SymKind
@@ -65,8 +67,11 @@ def shape_text(extents, brackets: str) -> str:
     return f"{brackets[0]}{inner}{brackets[1]}"
 
 
-def free_params(expr: Expr) -> list[str]:
-    """The params an expression names, in order of first appearance."""
+@functools.lru_cache(maxsize=1024)
+def free_params(expr: Expr) -> tuple[str, ...]:
+    """The params an expression names, in order of first appearance. Memoised: bind asks
+    for the solve statement's dt, steps and t0 on every call (nodes hash by content,
+    with the hash cached)."""
     found: list[str] = []
     todo = [expr]
     while todo:
@@ -74,4 +79,4 @@ def free_params(expr: Expr) -> list[str]:
         if isinstance(node, Sym) and node.kind is SymKind.PARAM and node.name not in found:
             found.append(node.name)
         todo.extend(reversed(children(node)))
-    return found
+    return tuple(found)

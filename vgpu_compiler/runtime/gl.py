@@ -55,12 +55,16 @@ class GLThread:
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
+        self._ready: threading.Event | None = None
         self.ctx = None
         self.error: str | None = None
         self.info: dict[str, Any] = {}
 
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
+        ready = self._ready
+        if ready is not None and ready.is_set():    # started: the check of every call
+            return
         with self._lock:
             if self._thread is None:
                 self._ready = threading.Event()

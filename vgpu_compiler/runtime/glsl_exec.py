@@ -65,36 +65,63 @@ def _limit(name: str, env: str, default):
     return default
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """One range of trajectories, dispatched on its own: rows [lo, hi) of the first grid
+    axis (trajectories without a basin), trajectories [a, b)."""
+
+    lo: int
+    hi: int
+    a: int
+    b: int
+    groups: tuple[int, int, int]
+    uniforms: dict              # what locates the chunk: u_count, u_origin, grid, dims
+    first: int                  # steps in its first dispatch (then paced by time)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about a run that the kernel's shapes and the limits fix. A kernel has
+    fixed shapes, so the plan is made once per kernel (and per limits) and reused by
+    every call: a repeated call only writes data, sets uniforms and dispatches."""
+
+    chunks: tuple[_Chunk, ...]
+    cap: int | None             # most steps in one dispatch
+    inputs: tuple[tuple[str, str], ...]          # (buffer, input name)
+    outputs: tuple[tuple[str, str, int], ...]    # (buffer, output name, bytes)
+    scalars: tuple[tuple[str, str], ...]         # (uniform, param name)
+    pt: tuple[str, ...]                          # params passed per trajectory
+
+
 @dataclass
 class _Call:
-    """The host side of one run: arrays in kernel layout, and the chunk plan."""
+    """The host side of one run: arrays in kernel layout."""
 
     bound: Bound
     meta: dict
     item: int
     n: int
     n_states: int
-    pt: list
+    pt: tuple
     state: np.ndarray           # (n_states, N)
     params: np.ndarray          # (n_pt, N)
-    row: int                    # trajectories per unit of the first axis
-    unit: int                   # rows per basin along the first axis (1 without basin)
 
 
-def execute(kernel, bound: Bound, progress: Progress) -> Solution:
-    call = _prepare(kernel.meta, bound)
-    dev = gl.device_info()
-    chunks = _chunks(call, dev)
-    gl.call(_upload_shared, kernel, call)
+def execute(ctx, kernel, bound: Bound, progress: Progress) -> Solution:
+    """Run ``bound`` on ``kernel``; on the GL thread (``ctx`` is the context)."""
+    plan = _plan(kernel, bound)
+    call = _prepare(kernel.meta, bound, plan)
+    _upload_shared(ctx, kernel, call, plan)
     history = _history_plan(bound)
     saved = [None] * len(history) if history else None
     taken = np.full(call.n, bound.steps, np.int32)
     deposits = {name: np.zeros(shape, call.state.dtype)
-                for name, shape in bound.output_shapes.items()}
-    for ci, (lo, hi) in enumerate(chunks):
-        _run_chunk(kernel, call, dev, (ci, len(chunks)), lo, hi, progress, history, saved,
-                   taken, deposits)
-    outputs = gl.call(_read_outputs, kernel, call, deposits)
+                for name, shape in bound.output_shapes.items()} if call.meta["n_deposits"] else None
+    per_call = _call_uniforms(call, plan)
+    for ci, chunk in enumerate(plan.chunks):
+        _run_chunk(ctx, kernel, call, plan, chunk, per_call, (ci, len(plan.chunks)), progress,
+                   history, saved, taken, deposits)
+    outputs = deposits if deposits is not None else _read_outputs(kernel, call, plan)
     sol = Solution(states=_pack(call, call.state), outputs=outputs,
                    steps_taken=taken.reshape(bound.grid_shape))
     if history:
@@ -107,8 +134,105 @@ def execute(kernel, bound: Bound, progress: Progress) -> Solution:
     return sol
 
 
+# --- the plan: once per kernel and limits ----------------------------------------------------
+def _plan(kernel, bound: Bound) -> _Plan:
+    limits = (_limit("max_block", "VGPU_MAX_BLOCK_BYTES", 0),
+              _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27),
+              _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", 0))
+    plan = kernel.plans.get(limits)
+    if plan is None:
+        plan = _make_plan(kernel, bound, *limits)
+        kernel.plans[limits] = plan
+    return plan
+
+
+def _make_plan(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> _Plan:
+    meta, dev = kernel.meta, gl.device_info()
+    pt = tuple(p.name for p in bound.field.params
+               if isinstance(bound.params[p.name], np.ndarray) and bound.params[p.name].ndim)
+    item = np.dtype(bound.dtype).itemsize
+    grid = bound.grid_shape
+    row = math.prod(grid[1:]) if meta["has_basin"] else 1
+    stages = max(1, len(bound.field.solver.tableau.b))
+    static = {f"u_grid{k}": int(extent) for k, extent in enumerate(grid)}
+    static.update({mangle("d", name): int(value) for name, value in bound.dims.items()})
+    chunks = []
+    for lo, hi in _chunks(bound, meta, dev, item, len(pt), max_block or dev.get("max_block",
+                                                                                  1 << 27)):
+        a, b = lo * row, hi * row
+        chunks.append(_Chunk(lo, hi, a, b, _groups(meta, grid, dev, hi - lo, b - a),
+                             dict(static, u_count=b - a, u_origin=lo),
+                             max(1, work // max(1, (b - a) * stages))))
+    cap = max_steps or None
+    loops = _loop_cap(kernel, dev)
+    if loops is not None:
+        cap = min(cap, loops) if cap else loops
+    buffers = meta["buffers"]
+    return _Plan(
+        chunks=tuple(chunks), cap=cap,
+        inputs=tuple((b["name"], b["array"]) for b in buffers if b["role"] == "input"),
+        outputs=tuple((b["name"], b["array"], math.prod(bound.output_shapes[b["array"]]) * item)
+                      for b in buffers if b["role"] == "output"),
+        scalars=tuple((mangle("p", p.name), p.name) for p in bound.field.params
+                      if p.name not in pt),
+        pt=pt)
+
+
+def _per_trajectory_bytes(meta: dict, n_states: int, n_pt: int, item: int) -> int:
+    sizes = [n_states * item, n_pt * item]
+    if meta["collapse"]:
+        sizes.append(8)
+    if meta["uses_init"]:
+        sizes.append(n_states * item)
+    if meta["n_deposits"]:
+        sizes.append(2 * meta["n_deposits"] * item)
+    return max(sizes)
+
+
+def _chunks(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
+            max_block: int) -> list[tuple[int, int]]:
+    """Ranges [lo, hi) of the first grid axis (of trajectories without a basin)."""
+    groups = dev.get("max_groups", (65535, 65535, 65535))
+    grid = bound.grid_shape
+    for name, arr in bound.inputs.items():
+        if arr.size * item > max_block:
+            raise BackendError(f"input {name} ({arr.size * item} bytes) is larger than "
+                               f"the largest storage block of this driver ({max_block} bytes); "
+                               f"use backend='numpy'")
+    per = _per_trajectory_bytes(meta, len(bound.field.states), n_pt, item)
+    if not meta["has_basin"]:
+        most = min(max_block // per, meta["local_size"][0] * groups[0] * groups[1])
+        total, unit = bound.n_trajectories, 1
+    else:
+        basin, rank = meta["basin"], len(grid)
+        for k in range(1, rank):
+            if math.ceil(grid[k] / basin[k]) > groups[rank - 1 - k]:
+                raise BackendError(f"grid axis {k} needs more workgroups than the driver allows")
+        row = math.prod(grid[1:])
+        most = min(max_block // (per * row), basin[0] * groups[rank - 1])
+        total, unit = grid[0], basin[0]
+        most -= most % unit
+    if most < unit:
+        raise BackendError("one row of basins is larger than the largest storage block; "
+                           "use backend='numpy'")
+    return [(lo, min(lo + most, total)) for lo in range(0, total, most)] or [(0, 0)]
+
+
+def _groups(meta: dict, grid: tuple, dev: dict, rows: int, count: int) -> tuple[int, int, int]:
+    if not meta["has_basin"]:
+        total = max(1, math.ceil(count / meta["local_size"][0]))
+        gx = min(total, dev.get("max_groups", (65535,))[0])
+        return gx, math.ceil(total / gx), 1
+    basin, rank = meta["basin"], len(grid)
+    out = [1, 1, 1]
+    for k in range(rank):
+        extent = rows if k == 0 else grid[k]
+        out[rank - 1 - k] = max(1, math.ceil(extent / basin[k]))
+    return tuple(out)
+
+
 # --- host arrays -----------------------------------------------------------------------
-def _prepare(meta: dict, bound: Bound) -> _Call:
+def _prepare(meta: dict, bound: Bound, plan: _Plan) -> _Call:
     f = bound.field
     dtype = np.dtype(bound.dtype)
     n = bound.n_trajectories
@@ -117,55 +241,20 @@ def _prepare(meta: dict, bound: Bound) -> _Call:
         free = np.asarray(bound.h0, dtype).reshape(n, -1)
         rows = [k for k, s in enumerate(f.states) if s.init is None]
         state[rows] = free.T
-    pt = [p.name for p in f.params
-          if isinstance(bound.params[p.name], np.ndarray) and bound.params[p.name].ndim]
-    params = np.zeros((len(pt), n), dtype)
-    for k, name in enumerate(pt):
+    params = np.zeros((len(plan.pt), n), dtype)
+    for k, name in enumerate(plan.pt):
         params[k] = np.asarray(bound.params[name], dtype).reshape(n)
-    grid = bound.grid_shape
-    row = math.prod(grid[1:]) if meta["has_basin"] else 1
-    unit = meta["basin"][0] if meta["has_basin"] else 1
-    return _Call(bound, meta, dtype.itemsize, n, len(f.states), pt, state, params, row, unit)
+    return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params)
 
 
-def _per_trajectory_bytes(call: _Call) -> int:
-    m = call.meta
-    sizes = [call.n_states * call.item, len(call.pt) * call.item]
-    if m["collapse"]:
-        sizes.append(8)
-    if m["uses_init"]:
-        sizes.append(call.n_states * call.item)
-    if m["n_deposits"]:
-        sizes.append(2 * m["n_deposits"] * call.item)
-    return max(sizes)
-
-
-def _chunks(call: _Call, dev: dict) -> list[tuple[int, int]]:
-    """Ranges [lo, hi) of the first grid axis (of trajectories without a basin)."""
-    max_block = _limit("max_block", "VGPU_MAX_BLOCK_BYTES", dev.get("max_block", 1 << 27))
-    groups = dev.get("max_groups", (65535, 65535, 65535))
-    grid, meta = call.bound.grid_shape, call.meta
-    for name, arr in call.bound.inputs.items():
-        if arr.size * call.item > max_block:
-            raise BackendError(f"input {name} ({arr.size * call.item} bytes) is larger than "
-                               f"the largest storage block of this driver ({max_block} bytes); "
-                               f"use backend='numpy'")
-    per = _per_trajectory_bytes(call)
-    if not meta["has_basin"]:
-        most = min(max_block // per, meta["local_size"][0] * groups[0] * groups[1])
-        total, unit = call.n, 1
-    else:
-        basin, rank = meta["basin"], len(grid)
-        for k in range(1, rank):
-            if math.ceil(grid[k] / basin[k]) > groups[rank - 1 - k]:
-                raise BackendError(f"grid axis {k} needs more workgroups than the driver allows")
-        most = min(max_block // (per * call.row), basin[0] * groups[rank - 1])
-        total, unit = grid[0], basin[0]
-        most -= most % unit
-    if most < unit:
-        raise BackendError("one row of basins is larger than the largest storage block; "
-                           "use backend='numpy'")
-    return [(lo, min(lo + most, total)) for lo in range(0, total, most)] or [(0, 0)]
+def _call_uniforms(call: _Call, plan: _Plan) -> dict:
+    """The uniforms that may change from call to call (the plan holds the rest)."""
+    bound, cast = call.bound, call.state.dtype.type
+    u = {"u_dt": float(cast(bound.dt)), "u_t0": float(cast(bound.t0)),
+         "u_steps": int(bound.steps)}
+    for uniform, name in plan.scalars:
+        u[uniform] = float(cast(bound.params[name]))
+    return u
 
 
 def _history_plan(bound: Bound) -> list[int] | None:
@@ -210,43 +299,35 @@ def _segments(steps: int, pacer: _Pacer, history: list[int] | None):
 
 
 # --- one range of trajectories -------------------------------------------------------------
-def _run_chunk(kernel, call, dev, which, lo, hi, progress, history, saved, taken, deposits):
+def _run_chunk(ctx, kernel, call: _Call, plan: _Plan, chunk: _Chunk, per_call: dict, which,
+               progress, history, saved, taken, deposits) -> None:
     bound, meta = call.bound, call.meta
-    a, b = lo * call.row, hi * call.row          # trajectories of this chunk
+    a, b = chunk.a, chunk.b
     count = b - a
-    gl.call(_upload_chunk, kernel, call, a, b)
-    stages = max(1, len(bound.field.solver.tableau.b))
-    first = max(1, _limit("work_per_dispatch", "VGPU_WORK_PER_DISPATCH", 1 << 27)
-                // max(1, count * stages))
-    cap = _limit("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH", 0) or None
-    loops = _loop_cap(kernel, dev)
-    if loops is not None:
-        cap = min(cap, loops) if cap else loops
-    pacer = _Pacer(first, cap)
-    groups = _groups(call, dev, hi - lo, count)
-    base = _uniforms(call, count, lo)
+    _upload_chunk(ctx, kernel, call, a, b)
+    pacer = _Pacer(chunk.first, plan.cap)
+    base = dict(chunk.uniforms, **per_call)
     ci, nc = which
     for s0, s1 in _segments(bound.steps, pacer, history):
-        u = dict(base, u_step0=s0, u_nsteps=s1 - s0, u_final=int(s1 == bound.steps and
-                                                                  (s1 > s0 or bound.steps == 0)))
+        base.update(u_step0=s0, u_nsteps=s1 - s0,
+                    u_final=int(s1 == bound.steps and (s1 > s0 or bound.steps == 0)))
         began = time.perf_counter()
-        err = gl.call(_dispatch, kernel, u, groups)     # returns after the work is done
+        err = _dispatch(ctx, kernel, base, chunk.groups)     # returns after the work is done
         pacer.record(s1 - s0, time.perf_counter() - began)
         COUNTERS.add("dispatches")
         _raise_error(err, call)
         if history and s1 in history and (s1 > s0 or s1 == 0):
             m = history.index(s1)
-            part = gl.call(_read_state, kernel, call, count)
             if saved[m] is None:
                 saved[m] = np.zeros_like(call.state)
-            saved[m][:, a:b] = part
+            saved[m][:, a:b] = _read_state(kernel, call, count)
         if progress is not None and s1 > s0 and s1 < bound.steps:
             progress((ci * bound.steps + s1) // nc, bound.steps)
-    call.state[:, a:b] = gl.call(_read_state, kernel, call, count)
+    call.state[:, a:b] = _read_state(kernel, call, count)
     if meta["collapse"]:
-        taken[a:b] = gl.call(_read_ints, kernel, "b_steps", count)
+        taken[a:b] = _read_ints(kernel, "b_steps", count)
     if meta["n_deposits"]:
-        dep = gl.call(_read_array, kernel, "b_dep", 2 * meta["n_deposits"] * count, call)
+        dep = _read_array(kernel, "b_dep", 2 * meta["n_deposits"] * count, call)
         _accumulate(dep.reshape(meta["n_deposits"], count, 2), meta, bound, deposits)
 
 
@@ -268,35 +349,6 @@ def _loop_cap(kernel, dev: dict) -> int | None:
             kernel.loop_cap = max(1, (LOOP_LIMIT - 1 - meta.get("loop_trips_once", 0))
                                   // per_step)
     return kernel.loop_cap
-
-
-def _groups(call: _Call, dev: dict, rows: int, count: int) -> tuple[int, int, int]:
-    meta, grid = call.meta, call.bound.grid_shape
-    if not meta["has_basin"]:
-        total = max(1, math.ceil(count / meta["local_size"][0]))
-        gx = min(total, dev.get("max_groups", (65535,))[0])
-        return gx, math.ceil(total / gx), 1
-    basin, rank = meta["basin"], len(grid)
-    out = [1, 1, 1]
-    for k in range(rank):
-        extent = rows if k == 0 else grid[k]
-        out[rank - 1 - k] = max(1, math.ceil(extent / basin[k]))
-    return tuple(out)
-
-
-def _uniforms(call: _Call, count: int, origin: int) -> dict:
-    bound, f = call.bound, call.bound.field
-    u = {"u_dt": float(call.state.dtype.type(bound.dt)),
-         "u_t0": float(call.state.dtype.type(bound.t0)),
-         "u_steps": int(bound.steps), "u_count": int(count), "u_origin": int(origin)}
-    for k, extent in enumerate(bound.grid_shape):
-        u[f"u_grid{k}"] = int(extent)
-    for name, value in bound.dims.items():
-        u[mangle("d", name)] = int(value)
-    for p in f.params:
-        if p.name not in call.pt:
-            u[mangle("p", p.name)] = float(call.state.dtype.type(bound.params[p.name]))
-    return u
 
 
 def _accumulate(dep: np.ndarray, meta: dict, bound: Bound, outputs: dict) -> None:
@@ -329,20 +381,15 @@ def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
     return out[..., 0] if call.n_states == 1 else out
 
 
-# --- on the GL thread ----------------------------------------------------------------------
-def _buffer_names(kernel, role: str) -> list[dict]:
-    return [b for b in kernel.meta["buffers"] if b["role"] == role]
-
-
-def _upload_shared(ctx, kernel, call: _Call) -> None:
+# --- GL work (the caller is on the GL thread) --------------------------------------------
+def _upload_shared(ctx, kernel, call: _Call, plan: _Plan) -> None:
     """Inputs, zeroed outputs and the error slot: once per run."""
-    bound = call.bound
-    for b in _buffer_names(kernel, "input"):
-        data = np.ascontiguousarray(bound.inputs[b["array"]], call.state.dtype)
-        kernel.ensure(ctx, b["name"], data.nbytes).write(data.tobytes())
-    for b in _buffer_names(kernel, "output"):
-        size = math.prod(bound.output_shapes[b["array"]]) * call.item
-        buf = kernel.ensure(ctx, b["name"], size)
+    inputs = call.bound.inputs
+    for buffer, name in plan.inputs:      # bind made them C-ordered arrays of the dtype
+        data = inputs[name]
+        kernel.ensure(ctx, buffer, data.nbytes).write(data)
+    for buffer, _, size in plan.outputs:
+        buf = kernel.ensure(ctx, buffer, size)
         if call.meta["n_deposits"] == 0:
             buf.write(bytes(size))
     err = kernel.ensure(ctx, "b_err", 16)
@@ -353,30 +400,36 @@ def _upload_shared(ctx, kernel, call: _Call) -> None:
 
 def _upload_chunk(ctx, kernel, call: _Call, a: int, b: int) -> None:
     count, item = b - a, call.item
-    st = np.ascontiguousarray(call.state[:, a:b])
-    buf = kernel.ensure(ctx, "b_state", st.nbytes)
+    buf = kernel.ensure(ctx, "b_state", call.n_states * count * item)
     if call.bound.h0 is not None:   # else every state starts from its expression, in-shader
-        buf.write(st.tobytes())
+        buf.write(np.ascontiguousarray(call.state[:, a:b]))
     if call.meta["uses_init"]:
         kernel.ensure(ctx, "b_init", call.n_states * count * item)
     if call.meta["collapse"]:
         kernel.ensure(ctx, "b_steps", 2 * count * 4)
     if call.pt:
         p = np.ascontiguousarray(call.params[:, a:b])
-        kernel.ensure(ctx, "b_params", p.nbytes).write(p.tobytes())
+        kernel.ensure(ctx, "b_params", p.nbytes).write(p)
     if call.meta["n_deposits"]:
         dep = np.full(2 * call.meta["n_deposits"] * count, -1.0, call.state.dtype)
-        kernel.ensure(ctx, "b_dep", dep.nbytes).write(dep.tobytes())
+        kernel.ensure(ctx, "b_dep", dep.nbytes).write(dep)
+
+
+_bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffers are bound
 
 
 def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
-    prog, last = kernel.program, kernel.uniform_values
+    prog, last, names = kernel.program, kernel.uniform_values, kernel.uniform_names
     for name, value in uniforms.items():     # only what changed since the last dispatch:
-        if name in kernel.uniform_names and last.get(name) != value:   # uniforms persist
+        if last.get(name) != value and name in names:       # uniforms persist in a program
             prog[name].value = value
             last[name] = value
-    for b in kernel.meta["buffers"]:
-        kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
+    # Binding points are global state: bind again unless this kernel's buffers, as they are
+    # now, were the last bound (a repeated call of one kernel skips it).
+    if _bound_buffers[0] != (kernel, kernel.generation):
+        for b in kernel.meta["buffers"]:
+            kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
+        _bound_buffers[0] = (kernel, kernel.generation)
     prog.run(*groups)
     ctx.memory_barrier()
     err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
@@ -385,25 +438,21 @@ def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
     return err
 
 
-def _read_state(ctx, kernel, call: _Call, count: int) -> np.ndarray:
+def _read_state(kernel, call: _Call, count: int) -> np.ndarray:
     raw = kernel.buffers["b_state"].read(call.n_states * count * call.item)
     return np.frombuffer(raw, call.state.dtype).reshape(call.n_states, count)
 
 
-def _read_ints(ctx, kernel, name: str, count: int) -> np.ndarray:
+def _read_ints(kernel, name: str, count: int) -> np.ndarray:
     return np.frombuffer(kernel.buffers[name].read(count * 4), np.int32).copy()
 
 
-def _read_array(ctx, kernel, name: str, size: int, call: _Call) -> np.ndarray:
+def _read_array(kernel, name: str, size: int, call: _Call) -> np.ndarray:
     return np.frombuffer(kernel.buffers[name].read(size * call.item), call.state.dtype)
 
 
-def _read_outputs(ctx, kernel, call: _Call, deposits: dict) -> dict:
-    if call.meta["n_deposits"]:
-        return deposits
-    out = {}
-    for name, shape in call.bound.output_shapes.items():
-        size = math.prod(shape)
-        raw = kernel.buffers[mangle("b_out", name)].read(size * call.item) if size else b""
-        out[name] = np.frombuffer(raw, call.state.dtype).reshape(shape).copy()
-    return out
+def _read_outputs(kernel, call: _Call, plan: _Plan) -> dict:
+    shapes = call.bound.output_shapes
+    return {name: np.frombuffer(kernel.buffers[buffer].read(size) if size else b"",
+                                call.state.dtype).reshape(shapes[name]).copy()
+            for buffer, name, size in plan.outputs}

@@ -30,6 +30,7 @@ from .kernel_cache import GpuKernel, KernelCache
 
 MEMORY = KernelCache()
 DISK = DiskCache()
+_DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64")}  # np.dtype.name is slow
 _key_lock = threading.Lock()
 _key_memo: dict[tuple, tuple[weakref.ref, str]] = {}
 
@@ -47,7 +48,7 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
-    kernel = kernel_for(bound.field, np.dtype(bound.dtype).name, per_trajectory(bound),
+    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype], per_trajectory(bound),
                         shape_signature(bound))
     with kernel.lock:
         # The whole run is one trip to the GL thread: each trip costs a thread hand-off,
@@ -60,17 +61,18 @@ def _execute_on_gl_thread(ctx, kernel, bound: Bound, progress: Progress) -> Solu
     if kernel.program is None:      # evicted (and released) by another thread since found:
         kernel.compile(ctx)         # run on a private copy, released again afterwards
         try:
-            return execute(kernel, bound, progress)
+            return execute(ctx, kernel, bound, progress)
         finally:
             kernel.release(ctx)
-    return execute(kernel, bound, progress)
+    return execute(ctx, kernel, bound, progress)
 
 
-def shape_signature(bound: Bound) -> str:
-    """The shapes that size a kernel's buffers: part of its memory key."""
-    return repr((bound.grid_shape, sorted(bound.dims.items()),
-                 sorted((k, v.shape) for k, v in bound.inputs.items()),
-                 sorted(bound.output_shapes.items())))
+def shape_signature(bound: Bound) -> tuple:
+    """The shapes that size a kernel's buffers: part of its memory key. (bind fills
+    inputs and outputs in declaration order; dims in the order they were bound.)"""
+    return (bound.grid_shape, tuple(sorted(bound.dims.items())),
+            tuple((k, v.shape) for k, v in bound.inputs.items()),
+            tuple(bound.output_shapes.items()))
 
 
 def per_trajectory(bound: Bound) -> tuple[str, ...]:
@@ -113,9 +115,15 @@ def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
     return key
 
 
-def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: str = "") -> GpuKernel:
+@functools.lru_cache(maxsize=1024)
+def memory_key(key: str, shapes: tuple) -> str:
+    """A kernel's key in memory: its GLSL's key and the shapes that size its buffers."""
+    return hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
+
+
+def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = ()) -> GpuKernel:
     key = kernel_key(field, dtype, pt)                  # the GLSL text's key (disk)
-    mkey = hashlib.sha256(f"{key}\x00{shapes}".encode()).hexdigest()[:40]
+    mkey = memory_key(key, shapes)
     kernel = MEMORY.get(mkey)
     if kernel is not None:
         COUNTERS.add("memory_hits")

@@ -2,8 +2,8 @@
 
 A GpuKernel is a compiled compute program plus the storage buffers it runs
 on, allocated once and grown only when a call needs more room. OpenGL binding
-points are global state, so the runner re-binds a kernel's buffers before each
-dispatch. Every GL object is made and released on the GL thread (gl.call).
+points are global state, so the runner binds a kernel's buffers before a
+dispatch unless they are the ones bound last. Every GL object is made and released on the GL thread (gl.call).
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class GpuKernel:
         self.uniform_values: dict[str, object] = {}
         self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
         self.capacity: dict[str, int] = {}
+        self.generation = 0                   # bumped whenever a buffer is (re)made
+        self.plans: dict = {}                 # limits -> glsl_exec's plan (shapes are fixed)
 
     # --- on the GL thread ------------------------------------------------------
     def compile(self, ctx) -> None:
@@ -44,6 +46,7 @@ class GpuKernel:
                 old.release()
             self.buffers[name] = ctx.buffer(reserve=nbytes)
             self.capacity[name] = nbytes
+            self.generation += 1
             if name == "b_err":
                 self.err_dirty = True
         return self.buffers[name]

@@ -1,0 +1,65 @@
+"""Repeated calls of cached kernels: what a call may skip, and what it must not.
+
+A repeated call reuses its kernel's plan (chunks, workgroups, fixed uniforms) and
+skips binding the storage buffers when that kernel's buffers are still the bound
+ones. These tests interleave kernels and limits so that any state wrongly kept
+from the previous call would give a wrong answer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import vgpu
+from field_examples import LORENZ, MATMUL
+from vgpu_compiler.runtime import glsl_runner
+from vgpu_compiler.runtime.glsl_exec import limits
+
+RNG = np.random.default_rng(11)
+
+
+def _matmul(m, k, n):
+    A = RNG.standard_normal((m, k)).astype(np.float32)
+    B = RNG.standard_normal((k, n)).astype(np.float32)
+    C = vgpu.run_field(MATMUL, inputs={"A": A, "B": B}, backend="glsl")
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+
+
+def _lorenz(n):
+    h0 = RNG.normal(size=(n, 3)).astype(np.float32)
+    got = vgpu.run_field(LORENZ, h0, backend="glsl", steps=20)
+    np.testing.assert_array_equal(got, vgpu.run_field(LORENZ, h0, backend="numpy", steps=20))
+
+
+def test_kernels_called_in_turn_each_read_their_own_new_data(glsl):
+    """Three kernels (two of them with the same buffer layout) in an interleaved order:
+    a kernel whose buffers were not bound again would read another kernel's data."""
+    for order in ([0, 1, 2, 0, 0, 1, 1, 2, 2, 0], [2, 1, 0, 2, 0, 1]):
+        for which in order:
+            (lambda: _matmul(16, 16, 16), lambda: _matmul(7, 5, 9), lambda: _lorenz(300))[which]()
+
+
+def test_one_plan_per_kernel_and_limits_and_the_same_answer_under_each(glsl):
+    h0 = RNG.normal(size=(1000, 3)).astype(np.float32)
+    ref = vgpu.run_field(LORENZ, h0, backend="numpy", steps=30)
+    runs = [vgpu.run_field(LORENZ, h0, backend="glsl", steps=30)]
+    with limits(max_block=4096, max_steps=7):         # several chunks, several dispatches
+        runs.append(vgpu.run_field(LORENZ, h0, backend="glsl", steps=30))
+    runs.append(vgpu.run_field(LORENZ, h0, backend="glsl", steps=30))   # back to one dispatch
+    for got in runs:
+        np.testing.assert_array_equal(got, ref)
+    kernel = next(k for k in glsl_runner.MEMORY.values()
+                  if any(len(p.chunks) > 1 for p in k.plans.values()))
+    assert len(kernel.plans) == 2
+    per_chunk = 4096 // (3 * 4)                        # trajectories of 3 float32 states
+    assert sorted(len(p.chunks) for p in kernel.plans.values()) == [1, -(-1000 // per_chunk)]
+
+
+def test_new_scalar_params_dt_and_steps_reach_a_cached_kernel(glsl):
+    """Uniforms are set only when they changed: every changed value must still arrive."""
+    src = ("field decay { param k = 1\n state x\n dx/dt = -k * x\n"
+           " solve rk4(dt = 0.01, steps = 100) }")
+    h0 = np.linspace(0.5, 2.0, 64).astype(np.float32)
+    for k, dt, steps in [(1.0, 0.01, 100), (2.0, 0.01, 100), (2.0, 0.02, 100), (2.0, 0.02, 50),
+                         (1.0, 0.01, 100)]:
+        got = vgpu.run_field(src, h0, backend="glsl", params={"k": k}, dt=dt, steps=steps)
+        np.testing.assert_allclose(got, h0 * np.exp(-k * dt * steps), rtol=1e-5)
