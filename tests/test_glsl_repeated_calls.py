@@ -12,7 +12,7 @@ import numpy as np
 import vgpu
 from field_examples import LORENZ, MATMUL
 from vgpu_compiler.runtime import glsl_runner
-from vgpu_compiler.runtime.glsl_exec import limits
+from vgpu_compiler.runtime.glsl_plan import limits
 
 RNG = np.random.default_rng(11)
 

@@ -12,7 +12,7 @@ import pytest
 
 import vgpu
 from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_exec import limits
+from vgpu_compiler.runtime.glsl_plan import limits
 
 from field_examples import HEAT, LORENZ, MATMUL
 

@@ -26,6 +26,7 @@ from . import gl
 from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 from .disk_cache import DiskCache
+from .glsl_exec import execute
 from .kernel_cache import GpuKernel, KernelCache
 
 MEMORY = KernelCache()
@@ -51,20 +52,7 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype], per_trajectory(bound),
                         shape_signature(bound))
     with kernel.lock:
-        # The whole run is one trip to the GL thread: each trip costs a thread hand-off,
-        # which on a small problem is most of the call.
-        return gl.call(_execute_on_gl_thread, kernel, bound, progress)
-
-
-def _execute_on_gl_thread(ctx, kernel, bound: Bound, progress: Progress) -> Solution:
-    from .glsl_exec import execute
-    if kernel.program is None:      # evicted (and released) by another thread since found:
-        kernel.compile(ctx)         # run on a private copy, released again afterwards
-        try:
-            return execute(ctx, kernel, bound, progress)
-        finally:
-            kernel.release(ctx)
-    return execute(ctx, kernel, bound, progress)
+        return execute(kernel, bound, progress)
 
 
 def shape_signature(bound: Bound) -> tuple:
