@@ -27,6 +27,7 @@ BACKENDS = ("auto", "numpy", "glsl")
 PARSE_CACHE_SIZE = 64
 _parsed: OrderedDict = OrderedDict()        # (text, filename) -> Compiled
 _parsed_lock = threading.Lock()
+_runner: list = [None]                      # the glsl_runner module, once imported
 _fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
 
 
@@ -186,10 +187,13 @@ def _run(bound, backend, progress) -> Solution:
 
 def _glsl():
     """(the glsl_runner module, None) when it can run here, else (None, why not)."""
-    try:
-        runner = importlib.import_module("vgpu_compiler.runtime.glsl_runner")
-    except ImportError as e:
-        return None, f"cannot import it: {e}"
+    runner = _runner[0]
+    if runner is None:
+        try:
+            runner = importlib.import_module("vgpu_compiler.runtime.glsl_runner")
+        except ImportError as e:
+            return None, f"cannot import it: {e}"
+        _runner[0] = runner
     if not runner.available():
         return None, "no OpenGL 4.3 context could be made"
     return runner, ""

@@ -16,6 +16,7 @@ from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingErr
                       UnknownNameError)
 from ..ir.nodes import Const, Expr, Field, Sym
 from ..ir.ops import SymKind, Type
+from . import bind_memo
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 
@@ -24,6 +25,18 @@ INT32_MAX = 2**31 - 1
 
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
          dt=None, steps=None, t0=None, save_every=None) -> Bound:
+    key = bind_memo.signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    if key is not None:
+        template = bind_memo.lookup(key, field)
+        if template is not None:        # bound before: only this call's data is new
+            return bind_memo.rebind(template, h0, params, inputs)
+    bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    if key is not None:
+        bind_memo.store(key, bound, params)
+    return bound
+
+
+def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every) -> Bound:
     dtype = working_dtype(dtype)
     params = _names("params", params, [p.name for p in field.params], field)
     inputs = _names("inputs", inputs, [a.name for a in field.inputs], field)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field as _field
 from typing import Callable, Optional
 
 import numpy as np
@@ -34,6 +34,9 @@ class Bound:
     steps: int
     t0: float
     save_every: int | None = None
+    # Shared by every call of one signature (bind_memo): what a backend derives from the
+    # shapes alone, e.g. which compiled kernel runs them.
+    memo: dict = _field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_trajectories(self) -> int:

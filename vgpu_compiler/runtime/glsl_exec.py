@@ -35,7 +35,7 @@ class _Call:
     n: int
     n_states: int
     pt: tuple
-    state: np.ndarray           # (n_states, N)
+    state: np.ndarray | None    # (n_states, N): h0 in kernel layout, then the end states
     params: np.ndarray          # (n_pt, N)
     taken: np.ndarray           # (N,) int32: steps each trajectory took
     deposits: dict | None       # float64 flux: output name -> sums (None without)
@@ -67,8 +67,9 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
     f = bound.field
     dtype = bound.dtype
     n = bound.n_trajectories
-    state = np.zeros((len(f.states), n), dtype)
+    state = None                # without h0 the kernel starts every state itself
     if bound.h0 is not None:
+        state = np.zeros((len(f.states), n), dtype)
         free = np.asarray(bound.h0, dtype).reshape(n, -1)
         rows = [k for k, s in enumerate(f.states) if s.init is None]
         state[rows] = free.T
@@ -83,7 +84,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
 
 def _call_uniforms(call: _Call, plan: Plan) -> dict:
     """The uniforms that may change from call to call (the plan holds the rest)."""
-    bound, cast = call.bound, call.state.dtype.type
+    bound, cast = call.bound, call.bound.dtype.type
     u = {"u_dt": float(cast(bound.dt)), "u_t0": float(cast(bound.t0)),
          "u_steps": int(bound.steps)}
     for uniform, name in plan.scalars:
@@ -100,7 +101,12 @@ def _segment(s0: int, s1: int, steps: int) -> dict:
 def _absorb(call: _Call, chunk: Chunk, raw: dict) -> None:
     """A chunk's read-back (raw arrays) into the call's host arrays."""
     a, b = chunk.a, chunk.b
-    call.state[:, a:b] = raw["state"]
+    if call.state is None and b - a == call.n:     # the whole ensemble: no copy here
+        call.state = raw["state"]
+    else:
+        if call.state is None:
+            call.state = np.zeros((call.n_states, call.n), call.bound.dtype)
+        call.state[:, a:b] = raw["state"]
     if "steps" in raw:
         call.taken[a:b] = raw["steps"]
     if "dep" in raw:
@@ -167,32 +173,32 @@ def _on_gl_thread(ctx, run, kernel, *args):
 
 def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict):
     """One chunk, one dispatch: (error slot, the chunk's read-back, outputs)."""
-    _upload_shared(ctx, kernel, call, plan)
-    _upload_chunk(ctx, kernel, call, chunk)
-    err = _dispatch(ctx, kernel, uniforms, chunk.groups)
+    writes = _shared_writes(ctx, kernel, call, plan) + _chunk_writes(ctx, kernel, call, chunk)
+    err = _dispatch(ctx, kernel, uniforms, chunk.groups, writes)
     return err, _read_chunk(kernel, call, chunk), _read_outputs(kernel, call, plan)
 
 
 def _run_all(ctx, kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
     bound = call.bound
-    _upload_shared(ctx, kernel, call, plan)
+    writes = _shared_writes(ctx, kernel, call, plan)
     history = _history_plan(bound)
     saved = [None] * len(history) if history else None
     for ci, chunk in enumerate(plan.chunks):
-        _upload_chunk(ctx, kernel, call, chunk)
+        writes += _chunk_writes(ctx, kernel, call, chunk)
         pacer = _Pacer(chunk.first, plan.cap)
         u = dict(chunk.uniforms, **uniforms)
         for s0, s1 in _segments(bound.steps, pacer, history):
             u.update(_segment(s0, s1, bound.steps))
             began = time.perf_counter()
-            err = _dispatch(ctx, kernel, u, chunk.groups)     # returns after the work is done
+            err = _dispatch(ctx, kernel, u, chunk.groups, writes)   # returns when done
             pacer.record(s1 - s0, time.perf_counter() - began)
+            writes = []
             COUNTERS.add("dispatches")
             _raise_error(err, call)
             if history and s1 in history and (s1 > s0 or s1 == 0):
                 m = history.index(s1)
                 if saved[m] is None:
-                    saved[m] = np.zeros_like(call.state)
+                    saved[m] = np.zeros((call.n_states, call.n), call.bound.dtype)
                 saved[m][:, chunk.a:chunk.b] = _read_state(kernel, call, chunk.b - chunk.a)
             if progress is not None and s1 > s0 and s1 < bound.steps:
                 progress((ci * bound.steps + s1) // len(plan.chunks), bound.steps)
@@ -201,50 +207,54 @@ def _run_all(ctx, kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> 
     sol = _solution(call, call.deposits if call.deposits is not None else outputs)
     if history:
         sol.history = np.stack([_pack(call, h) for h in saved])
-        dt = call.state.dtype.type
-        sol.times = (dt(bound.t0) + np.asarray(history).astype(call.state.dtype) * dt(bound.dt)
-                     ).astype(call.state.dtype)
+        dt = bound.dtype.type
+        sol.times = (dt(bound.t0) + np.asarray(history).astype(bound.dtype) * dt(bound.dt)
+                     ).astype(bound.dtype)
     return sol
 
 
-def _upload_shared(ctx, kernel, call: _Call, plan: Plan) -> None:
-    """Inputs, zeroed outputs and the error slot: once per run."""
+# Buffers are made (or grown) first and written just before the dispatch: on llvmpipe,
+# Python work between the writes and the dispatch makes the dispatch itself slower.
+def _shared_writes(ctx, kernel, call: _Call, plan: Plan) -> list:
+    """Inputs, zeroed outputs and the error slot, once per run: [(buffer, data)]."""
     inputs = call.bound.inputs
-    for buffer, name in plan.inputs:      # bind made them C-ordered arrays of the dtype
-        data = inputs[name]
-        kernel.ensure(ctx, buffer, data.nbytes).write(data)
+    writes = [(kernel.ensure(ctx, buffer, inputs[name].nbytes), inputs[name])
+              for buffer, name in plan.inputs]   # bind made them C-ordered, of the dtype
     for buffer, _, size in plan.outputs:
         buf = kernel.ensure(ctx, buffer, size)
-        if call.meta["n_deposits"] == 0:
-            buf.write(bytes(size))
+        if call.deposits is None:
+            writes.append((buf, bytes(size)))
     err = kernel.ensure(ctx, "b_err", 16)
     if kernel.err_dirty:            # reset only after an error was flagged (or at first)
-        err.write(NO_ERROR_BYTES)
+        writes.append((err, NO_ERROR_BYTES))
         kernel.err_dirty = False
+    return writes
 
 
-def _upload_chunk(ctx, kernel, call: _Call, chunk: Chunk) -> None:
-    a, b, item = chunk.a, chunk.b, call.item
-    count = b - a
+def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
+    """The states (given by h0), per-trajectory params and deposit slots of one chunk."""
+    a, b, item, meta = chunk.a, chunk.b, call.item, call.meta
+    count, writes = b - a, []
     buf = kernel.ensure(ctx, "b_state", call.n_states * count * item)
-    if call.bound.h0 is not None:   # else every state starts from its expression, in-shader
-        buf.write(np.ascontiguousarray(call.state[:, a:b]))
-    if call.meta["uses_init"]:
+    if call.state is not None:      # else every state starts from its expression, in-shader
+        writes.append((buf, np.ascontiguousarray(call.state[:, a:b])))
+    if meta["uses_init"]:
         kernel.ensure(ctx, "b_init", call.n_states * count * item)
-    if call.meta["collapse"]:
+    if meta["collapse"]:
         kernel.ensure(ctx, "b_steps", 2 * count * 4)
     if call.pt:
         p = np.ascontiguousarray(call.params[:, a:b])
-        kernel.ensure(ctx, "b_params", p.nbytes).write(p)
-    if call.meta["n_deposits"]:
-        dep = np.full(2 * call.meta["n_deposits"] * count, -1.0, call.state.dtype)
-        kernel.ensure(ctx, "b_dep", dep.nbytes).write(dep)
+        writes.append((kernel.ensure(ctx, "b_params", p.nbytes), p))
+    if meta["n_deposits"]:
+        dep = np.full(2 * meta["n_deposits"] * count, -1.0, call.bound.dtype)
+        writes.append((kernel.ensure(ctx, "b_dep", dep.nbytes), dep))
+    return writes
 
 
 _bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffers are bound
 
 
-def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
+def _dispatch(ctx, kernel, uniforms: dict, groups, writes=()) -> np.ndarray:
     prog, last, names = kernel.program, kernel.uniform_values, kernel.uniform_names
     for name, value in uniforms.items():     # only what changed since the last dispatch:
         if last.get(name) != value and name in names:       # uniforms persist in a program
@@ -256,6 +266,8 @@ def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
         for b in kernel.meta["buffers"]:
             kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
         _bound_buffers[0] = (kernel, kernel.generation)
+    for buf, data in writes:
+        buf.write(data)
     prog.run(*groups)
     ctx.memory_barrier()
     err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
@@ -266,7 +278,7 @@ def _dispatch(ctx, kernel, uniforms: dict, groups) -> np.ndarray:
 
 def _read_state(kernel, call: _Call, count: int) -> np.ndarray:
     raw = kernel.buffers["b_state"].read(call.n_states * count * call.item)
-    return np.frombuffer(raw, call.state.dtype).reshape(call.n_states, count)
+    return np.frombuffer(raw, call.bound.dtype).reshape(call.n_states, count)
 
 
 def _read_chunk(kernel, call: _Call, chunk: Chunk) -> dict:
@@ -277,7 +289,7 @@ def _read_chunk(kernel, call: _Call, chunk: Chunk) -> dict:
         raw["steps"] = np.frombuffer(kernel.buffers["b_steps"].read(count * 4), np.int32)
     if meta["n_deposits"]:
         size = 2 * meta["n_deposits"] * count * call.item
-        raw["dep"] = np.frombuffer(kernel.buffers["b_dep"].read(size), call.state.dtype)
+        raw["dep"] = np.frombuffer(kernel.buffers["b_dep"].read(size), call.bound.dtype)
     return raw
 
 
@@ -286,7 +298,7 @@ def _read_outputs(kernel, call: _Call, plan: Plan) -> dict:
         return {}
     shapes = call.bound.output_shapes
     return {name: np.frombuffer(kernel.buffers[buffer].read(size) if size else b"",
-                                call.state.dtype).reshape(shapes[name]).copy()
+                                call.bound.dtype).reshape(shapes[name]).copy()
             for buffer, name, size in plan.outputs}
 
 
@@ -316,8 +328,11 @@ def _raise_error(err: np.ndarray, call: _Call) -> None:
 
 
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
+    """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new writable array
+    (``state`` may be a read-only view of what the driver returned)."""
     grid = call.bound.grid_shape
-    out = np.ascontiguousarray(state.T).reshape(grid + (call.n_states,))
-    return out[..., 0] if call.n_states == 1 else out
+    if call.n_states == 1:
+        return state.reshape(grid).copy()
+    return np.ascontiguousarray(state.T).reshape(grid + (call.n_states,))
 
 

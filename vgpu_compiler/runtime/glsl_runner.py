@@ -37,9 +37,8 @@ _key_memo: dict[tuple, tuple[weakref.ref, str]] = {}
 
 
 def available() -> bool:
-    """True when an OpenGL 4.3 context can be made here (and VGPU_NO_GL is not set)."""
-    if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
-        return False
+    """True when an OpenGL 4.3 context can be made here (VGPU_NO_GL, read when the
+    context is first wanted, says no)."""
     return gl.available()
 
 
@@ -49,10 +48,25 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
-    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype], per_trajectory(bound),
-                        shape_signature(bound))
+    kernel = _kernel(bound)
     with kernel.lock:
         return execute(kernel, bound, progress)
+
+
+def _kernel(bound: Bound) -> GpuKernel:
+    """The kernel for this call. Calls of one signature share ``bound.memo``: a repeated
+    call finds its kernel there, checking that the memory cache still holds it (not
+    evicted or cleared) and that VGPU_REDUCTION did not change."""
+    from ..backends.glsl import REDUCTION_ENV
+    env = os.environ.get(REDUCTION_ENV)
+    hit = bound.memo.get("glsl")
+    if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
+        COUNTERS.add("memory_hits")
+        return hit[1]
+    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype], per_trajectory(bound),
+                        shape_signature(bound))
+    bound.memo["glsl"] = (env, kernel)
+    return kernel
 
 
 def shape_signature(bound: Bound) -> tuple:
