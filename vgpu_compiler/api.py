@@ -123,6 +123,8 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
 
 
 def _text(src) -> tuple[str, str]:
+    if type(src) is str:            # the usual case, first: isinstance on an ABC is slow
+        return src, "<string>"
     if isinstance(src, os.PathLike):
         src = load(src)
     if not isinstance(src, str):

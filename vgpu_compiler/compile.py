@@ -40,16 +40,16 @@ class Compiled:
 
     def select(self, field: str | None = None) -> N.Field:
         """The one field named ``field``; with ``None``, the program's only field."""
-        names = self.field_names
-        listing = ", ".join(f"`{n}`" for n in names)
-        if field is None:
-            if len(names) == 1:
-                return self.program.fields[0]
-            raise UnknownNameError(f"the program has {len(names)} fields ({listing}); "
-                                   "choose one with field=NAME")
-        for f in self.program.fields:
+        fields = self.program.fields
+        if field is None and len(fields) == 1:
+            return fields[0]
+        for f in fields:
             if f.name == field:
                 return f
+        listing = ", ".join(f"`{n}`" for n in self.field_names)
+        if field is None:
+            raise UnknownNameError(f"the program has {len(fields)} fields ({listing}); "
+                                   "choose one with field=NAME")
         raise UnknownNameError(f"no field named `{field}`; the program has {listing}")
 
 

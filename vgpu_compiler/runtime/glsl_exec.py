@@ -36,7 +36,7 @@ class _Call:
     n_states: int
     pt: tuple
     state: np.ndarray | None    # (n_states, N): h0 in kernel layout, then the end states
-    params: np.ndarray          # (n_pt, N)
+    params: np.ndarray | None   # (n_pt, N), None without per-trajectory params
     taken: np.ndarray           # (N,) int32: steps each trajectory took
     deposits: dict | None       # float64 flux: output name -> sums (None without)
 
@@ -50,9 +50,8 @@ def execute(kernel, bound: Bound, progress: Progress) -> Solution:
         sol = gl.call(_on_gl_thread, _run_all, kernel, call, plan, uniforms, progress)
     else:
         chunk = plan.chunks[0]
-        err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk,
-                                    dict(chunk.uniforms, **uniforms, **_segment(0, bound.steps,
-                                                                                bound.steps)))
+        uniforms.update(_segment(0, bound.steps, bound.steps))
+        err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
         COUNTERS.add("dispatches")
         _raise_error(err, call)
         _absorb(call, chunk, raw)
@@ -73,7 +72,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
         free = np.asarray(bound.h0, dtype).reshape(n, -1)
         rows = [k for k, s in enumerate(f.states) if s.init is None]
         state[rows] = free.T
-    params = np.zeros((len(plan.pt), n), dtype)
+    params = np.zeros((len(plan.pt), n), dtype) if plan.pt else None
     for k, name in enumerate(plan.pt):
         params[k] = np.asarray(bound.params[name], dtype).reshape(n)
     deposits = {name: np.zeros(shape, dtype) for name, shape in bound.output_shapes.items()
@@ -174,7 +173,7 @@ def _on_gl_thread(ctx, run, kernel, *args):
 def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict):
     """One chunk, one dispatch: (error slot, the chunk's read-back, outputs)."""
     writes = _shared_writes(ctx, kernel, call, plan) + _chunk_writes(ctx, kernel, call, chunk)
-    err = _dispatch(ctx, kernel, uniforms, chunk.groups, writes)
+    err = _dispatch(ctx, kernel, chunk, uniforms, writes)
     return err, _read_chunk(kernel, call, chunk), _read_outputs(kernel, call, plan)
 
 
@@ -186,11 +185,10 @@ def _run_all(ctx, kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> 
     for ci, chunk in enumerate(plan.chunks):
         writes += _chunk_writes(ctx, kernel, call, chunk)
         pacer = _Pacer(chunk.first, plan.cap)
-        u = dict(chunk.uniforms, **uniforms)
         for s0, s1 in _segments(bound.steps, pacer, history):
-            u.update(_segment(s0, s1, bound.steps))
+            uniforms.update(_segment(s0, s1, bound.steps))
             began = time.perf_counter()
-            err = _dispatch(ctx, kernel, u, chunk.groups, writes)   # returns when done
+            err = _dispatch(ctx, kernel, chunk, uniforms, writes)   # returns when done
             pacer.record(s1 - s0, time.perf_counter() - began)
             writes = []
             COUNTERS.add("dispatches")
@@ -254,12 +252,23 @@ def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
 _bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffers are bound
 
 
-def _dispatch(ctx, kernel, uniforms: dict, groups, writes=()) -> np.ndarray:
+def _set_uniforms(kernel, uniforms: dict) -> None:
+    """Only what changed since the last dispatch: uniforms persist in a program."""
     prog, last, names = kernel.program, kernel.uniform_values, kernel.uniform_names
-    for name, value in uniforms.items():     # only what changed since the last dispatch:
-        if last.get(name) != value and name in names:       # uniforms persist in a program
+    for name, value in uniforms.items():
+        if last.get(name) != value and name in names:
             prog[name].value = value
             last[name] = value
+
+
+def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarray:
+    """Run ``chunk`` once with ``uniforms`` (and the chunk's own, unless they are the ones
+    this kernel's program holds already) after ``writes``; returns the error slot."""
+    if kernel.chunk_uniforms is not chunk.uniforms:
+        _set_uniforms(kernel, chunk.uniforms)
+        kernel.chunk_uniforms = chunk.uniforms
+    _set_uniforms(kernel, uniforms)
+    prog = kernel.program
     # Binding points are global state: bind again unless this kernel's buffers, as they are
     # now, were the last bound (a repeated call of one kernel skips it).
     if _bound_buffers[0] != (kernel, kernel.generation):
@@ -268,7 +277,7 @@ def _dispatch(ctx, kernel, uniforms: dict, groups, writes=()) -> np.ndarray:
         _bound_buffers[0] = (kernel, kernel.generation)
     for buf, data in writes:
         buf.write(data)
-    prog.run(*groups)
+    prog.run(*chunk.groups)
     ctx.memory_barrier()
     err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
     if err[0] != NO_ERROR:

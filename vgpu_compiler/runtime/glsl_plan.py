@@ -51,6 +51,7 @@ def set_limits(**kwargs) -> dict:
         if k not in LIMITS:
             raise KeyError(k)
         LIMITS[k] = v
+    _in_force[0] = _resolve()
     return old
 
 
@@ -64,13 +65,16 @@ def limits(**kwargs):
         set_limits(**old)
 
 
-def _limits() -> tuple[int, int, int]:
+def _resolve() -> tuple[int, int, int]:
     """(max_block, work_per_dispatch, max_steps) in force; 0 means the driver's / none."""
     out = []
     for name in ("max_block", "work_per_dispatch", "max_steps"):
         v = LIMITS[name] if LIMITS[name] is not None else _ENV[name]
         out.append(_DEFAULTS[name] if v is None else int(v))
     return tuple(out)
+
+
+_in_force = [_resolve()]        # recomputed by set_limits
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ class Plan:
 
 
 def plan_for(kernel, bound: Bound) -> Plan:
-    limits = _limits()
+    limits = _in_force[0]
     plan = kernel.plans.get(limits)
     if plan is None:
         plan = _make(kernel, bound, *limits)
