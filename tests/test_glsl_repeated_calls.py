@@ -63,3 +63,18 @@ def test_new_scalar_params_dt_and_steps_reach_a_cached_kernel(glsl):
                          (1.0, 0.01, 100)]:
         got = vgpu.run_field(src, h0, backend="glsl", params={"k": k}, dt=dt, steps=steps)
         np.testing.assert_allclose(got, h0 * np.exp(-k * dt * steps), rtol=1e-5)
+
+
+def test_results_are_fresh_writable_arrays(glsl):
+    """A one-dispatch run hands back what the driver returned without extra copies on
+    the way: what the caller gets must still be its own, writable array."""
+    A = RNG.standard_normal((4, 4)).astype(np.float32)
+    first = vgpu.run_field(MATMUL, inputs={"A": A, "B": A}, backend="glsl")
+    second = vgpu.run_field(MATMUL, inputs={"A": A, "B": A}, backend="glsl")
+    assert first.flags.writeable and first.flags.c_contiguous and first.dtype == np.float32
+    first[:] = 0
+    np.testing.assert_allclose(second, A.astype(np.float64) @ A, rtol=1e-5, atol=1e-5)
+    h0 = RNG.normal(size=(8, 3)).astype(np.float32)
+    sol = vgpu.solve(LORENZ, h0, backend="glsl", steps=3)
+    assert sol.states.flags.writeable and sol.states.shape == (8, 3)
+    assert sol.steps_taken.flags.writeable
