@@ -9,8 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import vgpu
 from vgpu_compiler.backends.glsl import emit_glsl
 from vgpu_compiler.compile import compile_program
 
@@ -66,3 +68,38 @@ def test_float64_validates_or_refuses(path, tmp_path):
         assert "numpy" in str(e)
         return
     _validate(text, tmp_path)
+
+
+# t and step read in a stage only, in the collapse vote only, in a flux only, nowhere.
+TIME_AND_STEP = {
+    "stage": ("state x\n dx/dt = sin(t) + float(step % 3)", {"loop": ("t_n", "tt", "nstep")}),
+    "collapse": ("basin a < 4\n state x\n dx/dt = 1 - x\n collapse when t > 0.5 and step > 2",
+                 {"vote": ("tt", "nstep")}),
+    "flux": ("state x\n dx/dt = -x\n output H[3]\n flux H[step % 3] += x * t",
+             {"flux": ("tt", "nstep")}),
+    "neither": ("state x\n dx/dt = -x", {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIME_AND_STEP))
+def test_time_and_step_are_declared_where_read_and_only_there(case, tmp_path):
+    body, declared = TIME_AND_STEP[case]
+    src = f"field f {{\n {body}\n solve rk4(dt = 0.1, steps = 9)\n}}"
+    text = emit_glsl(compile_program(src).select(None), source=src)
+    _validate(text, tmp_path)
+    expect = {"t_n": "float t_n =", "tt": "float tt =", "nstep": "int nstep ="}
+    wanted = {name for names in declared.values() for name in names}
+    for name, decl in expect.items():
+        assert (decl in text) == (name in wanted), (name, text)
+
+
+@pytest.mark.parametrize("case", sorted(TIME_AND_STEP))
+def test_fields_reading_time_and_step_agree_with_the_reference(case, glsl):
+    src = f"field f {{\n {TIME_AND_STEP[case][0]}\n solve rk4(dt = 0.1, steps = 9)\n}}"
+    h0 = np.linspace(-1, 1, 8).astype(np.float32)
+    got = vgpu.solve(src, h0, backend="glsl")
+    ref = vgpu.solve(src, h0, backend="numpy")
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    for name in ref.outputs:
+        np.testing.assert_allclose(got.outputs[name], ref.outputs[name], rtol=1e-5, atol=1e-5)

@@ -81,35 +81,29 @@ void main() {
         if (done) {
             break;
         }
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_x = 0.0;
         float k1_x = 0.0;
         float k2_x = 0.0;
         float k3_x = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_x = s_x;
             if (vg_active) {
                 k0_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k0_x);
             if (vg_active) {
                 k1_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k1_x);
             if (vg_active) {
                 k2_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_x = s_x + u_dt * (1.0 * k2_x);
             if (vg_active) {
                 k3_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
@@ -117,8 +111,6 @@ void main() {
         }
         s_x = s_x + u_dt * (0.16666667 * k0_x + 0.33333334 * k1_x + 0.33333334 * k2_x + 0.16666667 * k3_x);
         {  // collapse vote on the new state, t = t_(n+1), step = n + 1
-            float tt = u_t0 + float(n + 1) * u_dt;
-            int nstep = n + 1;
             bool vg_hold = true;
             if (vg_active) {
                 vg_hold = abs((abs(s_x) - 1.0)) < p_tol;  // line 22: collapse when abs(abs(x) - 1) < tol

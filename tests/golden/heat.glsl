@@ -72,14 +72,11 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_u = 0.0;
         float k1_u = 0.0;
         float k2_u = 0.0;
         float k3_u = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_u = s_u;
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
@@ -94,7 +91,6 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_u = s_u + u_dt * (0.5 * k0_u);
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
@@ -109,7 +105,6 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_u = s_u + u_dt * (0.5 * k1_u);
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
@@ -124,7 +119,6 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_u = s_u + u_dt * (1.0 * k2_u);
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;

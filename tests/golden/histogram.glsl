@@ -82,35 +82,29 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_x = 0.0;
         float k1_x = 0.0;
         float k2_x = 0.0;
         float k3_x = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_x = s_x;
             if (vg_active) {
                 k0_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k0_x);
             if (vg_active) {
                 k1_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k1_x);
             if (vg_active) {
                 k2_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_x = s_x + u_dt * (1.0 * k2_x);
             if (vg_active) {
                 k3_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
@@ -121,8 +115,6 @@ void main() {
 
     // --- flux: once, after the last step, on the final state ---
     if (u_final != 0) {
-        int nstep = u_steps;
-        float tt = u_t0 + float(nstep) * u_dt;
         if (vg_active) {
             fx0_counts(min(max(vg_toint((s_x * 16.0)), 0), 31), 1.0, 0u);  // line 17: flux counts[clamp(int(x * 16), 0, 31)] += 1
         }

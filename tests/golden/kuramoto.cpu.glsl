@@ -69,14 +69,11 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_theta = 0.0;
         float k1_theta = 0.0;
         float k2_theta = 0.0;
         float k3_theta = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_theta = s_theta;
             float c_s = 0.0;
             float c_c = 0.0;
@@ -108,7 +105,6 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_theta = s_theta + u_dt * (0.5 * k0_theta);
             float c_s = 0.0;
             float c_c = 0.0;
@@ -140,7 +136,6 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_theta = s_theta + u_dt * (0.5 * k1_theta);
             float c_s = 0.0;
             float c_c = 0.0;
@@ -172,7 +167,6 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_theta = s_theta + u_dt * (1.0 * k2_theta);
             float c_s = 0.0;
             float c_c = 0.0;

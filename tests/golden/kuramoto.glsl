@@ -68,14 +68,11 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_theta = 0.0;
         float k1_theta = 0.0;
         float k2_theta = 0.0;
         float k3_theta = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_theta = s_theta;
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
@@ -104,7 +101,6 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_theta = s_theta + u_dt * (0.5 * k0_theta);
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
@@ -133,7 +129,6 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_theta = s_theta + u_dt * (0.5 * k1_theta);
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
@@ -162,7 +157,6 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_theta = s_theta + u_dt * (1.0 * k2_theta);
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;

@@ -45,8 +45,6 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_x = 0.0;
         float k0_y = 0.0;
         float k0_z = 0.0;
@@ -60,7 +58,6 @@ void main() {
         float k3_y = 0.0;
         float k3_z = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_x = s_x;
             precise float y_y = s_y;
             precise float y_z = s_z;
@@ -71,7 +68,6 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k0_x);
             precise float y_y = s_y + u_dt * (0.5 * k0_y);
             precise float y_z = s_z + u_dt * (0.5 * k0_z);
@@ -82,7 +78,6 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k1_x);
             precise float y_y = s_y + u_dt * (0.5 * k1_y);
             precise float y_z = s_z + u_dt * (0.5 * k1_z);
@@ -93,7 +88,6 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_x = s_x + u_dt * (1.0 * k2_x);
             precise float y_y = s_y + u_dt * (1.0 * k2_y);
             precise float y_z = s_z + u_dt * (1.0 * k2_z);

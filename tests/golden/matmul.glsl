@@ -78,12 +78,9 @@ void main() {
     if (u_steps <= d_K) {  // then step < K: those reads are unchecked
         // --- the step loop: 1-stage explicit Runge-Kutta ---
         for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-            float t_n = u_t0 + float(n) * u_dt;
             int nstep = n;
             float k0_c = 0.0;
             {  // stage 0, c = 0
-                float tt = t_n;
-                precise float y_c = s_c;
                 if (vg_active) {
                     k0_c = b_in_A.v[g_i * d_K + nstep] * b_in_B.v[nstep * d_N + g_j];  // line 15: dc/dt = A[i, step] * B[step, j]
                 }
@@ -93,12 +90,9 @@ void main() {
     } else {
         // --- the step loop: 1-stage explicit Runge-Kutta ---
         for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-            float t_n = u_t0 + float(n) * u_dt;
             int nstep = n;
             float k0_c = 0.0;
             {  // stage 0, c = 0
-                float tt = t_n;
-                precise float y_c = s_c;
                 if (vg_active) {
                     k0_c = ld_A(g_i, nstep, 0u) * ld_B(nstep, g_j, 1u);  // line 15: dc/dt = A[i, step] * B[step, j]
                 }

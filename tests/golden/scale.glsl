@@ -39,11 +39,8 @@ void main() {
 
     // --- the step loop: 1-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_x = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_x = s_x;
             if (vg_active) {
                 k0_x = (p_s - 1.0) * y_x;  // line 17: dx/dt = (s - 1) * x

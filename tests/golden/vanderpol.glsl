@@ -60,8 +60,6 @@ void main() {
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        float t_n = u_t0 + float(n) * u_dt;
-        int nstep = n;
         float k0_x = 0.0;
         float k0_y = 0.0;
         float k1_x = 0.0;
@@ -71,7 +69,6 @@ void main() {
         float k3_x = 0.0;
         float k3_y = 0.0;
         {  // stage 0, c = 0
-            float tt = t_n;
             precise float y_x = s_x;
             precise float y_y = s_y;
             if (vg_active) {
@@ -80,7 +77,6 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k0_x);
             precise float y_y = s_y + u_dt * (0.5 * k0_y);
             if (vg_active) {
@@ -89,7 +85,6 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            float tt = t_n + 0.5 * u_dt;
             precise float y_x = s_x + u_dt * (0.5 * k1_x);
             precise float y_y = s_y + u_dt * (0.5 * k1_y);
             if (vg_active) {
@@ -98,7 +93,6 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            float tt = t_n + 1.0 * u_dt;
             precise float y_x = s_x + u_dt * (1.0 * k2_x);
             precise float y_y = s_y + u_dt * (1.0 * k2_y);
             if (vg_active) {

@@ -59,11 +59,14 @@ class CoupledBlock:
 
 @dataclass(frozen=True)
 class Block:
-    """The expressions of one context: temporaries, then assignments."""
+    """The expressions of one context: temporaries, then assignments. ``words`` are the
+    identifiers its code names: the templates declare ``tt``, ``nstep`` and the stage
+    values ``y_*`` only where some block reads them."""
 
     coupled: CoupledBlock | None
     temps: tuple[str, ...]
     body: tuple[Assign, ...]
+    words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class Stage:
     combos: tuple[Assign, ...]          # y_x = s_x + dt * (...)
     block: Block
     fast: Block | None = None           # the block when Kernel.guard holds (None: the same)
+
+    @property
+    def words(self) -> frozenset[str]:
+        return self.block.words | (self.fast.words if self.fast else frozenset())
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,11 @@ class Kernel:
     loop_trips_once: int = 0        # ... and once per dispatch (flux)
     guard: str = ""     # a condition on uniforms under which Stage.fast blocks run ("": none)
     guard_note: str = ""    # what the guard proves, for a comment
+
+    @property
+    def loop_words(self) -> frozenset[str]:
+        """What the stages of the step loop read (t_n only through a stage's tt)."""
+        return frozenset().union(*(st.words for st in self.stages))
 
     def meta(self) -> dict:
         """What the runtime needs besides the GLSL text (JSON-able)."""

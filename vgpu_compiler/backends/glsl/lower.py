@@ -9,6 +9,8 @@ every shape.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -155,7 +157,7 @@ class _Lowering:
         coupled = self._coupled_block(roots, ctx)
         temps, names = self.p.hoist(roots, ctx, prefix)
         body = tuple(Assign(t, self.p.expr(e, ctx, names), c) for t, e, c in targets)
-        return Block(coupled=coupled, temps=tuple(temps), body=body)
+        return _with_words(Block(coupled=coupled, temps=tuple(temps), body=body))
 
     def _coupled_block(self, roots: list[Expr], ctx: Context) -> CoupledBlock | None:
         used, reduces, _ = _coupled_uses(roots)
@@ -220,8 +222,10 @@ class _Lowering:
             fast = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
         finally:
             self.p.fast = False
-        return Stage(index=s, comment=f"c = {c}", time=time, combos=tuple(combos), block=block,
-                     fast=fast if len(self.p.guards_used) > used else None)
+        fast = fast if len(self.p.guards_used) > used else None
+        read = block.words | (fast.words if fast else frozenset())
+        return Stage(index=s, comment=f"c = {c}", time=time, block=block, fast=fast,
+                     combos=tuple(a for a in combos if a.target in read))
 
     def _update(self) -> tuple[Assign, ...]:
         tab, out = self.f.solver.tableau, []
@@ -264,7 +268,8 @@ class _Lowering:
         for func, (args, eid), comment in targets:
             text = ", ".join(self.p.expr(a, ctx, names) for a in args)
             body.append(Assign(func, f"{text}, {eid}u", comment))
-        return Block(coupled=coupled, temps=tuple(temps), body=tuple(body)), tuple(fluxers)
+        return (_with_words(Block(coupled=coupled, temps=tuple(temps), body=tuple(body))),
+                tuple(fluxers))
 
     # --- declarations ----------------------------------------------------------------
     def _buffers(self, fluxers) -> tuple[Buffer, ...]:
@@ -366,6 +371,18 @@ def _strip(text: str) -> str:
 
 def _extent(x) -> str:
     return str(x) if isinstance(x, int) else mangle("d", x)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _with_words(block: Block) -> Block:
+    """``block`` with the identifiers its printed code names (see Block.words)."""
+    texts = list(block.temps) + [a.expr for a in block.body]
+    if block.coupled is not None:
+        texts += [v.expr for v in block.coupled.values]
+    return dataclasses.replace(block, words=frozenset(
+        w for t in texts for w in _IDENTIFIER.findall(t)))
 
 
 def _walk(e: Expr):
