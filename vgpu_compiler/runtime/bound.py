@@ -42,16 +42,11 @@ class Bound:
     def n_trajectories(self) -> int:
         return math.prod(self.grid_shape)
 
-    def signature(self) -> tuple:
-        """Everything about the call that changes generated code or buffer sizes."""
-        return (
-            self.grid_shape,
-            tuple(sorted((k, v.shape) for k, v in self.inputs.items())),
-            tuple(sorted(self.output_shapes.items())),
-            tuple(sorted((k, isinstance(v, np.ndarray)) for k, v in self.params.items())),
-            np.dtype(self.dtype).name,
-            tuple(sorted(self.dims.items())),
-        )
+    @property
+    def per_trajectory(self) -> tuple[str, ...]:
+        """The params passed with one value per trajectory, in declaration order."""
+        return tuple(p.name for p in self.field.params
+                     if isinstance(self.params[p.name], np.ndarray) and self.params[p.name].ndim)
 
 
 @dataclass

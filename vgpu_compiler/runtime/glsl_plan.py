@@ -117,8 +117,7 @@ def plan_for(kernel, bound: Bound) -> Plan:
 
 def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Plan:
     meta, dev = kernel.meta, gl.device_info()
-    pt = tuple(p.name for p in bound.field.params
-               if isinstance(bound.params[p.name], np.ndarray) and bound.params[p.name].ndim)
+    pt = bound.per_trajectory
     item = np.dtype(bound.dtype).itemsize
     grid = bound.grid_shape
     row = math.prod(grid[1:]) if meta["has_basin"] else 1

@@ -63,23 +63,19 @@ def _kernel(bound: Bound) -> GpuKernel:
     if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
         COUNTERS.add("memory_hits")
         return hit[1]
-    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype], per_trajectory(bound),
-                        shape_signature(bound))
+    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype],
+                        tuple(sorted(bound.per_trajectory)), shape_signature(bound))
     bound.memo["glsl"] = (env, kernel)
     return kernel
 
 
 def shape_signature(bound: Bound) -> tuple:
     """The shapes that size a kernel's buffers: part of its memory key. (bind fills
-    inputs and outputs in declaration order; dims in the order they were bound.)"""
+    inputs and outputs in declaration order; dims are sorted: the order they are bound
+    in depends on the call.)"""
     return (bound.grid_shape, tuple(sorted(bound.dims.items())),
             tuple((k, v.shape) for k, v in bound.inputs.items()),
             tuple(bound.output_shapes.items()))
-
-
-def per_trajectory(bound: Bound) -> tuple[str, ...]:
-    return tuple(sorted(k for k, v in bound.params.items()
-                        if isinstance(v, np.ndarray) and v.ndim))
 
 
 # --- finding or making a kernel ------------------------------------------------------
