@@ -12,11 +12,12 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   TypeError_, UnknownNameError, VgpuError, VgpuIndexError,
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
+from vgpu_compiler.noise.philox import philox
 from vgpu_compiler.runtime.bound import Solution
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "NonFiniteWarning",
+    "Solution", "NonFiniteWarning", "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

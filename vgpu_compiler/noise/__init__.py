@@ -1,0 +1,1 @@
+"""Randomness for stochastic fields: the counter-based generator every backend must match."""
