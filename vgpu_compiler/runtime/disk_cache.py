@@ -212,9 +212,18 @@ class DiskCache:
                 size += p.stat().st_size
             except OSError:
                 pass
+        why = self.disabled or self._distrusted()
         return {"disk_folder": str(self.folder), "disk_entries": len(files),
                 "disk_bytes": size, "disk_max_bytes": max_bytes(),
-                "disk_enabled": self.disabled is None, "disk_off_reason": self.disabled}
+                "disk_enabled": why is None, "disk_off_reason": why}
+
+    def _distrusted(self) -> str | None:
+        """Why the folder would not be trusted (None also when it does not exist yet)."""
+        try:
+            why = distrust(self.folder.stat())
+        except OSError:
+            return None
+        return f"{self.folder} {why}" if why else None
 
 
 def distrust(st: os.stat_result) -> str | None:
