@@ -139,7 +139,7 @@ def test_cache_info_prints_the_bound(tmp_path):
     out = subprocess.run([sys.executable, "-m", "vgpu_compiler.cli", "cache", "info"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "at most 3.0 MiB (VGPU_CACHE_MAX_BYTES)" in out.stdout
+    assert "at most:     3.0 MiB (VGPU_CACHE_MAX_BYTES" in out.stdout
 
 
 WRITER = """

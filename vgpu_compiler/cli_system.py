@@ -145,11 +145,11 @@ def cache_report(info: dict) -> list[str]:
     state = "on" if info.get("disk_enabled", True) else \
         f"off: {info.get('disk_off_reason') or 'not writable'}"
     bound = info.get("disk_max_bytes")
-    limit = f" of at most {_size(bound)} (VGPU_CACHE_MAX_BYTES)" if bound is not None else ""
     lines = [
         f"disk cache:    {info.get('disk_folder', '?')} ({state})",
-        f"  kernels:     {info.get('disk_entries', 0)}, {_size(info.get('disk_bytes', 0))}"
-        f"{limit}, least recently used dropped first",
+        f"  kernels:     {info.get('disk_entries', 0)}, {_size(info.get('disk_bytes', 0))}",
+        f"  at most:     {_size(bound) if bound is not None else '?'} (VGPU_CACHE_MAX_BYTES; "
+        "least recently used go first)",
         f"memory cache:  up to {info.get('memory_capacity', '?')} compiled kernels per process "
         "(LRU)",
         "counters:      per process, from Python: vgpu.cache_stats()",
