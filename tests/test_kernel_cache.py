@@ -301,11 +301,13 @@ def test_evict_narrowed_by_dtype_and_per_trajectory_params(fresh_cache, glsl):
 INDEXED = """field f {
     input v[N]
     state x = 0
-    dx/dt = v[i + 2]
+    dx/dt = v[2 - i] + v[i + 2]
     solve euler(dt = 1, steps = 1)
 }
 """
-RESPACED = "# the same field\n\n" + INDEXED.replace("dx/dt = v[i + 2]", "dx/dt   =   v[i+2]  # !")
+# two error sites (the first never fails), positions moved by comments and spacing
+RESPACED = "# the same field\n\n" + INDEXED.replace("dx/dt = v[2 - i] + v[i + 2]",
+                                                  "dx/dt = v[2-i] + v[i+2]  # !")
 
 
 def _index_error(src):
@@ -319,16 +321,16 @@ def _index_error(src):
 def test_comments_and_spacing_share_a_kernel_and_errors_name_the_current_text(fresh_cache,
                                                                                glsl):
     first, c = _index_error(INDEXED)
-    assert c["compiles"] == 1 and (first.line, first.column) == (4, 13)
+    assert c["compiles"] == 1 and (first.line, first.column) == (4, 24)
     second, c = _index_error(RESPACED)
     assert c["compiles"] == 0 and c["memory_hits"] == 1
-    assert (second.line, second.column) == (6, 17) and "line 6" in str(second)
+    assert (second.line, second.column) == (6, 22) and "line 6" in str(second)
     assert "v[i+2]" in second.source_line
     glsl.clear_cache(memory=True, disk=False)           # a new process: found on disk
     third, c = _index_error(RESPACED)
-    assert c["disk_hits"] == 1 and c["compiles"] == 1 and (third.line, third.column) == (6, 17)
+    assert c["disk_hits"] == 1 and c["compiles"] == 1 and (third.line, third.column) == (6, 22)
     again, _ = _index_error(INDEXED)
-    assert (again.line, again.column) == (4, 13)
+    assert (again.line, again.column) == (4, 24)
 
 
 def test_the_key_differs_when_the_program_does(glsl):

@@ -142,17 +142,17 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...],
     key, fid, spans = identity(field, dtype, pt)       # the GLSL text's key (disk)
     kernel = _find_or_build(field, dtype, pt, shapes, key, fid, spans)
     if kernel.meta.get("spans") != spans:
-        return FieldView(kernel, _ErrorTable(field, dtype, pt, kernel.meta.get("errors", [])))
+        return FieldView(kernel, _ErrorTable(field, dtype, pt, kernel.meta))
     return kernel
 
 
-def _find_or_build(field, dtype, pt, shapes, key, fid, spans) -> GpuKernel:
+def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuKernel:
     mkey = memory_key(key, shapes)
     kernel = MEMORY.get(mkey)
     if kernel is not None:
         COUNTERS.add("memory_hits")
         return kernel
-    found = DISK.load(key)
+    found = DISK.load(key) if disk else None
     if found is not None:
         COUNTERS.add("disk_hits")
         source, meta = found
@@ -171,7 +171,7 @@ def _find_or_build(field, dtype, pt, shapes, key, fid, spans) -> GpuKernel:
     except Exception as exc:       # a driver that rejects the shader: a compiler bug
         if found is not None:       # a stale or foreign disk entry: drop it, rebuild once
             DISK.evict(key)
-            return _find_or_build(field, dtype, pt, shapes, key, fid, spans)
+            return _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=False)
         raise BackendError(f"the OpenGL driver rejected the shader of field "
                            f"`{field.name}`: {exc}") from None
     COUNTERS.add("compiles")
@@ -183,15 +183,16 @@ class _ErrorTable:
     lowering the field again, only when an error is reported: error ids are given in
     the order the printer meets the sites, which positions do not change."""
 
-    def __init__(self, field: Field, dtype: str, pt: tuple, fallback: list):
-        self._args, self._fallback, self._rows = (field, dtype, pt), fallback, None
+    def __init__(self, field: Field, dtype: str, pt: tuple, meta: dict):
+        self._args = (field, dtype, pt, meta.get("reduction"))
+        self._fallback, self._rows = meta.get("errors", []), None
 
     def __getitem__(self, i: int):
         if self._rows is None:
             from ..backends.glsl import build, device_reduction
-            field, dtype, pt = self._args
+            field, dtype, pt, reduction = self._args
             _, desc = build(field, dtype=dtype, per_trajectory_params=pt,
-                            reduction=device_reduction())
+                            reduction=reduction or device_reduction())
             self._rows = desc.meta()["errors"]
         rows = self._rows if len(self._rows) == len(self._fallback) else self._fallback
         return rows[i]
