@@ -326,6 +326,10 @@ def test_comments_and_spacing_share_a_kernel_and_errors_name_the_current_text(fr
     assert c["compiles"] == 0 and c["memory_hits"] == 1
     assert (second.line, second.column) == (6, 22) and "line 6" in str(second)
     assert "v[i+2]" in second.source_line
+    with pytest.raises(vgpu.VgpuIndexError) as longer:      # a run on the GL thread
+        vgpu.solve(RESPACED, inputs={"v": np.ones(3, np.float32)}, backend="glsl", steps=3,
+                   save_every=1)
+    assert (longer.value.line, longer.value.column) == (6, 22)
     glsl.clear_cache(memory=True, disk=False)           # a new process: found on disk
     third, c = _index_error(RESPACED)
     assert c["disk_hits"] == 1 and c["compiles"] == 1 and (third.line, third.column) == (6, 22)

@@ -189,10 +189,10 @@ class _ErrorTable:
 
     def __getitem__(self, i: int):
         if self._rows is None:
-            from ..backends.glsl import build, device_reduction
+            from ..backends.glsl import build     # (maybe on the GL thread: no gl.call here)
             field, dtype, pt, reduction = self._args
             _, desc = build(field, dtype=dtype, per_trajectory_params=pt,
-                            reduction=reduction or device_reduction())
+                            reduction=reduction or "tree")
             self._rows = desc.meta()["errors"]
         rows = self._rows if len(self._rows) == len(self._fallback) else self._fallback
         return rows[i]
