@@ -194,7 +194,8 @@ def test_an_untrusted_folder_is_not_used(tmp_path, monkeypatch, caplog, how):
         assert cache.load("k0") is None
         assert cache.store("k1", "glsl", {}) is False
     (msg,) = _off_warnings(caplog)
-    assert expected in msg and "chmod 700" in msg
+    assert expected in msg and "VGPU_CACHE_DIR" in msg
+    assert ("chmod 700" in msg) == (how == "writable by others")
     assert cache.info()["disk_enabled"] is False and not (folder / "k1.glsl.json").exists()
 
 

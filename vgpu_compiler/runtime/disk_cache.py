@@ -102,8 +102,9 @@ class DiskCache:
             return False
         why = distrust(st)
         if why:
-            self._disable(f"{folder} {why}, so its entries could be forged; make it private "
-                          f"(chmod 700) or set VGPU_CACHE_DIR to a folder of your own")
+            fix = "make it private (chmod 700) or " if "mode" in why else ""
+            self._disable(f"{folder} {why}, so its entries could be forged and are not used; "
+                          f"{fix}set VGPU_CACHE_DIR to a folder of your own")
             return False
         self._trusted.add(folder)
         return True
