@@ -165,7 +165,8 @@ def test_processes_writing_under_a_small_bound(tmp_path):
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0 and OFF not in err, err
     cache = DiskCache(folder)
-    assert 0 < cache.info()["disk_bytes"] <= 20 * 1024 + 4 * 2200   # a write per process may land after another's sweep
+    # each process's last write may land after another's sweep: one entry each of slack
+    assert 0 < cache.info()["disk_bytes"] <= 20 * 1024 + 4 * 2200
     assert not list(folder.glob(".tmp-*"))
 
 

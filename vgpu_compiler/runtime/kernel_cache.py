@@ -3,7 +3,12 @@
 A GpuKernel is a compiled compute program plus the storage buffers it runs
 on, allocated once and grown only when a call needs more room. OpenGL binding
 points are global state, so the runner binds a kernel's buffers before a
-dispatch unless they are the ones bound last. Every GL object is made and released on the GL thread (gl.call).
+dispatch unless they are the ones bound last. Every GL object is made and
+released on the GL thread (gl.call).
+
+Kernel keys leave source positions out, so texts that differ only in comments
+or spacing share a kernel; such a text runs it through a FieldView, which
+reports run-time errors at that text's own lines.
 """
 from __future__ import annotations
 
