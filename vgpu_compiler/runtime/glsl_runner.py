@@ -59,7 +59,7 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         return execute(kernel, bound, progress)
 
 
-def _kernel(bound: Bound) -> GpuKernel:
+def _kernel(bound: Bound) -> GpuKernel | FieldView:
     """The kernel for this call. Calls of one signature share ``bound.memo``: a repeated
     call finds its kernel there, checking that the memory cache still holds it (not
     evicted or cleared) and that VGPU_REDUCTION did not change."""
