@@ -255,3 +255,117 @@ def test_the_public_cache_face(fresh_cache):
     assert vgpu.cache_info()["memory_entries"] == 0
     _, after = counts(lorenz)
     assert after["compiles"] == 1 and after["disk_hits"] == 0
+
+
+# --- evict: every kernel of a field unless narrowed (issue 18) ------------------------------
+def _lorenz_variants():
+    """LORENZ with scalar and with per-trajectory rho, in float32 and float64: 4 kernels."""
+    for dtype in ("float32", "float64"):
+        for rho in (28.0, np.linspace(20, 30, 16)):
+            h0 = RNG.normal(size=(16, 3))
+            vgpu.run_field(LORENZ, h0, params={"rho": rho}, dtype=dtype, backend="glsl",
+                           steps=5)
+
+
+def _variant_compiles() -> dict:
+    _, c = counts(_lorenz_variants)
+    return c
+
+
+def test_evict_drops_every_kernel_of_the_field(fresh_cache, glsl):
+    _lorenz_variants()
+    assert glsl.cache_info()["memory_entries"] == 4 and len(_entries(fresh_cache)) == 4
+    assert vgpu.evict(LORENZ) is True
+    info = glsl.cache_info()
+    assert info["memory_entries"] == 0 and info["disk_entries"] == 0
+    c = _variant_compiles()
+    assert c["compiles"] == 4 and c["disk_hits"] == 0 and c["memory_hits"] == 0
+    assert vgpu.evict(LORENZ) is True and vgpu.evict(LORENZ) is False
+
+
+def test_evict_narrowed_by_dtype_and_per_trajectory_params(fresh_cache, glsl):
+    _lorenz_variants()
+    vgpu.run_field(HEAT, np.ones(64, np.float32), backend="glsl")      # another field: kept
+    assert vgpu.evict(LORENZ, dtype="float64") is True                  # both float64 kernels
+    assert glsl.cache_info()["memory_entries"] == 3 and len(_entries(fresh_cache)) == 3
+    assert vgpu.evict(LORENZ, dtype="float32", per_trajectory=["rho"]) is True
+    assert vgpu.evict(LORENZ, per_trajectory="rho") is False            # gone already
+    assert glsl.cache_info()["memory_entries"] == 2 and len(_entries(fresh_cache)) == 2
+    c = _variant_compiles()          # float32 scalar rho was kept; the other three rebuilt
+    assert c["compiles"] == 3 and c["memory_hits"] == 1 and c["disk_hits"] == 0
+    _, heat = counts(lambda: vgpu.run_field(HEAT, np.ones(64, np.float32), backend="glsl"))
+    assert heat["memory_hits"] == 1 and heat["compiles"] == 0
+
+
+# --- the key leaves source positions out (issue 19, item 15) -------------------------------
+INDEXED = """field f {
+    input v[N]
+    state x = 0
+    dx/dt = v[2 - i] + v[i + 2]
+    solve euler(dt = 1, steps = 1)
+}
+"""
+# two error sites (the first never fails), positions moved by comments and spacing
+RESPACED = "# the same field\n\n" + INDEXED.replace("dx/dt = v[2 - i] + v[i + 2]",
+                                                  "dx/dt = v[2-i] + v[i+2]  # !")
+
+
+def _index_error(src):
+    def go():
+        with pytest.raises(vgpu.VgpuIndexError) as info:
+            vgpu.run_field(src, inputs={"v": np.ones(3, np.float32)}, backend="glsl")
+        return info.value
+    return counts(go)
+
+
+def test_comments_and_spacing_share_a_kernel_and_errors_name_the_current_text(fresh_cache,
+                                                                               glsl):
+    first, c = _index_error(INDEXED)
+    assert c["compiles"] == 1 and (first.line, first.column) == (4, 24)
+    second, c = _index_error(RESPACED)
+    assert c["compiles"] == 0 and c["memory_hits"] == 1
+    assert (second.line, second.column) == (6, 22) and "line 6" in str(second)
+    assert "v[i+2]" in second.source_line
+    with pytest.raises(vgpu.VgpuIndexError) as longer:      # a run on the GL thread
+        vgpu.solve(RESPACED, inputs={"v": np.ones(3, np.float32)}, backend="glsl", steps=3,
+                   save_every=1)
+    assert (longer.value.line, longer.value.column) == (6, 22)
+    glsl.clear_cache(memory=True, disk=False)           # a new process: found on disk
+    third, c = _index_error(RESPACED)
+    assert c["disk_hits"] == 1 and c["compiles"] == 1 and (third.line, third.column) == (6, 22)
+    again, _ = _index_error(INDEXED)
+    assert (again.line, again.column) == (4, 24)
+
+
+def test_the_key_differs_when_the_program_does(glsl):
+    from vgpu_compiler.runtime.glsl_runner import canonical
+    one = vgpu.compile(INDEXED).program.fields[0]
+    assert canonical(vgpu.compile(RESPACED).program.fields[0])[0] == canonical(one)[0]
+    other = vgpu.compile(INDEXED.replace("i + 2", "i + 1")).program.fields[0]
+    assert canonical(other)[0] != canonical(one)[0]
+
+
+# --- the key is iterative and linear in the IR DAG (issue 19, item 6) ----------------------
+def test_the_key_of_deep_and_shared_expressions(glsl):
+    import dataclasses
+    from vgpu_compiler.ir.nodes import Apply
+    from vgpu_compiler.ir.ops import Op
+    from vgpu_compiler.runtime.glsl_runner import canonical
+    field = vgpu.compile(LORENZ).program.fields[0]
+    deep = field.derivs[0]
+    for _ in range(20000):                     # far deeper than Python's recursion limit
+        deep = Apply(Op.NEG, (deep,), deep.type)
+    shared = field.derivs[0]
+    for _ in range(300):                       # 2^300 paths, 300 distinct nodes
+        shared = Apply(Op.ADD, (shared, shared), shared.type)
+    keys = {canonical(dataclasses.replace(field, derivs=(e,) + field.derivs[1:]))[0]
+            for e in (deep, shared, field.derivs[0])}
+    assert len(keys) == 3
+
+
+@pytest.mark.parametrize("expr", ["(" * 160 + "x" + ")" * 160, " + ".join(["x"] * 200)])
+def test_deep_and_wide_expressions_run_on_glsl(glsl, expr):
+    src = f"field f {{\n state x\n dx/dt = -0.001 * ({expr})\n solve euler(dt=0.1, steps=3)\n}}\n"
+    h0 = np.linspace(0, 1, 8).astype(np.float32)
+    ref = vgpu.run_field(src, h0, backend="numpy")
+    np.testing.assert_allclose(vgpu.run_field(src, h0, backend="glsl"), ref, rtol=1e-5)

@@ -98,15 +98,19 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     return glsl_runner.clear_cache(memory=memory, disk=disk)
 
 
-def evict(src, *, field=None, dtype="float32", per_trajectory=()) -> bool:
+def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     """Drop one field's kernels (every shape, memory and disk); True if any was cached.
-    ``per_trajectory`` names the params that were passed per trajectory."""
+    ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
+    trajectory) narrow it to those kernels; None means all."""
     from .runtime import glsl_runner
     from .runtime.bind import working_dtype
+    if isinstance(per_trajectory, str):
+        per_trajectory = (per_trajectory,)
     text, filename = _text(src)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)
-        return glsl_runner.evict(selected, working_dtype(dtype).name,
+        return glsl_runner.evict(selected, None if dtype is None else working_dtype(dtype).name,
+                                 None if per_trajectory is None else
                                  tuple(sorted(per_trajectory)))
 
 

@@ -142,10 +142,14 @@ def cache_command(args: argparse.Namespace) -> int:
 
 def cache_report(info: dict) -> list[str]:
     """The disk cache (shared by processes) and the memory cache's size (per process)."""
-    state = "on" if info.get("disk_enabled", True) else "off (not writable)"
+    state = "on" if info.get("disk_enabled", True) else \
+        f"off: {info.get('disk_off_reason') or 'not writable'}"
+    bound = info.get("disk_max_bytes")
     lines = [
         f"disk cache:    {info.get('disk_folder', '?')} ({state})",
         f"  kernels:     {info.get('disk_entries', 0)}, {_size(info.get('disk_bytes', 0))}",
+        f"  at most:     {_size(bound) if bound is not None else '?'} (VGPU_CACHE_MAX_BYTES; "
+        "least recently used go first)",
         f"memory cache:  up to {info.get('memory_capacity', '?')} compiled kernels per process "
         "(LRU)",
         "counters:      per process, from Python: vgpu.cache_stats()",

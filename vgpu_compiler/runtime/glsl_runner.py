@@ -2,11 +2,16 @@
 
 Compile once, bind once, dispatch many. A kernel (a compiled program and
 the buffers it runs on) is kept in memory per key = hash(compiler version,
-canonical IR with spans, dtype, which params are per-trajectory, GL driver,
-shapes): a call with the same program and shapes only writes buffers and
-dispatches; a new shape compiles once. The lowered GLSL does not depend on
+canonical IR without source positions, dtype, which params are per-trajectory,
+GL driver, shapes): a call with the same program and shapes only writes buffers
+and dispatches; a new shape compiles once. The lowered GLSL does not depend on
 shapes (they are uniforms), so the disk cache keys it without them: a new
 process, or a new shape, skips lowering and only compiles.
+
+Positions are left out of the key (comments and spacing do not matter), but the
+kernel's run-time error table names lines: a field whose positions differ from
+those of the text that built the kernel gets a FieldView of it, whose error
+table is its own (made by lowering again, only when an error is reported).
 """
 from __future__ import annotations
 
@@ -27,13 +32,14 @@ from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 from .disk_cache import DiskCache
 from .glsl_exec import execute
-from .kernel_cache import GpuKernel, KernelCache
+from .kernel_cache import FieldView, GpuKernel, KernelCache
 
 MEMORY = KernelCache()
 DISK = DiskCache()
 _DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64")}  # np.dtype.name is slow
 _key_lock = threading.Lock()
-_key_memo: dict[tuple, tuple[weakref.ref, str]] = {}
+_key_memo: dict[tuple, tuple[weakref.ref, tuple]] = {}
+FIELD_ID_CHARS = 16          # a disk key starts with this much of the field id (evict)
 
 
 def available() -> bool:
@@ -53,19 +59,19 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         return execute(kernel, bound, progress)
 
 
-def _kernel(bound: Bound) -> GpuKernel:
+def _kernel(bound: Bound) -> GpuKernel | FieldView:
     """The kernel for this call. Calls of one signature share ``bound.memo``: a repeated
     call finds its kernel there, checking that the memory cache still holds it (not
     evicted or cleared) and that VGPU_REDUCTION did not change."""
     from ..backends.glsl import REDUCTION_ENV
     env = os.environ.get(REDUCTION_ENV)
     hit = bound.memo.get("glsl")
-    if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
+    if hit is not None and hit[0] == env and MEMORY.get(hit[2].key) is hit[2]:
         COUNTERS.add("memory_hits")
         return hit[1]
     kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype],
                         tuple(sorted(bound.per_trajectory)), shape_signature(bound))
-    bound.memo["glsl"] = (env, kernel)
+    bound.memo["glsl"] = (env, kernel, kernel.base)
     return kernel
 
 
@@ -95,22 +101,32 @@ def compiler_fingerprint() -> str:
 
 
 def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
+    """The key of the field's GLSL on disk (and, with shapes, of its kernel in memory)."""
+    return identity(field, dtype, pt)[0]
+
+
+def identity(field: Field, dtype: str, pt: tuple[str, ...]) -> tuple[str, str, str]:
+    """(key, field id, positions digest), memoised per field object. The key holds no
+    source positions (comments and spacing do not matter); the field id, a digest of
+    the position-free IR alone, names every kernel of the field (evict)."""
     from ..backends.glsl import REDUCTION_ENV, device_reduction
     memo = (id(field), dtype, pt, os.environ.get(REDUCTION_ENV))   # per call: keep it cheap
     with _key_lock:
         hit = _key_memo.get(memo)
     if hit is not None and hit[0]() is field:
         return hit[1]
+    fid, spans = canonical(field)
     dev = gl.device_info()
-    parts = [compiler_fingerprint(), canonical(field), dtype, ",".join(sorted(pt)),
+    parts = [compiler_fingerprint(), fid, dtype, ",".join(sorted(pt)),
              dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", ""),
              device_reduction()]
     key = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
+    out = (f"{fid[:FIELD_ID_CHARS]}-{key}", fid, spans)
     with _key_lock:
         if len(_key_memo) > 256:
             _key_memo.clear()
-        _key_memo[memo] = (weakref.ref(field), key)
-    return key
+        _key_memo[memo] = (weakref.ref(field), out)
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -119,14 +135,24 @@ def memory_key(key: str, shapes: tuple) -> str:
     return hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
 
 
-def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = ()) -> GpuKernel:
-    key = kernel_key(field, dtype, pt)                  # the GLSL text's key (disk)
+def kernel_for(field: Field, dtype: str, pt: tuple[str, ...],
+               shapes: tuple = ()) -> GpuKernel | FieldView:
+    """The kernel of ``field`` (a GpuKernel, or a FieldView of one built from a text that
+    differs only in positions)."""
+    key, fid, spans = identity(field, dtype, pt)       # the GLSL text's key (disk)
+    kernel = _find_or_build(field, dtype, pt, shapes, key, fid, spans)
+    if kernel.meta.get("spans") != spans:
+        return FieldView(kernel, _ErrorTable(field, dtype, pt, kernel.meta))
+    return kernel
+
+
+def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuKernel:
     mkey = memory_key(key, shapes)
     kernel = MEMORY.get(mkey)
     if kernel is not None:
         COUNTERS.add("memory_hits")
         return kernel
-    found = DISK.load(key)
+    found = DISK.load(key) if disk else None
     if found is not None:
         COUNTERS.add("disk_hits")
         source, meta = found
@@ -134,10 +160,10 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = ()
         from ..backends.glsl import build, device_reduction
         source, desc = build(field, dtype=dtype, per_trajectory_params=pt,
                              reduction=device_reduction())
-        meta = desc.meta()
+        meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
         DISK.store(key, source, meta)
     kernel = GpuKernel(mkey, source, meta)
-    kernel.disk_key = key
+    kernel.disk_key, kernel.field_id, kernel.dtype, kernel.pt = key, fid, dtype, pt
     try:
         gl.call(kernel.compile)
     except gl.NoContext as exc:
@@ -145,33 +171,78 @@ def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = ()
     except Exception as exc:       # a driver that rejects the shader: a compiler bug
         if found is not None:       # a stale or foreign disk entry: drop it, rebuild once
             DISK.evict(key)
-            return kernel_for(field, dtype, pt, shapes)
+            return _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=False)
         raise BackendError(f"the OpenGL driver rejected the shader of field "
                            f"`{field.name}`: {exc}") from None
     COUNTERS.add("compiles")
     return MEMORY.put(kernel)
 
 
-def canonical(field: Field) -> str:
-    """A digest of the field's IR, spans included (they are in the error table).
-    kernel_key memoises it per field object, so it is computed once per program."""
-    return _canon(field, {})
+class _ErrorTable:
+    """The run-time error table of ``field`` (id -> kind, array, line, column), made by
+    lowering the field again, only when an error is reported: error ids are given in
+    the order the printer meets the sites, which positions do not change."""
+
+    def __init__(self, field: Field, dtype: str, pt: tuple, meta: dict):
+        self._args = (field, dtype, pt, meta.get("reduction"))
+        self._fallback, self._rows = meta.get("errors", []), None
+
+    def __getitem__(self, i: int):
+        if self._rows is None:
+            from ..backends.glsl import build     # (maybe on the GL thread: no gl.call here)
+            field, dtype, pt, reduction = self._args
+            _, desc = build(field, dtype=dtype, per_trajectory_params=pt,
+                            reduction=reduction or "tree")
+            self._rows = desc.meta()["errors"]
+        rows = self._rows if len(self._rows) == len(self._fallback) else self._fallback
+        return rows[i]
+
+    def __len__(self) -> int:
+        return len(self._fallback)
 
 
-def _canon(obj, memo: dict) -> str:
-    """A digest of every field of every node, spans included. Shared subtrees (an
-    inlined let used twice) are digested once, so the cost is linear in the DAG."""
+def canonical(field: Field) -> tuple[str, str]:
+    """(a digest of the field's IR without source positions, a digest of the positions).
+    Iterative over the IR DAG (deep expressions do not recurse), each shared node
+    digested once: linear in the DAG. Fields that take no part in equality (spans)
+    go to the second digest. kernel_key memoises it per field object."""
+    memo: dict[int, str] = {}
+    spans = hashlib.sha256()
+    stack = [field]
+    while stack:
+        obj = stack[-1]
+        if id(obj) in memo:
+            stack.pop()
+            continue
+        kids = _kids(obj)
+        todo = [k for k in kids if id(k) not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        memo[id(obj)] = _digest(obj, kids, memo, spans)
+    return memo[id(field)], spans.hexdigest()[:32]
+
+
+def _kids(obj) -> list:
     if isinstance(obj, (tuple, list)):
-        return "(" + ",".join(_canon(x, memo) for x in obj) + ")"
+        return list(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [getattr(obj, f.name) for f in dataclasses.fields(obj) if f.compare]
+    return []
+
+
+def _digest(obj, kids: list, memo: dict, spans) -> str:
+    if isinstance(obj, (tuple, list)):
+        return "(" + ",".join(memo[id(k)] for k in kids) + ")"
     if not (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
         return repr(obj)
-    hit = memo.get(id(obj))
-    if hit is None:
-        inner = ",".join(f"{f.name}={_canon(getattr(obj, f.name), memo)}"
-                         for f in dataclasses.fields(obj))
-        hit = hashlib.sha256(f"{type(obj).__name__}({inner})".encode()).hexdigest()[:32]
-        memo[id(obj)] = hit
-    return hit
+    names = [f.name for f in dataclasses.fields(obj) if f.compare]
+    inner = ",".join(f"{n}={memo[id(k)]}" for n, k in zip(names, kids))
+    others = [repr(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.compare]
+    if others:
+        spans.update("\x00".join(others).encode("utf-8") + b"\x01")
+    return hashlib.sha256(f"{type(obj).__name__}({inner})".encode()).hexdigest()[:32]
 
 
 # --- cache management --------------------------------------------------------------------
@@ -192,11 +263,21 @@ def clear_cache(memory: bool = True, disk: bool = True) -> dict:
     return out
 
 
-def evict(field: Field, dtype: str = "float32", per_trajectory_params=()) -> bool:
-    """Drop a field's kernels (every shape) from memory, and its GLSL from disk."""
-    key = kernel_key(field, dtype, tuple(per_trajectory_params))
-    dropped = [MEMORY.evict(k.key) for k in MEMORY.values() if k.disk_key == key]
-    return any(dropped) | DISK.evict(key)
+def evict(field: Field, dtype: str | None = None, per_trajectory_params=None) -> bool:
+    """Drop a field's kernels (every shape, dtype, per-trajectory params, driver and
+    compiler version) from memory, and their GLSL from disk; ``dtype`` and
+    ``per_trajectory_params`` (None: any) narrow it. True if anything was dropped."""
+    fid, _ = canonical(field)
+    pt = None if per_trajectory_params is None else tuple(sorted(per_trajectory_params))
+
+    def chosen(d, p) -> bool:
+        return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
+
+    dropped = [MEMORY.evict(k.key) for k in MEMORY.values()
+               if k.field_id == fid and chosen(k.dtype, k.pt)]
+    on_disk = DISK.evict_where(fid[:FIELD_ID_CHARS] + "-",
+                               lambda meta: chosen(meta.get("dtype"), meta.get("pt", ())))
+    return any(dropped) or on_disk > 0
 
 
 def set_cache_dir(folder) -> None:

@@ -3,7 +3,12 @@
 A GpuKernel is a compiled compute program plus the storage buffers it runs
 on, allocated once and grown only when a call needs more room. OpenGL binding
 points are global state, so the runner binds a kernel's buffers before a
-dispatch unless they are the ones bound last. Every GL object is made and released on the GL thread (gl.call).
+dispatch unless they are the ones bound last. Every GL object is made and
+released on the GL thread (gl.call).
+
+Kernel keys leave source positions out, so texts that differ only in comments
+or spacing share a kernel; such a text runs it through a FieldView, which
+reports run-time errors at that text's own lines.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ class GpuKernel:
     def __init__(self, key: str, source: str, meta: dict):
         self.key, self.source, self.meta = key, source, meta
         self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
+        self.field_id, self.dtype, self.pt = "", "", ()   # whose kernel it is (evict)
         self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (glsl_exec)
         self.err_dirty = True                 # the error slot needs a reset before a run
         self.lock = threading.Lock()          # one run at a time on these buffers
@@ -64,6 +70,26 @@ class GpuKernel:
 
     def nbytes(self) -> int:
         return sum(self.capacity.values())
+
+    @property
+    def base(self) -> "GpuKernel":
+        return self
+
+
+class FieldView:
+    """A kernel as seen by a field whose text differs only in positions (comments,
+    spacing) from the one that built it: everything is the kernel's, except the
+    run-time error table (``meta["errors"]``), which names the field's own lines."""
+
+    def __init__(self, kernel: GpuKernel, errors):
+        object.__setattr__(self, "base", kernel)
+        object.__setattr__(self, "meta", {**kernel.meta, "errors": errors})
+
+    def __getattr__(self, name: str):
+        return getattr(self.base, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.base, name, value)
 
 
 class KernelCache:
