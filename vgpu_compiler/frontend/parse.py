@@ -196,7 +196,8 @@ def _prime_hint(exc: UnexpectedInput, src: str):
     """``x' = ...``: a derivative is written ``dx/dt = ...``."""
     if not isinstance(exc, UnexpectedCharacters) or src[exc.pos_in_stream:][:1] != "'":
         return None
-    name = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", src[:exc.pos_in_stream])
+    pos = exc.pos_in_stream
+    name = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", src[src.rfind("\n", 0, pos) + 1:pos])
     if name is None:
         return None
     x = name.group()
