@@ -242,6 +242,18 @@ def test_glsl_kernel_describes_the_full_rank_basin():
         assert meta["basin"] == basin and meta["local_size"] == local
 
 
+@pytest.mark.parametrize("strategy", ["tree", "serial"])
+def test_both_reduction_strategies(fresh_cache, monkeypatch, strategy):
+    """The runner picks serial on llvmpipe; a GPU gets the tree: run both here."""
+    monkeypatch.setenv("VGPU_REDUCTION", strategy)
+    both(ROWS.replace("EDGE", "zero"), RNG.uniform(size=(4, 19)).astype(np.float32))
+    both(PLANES, RNG.uniform(size=(2, 5, 9)).astype(np.float32))
+    from vgpu_compiler.runtime import glsl_runner
+    mark = {"tree": "tree reduction over", "serial": "serial reduction:"}[strategy]
+    built = [k.source for k in glsl_runner.MEMORY.values()]
+    assert len(built) == 2 and all(mark in source for source in built)
+
+
 def test_rows_split_over_chunks_glsl(glsl):
     """Chunks are rows of basins along the first grid axis: here a few rows each."""
     src = ROWS.replace("EDGE", "wrap")
