@@ -173,7 +173,8 @@ def test_too_deep_nesting_is_a_source_error():
 TOKENS = ["field", "f", "{", "}", "(", ")", "[", "]", "state", "x", "dx", "/", "dt", "=",
           "+", "-", "*", "^", "<", "and", "not", "1", "2.5", ",", ";", "\n", "param",
           "solve", "rk4", "steps", "sum", "coupled", "basin", "l", "edge", "wrap", "#", "A",
-          "input", "flux", "+=", "let", "where", "init", "grid", "i", "N", "collapse", "when"]
+          "input", "flux", "+=", "let", "where", "init", "grid", "i", "N", "collapse", "when",
+          "**", "if", "then", "else", "'", "x'", "\t", "\ufeff"]
 
 
 def test_random_token_soup_only_raises_vgpu_errors():
