@@ -257,3 +257,13 @@ def test_every_field_in_the_language_reference_compiles():
     assert len(blocks) >= 4
     for block in blocks:
         assert compile_program(block).program.fields
+
+
+@pytest.mark.parametrize("text, same", [
+    ("x ** 2", "x ^ 2"), ("2 ** -1", "2 ^ -1"), ("-x ** 2 ** 0.5", "-(x ^ (2 ^ 0.5))"),
+    ("i ** 2", "float(i) ^ float(2)"),
+])
+def test_double_star_is_power(text, same):
+    """`**` is `^`: the same op, precedence, associativity and float result."""
+    assert let_ir("", text) == let_ir("", same)
+    assert let_ir("", text).op is Op.POW or let_ir("", text).op is Op.NEG

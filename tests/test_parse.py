@@ -65,6 +65,12 @@ def test_resources_point_at_the_checkout():
     ("where(x > 0, 1, -1)", "(where (> x 0) 1 (neg 1))"),
     ("atan2(y, x) ^ 2", "(^ (atan2 y x) 2)"),
     ("f()", "(f )"),
+    ("2 ** 3 ** 2", "(^ 2 (^ 3 2))"),
+    ("2**-1", "(^ 2 (neg 1))"),
+    ("-a ** 2", "(neg (^ a 2))"),
+    ("a * b ** 2", "(* a (^ b 2))"),
+    ("2 ** 3 ^ 2", "(^ 2 (^ 3 2))"),
+    ("x**2*y", "(* (^ x 2) y)"),
 ])
 def test_precedence_and_associativity(text, tree):
     assert expr(text) == tree
@@ -154,6 +160,28 @@ def test_keywords_are_not_names():
             parse(f"field f {{ let {word} = 1 }}")
 
 
+def test_a_byte_order_mark_at_the_start_is_skipped():
+    src = "field f {\n  state x\n  dx/dt = -x\n}"
+    assert program("\ufeff" + src) == program(src)     # spans too: columns as shown
+
+
+@pytest.mark.parametrize("digit", ["\uff11\uff10", "\u0663", "\u0967", "\u00b2", "\U0001d7d9"])
+def test_numbers_are_ascii_digits_only(digit):
+    with pytest.raises(SyntaxError_) as info:
+        parse(f"field f {{ let r = {digit} }}")
+    assert (info.value.line, info.value.column) == (1, 19)
+    assert "ASCII digits" in info.value.message or "unexpected character" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["\u00e9t\u00e9", "x\u00e9", "\u03b1", "x\u0663", "_\u0131"])
+def test_names_are_ascii_only(name):
+    """Identifiers are exactly [A-Za-z_][A-Za-z0-9_]* (Python's \\w would take more)."""
+    with pytest.raises(SyntaxError_) as info:
+        parse(f"field f {{ let {name} = 1 }}")
+    bad = next(k for k, c in enumerate(name) if not c.isascii())
+    assert (info.value.line, info.value.column) == (1, 15 + bad)
+
+
 def test_spans_are_one_based_and_cover_the_node():
     (let,) = body("let r = a +  bb")
     assert let.span == Span(2, 1, 2, 16)
@@ -177,6 +205,9 @@ def test_spans_are_one_based_and_cover_the_node():
     ("field f { e x/dt = 1 }", 1, 13, "dx/dt"),
     ("field f { let state = 1 }", 1, 15, "unexpected `state`"),
     ("field f { 3x = 1 }", 1, 11, "unexpected `3`"),
+    ("field f { let a = 2 *** 3 }", 1, 23, "expected an expression"),
+    ("field f { let a = 1\uff10 }", 1, 20, "ASCII digits 0-9"),
+    ("field f { let \u00e9 = 1 }", 1, 15, "names are ASCII letters"),
 ])
 def test_syntax_errors(src, line, column, words):
     from vgpu_compiler.compile import compile_program

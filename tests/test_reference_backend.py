@@ -415,8 +415,9 @@ field free {
 
 
 @settings(max_examples=25, deadline=None)
-@given(m=st.integers(1, 9), n=st.integers(1, 9), bm=st.integers(1, 4), bn=st.integers(1, 4))
+@given(m=st.integers(1, 9), n=st.integers(1, 9), bm=st.integers(0, 4), bn=st.integers(1, 4))
 def test_basin_layout_never_changes_uncoupled_results(m, n, bm, bn):
+    """bm = 0: a 1-D basin along the grid's last axis."""
     rng = np.random.default_rng(m * 10 + n)
     h0 = rng.normal(size=(m, n))
     args = dict(params={"k": rng.uniform(size=(m, n))}, inputs={"w": rng.normal(size=(m, n))},
@@ -424,6 +425,45 @@ def test_basin_layout_never_changes_uncoupled_results(m, n, bm, bn):
     flux = "output H[4]\n    flux H[(i + j) % 4] += x"
     src = BASIN_FREE.replace("FLUX", flux)
     plain = solve(src.replace("BASIN", ""), h0, **args)
-    tiled = solve(src.replace("BASIN", f"basin a < {bm}, b < {bn}"), h0, **args)
+    basin = f"basin a < {bm}, b < {bn}" if bm else f"basin b < {bn}"
+    tiled = solve(src.replace("BASIN", basin), h0, **args)
     np.testing.assert_array_equal(plain.states, tiled.states)
     np.testing.assert_allclose(plain.outputs["H"], tiled.outputs["H"], rtol=1e-5, atol=1e-5)
+
+
+# --- a run-time error names the place that failed --------------------------------------
+TWICE = ("field f {\n    input w[N]\n    state x = 0\n    dx/dt = %s\n"
+         "    solve euler(dt = 1, steps = 1)\n}\n")
+
+
+@pytest.mark.parametrize("body, failing, last", [
+    # the same read, guarded and unguarded (one IR node: spans are not part of equality)
+    ("where(i > 0, w[i - 1], 0.0) + w[i - 1]", "w[i - 1]", True),
+    ("w[i - 1] + where(i > 0, w[i - 1], 0.0)", "w[i - 1]", False),
+    ("where(i > 0 and w[i - 1] > 0, 1.0, 0.0) + 2 * w[i - 1]", "w[i - 1]", True),
+    ("where(i > 0, float(6 // i), 0.0) + float(6 // i)", "6 // i", True),
+])
+def test_run_time_error_names_the_unguarded_copy(body, failing, last):
+    """Equal nodes share one value, but each place in the text is checked on its own
+    lanes: the error's span is the copy that is evaluated where it fails."""
+    column = (body.rindex if last else body.index)(failing) + len("    dx/dt = ") + 1
+    with pytest.raises((vgpu.VgpuIndexError, vgpu.VgpuZeroDivisionError)) as info:
+        run(TWICE % body, inputs={"w": np.ones(3)})
+    err = info.value
+    assert (err.line, err.column) == (4, column)
+    assert err.span.end_column == column + len(failing)
+
+
+def test_glsl_reports_the_same_place(glsl):
+    body = "where(i > 0, w[i - 1], 0.0) + w[i - 1]"
+    with pytest.raises(vgpu.VgpuIndexError) as info:
+        run(TWICE % body, inputs={"w": np.ones(3)}, backend="glsl", dtype="float32")
+    assert (info.value.line, info.value.column) == (4, body.rindex("w[i - 1]") + 13)
+
+
+def test_double_star_computes_powers():
+    src = ("field p {\n    grid i < N\n    state a = 0, b = 0\n    da/dt = 2 ** -1 + i ** 2\n"
+           "    db/dt = 2.0 ** 3 ** 2\n    solve euler(dt = 1, steps = 1)\n}\n")
+    out = run(src, dims={"N": 4})
+    np.testing.assert_array_equal(out[:, 0], 0.5 + np.arange(4.0) ** 2)
+    np.testing.assert_array_equal(out[:, 1], 2.0 ** 9)

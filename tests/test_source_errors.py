@@ -73,7 +73,8 @@ CASES = {
     "flux float index": ("  output H[3]\n  flux H[x] += 1", TypeError_, 6, 10, "must be an int"),
     "grid rank 4": ("  grid i < A, j < B, k < C, m < D", DeclarationError, 5, 3, "1 to 3"),
     "grid size 0": ("  grid i < 0", DeclarationError, 5, 12, "from 1"),
-    "basin rank": ("  grid i < A, j < B\n  basin l < 4", DeclarationError, 6, 3, "same rank"),
+    "basin rank": ("  grid i < A\n  basin l < 4, m < 4", DeclarationError, 6, 3,
+                   "at most the grid's rank"),
     "basin too big": ("  basin l < 512",
                       DeclarationError, 5, 3, "at most 256"),
     "basin size name": ("  basin l < K", DeclarationError, 5, 13, "int literals"),
@@ -172,7 +173,8 @@ def test_too_deep_nesting_is_a_source_error():
 TOKENS = ["field", "f", "{", "}", "(", ")", "[", "]", "state", "x", "dx", "/", "dt", "=",
           "+", "-", "*", "^", "<", "and", "not", "1", "2.5", ",", ";", "\n", "param",
           "solve", "rk4", "steps", "sum", "coupled", "basin", "l", "edge", "wrap", "#", "A",
-          "input", "flux", "+=", "let", "where", "init", "grid", "i", "N", "collapse", "when"]
+          "input", "flux", "+=", "let", "where", "init", "grid", "i", "N", "collapse", "when",
+          "**", "if", "then", "else", "'", "x'", "\t", "\ufeff"]
 
 
 def test_random_token_soup_only_raises_vgpu_errors():
@@ -188,3 +190,71 @@ def test_random_token_soup_only_raises_vgpu_errors():
             assert err.line is not None and err.column is not None
 
     run()
+
+
+# --- habits from other languages get a hint --------------------------------------------
+@pytest.mark.parametrize("line, column, width", [
+    ("  dx/dt = if x > 0 then 1 else 2", 11, 2),
+    ("  dx/dt = if (x > 0) then 1 else 2", 11, 2),
+    ("  dx/dt = 1 if x > 0 else 2", 13, 2),
+    ("  dx/dt = where(x > 0, 1, 2) + if x < 0 then 1 else 0", 32, 2),
+    ("  if x > 0 then dx/dt = 1", 3, 2),
+    ("  let r = (x > 0) then 1 else 2", 19, 4),
+])
+def test_if_then_else_hints_at_where(line, column, width):
+    src = "field f {\n  state x\n" + line + "\n  solve euler(dt = 0.1, steps = 10)\n}"
+    with pytest.raises(SyntaxError_) as info:
+        compile_program(src, "bad.field")
+    _assert_reported(info.value, src, 3, column, "write `where(cond, a, b)`")
+    assert info.value.span.end_column == column + width
+
+
+def test_if_as_an_ordinary_name_gets_no_hint():
+    src = "field f {\n  state x\n  let iff = 1 + )\n  dx/dt = x\n  solve euler(dt = 1, steps = 1)\n}"
+    with pytest.raises(SyntaxError_) as info:
+        compile_program(src, "bad.field")
+    assert "where" not in info.value.message
+
+
+@pytest.mark.parametrize("line, column, name", [
+    ("  x' = -x", 3, "x"), ("  speed' = -x", 3, "speed"), ("  dx/dt = -x'", 12, "x"),
+])
+def test_prime_derivative_hints_at_dx_dt(line, column, name):
+    src = "field f {\n  state x\n" + line + "\n  solve euler(dt = 0.1, steps = 10)\n}"
+    with pytest.raises(SyntaxError_) as info:
+        compile_program(src, "bad.field")
+    _assert_reported(info.value, src, 3, column, f"write `d{name}/dt = ...`")
+    assert str(info.value).endswith("^" + "~" * len(name))
+
+
+def test_a_quote_after_no_name_is_an_unexpected_character():
+    src = "field f {\n  state x\n  dx/dt = 'a'\n  solve euler(dt = 0.1, steps = 10)\n}"
+    with pytest.raises(SyntaxError_) as info:
+        compile_program(src, "bad.field")
+    _assert_reported(info.value, src, 3, 11, "unexpected character `'`")
+
+
+# --- the caret under tabs and after a byte-order mark -----------------------------------
+def test_caret_keeps_the_tabs_of_the_line():
+    src = "field f {\n\tstate x\n\tdx/dt =\t-\tsigmaa\n\tsolve euler(dt = 1, steps = 1)\n}"
+    with pytest.raises(NameError_) as info:
+        compile_program(src, "bad.field")
+    err = info.value
+    assert (err.line, err.column) == (3, 12)
+    shown, caret = str(err).splitlines()[1:3]
+    assert shown == "    \tdx/dt =\t-\tsigmaa"
+    assert caret == "    \t       \t \t^~~~~~"
+    # whatever the tab width, the caret starts under the name
+    for width in (2, 4, 8):
+        assert shown.expandtabs(width).index("sigmaa") == caret.expandtabs(width).index("^")
+
+
+def test_a_byte_order_mark_is_accepted_and_not_counted():
+    src = "\ufefffield f { state x; dx/dt = sigmaa; solve euler(dt = 1, steps = 1) }"
+    with pytest.raises(NameError_) as info:
+        compile_program(src, "bad.field")
+    err = info.value
+    column = src[1:].index("sigmaa") + 1            # counted without the mark
+    assert (err.line, err.column) == (1, column)
+    assert str(err).splitlines()[1:] == ["    " + src[1:], "    " + " " * (column - 1) + "^~~~~~"]
+    compile_program("\ufeff" + "field f { state x; dx/dt = -x; solve euler(dt = 1, steps = 1) }")

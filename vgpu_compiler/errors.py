@@ -2,7 +2,9 @@
 
 Source errors carry ``filename``, ``line`` and ``column`` (1-based) and print
 the offending source line with a caret under the column, in the compiler
-convention ``file:line:col: error: message``.
+convention ``file:line:col: error: message``. Columns count characters (a tab
+is one); the caret's padding repeats the line's tabs, so it lines up however
+wide a terminal shows them.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ class VgpuError(Exception):
         # The lexer counts lines at "\n" only; str.splitlines() would also split at
         # "\f", "\v", "\x1c" .. "\x1e", "\x85", U+2028 and U+2029 and show another line.
         lines = self.source.split("\n")
+        lines[0] = lines[0].removeprefix("\ufeff")   # the parser skips a byte-order mark
         if 1 <= self.span.line <= len(lines):
             return lines[self.span.line - 1].rstrip("\r")
         return ""
@@ -61,7 +64,10 @@ class VgpuError(Exception):
         width = 1
         if self.span.end_line == self.span.line and self.span.end_column:
             width = max(1, self.span.end_column - self.span.column)
-        caret = " " * (self.span.column - 1) + "^" + "~" * (width - 1)
+        # tabs before the column stay tabs, so the caret lines up however wide they show
+        pad = "".join("\t" if c == "\t" else " " for c in text[:self.span.column - 1])
+        pad += " " * (self.span.column - 1 - len(pad))
+        caret = pad + "^" + "~" * (width - 1)
         return f"{head}\n    {text}\n    {caret}"
 
     def with_source(self, source: str, filename: str | None = None) -> "VgpuError":

@@ -105,12 +105,21 @@ def _own(node: Expr) -> tuple:
     return (node.array if isinstance(node, Load) else node.name, node.type)
 
 
+def _site(node: Expr):
+    """The source position of a node that can raise, else None. Equal reads at two
+    places in the text (``where(i > 0, w[i - 1], 0) + w[i - 1]``) are then two
+    slots, each checked on the lanes where *it* is evaluated, so an error names
+    the read that failed, not an equal one that a guard kept in range."""
+    return node.span if _traps_here(node) else None
+
+
 class Plan:
     """The unique nodes of some expressions, numbered children first.
 
     Nodes are hash-consed on a shallow key (own fields + child slots), so
     equal subtrees share a slot without ever hashing a deep tree, and no
-    method recurses: expressions of any depth are fine.
+    method recurses: expressions of any depth are fine. Nodes that can raise
+    also key on their span (``_site``): an error names the read that failed.
     """
 
     def __init__(self) -> None:
@@ -133,7 +142,7 @@ class Plan:
                 stack.extend((c, False) for c in reversed(children(node)))
                 continue
             kids = tuple(self.by_id[id(c)] for c in children(node))
-            key = (type(node), _own(node), kids)
+            key = (type(node), _own(node), kids, _site(node))
             if key not in self.slot:
                 self.slot[key] = self._new(node, kids)
             self.by_id[id(node)] = self.slot[key]

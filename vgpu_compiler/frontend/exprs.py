@@ -284,8 +284,8 @@ class ExprChecker:
             return N.Load(name, self.indices(expr, rank, ctx), Type.FLOAT, expr.span)
         if kind == "coupled":
             ctx.check("coupled", name, expr.span)
-            rank = self.scope.basin_rank or 0
-            return N.CoupledAt(name, self.indices(expr, rank, ctx), Type.FLOAT, expr.span)
+            index = self.scope.basin_index(self.indices(expr, self.scope.basin_rank or 0, ctx))
+            return N.CoupledAt(name, index, Type.FLOAT, expr.span)
         if kind is None and name not in BUILTINS:
             raise self._bad_name(expr.target, kind)
         if kind == "output":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Iterator
+import re
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -47,8 +48,12 @@ def parser() -> Lark:
                      maybe_placeholders=False)
 
 
+BOM = "\ufeff"
+
+
 def parse(src: str) -> Tree:
     """Parse program text into a lark tree, or raise SyntaxError_."""
+    src = src[1:] if src.startswith(BOM) else src
     try:
         return parser().parse(src)
     except UnexpectedInput as exc:
@@ -60,7 +65,7 @@ CHAINED = ("chained comparison `a < b < c` is not allowed; "
            "write `a < b and b < c`")
 
 _COMPARE_TEXT = ("<", "<=", ">", ">=", "==", "!=")
-_OPERATOR_TEXT = _COMPARE_TEXT + ("+", "-", "*", "/", "//", "%", "^", "and", "or")
+_OPERATOR_TEXT = _COMPARE_TEXT + ("+", "-", "*", "/", "//", "%", "^", "**", "and", "or")
 _STATEMENT_TEXT = ("param", "input", "output", "state", "let", "grid", "basin", "coupled",
                    "collapse", "flux", "solve")
 _END = {"_NL", "SEMICOLON"}
@@ -130,7 +135,7 @@ def _accepted(exc: UnexpectedInput) -> set[str]:
 def _message(exc: UnexpectedInput, src: str) -> str:
     if isinstance(exc, UnexpectedCharacters):
         char = src[exc.pos_in_stream] if exc.pos_in_stream < len(src) else "?"
-        return f"unexpected character `{char}`"
+        return f"unexpected character `{char}`{_non_ascii(char)}"
     expected = _accepted(exc)
     tok = getattr(exc, "token", None)
     if isinstance(exc, UnexpectedEOF) or tok is None or tok.type == "$END":
@@ -138,6 +143,16 @@ def _message(exc: UnexpectedInput, src: str) -> str:
     if tok.type in _names(_COMPARE_TEXT) and "NAME" not in expected:
         return CHAINED
     return f"unexpected {_describe_token(tok)}; expected {_expected(expected)}"
+
+
+def _non_ascii(char: str) -> str:
+    if char.isascii():
+        return ""
+    if char.isdigit() or char.isnumeric():
+        return "; numbers are written with the ASCII digits 0-9"
+    if char.isalpha():
+        return "; names are ASCII letters, digits and `_`"
+    return ""
 
 
 def _span(exc: UnexpectedInput, src: str) -> Span:
@@ -157,4 +172,55 @@ def _span(exc: UnexpectedInput, src: str) -> Span:
 
 
 def _syntax_error(exc: UnexpectedInput, src: str) -> SyntaxError_:
+    hint = _prime_hint(exc, src) or _if_hint(exc, src)
+    if hint is not None:
+        message, span = hint
+        return SyntaxError_(message, span=span, source=src)
     return SyntaxError_(_message(exc, src), span=_span(exc, src), source=src)
+
+
+# --- hints for habits from other languages -------------------------------------------
+_WORD = r"(?<![A-Za-z0-9_]){}(?![A-Za-z0-9_])"
+_IF_WORDS = ("if", "then", "else", "elif")
+IF_HINT = ("there is no `if ... then ... else` in the field language; write "
+           "`where(cond, a, b)`, for example `where(x > 0, 1.0, -1.0)`")
+
+
+def _position(src: str, line: int, column: int) -> int:
+    """The offset in ``src`` of a 1-based line and column."""
+    starts = [0] + [m.end() for m in re.finditer("\n", src)]
+    return starts[line - 1] + column - 1
+
+
+def _prime_hint(exc: UnexpectedInput, src: str):
+    """``x' = ...``: a derivative is written ``dx/dt = ...``."""
+    if not isinstance(exc, UnexpectedCharacters) or src[exc.pos_in_stream:][:1] != "'":
+        return None
+    pos = exc.pos_in_stream
+    name = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", src[src.rfind("\n", 0, pos) + 1:pos])
+    if name is None:
+        return None
+    x = name.group()
+    span = Span(exc.line, exc.column - len(x), exc.line, exc.column + 1)
+    return (f"`{x}'` is not how a derivative is written here; write `d{x}/dt = ...`", span)
+
+
+def _if_hint(exc: UnexpectedInput, src: str):
+    """An error at or after an ``if`` / ``then`` / ``else`` word of the same line:
+    the user wrote a conditional; point at its ``if`` (or at the word itself)."""
+    tok = getattr(exc, "token", None)
+    if not isinstance(exc, UnexpectedToken) or not isinstance(tok, Token) or not tok.line:
+        return None
+    start = _position(src, tok.line, 1)
+    text = src[start:].split("\n", 1)[0].split("#", 1)[0]
+    at = tok.column - 1
+    ifs = [m for m in re.finditer(_WORD.format("if"), text) if m.start() <= at]
+    words = [m.group() for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", text[:at])]
+    own = tok.type == "NAME" and str(tok) in _IF_WORDS
+    after_if = bool(words) and words[-1] == "if"
+    if_then = bool(ifs) and re.search(_WORD.format("then"), text) is not None
+    if not (own or after_if or if_then):
+        return None
+    col = ifs[-1].start() + 1 if ifs else tok.column
+    width = len("if") if ifs else len(str(tok))
+    return IF_HINT, Span(tok.line, col, tok.line, col + width)

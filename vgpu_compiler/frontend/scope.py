@@ -5,6 +5,12 @@ index, coupled) lives in one namespace; built-in and function names are
 reserved. This module sorts the statements, registers names, and settles the
 grid and the basin; ``exprs`` types expressions against the result and
 ``check`` assembles the IR field.
+
+A basin may have fewer dims than the grid: it then covers the grid's last
+dims. The IR basin always has the grid's rank: the leading axes get extent 1
+and fresh index names the program never sees (``Scope.basin``), and a coupled
+read ``v[l - 1]`` written with the declared rank reads ``v[0, l - 1]``
+(``Scope.basin_index``). Every backend then sees one kind of basin.
 """
 from __future__ import annotations
 
@@ -13,8 +19,8 @@ from math import prod
 from typing import Union
 
 from ..errors import DeclarationError, NameError_, Span
-from ..ir.nodes import Axis
-from ..ir.ops import FUNCTIONS
+from ..ir.nodes import Axis, Const, Expr
+from ..ir.ops import FUNCTIONS, Type
 from . import ast as A
 
 BUILTINS = frozenset({"t", "dt", "step"})
@@ -63,7 +69,14 @@ class Scope:
 
     @property
     def basin_rank(self) -> int | None:
-        return len(self.basin) if self.basin is not None else None
+        """The basin's rank as declared (a coupled read takes this many indices)."""
+        return len(self.basin_decl.axes) if self.basin is not None else None
+
+    def basin_index(self, index: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        """A coupled read's indices in the declared rank -> the IR basin's rank: a basin
+        with fewer dims than the grid is position 0 on the leading (extent 1) axes."""
+        pad = len(self.basin or ()) - len(index)
+        return (Const(0, Type.INT),) * pad + tuple(index)
 
 
 ARTICLE = {"param": "a param", "input": "an input", "output": "an output", "state": "a state",
@@ -177,10 +190,10 @@ def _basin(scope: Scope) -> tuple[Axis, ...] | None:
     decl = scope.basin_decl
     if decl is None:
         return None
-    if len(decl.axes) != len(scope.grid):
+    if len(decl.axes) > len(scope.grid):
         raise DeclarationError(f"the basin has rank {len(decl.axes)} but the grid has rank "
-                               f"{len(scope.grid)}; they must have the same rank",
-                               span=decl.span)
+                               f"{len(scope.grid)}; a basin has at most the grid's rank (with "
+                               "fewer, it covers the grid's last dims)", span=decl.span)
     axes = []
     for ax in decl.axes:
         if not isinstance(ax.extent, A.Num):
@@ -193,7 +206,21 @@ def _basin(scope: Scope) -> tuple[Axis, ...] | None:
     if total > MAX_BASIN:
         raise DeclarationError(f"a basin holds at most {MAX_BASIN} trajectories (a portable "
                                f"workgroup size); this one holds {total}", span=decl.span)
-    return tuple(axes)
+    return _leading_axes(scope, len(scope.grid) - len(axes)) + tuple(axes)
+
+
+def _leading_axes(scope: Scope, count: int) -> tuple[Axis, ...]:
+    """Extent-1 basin axes over the first ``count`` grid axes (each grid row is its own
+    set of basins), named ``<grid index>_in_basin`` or a fresh variant; undeclared,
+    so the program never sees them."""
+    taken, out = set(), []
+    for g in scope.grid[:count]:
+        name = _fresh(scope, f"{g.index}_in_basin")
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        out.append(Axis(name, 1))
+    return tuple(out)
 
 
 def build_scope(fielddef: A.FieldDef) -> Scope:
