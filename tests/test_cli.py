@@ -265,13 +265,14 @@ def test_run_inputs_matmul(vgpuc, tmp_path):
 
 
 def test_run_outputs_go_into_the_npz(vgpuc, tmp_path):
-    x0 = np.random.default_rng(0).uniform(-20, 20, 1000).astype(np.float32)
-    np.save(tmp_path / "x0.npy", x0)
-    proc = vgpuc("run", EXAMPLES / "histogram.field", "--h0", "x0.npy", "-o", "h.npz")
+    proc = vgpuc("run", EXAMPLES / "histogram.field", "--dim", "N=1000", "-o", "h.npz")
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "h.npz") as out:
         assert out["counts"].shape == (32,)
         assert out["counts"].sum() == pytest.approx(1000)
+        x = out["states"][:, 0].astype(np.float64)
+        expected = np.histogram(np.clip(x, -1, 1), bins=32, range=(-1, 1))[0]
+        assert np.abs(out["counts"] - expected).sum() <= 2
 
 
 def test_run_default_h0_is_seeded_standard_normal(vgpuc, tmp_path):
@@ -358,6 +359,38 @@ def test_run_plot(vgpuc, tmp_path):
                  "--save-every", "20", "--backend", "numpy", "--plot", "p.png", "-q")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _png_width(path) -> int:
+    data = pathlib.Path(path).read_bytes()
+    assert data[:4] == b"\x89PNG"
+    return int.from_bytes(data[16:20], "big")
+
+
+def test_run_plot_draws_a_histogram_output_as_bars(vgpuc, tmp_path):
+    pytest.importorskip("matplotlib")
+    proc = vgpuc("run", EXAMPLES / "histogram.field", "--dim", "N=2000", "--backend", "numpy",
+                 "--plot", "h.png", "-q")
+    assert proc.returncode == 0, proc.stderr
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=20", "--backend", "numpy",
+                 "--plot", "s.png", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert _png_width(tmp_path / "h.png") == 2 * _png_width(tmp_path / "s.png")  # + a panel
+
+
+def test_plot_bars_are_the_one_dimensional_outputs(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+    from vgpu_compiler import plot
+
+    drawn = []
+    real = Axes.bar
+    monkeypatch.setattr(Axes, "bar", lambda ax, x, h, **kw: drawn.append(list(h)) or
+                        real(ax, x, h, **kw))
+    counts = np.array([3.0, 0.0, 5.0, 1.0])
+    plot.plot_solution(str(tmp_path / "p.png"), np.zeros((9, 2)), ["x", "v"],
+                       outputs={"counts": counts, "table": np.ones((2, 2))})
+    assert drawn == [counts.tolist()]
 
 
 def test_run_plot_without_matplotlib_fails_before_running(vgpuc, tmp_path):

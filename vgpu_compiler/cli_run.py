@@ -41,6 +41,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         plot_solution(args.plot, solution.states, field.state_names,
                       history=solution.history, times=solution.times,
+                      outputs=solution.outputs,
                       title=f"{field.name} ({os.path.basename(args.file)})")
     if not args.output and not args.quiet:
         _print_summary(field, solution)
