@@ -21,7 +21,7 @@ import traceback
 import warnings
 
 from . import spelling
-from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields,
+from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields, attach_file,
                          compile_source, describe_error, parse_dims, read_text,
                          select_field)
 from .errors import VgpuError
@@ -51,8 +51,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     else:
         from .cli_system import emit_glsl_text
 
-        text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
-                              per_trajectory=args.per_trajectory or (), source=source)
+        try:
+            text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
+                                  per_trajectory=args.per_trajectory or (), source=source)
+        except VgpuError as err:        # located in the text: show the file, line and caret
+            raise attach_file(err, source, args.file)
     _write_text(text, args.output)
     return EXIT_OK
 
@@ -253,12 +256,12 @@ def _version() -> str:
 
 # --- warnings and errors as clean messages ------------------------------------------
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr)
+    print(f"{PROG}: warning: {spelling.translate(str(message))}", file=sys.stderr)
 
 
 class _LogFormat(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{PROG}: {record.levelname.lower()}: {spelling.translate(record.getMessage())}"
 
 
 def _quiet_reporting() -> None:
