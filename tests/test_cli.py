@@ -527,7 +527,8 @@ TWO_FIELDS = ("field a {\n state x\n dx/dt = -x\n solve euler(dt = 1, steps = 1)
 NEEDS = ("field needs {\n param k\n input w[N]\n output H[B]\n state x\n"
          " dx/dt = -k * x + w[i]\n solve euler(dt = 0.1, steps = 2)\n"
          " flux H[0] += x\n}\n")
-ALL_START = "field s {\n grid i < N\n state x = 1\n dx/dt = -x\n solve euler(dt = 1, steps = 1)\n}\n"
+ALL_START = ("field s {\n grid i < N\n state x = 1\n dx/dt = -x\n"
+             " solve euler(dt = 1, steps = 1)\n}\n")
 DT_FROM_K = "field d {\n param k = 0.1\n state x\n dx/dt = -x\n solve euler(dt = k, steps = 2)\n}\n"
 SIN64 = "field s {\n state x\n dx/dt = sin(x)\n solve euler(dt = 1, steps = 1)\n}\n"
 
