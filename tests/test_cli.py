@@ -522,8 +522,6 @@ def test_run_chains_an_npz_and_names_entries(vgpuc, tmp_path):
 PYTHON_WORDS = re.compile(r"(?<![-\w])(params|inputs|dims|field|backend|dtype|steps|dt|t0|"
                           r"save_every)=|(?<![-\w])(h0|save_every)\b|dims\[")
 
-TWO_FIELDS = ("field a {\n state x\n dx/dt = -x\n solve euler(dt = 1, steps = 1)\n}\n"
-              "field b {\n state x\n dx/dt = x\n solve euler(dt = 1, steps = 1)\n}\n")
 NEEDS = ("field needs {\n param k\n input w[N]\n output H[B]\n state x\n"
          " dx/dt = -k * x + w[i]\n solve euler(dt = 0.1, steps = 2)\n"
          " flux H[0] += x\n}\n")
