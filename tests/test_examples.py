@@ -145,3 +145,31 @@ def test_vanderpol_limit_cycle(backend):
     late = sol.history[100:, :, 0]                  # t in [10, 20]: on the limit cycle
     amp = np.abs(late).max(axis=0)
     np.testing.assert_allclose(amp, 2.0, atol=0.1)
+
+
+# examples/README.md and the guide say these agree bit for bit (arithmetic only).
+_RNG = np.random.default_rng(9)
+BITWISE = {
+    "scale": (_RNG.standard_normal(300).astype(np.float32), {}),
+    "matmul": (None, {"inputs": {"A": _RNG.standard_normal((9, 7)).astype(np.float32),
+                                 "B": _RNG.standard_normal((7, 5)).astype(np.float32)}}),
+    "lorenz": (np.tile(np.float32([1, 0, 0]), (256, 1)),
+               {"params": {"rho": np.linspace(0, 40, 256)}, "steps": 300}),
+    "heat": (np.where(np.arange(256) % 64 < 8, 1.0, 0.0).astype(np.float32), {"steps": 200}),
+    "vanderpol": (np.tile(np.float32([2, 0]), (64, 1)),
+                  {"params": {"mu": np.linspace(0, 5, 64)}, "save_every": 100}),
+    "histogram": (None, {"dims": {"N": 3000}}),
+}
+
+
+@pytest.mark.skipif(not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")
+@pytest.mark.parametrize("name", sorted(BITWISE))
+def test_arithmetic_examples_agree_bit_for_bit(name):
+    h0, kw = BITWISE[name]
+    ref = vgpu.solve(load(name), h0, backend="numpy", **kw)
+    gpu = vgpu.solve(load(name), h0, backend="glsl", **kw)
+    np.testing.assert_array_equal(gpu.states, ref.states)
+    for out in ref.outputs:
+        np.testing.assert_array_equal(gpu.outputs[out], ref.outputs[out])
+    if ref.history is not None:
+        np.testing.assert_array_equal(gpu.history, ref.history)
