@@ -3,10 +3,14 @@
 ``pytest --update-golden`` rewrites tests/golden/*.glsl from the current
 compiler (then read the diff). The GLSL tests run on the machine's OpenGL
 (Mesa llvmpipe on CI); they are skipped only when VGPU_NO_GL is set.
+The shader-validation tests need ``glslangValidator`` (Debian: glslang-tools):
+without it they are skipped with the reason, except on CI (``CI`` set), where
+``.ci/run`` installs it and a missing tool is a failure.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -47,3 +51,22 @@ def fresh_cache(tmp_path, glsl):
     yield tmp_path / "cache"
     glsl.clear_cache(memory=True, disk=False)
     glsl.set_cache_dir(old)
+
+
+VALIDATOR_MISSING = "glslangValidator is not installed (Debian: apt-get install glslang-tools)"
+
+
+def find_validator() -> str:
+    """The path of glslangValidator; skips the test without it, fails on CI."""
+    exe = shutil.which("glslangValidator")
+    if exe:
+        return exe
+    if os.environ.get("CI", "") not in ("", "0", "false"):
+        pytest.fail(f"{VALIDATOR_MISSING}; CI must have it (.ci/run installs it)")
+    pytest.skip(VALIDATOR_MISSING)
+
+
+@pytest.fixture
+def validator() -> str:
+    """The path of glslangValidator (see find_validator)."""
+    return find_validator()

@@ -215,3 +215,29 @@ def test_exports():
                  "UnknownNameError", "CallError", "BackendError", "VgpuSyntaxError"):
         assert hasattr(vgpu, name), name
     assert set(vgpu.cache_stats()) >= {"parses", "parse_hits", "cpu_fallbacks"}
+
+
+@pytest.mark.parametrize("progress", [3, "bar", [print]])
+def test_progress_must_be_callable(progress):
+    with pytest.raises(vgpu.ArgumentTypeError, match=r"^progress must be None or a function "
+                                                     r"progress\(done, total\), got "):
+        vgpu.solve(SCALE, np.ones(2), backend="numpy", progress=progress)
+
+
+def test_progress_gets_done_and_total():
+    seen = []
+    vgpu.solve(SCALE, np.ones(2), backend="numpy", progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1][0] == seen[-1][1]
+
+
+def test_running_out_of_memory_is_a_call_error_naming_the_size(monkeypatch):
+    from vgpu_compiler.backends import numpy_ref
+
+    def run(bound, progress=None):
+        raise MemoryError()
+
+    monkeypatch.setattr(numpy_ref, "run", run)
+    with pytest.raises(vgpu.CallError, match=r"out of memory running field scale on a grid "
+                                             r"of shape \(1000,\) \(1000 trajectories, "
+                                             r"0\.00 GiB of states alone\)"):
+        vgpu.run_field(SCALE, np.ones(1000), backend="numpy")

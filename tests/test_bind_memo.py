@@ -133,3 +133,62 @@ def test_the_memo_is_bounded():
     for n in range(1, bind_memo.CAPACITY + 20):
         bind(field, np.zeros((n, 3)))
     assert len(bind_memo._memo) <= bind_memo.CAPACITY
+
+
+# No check reads k's value: every call with a scalar k has one signature.
+PLAIN = DECAY.replace("param rate = 2 * k", "param rate = 2.0")
+
+# Values a full bind refuses, for each argument; a call with one, after a good call of the
+# same shapes (its signature memoised), must be refused with the very same error.
+HUGE = 10**400
+BAD = {
+    "params": [HUGE, 2**64, -2**63 - 1, "1", 1j, np.complex64(1), [1, "a"], None, {}],
+    "h0": [np.full(3, 1j), np.array(["1", "2", "3"]), np.array([HUGE] * 3, dtype=object),
+           [HUGE] * 3, ["a", "b", "c"], 1j],
+    "inputs": [np.full(3, 1j), np.array(["1", "2", "3"]), [HUGE] * 3, np.array([1, 2, HUGE])],
+}
+
+
+def _decay_call(what, bad):
+    kw = dict(h0=np.zeros(3), params={"k": 1.0}, inputs={"w": np.zeros(3)})
+    if what == "h0":
+        kw["h0"] = bad
+    else:
+        kw[what] = {**kw[what], ("k" if what == "params" else "w"): bad}
+    return kw
+
+
+def _error_of(fn):
+    with pytest.raises(vgpu.VgpuError) as info:
+        fn()
+    return type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("what, bad", [(w, b) for w in BAD for b in BAD[w]],
+                         ids=lambda v: v if isinstance(v, str) else type(v).__name__)
+def test_a_repeated_call_refuses_what_the_first_refuses(what, bad):
+    field = field_of(PLAIN)
+    kw = _decay_call(what, bad)
+    full = _error_of(lambda: _bind(field, kw["h0"], kw["params"], kw["inputs"], None,
+                                   "float32", None, None, None, None))
+    bind_memo._memo.clear()
+    assert _error_of(lambda: bind(field, **kw)) == full                 # a first call
+    bind(field, **_decay_call("h0", np.ones(3)))                         # a good one ...
+    for _ in range(2):                                                    # ... then again
+        assert _error_of(lambda: bind(field, **kw)) == full
+        assert _error_of(lambda: vgpu.run_field(PLAIN, backend="numpy", **kw))[0] is full[0]
+
+
+@pytest.mark.parametrize("value", [HUGE, 2**64, float("nan"), float("inf"), True])
+def test_scalar_params_bind_alike_first_and_repeated(value):
+    """What a first call accepts (nan, inf, True) a repeated one accepts alike."""
+    field = field_of(PLAIN)
+    bind(field, **_decay_call("h0", np.ones(3)))
+    kw = _decay_call("params", value)
+    try:
+        full = _bind(field, kw["h0"], kw["params"], kw["inputs"], None, "float32",
+                     None, None, None, None)
+    except vgpu.VgpuError as err:
+        assert _error_of(lambda: bind(field, **kw)) == (type(err), str(err))
+        return
+    same_bound(bind(field, **kw), full)

@@ -265,13 +265,14 @@ def test_run_inputs_matmul(vgpuc, tmp_path):
 
 
 def test_run_outputs_go_into_the_npz(vgpuc, tmp_path):
-    x0 = np.random.default_rng(0).uniform(-20, 20, 1000).astype(np.float32)
-    np.save(tmp_path / "x0.npy", x0)
-    proc = vgpuc("run", EXAMPLES / "histogram.field", "--h0", "x0.npy", "-o", "h.npz")
+    proc = vgpuc("run", EXAMPLES / "histogram.field", "--dim", "N=1000", "-o", "h.npz")
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "h.npz") as out:
         assert out["counts"].shape == (32,)
         assert out["counts"].sum() == pytest.approx(1000)
+        x = out["states"][:, 0].astype(np.float64)
+        expected = np.histogram(np.clip(x, -1, 1), bins=32, range=(-1, 1))[0]
+        assert np.abs(out["counts"] - expected).sum() <= 2
 
 
 def test_run_default_h0_is_seeded_standard_normal(vgpuc, tmp_path):
@@ -358,6 +359,38 @@ def test_run_plot(vgpuc, tmp_path):
                  "--save-every", "20", "--backend", "numpy", "--plot", "p.png", "-q")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _png_width(path) -> int:
+    data = pathlib.Path(path).read_bytes()
+    assert data[:4] == b"\x89PNG"
+    return int.from_bytes(data[16:20], "big")
+
+
+def test_run_plot_draws_a_histogram_output_as_bars(vgpuc, tmp_path):
+    pytest.importorskip("matplotlib")
+    proc = vgpuc("run", EXAMPLES / "histogram.field", "--dim", "N=2000", "--backend", "numpy",
+                 "--plot", "h.png", "-q")
+    assert proc.returncode == 0, proc.stderr
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=20", "--backend", "numpy",
+                 "--plot", "s.png", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert _png_width(tmp_path / "h.png") == 2 * _png_width(tmp_path / "s.png")  # + a panel
+
+
+def test_plot_bars_are_the_one_dimensional_outputs(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+    from vgpu_compiler import plot
+
+    drawn = []
+    real = Axes.bar
+    monkeypatch.setattr(Axes, "bar", lambda ax, x, h, **kw: drawn.append(list(h)) or
+                        real(ax, x, h, **kw))
+    counts = np.array([3.0, 0.0, 5.0, 1.0])
+    plot.plot_solution(str(tmp_path / "p.png"), np.zeros((9, 2)), ["x", "v"],
+                       outputs={"counts": counts, "table": np.ones((2, 2))})
+    assert drawn == [counts.tolist()]
 
 
 def test_run_plot_without_matplotlib_fails_before_running(vgpuc, tmp_path):
@@ -482,3 +515,172 @@ def test_run_chains_an_npz_and_names_entries(vgpuc, tmp_path):
     wrong = vgpuc("run", EXAMPLES / "lorenz.field", "--h0", "r1.npz:nope")
     assert wrong.returncode == 2
     assert "r1.npz:NAME" in wrong.stderr
+
+
+# --- errors in the CLI's words -------------------------------------------------------
+# Python spellings that must never reach a vgpuc user (`--h0` is fine, a bare `h0` not).
+PYTHON_WORDS = re.compile(r"(?<![-\w])(params|inputs|dims|field|backend|dtype|steps|dt|t0|"
+                          r"save_every)=|(?<![-\w])(h0|save_every)\b|dims\[")
+
+NEEDS = ("field needs {\n param k\n input w[N]\n output H[B]\n state x\n"
+         " dx/dt = -k * x + w[i]\n solve euler(dt = 0.1, steps = 2)\n"
+         " flux H[0] += x\n}\n")
+ALL_START = ("field s {\n grid i < N\n state x = 1\n dx/dt = -x\n"
+             " solve euler(dt = 1, steps = 1)\n}\n")
+DT_FROM_K = "field d {\n param k = 0.1\n state x\n dx/dt = -x\n solve euler(dt = k, steps = 2)\n}\n"
+SIN64 = "field s {\n state x\n dx/dt = sin(x)\n solve euler(dt = 1, steps = 1)\n}\n"
+
+CLI_SPELLINGS = {
+    "field": (("two.field",), ("run", "two.field", "--dim", "N=2"), "choose one with --field NAME"),
+    "field-compile": ((), ("compile", "two.field"), "choose one with --field NAME"),
+    "unknown param": ((), ("run", EXAMPLES / "scale.field", "--dim", "N=3", "--param", "nu=1"),
+                      "unknown name 'nu' in --param; valid names: s"),
+    "unknown input": ((), ("run", "needs.field", "--h0", "x.npy", "--input", "Q=x.npy"),
+                      "unknown name 'Q' in --input; valid names: w"),
+    "unknown dim": ((), ("run", EXAMPLES / "scale.field", "--dim", "N=3", "--dim", "Q=3"),
+                    "unknown name 'Q' in --dim; valid names: N"),
+    "missing param": ((), ("run", "needs.field", "--h0", "x.npy", "--input", "w=x.npy",
+                           "--dim", "B=1"),
+                      "pass --param k=VALUE"),
+    "missing input": ((), ("run", "needs.field", "--h0", "x.npy", "--param", "k=1"),
+                      "pass --input w=FILE.npy"),
+    "missing dim": ((), ("run", "needs.field", "--h0", "x.npy", "--param", "k=1",
+                         "--input", "w=x.npy"), "pass --dim B=..."),
+    "h0 shape": ((), ("run", EXAMPLES / "lorenz.field", "--h0", "x.npy"),
+                 "--h0 must have shape (N, 3)"),
+    "h0 not needed": ((), ("run", "all.field", "--h0", "x.npy"),
+                      "--h0 was given, but every state of field s has a start expression"),
+    "dims disagree": ((), ("run", EXAMPLES / "scale.field", "--h0", "x.npy", "--dim", "N=5"),
+                      "dim N is 5 from --dim but 4 from --h0 (axis 0)"),
+    "dt finite": ((), ("run", EXAMPLES / "scale.field", "--dim", "N=3", "--dt", "inf"),
+                  "--dt must be finite, got inf"),
+    "steps int32": ((), ("run", EXAMPLES / "scale.field", "--dim", "N=3", "--steps",
+                         "99999999999"), "--steps must be an int >= 0"),
+    "save-every int32": ((), ("run", EXAMPLES / "scale.field", "--dim", "N=3",
+                              "--save-every", "99999999999"), "--save-every must be an int >= 1"),
+    "dt from a per-trajectory param": ((), ("run", "dt.field", "--h0", "x.npy", "--param",
+                                            "k=x.npy"), "or give --dt"),
+    "float64 on glsl": ((), ("compile", "sin64.field", "--dtype", "float64"),
+                        "--backend numpy"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLI_SPELLINGS))
+def test_errors_name_the_cli_options(vgpuc, tmp_path, case):
+    for name, text in (("two.field", TWO_FIELDS), ("needs.field", NEEDS),
+                       ("all.field", ALL_START), ("dt.field", DT_FROM_K),
+                       ("sin64.field", SIN64)):
+        write(tmp_path, name, text)
+    np.save(tmp_path / "x.npy", np.ones(4, np.float32))
+    _, args, expected = CLI_SPELLINGS[case]
+    proc = vgpuc(*args, "--backend" if args[0] == "run" else "--dtype",
+                 "numpy" if args[0] == "run" else "float64")
+    assert proc.returncode == 1, proc.stderr
+    assert expected in proc.stderr
+    assert not PYTHON_WORDS.search(proc.stderr), proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(("two.field", "needs.field", "all.field", "dt.field",
+                             "sin64.field:3:10: error: ", str(EXAMPLES))), proc.stderr
+    assert expected in first
+
+
+def test_fallback_warnings_name_the_cli_options(vgpuc, tmp_path):
+    write(tmp_path, "sin64.field", SIN64)
+    proc = vgpuc("run", "sin64.field", "--dtype", "float64", "--dim", "N=3", "-q")
+    assert proc.returncode == 0, proc.stderr
+    if _gl_available():
+        assert "vgpuc: warning: the GLSL backend cannot run this" in proc.stderr
+        assert "use --dtype float32, or --backend numpy" in proc.stderr
+    assert not PYTHON_WORDS.search(proc.stderr), proc.stderr
+
+
+def test_python_errors_keep_python_words():
+    with pytest.raises(vgpu.UnknownNameError, match=r"in params=; valid names: s"):
+        vgpu.run_field(vgpu.load(EXAMPLES / "scale.field"), np.ones(3), params={"nu": 1})
+    with pytest.raises(vgpu.UnknownNameError, match=r"choose one with field=NAME"):
+        vgpu.run_field(TWO_FIELDS, np.ones(3))
+    with pytest.raises(vgpu.MissingError, match=r"pass params=\{'k': value\}"):
+        vgpu.run_field(NEEDS, np.ones(4), inputs={"w": np.ones(4)}, dims={"B": 1})
+    with pytest.raises(vgpu.ArgumentTypeError, match=r"^dt must be finite"):
+        vgpu.run_field(DT_FROM_K, np.ones(4), dt=float("inf"))
+
+
+def test_glsl_unavailable_names_the_reason_and_the_option(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=3", "--backend", "glsl",
+                 env={"VGPU_NO_GL": "1"})
+    assert proc.returncode == 1
+    assert "VGPU_NO_GL" in proc.stderr and "use --backend numpy" in proc.stderr
+    auto = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=3", "-q",
+                 env={"VGPU_NO_GL": "1"})
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stderr.count("vgpuc: warning:") == 1 and "VGPU_NO_GL" in auto.stderr
+
+
+def test_glsl_unavailable_from_python_names_the_reason(tmp_path):
+    code = ("import logging, numpy as np, vgpu\n"
+            "logging.basicConfig(format='%%(message)s')\n"
+            "src = vgpu.load(%r)\n"
+            "vgpu.run_field(src, np.ones(3))\n"
+            "try:\n    vgpu.run_field(src, np.ones(3), backend='glsl')\n"
+            "except vgpu.BackendError as e:\n    print(e)\n") % str(EXAMPLES / "scale.field")
+    env = dict(os.environ, VGPU_NO_GL="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "VGPU_NO_GL is set" in proc.stdout and "use backend='numpy'" in proc.stdout
+    assert "VGPU_NO_GL is set" in proc.stderr and "numpy reference backend" in proc.stderr
+
+
+# --- usage in the subcommand's own words -----------------------------------------------
+def test_an_unknown_option_shows_the_subcommands_usage(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "scale.field", "--bogus")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: vgpuc run ")
+    assert "vgpuc run: error: unrecognized arguments: --bogus" in proc.stderr
+
+
+def test_cache_without_an_action_says_which(vgpuc):
+    proc = vgpuc("cache")
+    assert proc.returncode == 2
+    assert "vgpuc cache info" in proc.stderr and "vgpuc cache clear" in proc.stderr
+    assert "arguments are required" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["ir", "cache", "info"])
+def test_every_command_has_a_description(vgpuc, command):
+    proc = vgpuc(command, "--help")
+    assert proc.returncode == 0
+    usage, _, rest = proc.stdout.partition("\n\n")
+    assert rest and not rest.startswith(("positional", "options")), proc.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "compile"])
+def test_dtype_and_backend_have_help(vgpuc, command):
+    text = " ".join(vgpuc(command, "--help").stdout.split())
+    assert "--dtype {float32,float64} the working float type" in text
+    if command == "run":
+        assert "--backend {auto,glsl,numpy} glsl: OpenGL compute shaders" in text
+
+
+def test_a_dim_too_large_is_a_usage_error(vgpuc):
+    proc = vgpuc("run", EXAMPLES / "lorenz.field", "--dim", "N=99999999999")
+    assert proc.returncode == 2
+    assert "--dim N: 99999999999 is larger than the largest size" in proc.stderr
+
+
+def test_a_default_h0_too_large_for_memory_is_a_usage_error(tmp_path):
+    resource = pytest.importorskip("resource")
+    limit = 1536 << 20      # 1.5 GiB of address space; the draw needs 2.2 GiB (float64)
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "vgpu_compiler.cli", "run",
+                           str(EXAMPLES / "lorenz.field"), "--dim", "N=100000000",
+                           "--backend", "numpy"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=tmp_path,
+                          preexec_fn=cap, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+    assert ("the default h0 of field 'lorenz', shape (100000000, 3), needs 2.2 GiB and "
+            "does not fit in memory") in proc.stderr

@@ -1,6 +1,8 @@
 """The package as users install it: every Python package of the tree is in the
 wheel's package list, and the installed data (grammar, templates) is found."""
+import os
 import pathlib
+import re
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -33,8 +35,14 @@ def test_a_built_wheel_finds_its_grammar_and_templates(tmp_path):
     import zipfile
 
     out = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(ROOT)], check=True, capture_output=True, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
+                            "--no-build-isolation", "-w", str(out), str(ROOT)],
+                           capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert build.returncode == 0, build.stdout + build.stderr
+    warned = [line for line in (build.stdout + build.stderr).splitlines()
+              if re.search(r"(?i)warning|deprecat", line)]
+    assert not warned, "the build warns:\n" + "\n".join(warned)
     wheel = next(out.glob("vgpu-*.whl"))
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
 from .runtime.bind import bind
 from .runtime.bound import Progress, Solution
@@ -118,12 +119,30 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
            progress) -> Solution:
     text, filename = _text(src)
+    _check_progress(progress)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)
-        bound = bind(selected, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-        sol = _run(bound, backend, progress)
+        bound = None
+        try:
+            bound = bind(selected, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+            sol = _run(bound, backend, progress)
+        except MemoryError:
+            raise CallError(_out_of_memory(selected, bound)) from None
     _warn_nonfinite(sol, bound.grid_shape)
     return sol
+
+
+def _out_of_memory(field, bound) -> str:
+    """The message for a call whose arrays do not fit in memory, with their size."""
+    if bound is None:
+        return (f"out of memory while converting the arrays of a call of field {field.name}: "
+                f"pass smaller arrays")
+    n = int(np.prod(bound.grid_shape, dtype=np.int64))
+    state = n * len(field.states) * bound.dtype.itemsize
+    gib = state / (1 << 30)
+    return (f"out of memory running field {field.name} on a grid of shape {bound.grid_shape} "
+            f"({n} trajectories, {gib:.2f} GiB of states alone): run fewer trajectories "
+            f"per call")
 
 
 def _text(src) -> tuple[str, str]:
@@ -173,15 +192,15 @@ def _compiled(text: str, filename: str):
 # --- backends ----------------------------------------------------------------------
 def _run(bound, backend, progress) -> Solution:
     if backend not in BACKENDS:
-        raise ArgumentTypeError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
-                                f"got {backend!r}")
+        raise ArgumentTypeError(f"{S.name('backend')} must be one of "
+                                f"{', '.join(map(repr, BACKENDS))}, got {backend!r}")
     if backend == "numpy":
         return _numpy(bound, progress)
     glsl, why = _glsl()
     if backend == "glsl":
         if glsl is None:
             raise BackendError(f"the GLSL backend is not available here ({why}); "
-                               f"use backend='numpy'")
+                               f"use {S.setting('backend', 'numpy')}")
         return glsl.run(bound, progress)
     if glsl is None:
         return _fallback(bound, progress, f"the GLSL backend is not available ({why})")
@@ -201,8 +220,24 @@ def _glsl():
             return None, f"cannot import it: {e}"
         _runner[0] = runner
     if not runner.available():
-        return None, "no OpenGL 4.3 context could be made"
+        return None, _no_context_reason()
     return runner, ""
+
+
+def _no_context_reason() -> str:
+    """Why no OpenGL 4.3 context could be made (VGPU_NO_GL, or the driver's own words)."""
+    from .runtime import gl
+    why = gl.GL.error
+    if why and "VGPU_NO_GL" in why:
+        why += " (unset VGPU_NO_GL to use OpenGL)"
+    return f"no OpenGL 4.3 context could be made: {why}" if why else \
+        "no OpenGL 4.3 context could be made"
+
+
+def _check_progress(progress) -> None:
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress must be None or a function progress(done, total), "
+                                f"got {type(progress).__name__} {progress!r}")
 
 
 def _fallback(bound, progress, reason: str) -> Solution:

@@ -20,7 +20,8 @@ import sys
 import traceback
 import warnings
 
-from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields,
+from . import spelling
+from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields, attach_file,
                          compile_source, describe_error, parse_dims, read_text,
                          select_field)
 from .errors import VgpuError
@@ -50,8 +51,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     else:
         from .cli_system import emit_glsl_text
 
-        text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
-                              per_trajectory=args.per_trajectory or (), source=source)
+        try:
+            text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
+                                  per_trajectory=args.per_trajectory or (), source=source)
+        except VgpuError as err:        # located in the text: show the file, line and caret
+            raise attach_file(err, source, args.file)
     _write_text(text, args.output)
     return EXIT_OK
 
@@ -141,7 +145,8 @@ def _add_compile(sub) -> None:
                    help="emit the variant where PARAM is one value per trajectory (an array)")
     p.add_argument("--emit", choices=("glsl", "ir"), default="glsl",
                    help="what to emit (default: glsl)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the working float type of the shader (default: float32)")
     p.set_defaults(func=cmd_compile)
 
 
@@ -162,8 +167,12 @@ def _add_run(sub) -> None:
     p.add_argument("--dt", type=float, help="override the solve statement's dt")
     p.add_argument("--steps", type=int, help="override the solve statement's steps")
     p.add_argument("--t0", type=float, help="override the solve statement's t0")
-    p.add_argument("--backend", choices=("auto", "glsl", "numpy"), default="auto")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--backend", choices=("auto", "glsl", "numpy"), default="auto",
+                   help="glsl: OpenGL compute shaders; numpy: the reference interpreter; "
+                        "auto (default): glsl where an OpenGL 4.3 context can be made, "
+                        "else numpy with one warning")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the working float type of states and params (default: float32)")
     p.add_argument("--save-every", type=int, metavar="K",
                    help="keep every K-th state (first and last included)")
     p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="where to save the result")
@@ -185,17 +194,29 @@ def _add_check(sub) -> None:
 
 
 def _add_ir(sub) -> None:
-    p = sub.add_parser("ir", help="print the IR of a program (every field, or --field)")
+    p = sub.add_parser("ir", help="print the IR of a program (every field, or --field)",
+                       description="Print the checked and optimised intermediate "
+                                   "representation of every field of a program (or of "
+                                   "--field NAME), as readable, deterministic text.")
     p.add_argument("file", metavar="FILE")
     _add_field_options(p)
     p.set_defaults(func=cmd_ir)
 
 
 def _add_system(sub) -> None:
-    p = sub.add_parser("cache", help="show or clear the kernel cache")
-    p.add_argument("action", choices=("info", "clear"))
+    p = sub.add_parser("cache", help="show or clear the kernel cache",
+                       description="The kernel cache: `vgpuc cache info` prints its disk "
+                                   "folder and entries, `vgpuc cache clear` removes every "
+                                   "kernel from it (always safe: kernels are rebuilt on "
+                                   "demand).")
+    p.add_argument("action", choices=("info", "clear"), nargs="?",
+                   help="info: show the cache; clear: empty it")
     p.set_defaults(func=cmd_cache)
-    p = sub.add_parser("info", help="the OpenGL device, its limits and extensions")
+    p = sub.add_parser("info", help="the OpenGL device, its limits and extensions",
+                       description="Print the OpenGL renderer, vendor and version VGPU "
+                                   "uses, the limits that matter to it and the extensions "
+                                   "of note; or why there is no context (the numpy backend "
+                                   "is then used).")
     p.set_defaults(func=cmd_info)
 
 
@@ -207,7 +228,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in (_add_compile, _add_run, _add_check, _add_ir, _add_system):
         add(sub)
+    parser.set_defaults(subparsers=sub.choices)
     return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; a usage error (exit 2) names the subcommand's own usage."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    command = args.subparsers[args.command]
+    if extra:
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "cache" and args.action is None:
+        command.error("say what to do: `vgpuc cache info` shows the cache, "
+                      "`vgpuc cache clear` empties it")
+    return args
 
 
 def _version() -> str:
@@ -221,12 +256,12 @@ def _version() -> str:
 
 # --- warnings and errors as clean messages ------------------------------------------
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr)
+    print(f"{PROG}: warning: {spelling.translate(str(message))}", file=sys.stderr)
 
 
 class _LogFormat(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{PROG}: {record.levelname.lower()}: {spelling.translate(record.getMessage())}"
 
 
 def _quiet_reporting() -> None:
@@ -240,15 +275,17 @@ def _quiet_reporting() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)      # usage errors exit 2 here
+    args = parse_args(argv)      # usage errors exit 2 here
     _quiet_reporting()
     try:
-        return args.func(args)
+        with spelling.command_line():       # errors name --param, not params=
+            return args.func(args)
     except UsageError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except VgpuError as err:
-        print(describe_error(err, getattr(args, "file", None)), file=sys.stderr)
+        text = describe_error(err, getattr(args, "file", None))
+        print(spelling.translate(text), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -16,6 +16,7 @@ import numpy as np
 from .errors import VgpuError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+INT32_MAX = 2**31 - 1
 
 
 class UsageError(Exception):
@@ -92,6 +93,9 @@ def parse_dims(items: Iterable[str] | None) -> dict[str, int]:
             raise UsageError(f"--dim {name}: {value!r} is not an integer") from None
         if n < 0:
             raise UsageError(f"--dim {name}: must not be negative, got {n}")
+        if n > INT32_MAX:
+            raise UsageError(f"--dim {name}: {n} is larger than the largest size, "
+                             f"{INT32_MAX} (sizes are 32-bit ints)")
         dims[name] = n
     return dims
 
@@ -162,3 +166,11 @@ def select_field(compiled, name: str | None):
 def all_fields(compiled) -> tuple:
     """Every field of a compiled program, in source order."""
     return tuple(compiled.program.fields)
+
+
+def size_text(n_bytes: float) -> str:
+    """``3.2 GiB``: a size for a message."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{int(n_bytes)} bytes"

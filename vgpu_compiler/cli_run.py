@@ -15,7 +15,7 @@ import numpy as np
 
 from .cli_common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
                          parse_dims, parse_inputs, parse_params, program_text, read_text,
-                         select_field)
+                         select_field, size_text)
 from .errors import VgpuError
 from .progress import ProgressBar
 
@@ -41,6 +41,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         plot_solution(args.plot, solution.states, field.state_names,
                       history=solution.history, times=solution.times,
+                      outputs=solution.outputs,
                       title=f"{field.name} ({os.path.basename(args.file)})")
     if not args.output and not args.quiet:
         _print_summary(field, solution)
@@ -71,7 +72,13 @@ def _starting_states(args, field, dims, params, inputs) -> np.ndarray | None:
                          f"known: give --h0 FILE.npy, or --dim {unknown.split(',')[0]}=... "
                          f"(unbound: {unknown}) for random standard-normal starts")
     shape = grid + ((n_free,) if n_free > 1 else ())
-    return np.random.default_rng(args.seed).standard_normal(shape).astype(args.dtype)
+    try:        # drawn in float64, then cast: the documented draw
+        return np.random.default_rng(args.seed).standard_normal(shape).astype(args.dtype)
+    except MemoryError:
+        n_bytes = 8.0 * float(np.prod(shape, dtype=np.float64))
+        raise UsageError(f"the default h0 of field {field.name!r}, shape {shape}, needs "
+                         f"{size_text(n_bytes)} and does not fit in memory: give a smaller "
+                         f"--dim, or --h0 FILE.npy") from None
 
 
 def grid_shape(field, dims: dict[str, int], params: dict, inputs: dict) -> tuple[int, ...] | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from lark import Tree
 
+from . import spelling
 from .errors import Span, SyntaxError_, UnknownNameError, VgpuError
 from .frontend import ast as A
 from .frontend.ast import build
@@ -49,7 +50,7 @@ class Compiled:
         listing = ", ".join(f"`{n}`" for n in self.field_names)
         if field is None:
             raise UnknownNameError(f"the program has {len(fields)} fields ({listing}); "
-                                   "choose one with field=NAME")
+                                   f"choose one with {spelling.field_choice()}")
         raise UnknownNameError(f"no field named `{field}`; the program has {listing}")
 
 

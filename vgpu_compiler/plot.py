@@ -3,8 +3,10 @@
 - two or more states: a phase portrait, the first two states of every
   trajectory's final state as a scatter;
 - one state: the distribution of the final state, as a histogram;
-- with a history (``--save-every``): a second panel with the states over time
-  for a few trajectories.
+- with a history (``--save-every``): a panel with the states over time
+  for a few trajectories;
+- every one-dimensional output (``flux`` into ``output counts[32]``): a panel
+  with its values as bars, one per slot (a histogram field's bins).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .errors import VgpuError
 # Trajectories drawn in the history panel, and points in the scatter (sampled evenly).
 MAX_LINES = 16
 MAX_POINTS = 200_000
+MAX_OUTPUT_PANELS = 2
 
 
 class PlotError(VgpuError):
@@ -87,21 +90,41 @@ def _draw_history(ax, history: np.ndarray, times: np.ndarray, names: Sequence[st
     ax.legend(loc="best", fontsize="small")
 
 
+def _draw_bars(ax, name: str, values: np.ndarray) -> None:
+    values = np.asarray(values, dtype=np.float64)
+    ax.bar(np.arange(len(values)), values, width=1.0, align="edge", edgecolor="white",
+           linewidth=0.5)
+    ax.set_xlim(0, len(values))
+    ax.set_xlabel(f"slot of {name}")
+    ax.set_ylabel(name)
+    ax.set_title(f"output {name}: {len(values)} slots, total {values.sum():g}")
+
+
+def _bar_outputs(outputs: dict | None) -> list[tuple[str, np.ndarray]]:
+    """The one-dimensional outputs, drawn as bars (the first MAX_OUTPUT_PANELS)."""
+    found = [(k, v) for k, v in (outputs or {}).items() if np.ndim(v) == 1 and np.size(v)]
+    return found[:MAX_OUTPUT_PANELS]
+
+
 def plot_solution(path: str, states: np.ndarray, state_names: Sequence[str], *,
                   history: np.ndarray | None = None, times: np.ndarray | None = None,
-                  title: str | None = None) -> None:
+                  outputs: dict | None = None, title: str | None = None) -> None:
     """Write a PNG (or any format matplotlib knows from the suffix) to ``path``."""
     plt = _pyplot()
     names = list(state_names)
     if not names or np.size(states) == 0:
         raise PlotError("--plot: the field has no state to draw")
     flat = _per_trajectory(states, len(names))
-    panels = 2 if history is not None and times is not None else 1
+    with_history = history is not None and times is not None
+    bars = _bar_outputs(outputs)
+    panels = 1 + with_history + len(bars)
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 5), squeeze=False)
     try:
         _draw_final(axes[0, 0], flat, names)
-        if panels == 2:
+        if with_history:
             _draw_history(axes[0, 1], history, times, names)
+        for k, (name, values) in enumerate(bars):
+            _draw_bars(axes[0, 1 + with_history + k], name, values)
         if title:
             fig.suptitle(title)
         fig.tight_layout()

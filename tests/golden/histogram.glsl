@@ -28,6 +28,8 @@ uniform int u_count;  // trajectories in this dispatch (array stride)
 uniform int u_origin;  // first trajectory (row with a basin) of this dispatch
 uniform int u_grid0;  // grid extent of i
 uniform int d_N;  // dim N
+uniform float p_w0;  // param w0
+uniform float p_w1;  // param w1
 
 // --- helpers -----------------------------------------------------------------
 // Record a run-time error (index out of range, int division by zero): the first one
@@ -43,6 +45,24 @@ void vg_fail(uint id, ivec3 at) {
 // int(x) floors.
 int vg_toint(float x) {
     return int(floor(x));
+}
+
+// x ^ n for an int n, by squaring (numpy: 0 ^ -n = inf, x ^ 0 = 1).
+float vg_powi(float x, int n) {
+    uint m = uint(abs(n));
+    if (n == (-2147483647 - 1)) {
+        m = 2147483648u;
+    }
+    float r = 1.0;
+    float b = x;
+    while (m != 0u) {
+        if ((m & 1u) != 0u) {
+            r *= b;
+        }
+        b *= b;
+        m >>= 1;
+    }
+    return (n < 0) ? 1.0 / r : r;
 }
 
 // flux into output counts: out of range is an error, and writes nothing.
@@ -76,52 +96,72 @@ void main() {
 
     // --- state, in registers ---
     precise float s_x = 0.0;
+    precise float s_v = 0.0;
     if (vg_active) {
         s_x = b_state.v[0 * u_count + lane];
+        s_v = b_state.v[1 * u_count + lane];
+    }
+    if (u_step0 == 0 && vg_active) {
+        s_x = 1.0;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
+        s_v = 0.0;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
     }
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
         float k0_x = 0.0;
+        float k0_v = 0.0;
         float k1_x = 0.0;
+        float k1_v = 0.0;
         float k2_x = 0.0;
+        float k2_v = 0.0;
         float k3_x = 0.0;
+        float k3_v = 0.0;
         {  // stage 0, c = 0
             precise float y_x = s_x;
+            precise float y_v = s_v;
             if (vg_active) {
-                k0_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
+                k0_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
+                k0_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         {  // stage 1, c = 1/2
             precise float y_x = s_x + u_dt * (0.5 * k0_x);
+            precise float y_v = s_v + u_dt * (0.5 * k0_v);
             if (vg_active) {
-                k1_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
+                k1_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
+                k1_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         {  // stage 2, c = 1/2
             precise float y_x = s_x + u_dt * (0.5 * k1_x);
+            precise float y_v = s_v + u_dt * (0.5 * k1_v);
             if (vg_active) {
-                k2_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
+                k2_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
+                k2_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         {  // stage 3, c = 1
             precise float y_x = s_x + u_dt * (1.0 * k2_x);
+            precise float y_v = s_v + u_dt * (1.0 * k2_v);
             if (vg_active) {
-                k3_x = (-y_x) + 1.0;  // line 15: dx/dt = -x + 1
+                k3_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
+                k3_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         s_x = s_x + u_dt * (0.16666667 * k0_x + 0.33333334 * k1_x + 0.33333334 * k2_x + 0.16666667 * k3_x);
+        s_v = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
     }
 
     // --- flux: once, after the last step, on the final state ---
     if (u_final != 0) {
         if (vg_active) {
-            fx0_counts(min(max(vg_toint((s_x * 16.0)), 0), 31), 1.0, 0u);  // line 17: flux counts[clamp(int(x * 16), 0, 31)] += 1
+            fx0_counts(min(max(vg_toint(((s_x + 1.0) * 16.0)), 0), 31), 1.0, 0u);  // line 25: flux counts[clamp(int((x + 1) * 16), 0, 31)] += 1   # bin k holds x in [-1 + k/16, -1 + (k+1)/16)
         }
     }
 
     // --- store ---
     if (vg_active) {
         b_state.v[0 * u_count + lane] = s_x;
+        b_state.v[1 * u_count + lane] = s_v;
     }
 }

@@ -16,6 +16,7 @@ from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingErr
                       UnknownNameError)
 from ..ir.nodes import Const, Expr, Field, Sym
 from ..ir.ops import SymKind, Type
+from .. import spelling as S
 from . import bind_memo
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
@@ -74,7 +75,8 @@ def working_dtype(dtype) -> np.dtype:
     except TypeError:
         d = None
     if d is None or d.name not in ("float32", "float64"):
-        raise ArgumentTypeError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        raise ArgumentTypeError(f"{S.name('dtype')} must be 'float32' or 'float64', "
+                                f"got {dtype!r}")
     return np.dtype(d.name)     # native byte order: '>f4' means float32 too
 
 
@@ -82,12 +84,12 @@ def _names(what: str, given, valid: list[str], field: Field) -> dict:
     if given is None:
         return {}
     if not isinstance(given, Mapping):
-        raise ArgumentTypeError(f"{what}= must be a dict of name -> value, "
+        raise ArgumentTypeError(f"{S.keyword(what)} must be a dict of name -> value, "
                                 f"got {type(given).__name__}")
     unknown = [k for k in given if k not in valid]
     if unknown:
         listed = ", ".join(valid) if valid else f"none: field {field.name} declares no {what}"
-        raise UnknownNameError(f"unknown name {unknown[0]!r} in {what}=; "
+        raise UnknownNameError(f"unknown name {unknown[0]!r} in {S.keyword(what)}; "
                                f"valid names: {listed}")
     return dict(given)
 
@@ -120,7 +122,7 @@ def _int(what: str, value, low: int) -> int:
 
 
 def _save_every(k) -> int | None:
-    return None if k is None else _int("save_every", k, 1)
+    return None if k is None else _int(S.name("save_every"), k, 1)
 
 
 # --- arrays ----------------------------------------------------------------------------
@@ -129,7 +131,7 @@ def _inputs(field: Field, given: dict, dtype) -> dict[str, np.ndarray]:
     for decl in field.inputs:
         if decl.name not in given:
             raise MissingError(f"input {decl.name}{shape_text(decl.dims, '[]')} was not given: "
-                               f"pass inputs={{{decl.name!r}: array}}")
+                               f"pass {S.give_entry('inputs', decl.name)}")
         a = _numeric(f"input {decl.name}", given[decl.name])
         if a.ndim != len(decl.dims):
             raise ShapeError(f"input {decl.name} is declared {decl.name}"
@@ -151,18 +153,19 @@ def _h0(field: Field, h0, dtype) -> np.ndarray | None:
     if h0 is None:
         if n_free:
             names = ", ".join(s.name for s in field.free_states)
-            raise MissingError(f"h0 was not given: field {field.name} needs the starting "
-                               f"values of {names} ({_h0_expected(field)})")
+            raise MissingError(f"{S.name('h0')} was not given: field {field.name} needs the "
+                               f"starting values of {names} ({_h0_expected(field)})")
         return None
     if n_free == 0:
-        raise CallError(f"h0 was given, but every state of field {field.name} has a start "
-                        f"expression (state x = ...): leave h0 out")
-    a = _numeric("h0", h0)
+        raise CallError(f"{S.name('h0')} was given, but every state of field {field.name} "
+                        f"has a start expression (state x = ...): leave {S.name('h0')} out")
+    a = _numeric(S.name("h0"), h0)
     rank = len(field.grid)
     ok = a.ndim == rank + 1 and a.shape[-1] == n_free
     ok = ok or (n_free == 1 and a.ndim == rank)
     if not ok:
-        raise ShapeError(f"h0 must have shape {_h0_expected(field)}, got {a.shape}")
+        raise ShapeError(f"{S.name('h0')} must have shape {_h0_expected(field)}, "
+                         f"got {a.shape}")
     return np.ascontiguousarray(a, dtype)
 
 
@@ -178,20 +181,28 @@ def _h0_expected(field: Field) -> str:
 def _bind_dims(field: Field, dims: dict, arrays: dict, h0, params: dict) -> Dims:
     bound = Dims(field)
     for name, value in dims.items():
-        bound.bind(name, _int(f"dims[{name!r}]", value, 0), "dims=")
+        bound.bind(name, _int(S.entry("dims", name), value, 0), S.keyword("dims"))
     for decl in field.inputs:
         bound.match(decl.dims, arrays[decl.name].shape, f"input {decl.name}")
     grid = tuple(a.extent for a in field.grid)
     if h0 is not None:
-        bound.match(grid, h0.shape[:len(grid)], "h0")
+        bound.match(grid, h0.shape[:len(grid)], S.name("h0"))
     for name, value in params.items():
         if isinstance(value, np.ndarray):
             if value.ndim != len(grid):
                 raise ShapeError(f"param {name} must be one number or an array of the grid's "
                                  f"shape {shape_text(grid, '()')}, got shape {value.shape}")
             bound.match(grid, value.shape, f"param {name}")
-    bound.require_all()
+    _require_all(bound)
     return bound
+
+
+def _require_all(bound: Dims) -> None:
+    missing = [d for d in bound.field.dims if d not in bound.values]
+    if missing:
+        name = missing[0]
+        raise MissingError(f"dim {name} is not bound: it is {bound._used(name)}; no array "
+                           f"passed gives it, so pass {S.give_entry('dims', name)}")
 
 
 # --- params and the solve statement ---------------------------------------------------------
@@ -209,7 +220,7 @@ def _param_values(field: Field, given: dict, grid_shape: tuple, dtype, dims: dic
         decl = decls[name]
         if decl.default is None:
             raise MissingError(f"param {name} has no default and was not given: "
-                               f"pass params={{{name!r}: value}}")
+                               f"pass {S.give_entry('params', name)}")
         if name in stack:
             raise DeclarationError(f"the default of param {name} depends on itself",
                                    span=decl.span)
@@ -252,13 +263,13 @@ def _solver_value(what: str, expr: Expr, ctx):
     if per_trajectory:
         raise CallError(f"{what} of field {field.name} uses param {per_trajectory[0]}, which has "
                         f"one value per trajectory in this call; {what} is one value for every "
-                        f"trajectory: pass that param as a scalar, or {what}= in the call")
+                        f"trajectory: pass that param as a scalar, or give {S.keyword(what)}")
     return _evaluate(expr, lambda p: values[p], dims)
 
 
 def _solver_float(what: str, expr: Expr, override, ctx) -> float:
     if override is not None:
-        return _scalar(what, override)
+        return _scalar(S.name(what), override)
     v = float(_solver_value(what, expr, ctx))
     if not math.isfinite(v):
         raise ArgumentTypeError(f"{what} of the solve statement is {v}; it must be finite")
@@ -267,7 +278,7 @@ def _solver_float(what: str, expr: Expr, override, ctx) -> float:
 
 def _solver_steps(expr: Expr, override, ctx) -> int:
     if override is not None:
-        return _int("steps", override, 0)
+        return _int(S.name("steps"), override, 0)
     v = _solver_value("steps", expr, ctx)
     if not float(v).is_integer() or not 0 <= float(v) <= INT32_MAX:
         raise ArgumentTypeError(f"steps of the solve statement is {v}; it must be an int >= 0")

@@ -46,8 +46,19 @@ def _reads_no_param_value(field: Field) -> bool:
     return hit[1]
 
 
+# numpy converts Python ints in [-2**63, 2**64) to int64 / uint64, larger ones to object
+# arrays, which bind rejects: such an int is described by no signature, so a call with it
+# is bound (and refused) in full, every time.
+_INT_LOW, _INT_HIGH = -2**63, 2**64
+
+
 def _plain(v) -> bool:
-    return v is None or type(v) in (int, float)
+    return v is None or _number(v)
+
+
+def _number(v) -> bool:
+    """A Python float, or an int that bind converts as a number."""
+    return type(v) is float or (type(v) is int and _INT_LOW <= v < _INT_HIGH)
 
 
 def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
@@ -79,7 +90,7 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
             if values:      # a default may be computed from this array's numbers
                 return None
             parts.append((name, v.shape, v.dtype))
-        elif type(v) in (int, float):
+        elif _number(v):
             parts.append((name, v) if values else (name, float))
         else:
             return None
