@@ -4,6 +4,14 @@ OpenGL contexts are bound to a thread, so every GL call is submitted to the
 worker (``call(fn, *args)``) and the caller waits for its result: calls from
 any thread are safe, and they run one at a time. ``VGPU_NO_GL=1`` forces
 "no context". The context is headless: EGL first, then moderngl's default.
+
+A child made by ``os.fork`` (or a multiprocessing "fork" pool) has no worker
+thread. If the parent never started GL, the child makes its own context when it
+first wants one. If it had, the child has no context: llvmpipe's threads do not
+survive a fork, and a second context made in the child hangs at its first
+dispatch, so ``error`` says why and ``backend="auto"`` runs on numpy there. A
+caller interrupted (Ctrl-C) while waiting for a job marks it cancelled and waits
+for it to end: long jobs check ``cancelled()`` between dispatches.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ class _Job:
     """One call handed to the worker. A plain lock signals completion: on small problems
     the hand-off is a visible part of a call, and this is the cheapest one Python has."""
 
-    __slots__ = ("fn", "args", "done", "result", "error")
+    __slots__ = ("fn", "args", "done", "result", "error", "cancel")
 
     def __init__(self, fn: Callable, args: tuple):
         self.fn, self.args = fn, args
@@ -34,6 +42,7 @@ class _Job:
         self.done.acquire()
         self.result: Any = None
         self.error: BaseException | None = None
+        self.cancel = False
 
     def run(self) -> None:
         try:
@@ -44,7 +53,12 @@ class _Job:
             self.done.release()
 
     def wait(self):
-        self.done.acquire()
+        try:
+            self.done.acquire()
+        except BaseException:       # KeyboardInterrupt: the job stops at its next check,
+            self.cancel = True      # and the caller waits for that (a second interrupt
+            self.done.acquire()     # does not wait) so that the caller's locks still
+            raise                   # cover the GL work when they are released
         if self.error is not None:
             raise self.error
         return self.result
@@ -59,6 +73,7 @@ class GLThread:
         self.ctx = None
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+        self.job: _Job | None = None    # the job the worker runs now
 
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
@@ -83,7 +98,38 @@ class GLThread:
             job = self._queue.get()
             if job is None:
                 break
+            self.job = job
             job.run()
+            self.job = None
+
+    def cancelled(self) -> bool:
+        """On the worker: True when the caller of the running job was interrupted."""
+        job = self.job
+        return job is not None and job.cancel
+
+    # --- fork --------------------------------------------------------------------
+    def _before_fork(self) -> None:
+        self._lock.acquire()            # the child sees a whole start, or none
+
+    def _after_fork_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_child(self) -> None:
+        self._lock = threading.Lock()
+        self.job = None
+        if self._thread is None:        # GL never started: the child starts its own
+            return
+        if self.ctx is not None or self.error is None:
+            self.ctx = None             # the parent's context is not usable here
+            self.error = (f"this process was forked from process {os.getppid()}, which had "
+                          f"already started OpenGL, and a forked child cannot use OpenGL "
+                          f"(start it with multiprocessing's 'spawn' or 'forkserver' "
+                          f"method to use GLSL there)")
+        self.info = {}
+        self._queue = None
+        self._thread = None
+        self._ready = threading.Event()
+        self._ready.set()               # settled: unavailable, for good
 
     def _create(self) -> None:
         if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
@@ -141,6 +187,15 @@ def _describe(ctx) -> dict[str, Any]:
 
 
 GL = GLThread()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: GL._before_fork(),
+                        after_in_parent=lambda: GL._after_fork_parent(),
+                        after_in_child=lambda: GL._after_fork_child())
+
+
+def cancelled() -> bool:
+    """True (on the GL thread) when the caller of the running job was interrupted."""
+    return GL.cancelled()
 
 
 def available() -> bool:

@@ -11,6 +11,7 @@ saving the history's steps as they pass.
 from __future__ import annotations
 
 import time
+from math import copysign
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,10 +254,15 @@ _bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffer
 
 
 def _set_uniforms(kernel, uniforms: dict) -> None:
-    """Only what changed since the last dispatch: uniforms persist in a program."""
+    """Only what changed since the last dispatch: uniforms persist in a program. Values
+    are compared as the program sees them: -0.0 differs from 0.0 (``1 / p``), so a zero
+    also compares signs; a NaN never equals the last value, so it is sent again each time
+    (the same value: harmless)."""
     prog, last, names = kernel.program, kernel.uniform_values, kernel.uniform_names
     for name, value in uniforms.items():
-        if last.get(name) != value and name in names:
+        old = last.get(name)
+        if (old != value or (value == 0 and copysign(1.0, old) != copysign(1.0, value))
+                ) and name in names:
             prog[name].value = value
             last[name] = value
 
