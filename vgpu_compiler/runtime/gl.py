@@ -9,9 +9,11 @@ A child made by ``os.fork`` (or a multiprocessing "fork" pool) has no worker
 thread. If the parent never started GL, the child makes its own context when it
 first wants one. If it had, the child has no context: llvmpipe's threads do not
 survive a fork, and a second context made in the child hangs at its first
-dispatch, so ``error`` says why and ``backend="auto"`` runs on numpy there. A
-caller interrupted (Ctrl-C) while waiting for a job marks it cancelled and waits
-for it to end: long jobs check ``cancelled()`` between dispatches.
+dispatch, so ``error`` says why and ``backend="auto"`` runs on numpy there.
+
+A caller interrupted (Ctrl-C) while waiting for its job still waits for the job
+to end before the KeyboardInterrupt goes on, so the locks it holds cover the GL
+work (glsl_exec keeps every job to one dispatch or less).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ class _Job:
     """One call handed to the worker. A plain lock signals completion: on small problems
     the hand-off is a visible part of a call, and this is the cheapest one Python has."""
 
-    __slots__ = ("fn", "args", "done", "result", "error", "cancel")
+    __slots__ = ("fn", "args", "done", "result", "error", "over")
 
     def __init__(self, fn: Callable, args: tuple):
         self.fn, self.args = fn, args
@@ -42,7 +44,7 @@ class _Job:
         self.done.acquire()
         self.result: Any = None
         self.error: BaseException | None = None
-        self.cancel = False
+        self.over = False               # set just before ``done`` is released
 
     def run(self) -> None:
         try:
@@ -50,15 +52,16 @@ class _Job:
         except BaseException as exc:    # handed to the caller, re-raised there
             self.error = exc
         finally:
+            self.over = True
             self.done.release()
 
     def wait(self):
         try:
             self.done.acquire()
-        except BaseException:       # KeyboardInterrupt: the job stops at its next check,
-            self.cancel = True      # and the caller waits for that (a second interrupt
-            self.done.acquire()     # does not wait) so that the caller's locks still
-            raise                   # cover the GL work when they are released
+        except BaseException:       # KeyboardInterrupt: wait for the job in flight (a
+            if not self.over:       # second interrupt does not), so that the caller's
+                self.done.acquire()     # locks still cover the GL work when released.
+            raise                   # (The interrupt may come after ``done`` was taken.)
         if self.error is not None:
             raise self.error
         return self.result
@@ -73,7 +76,6 @@ class GLThread:
         self.ctx = None
         self.error: str | None = None
         self.info: dict[str, Any] = {}
-        self.job: _Job | None = None    # the job the worker runs now
 
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
@@ -98,14 +100,7 @@ class GLThread:
             job = self._queue.get()
             if job is None:
                 break
-            self.job = job
             job.run()
-            self.job = None
-
-    def cancelled(self) -> bool:
-        """On the worker: True when the caller of the running job was interrupted."""
-        job = self.job
-        return job is not None and job.cancel
 
     # --- fork --------------------------------------------------------------------
     def _before_fork(self) -> None:
@@ -116,7 +111,6 @@ class GLThread:
 
     def _after_fork_child(self) -> None:
         self._lock = threading.Lock()
-        self.job = None
         if self._thread is None:        # GL never started: the child starts its own
             return
         if self.ctx is not None or self.error is None:
@@ -191,11 +185,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=lambda: GL._before_fork(),
                         after_in_parent=lambda: GL._after_fork_parent(),
                         after_in_child=lambda: GL._after_fork_child())
-
-
-def cancelled() -> bool:
-    """True (on the GL thread) when the caller of the running job was interrupted."""
-    return GL.cancelled()
 
 
 def available() -> bool:
