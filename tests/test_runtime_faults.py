@@ -266,3 +266,27 @@ def test_a_param_of_minus_zero_after_zero_is_sent(glsl, dtype):
         got = vgpu.run_field(RECIPROCAL, h0, params={"p": p}, dtype=dtype, backend="glsl")
         ref = vgpu.run_field(RECIPROCAL, h0, params={"p": p}, dtype=dtype, backend="numpy")
         np.testing.assert_array_equal(got, ref)     # inf signs; NaN where NaN
+
+
+# --- a kernel evicted between being found and being run --------------------------------------
+@pytest.mark.parametrize("many", [False, True])
+def test_a_kernel_evicted_after_it_was_found_still_runs(glsl, fresh_cache, many):
+    """Another thread may evict (and release) a kernel after a call found it and before it
+    took the kernel's lock: the run compiles a private program and releases it after."""
+    from field_examples import LORENZ
+    from vgpu_compiler.runtime.bind import bind
+    from vgpu_compiler.runtime.glsl_exec import execute
+    from vgpu_compiler.runtime.glsl_plan import limits
+    field = vgpu.compile(LORENZ).select(None)
+    h0 = np.random.default_rng(5).normal(size=(30, 3))
+    every = 10 if many else None
+    ref = vgpu.solve(LORENZ, h0, steps=40, save_every=every, backend="numpy")
+    bound = bind(field, h0, None, None, None, "float32", None, 40, None, every)
+    kernel = glsl._kernel(bound)
+    assert glsl.MEMORY.evict(kernel.key) and kernel.program is None
+    with limits(max_steps=7 if many else None), kernel.lock:
+        sol = execute(kernel, bound, None)
+    np.testing.assert_array_equal(sol.states, ref.states)
+    if many:
+        np.testing.assert_array_equal(sol.history, ref.history)
+    assert kernel.program is None and not kernel.buffers     # released again

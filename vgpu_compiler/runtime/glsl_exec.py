@@ -76,14 +76,18 @@ def execute(kernel, bound: Bound, progress: Progress) -> Solution:
 
 
 # --- progress callbacks and re-entry -------------------------------------------------
-_here = threading.local()       # .kernels: those whose run's progress callback is running
+class _Here(threading.local):
+    kernels: tuple = ()         # those whose run's progress callback this thread is in
+
+
+_here = _Here()
 
 
 def private_if_busy(kernel):
     """``kernel``, or a private copy of it when this thread is inside a progress callback
     of a run of ``kernel`` (whose buffers hold that run's state): the copy compiles its
     own program and buffers for one call (execute releases them)."""
-    if kernel not in getattr(_here, "kernels", ()):
+    if kernel not in _here.kernels:
         return kernel
     from .kernel_cache import GpuKernel
     copy = GpuKernel(kernel.key, kernel.source, kernel.meta)
@@ -92,7 +96,7 @@ def private_if_busy(kernel):
 
 
 def _report(kernel, progress, done: int, total: int) -> None:
-    outer = getattr(_here, "kernels", ())
+    outer = _here.kernels
     _here.kernels = outer + (kernel,)
     try:
         progress(done, total)
