@@ -6,7 +6,7 @@ before it and the Solution after it, on the caller's thread, so the GL thread
 holds the context no longer than the GL work takes. A longer run is driven from
 the caller's thread, one trip per dispatch: chunk by chunk (glsl_plan splits the
 ensemble), dispatch by dispatch (paced to about 0.2 s each), saving the history's
-steps as they pass. So:
+steps as they pass (other threads' calls may run between its trips). So:
 - progress is called on the caller's thread, between trips. The kernel's buffers
   then hold the run's state, so a call made by the callback that needs the same
   kernel gets a private copy (``private_if_busy``): its own program and buffers,
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import threading
 import time
-from math import copysign
 from dataclasses import dataclass
+from math import copysign
 
 import numpy as np
 
@@ -51,28 +51,31 @@ class _Call:
 
 
 def execute(kernel, bound: Bound, progress: Progress) -> Solution:
-    """Run ``bound`` on ``kernel`` (the caller holds ``kernel.lock``)."""
+    """Run ``bound`` on ``kernel``. The caller holds ``kernel.lock`` and reports the
+    final progress(steps, steps) itself, after releasing it."""
     plan = plan_for(kernel, bound)
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _call_uniforms(call, plan)
     if bound.save_every or not plan.one_dispatch(bound.steps):
-        private = kernel.program is None    # evicted since found (eviction waits for the
-        if private:                         # kernel's lock, held now): a private program
-            gl.call(kernel.compile)
-        try:
-            sol = _run_all(kernel, call, plan, uniforms, progress)
-        finally:
-            if private:
-                gl.call(kernel.release)
-    else:
-        chunk = plan.chunks[0]
-        uniforms.update(_segment(0, bound.steps, bound.steps))
-        err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
-        COUNTERS.add("dispatches")
-        _raise_error(err, call)
-        _absorb(call, chunk, raw)
-        sol = _solution(call, call.deposits if call.deposits is not None else outputs)
-    return sol      # the caller reports progress(steps, steps), outside the kernel's lock
+        return _run_many(kernel, call, plan, uniforms, progress)
+    chunk = plan.chunks[0]
+    uniforms.update(_segment(0, bound.steps, bound.steps))
+    err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
+    COUNTERS.add("dispatches")
+    _raise_error(err, call)
+    _absorb(call, chunk, raw)
+    return _solution(call, call.deposits if call.deposits is not None else outputs)
+
+
+def _run_many(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
+    private = kernel.program is None    # evicted since found (eviction waits for the
+    if private:                         # kernel's lock, held now): a private program
+        gl.call(kernel.compile)
+    try:
+        return _run_all(kernel, call, plan, uniforms, progress)
+    finally:
+        if private:
+            gl.call(kernel.release)
 
 
 # --- progress callbacks and re-entry -------------------------------------------------
