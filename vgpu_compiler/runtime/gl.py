@@ -58,10 +58,13 @@ class _Job:
     def wait(self):
         try:
             self.done.acquire()
-        except BaseException:       # KeyboardInterrupt: wait for the job in flight (a
-            if not self.over:       # second interrupt does not), so that the caller's
-                self.done.acquire()     # locks still cover the GL work when released.
-            raise                   # (The interrupt may come after ``done`` was taken.)
+        except BaseException:
+            # KeyboardInterrupt: let the job in flight end first, so that the locks the
+            # caller holds still cover its GL work when they are released (a second
+            # interrupt does not wait). The interrupt may come after ``done`` was taken.
+            if not self.over:
+                self.done.acquire()
+            raise
         if self.error is not None:
             raise self.error
         return self.result
@@ -111,8 +114,8 @@ class GLThread:
 
     def _after_fork_child(self) -> None:
         self._lock = threading.Lock()
-        if self._thread is None:        # GL never started: the child starts its own
-            return
+        if self._thread is None:        # GL never started (the child starts its own), or
+            return                      # this process is a settled child itself
         if self.ctx is not None or self.error is None:
             self.ctx = None             # the parent's context is not usable here
             self.error = (f"this process was forked from process {os.getppid()}, which had "
