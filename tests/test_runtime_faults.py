@@ -66,6 +66,10 @@ if pid == 0:
     out = {"auto": [same(vgpu.run_field(LORENZ, H0, steps=30)) for _ in range(3)],
            "reason": gl.GL.error}
     out["warnings"] = [r.levelname for r in records]
+    grandchild = os.fork()
+    if grandchild == 0:
+        os._exit(0 if same(vgpu.run_field(LORENZ, H0, steps=30)) and gl.GL.error else 3)
+    out["grandchild"] = os.waitpid(grandchild, 0)[1]
     try:
         vgpu.run_field(LORENZ, H0, steps=30, backend="glsl")
         out["glsl"] = "ran"
@@ -88,6 +92,7 @@ def test_a_forked_child_of_a_gl_process_runs_on_numpy_and_says_why():
     assert out["status"] == 0
     assert out["auto"] == [True] * 3
     assert out["warnings"] == ["WARNING"]       # one, for three calls
+    assert out["grandchild"] == 0               # a fork of the child: the same
     assert out["glsl"] == "BackendError"
     assert "forked" in out["reason"] and "spawn" in out["reason"]
     assert out["parent_after"] is True          # the parent's own context still works
