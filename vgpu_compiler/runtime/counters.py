@@ -1,6 +1,7 @@
 """Process-wide counters of the runtime, readable from Python (``vgpu.cache_stats()``)."""
 from __future__ import annotations
 
+import os
 import threading
 
 NAMES = ("compiles", "memory_hits", "disk_hits", "dispatches", "evictions", "cpu_fallbacks",
@@ -26,3 +27,6 @@ class Counters:
 
 
 COUNTERS = Counters()
+# A forked child gets a fresh lock: the old one may be held by a thread it does not have.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: setattr(COUNTERS, "_lock", threading.Lock()))

@@ -4,6 +4,16 @@ OpenGL contexts are bound to a thread, so every GL call is submitted to the
 worker (``call(fn, *args)``) and the caller waits for its result: calls from
 any thread are safe, and they run one at a time. ``VGPU_NO_GL=1`` forces
 "no context". The context is headless: EGL first, then moderngl's default.
+
+A child made by ``os.fork`` (or a multiprocessing "fork" pool) has no worker
+thread. If the parent never started GL, the child makes its own context when it
+first wants one. If it had, the child has no context: llvmpipe's threads do not
+survive a fork, and a second context made in the child hangs at its first
+dispatch, so ``error`` says why and ``backend="auto"`` runs on numpy there.
+
+A caller interrupted (Ctrl-C) while waiting for its job still waits for the job
+to end before the KeyboardInterrupt goes on, so the locks it holds cover the GL
+work (glsl_exec keeps every job to one dispatch or less).
 """
 from __future__ import annotations
 
@@ -26,7 +36,7 @@ class _Job:
     """One call handed to the worker. A plain lock signals completion: on small problems
     the hand-off is a visible part of a call, and this is the cheapest one Python has."""
 
-    __slots__ = ("fn", "args", "done", "result", "error")
+    __slots__ = ("fn", "args", "done", "result", "error", "over")
 
     def __init__(self, fn: Callable, args: tuple):
         self.fn, self.args = fn, args
@@ -34,6 +44,7 @@ class _Job:
         self.done.acquire()
         self.result: Any = None
         self.error: BaseException | None = None
+        self.over = False               # set just before ``done`` is released
 
     def run(self) -> None:
         try:
@@ -41,10 +52,19 @@ class _Job:
         except BaseException as exc:    # handed to the caller, re-raised there
             self.error = exc
         finally:
+            self.over = True
             self.done.release()
 
     def wait(self):
-        self.done.acquire()
+        try:
+            self.done.acquire()
+        except BaseException:
+            # KeyboardInterrupt: let the job in flight end first, so that the locks the
+            # caller holds still cover its GL work when they are released (a second
+            # interrupt does not wait). The interrupt may come after ``done`` was taken.
+            if not self.over:
+                self.done.acquire()
+            raise
         if self.error is not None:
             raise self.error
         return self.result
@@ -84,6 +104,29 @@ class GLThread:
             if job is None:
                 break
             job.run()
+
+    # --- fork --------------------------------------------------------------------
+    def _before_fork(self) -> None:
+        self._lock.acquire()            # the child sees a whole start, or none
+
+    def _after_fork_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_child(self) -> None:
+        self._lock = threading.Lock()
+        if self._thread is None:        # GL never started (the child starts its own), or
+            return                      # this process is a settled child itself
+        if self.ctx is not None or self.error is None:
+            self.ctx = None             # the parent's context is not usable here
+            self.error = (f"this process was forked from process {os.getppid()}, which had "
+                          f"already started OpenGL, and a forked child cannot use OpenGL "
+                          f"(start it with multiprocessing's 'spawn' or 'forkserver' "
+                          f"method to use GLSL there)")
+        self.info = {}
+        self._queue = None
+        self._thread = None
+        self._ready = threading.Event()
+        self._ready.set()               # settled: unavailable, for good
 
     def _create(self) -> None:
         if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
@@ -141,6 +184,10 @@ def _describe(ctx) -> dict[str, Any]:
 
 
 GL = GLThread()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: GL._before_fork(),
+                        after_in_parent=lambda: GL._after_fork_parent(),
+                        after_in_child=lambda: GL._after_fork_child())
 
 
 def available() -> bool:

@@ -3,15 +3,24 @@
 A run that is one chunk and one dispatch (every small repeated call) is one trip
 to the GL thread that only writes, dispatches and reads: the host arrays are made
 before it and the Solution after it, on the caller's thread, so the GL thread
-holds the context no longer than the GL work takes. A longer run goes to the GL
-thread whole: chunk by chunk (glsl_plan splits the ensemble), dispatch by
-dispatch (paced to about 0.2 s each), calling progress between dispatches and
-saving the history's steps as they pass.
+holds the context no longer than the GL work takes. A longer run is driven from
+the caller's thread, one trip per dispatch: chunk by chunk (glsl_plan splits the
+ensemble), dispatch by dispatch (paced to about 0.2 s each), saving the history's
+steps as they pass (other threads' calls may run between its trips). So:
+- progress is called on the caller's thread, between trips. The kernel's buffers
+  then hold the run's state, so a call made by the callback that needs the same
+  kernel gets a private copy (``private_if_busy``): its own program and buffers,
+  compiled for that call and released after it;
+- Ctrl-C (KeyboardInterrupt) stops the run at the next dispatch boundary: an
+  interrupt while a trip is in flight waits for that trip (gl.call), then the
+  run unwinds and the runtime is ready for the next call.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from math import copysign
 
 import numpy as np
 
@@ -42,23 +51,61 @@ class _Call:
 
 
 def execute(kernel, bound: Bound, progress: Progress) -> Solution:
-    """Run ``bound`` on ``kernel`` (the caller holds ``kernel.lock``)."""
+    """Run ``bound`` on ``kernel``. The caller holds ``kernel.lock`` and reports the
+    final progress(steps, steps) itself, after releasing it."""
     plan = plan_for(kernel, bound)
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _call_uniforms(call, plan)
     if bound.save_every or not plan.one_dispatch(bound.steps):
-        sol = gl.call(_on_gl_thread, _run_all, kernel, call, plan, uniforms, progress)
-    else:
-        chunk = plan.chunks[0]
-        uniforms.update(_segment(0, bound.steps, bound.steps))
-        err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
-        COUNTERS.add("dispatches")
-        _raise_error(err, call)
-        _absorb(call, chunk, raw)
-        sol = _solution(call, call.deposits if call.deposits is not None else outputs)
-    if progress is not None:
-        progress(bound.steps, bound.steps)
-    return sol
+        return _run_many(kernel, call, plan, uniforms, progress)
+    chunk = plan.chunks[0]
+    uniforms.update(_segment(0, bound.steps, bound.steps))
+    err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
+    COUNTERS.add("dispatches")
+    _raise_error(err, call)
+    _absorb(call, chunk, raw)
+    return _solution(call, call.deposits if call.deposits is not None else outputs)
+
+
+def _run_many(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
+    private = kernel.program is None    # evicted since found (eviction waits for the
+    if private:                         # kernel's lock, held now): a private program
+        gl.call(kernel.compile)
+    try:
+        return _run_all(kernel, call, plan, uniforms, progress)
+    finally:
+        if private:
+            gl.call(kernel.release)
+
+
+# --- progress callbacks and re-entry -------------------------------------------------
+class _Here(threading.local):
+    kernels: tuple = ()         # those whose run's progress callback this thread is in
+
+
+_here = _Here()
+
+
+def private_if_busy(kernel):
+    """``kernel``, or a private copy of it when this thread is inside a progress callback
+    of a run of ``kernel`` (whose buffers hold that run's state): the copy compiles its
+    own program and buffers for one call (execute releases them)."""
+    base = kernel.base          # a FieldView shares its kernel's program and buffers
+    if not any(k.base is base for k in _here.kernels):
+        return kernel
+    from .kernel_cache import GpuKernel
+    copy = GpuKernel(base.key, base.source, kernel.meta)    # the caller's error table
+    copy.disk_key = base.disk_key
+    return copy
+
+
+def _report(kernel, progress, done: int, total: int) -> None:
+    outer = _here.kernels
+    _here.kernels = outer + (kernel,)
+    try:
+        progress(done, total)
+    finally:
+        _here.kernels = outer
 
 
 # --- host arrays -----------------------------------------------------------------------
@@ -177,31 +224,37 @@ def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict
     return err, _read_chunk(kernel, call, chunk), _read_outputs(kernel, call, plan)
 
 
-def _run_all(ctx, kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
+def _run_all(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
+    """Every chunk and dispatch of a run, from the caller's thread: one trip each."""
     bound = call.bound
-    writes = _shared_writes(ctx, kernel, call, plan)
     history = _history_plan(bound)
     saved = [None] * len(history) if history else None
+    outputs: dict = {}
     for ci, chunk in enumerate(plan.chunks):
-        writes += _chunk_writes(ctx, kernel, call, chunk)
         pacer = _Pacer(chunk.first, plan.cap)
+        first = True
         for s0, s1 in _segments(bound.steps, pacer, history):
             uniforms.update(_segment(s0, s1, bound.steps))
+            save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
+            end = s1 == bound.steps         # the chunk's last dispatch: read it back
+            what = (ci == 0 and first, first, save, end, end and ci == len(plan.chunks) - 1)
             began = time.perf_counter()
-            err = _dispatch(ctx, kernel, chunk, uniforms, writes)   # returns when done
+            err, state, raw, out = gl.call(_trip, kernel, call, plan, chunk, uniforms, what)
             pacer.record(s1 - s0, time.perf_counter() - began)
-            writes = []
+            first = False
             COUNTERS.add("dispatches")
             _raise_error(err, call)
-            if history and s1 in history and (s1 > s0 or s1 == 0):
+            if save:
                 m = history.index(s1)
                 if saved[m] is None:
                     saved[m] = np.zeros((call.n_states, call.n), call.bound.dtype)
-                saved[m][:, chunk.a:chunk.b] = _read_state(kernel, call, chunk.b - chunk.a)
+                saved[m][:, chunk.a:chunk.b] = state
+            if end:
+                _absorb(call, chunk, raw)
+                outputs = out if out is not None else outputs
             if progress is not None and s1 > s0 and s1 < bound.steps:
-                progress((ci * bound.steps + s1) // len(plan.chunks), bound.steps)
-        _absorb(call, chunk, _read_chunk(kernel, call, chunk))
-    outputs = _read_outputs(kernel, call, plan)
+                _report(kernel, progress, (ci * bound.steps + s1) // len(plan.chunks),
+                        bound.steps)
     sol = _solution(call, call.deposits if call.deposits is not None else outputs)
     if history:
         sol.history = np.stack([_pack(call, h) for h in saved])
@@ -209,6 +262,19 @@ def _run_all(ctx, kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> 
         sol.times = (dt(bound.t0) + np.asarray(history).astype(bound.dtype) * dt(bound.dt)
                      ).astype(bound.dtype)
     return sol
+
+
+def _trip(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict, what: tuple):
+    """One dispatch of a longer run on the GL thread; ``what`` says which of the run's
+    first writes, chunk writes, history read, chunk read-back and outputs read it does."""
+    shared, fresh, save, end, last = what
+    writes = _shared_writes(ctx, kernel, call, plan) if shared else []
+    if fresh:
+        writes += _chunk_writes(ctx, kernel, call, chunk)
+    err = _dispatch(ctx, kernel, chunk, uniforms, writes)
+    state = _read_state(kernel, call, chunk.b - chunk.a) if save else None
+    raw = _read_chunk(kernel, call, chunk) if end else None
+    return err, state, raw, _read_outputs(kernel, call, plan) if last else None
 
 
 # Buffers are made (or grown) first and written just before the dispatch: on llvmpipe,
@@ -253,10 +319,15 @@ _bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffer
 
 
 def _set_uniforms(kernel, uniforms: dict) -> None:
-    """Only what changed since the last dispatch: uniforms persist in a program."""
+    """Only what changed since the last dispatch: uniforms persist in a program. Values
+    are compared as the program sees them: -0.0 differs from 0.0 (``1 / p``), so a zero
+    also compares signs; a NaN never equals the last value, so it is sent again each time
+    (the same value: harmless)."""
     prog, last, names = kernel.program, kernel.uniform_values, kernel.uniform_names
     for name, value in uniforms.items():
-        if last.get(name) != value and name in names:
+        old = last.get(name)
+        if (old != value or (value == 0 and copysign(1.0, old) != copysign(1.0, value))
+                ) and name in names:
             prog[name].value = value
             last[name] = value
 

@@ -31,7 +31,7 @@ from . import gl
 from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 from .disk_cache import DiskCache
-from .glsl_exec import execute
+from .glsl_exec import execute, private_if_busy
 from .kernel_cache import FieldView, GpuKernel, KernelCache
 
 MEMORY = KernelCache()
@@ -54,9 +54,12 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
-    kernel = _kernel(bound)
+    kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
     with kernel.lock:
-        return execute(kernel, bound, progress)
+        sol = execute(kernel, bound, progress)
+    if progress is not None:        # outside the lock: the callback may call run_field
+        progress(bound.steps, bound.steps)
+    return sol
 
 
 def _kernel(bound: Bound) -> GpuKernel | FieldView:
