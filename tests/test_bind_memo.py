@@ -192,3 +192,21 @@ def test_scalar_params_bind_alike_first_and_repeated(value):
         assert _error_of(lambda: bind(field, **kw)) == (type(err), str(err))
         return
     same_bound(bind(field, **kw), full)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "glsl"])
+def test_minus_zero_is_another_signature(backend, request):
+    """-0.0 == 0.0, but a default 1 / p (or t0 = -0.0) gives another result: a call with
+    -0.0 after one with 0.0 must not reuse the first call's bind."""
+    if backend == "glsl":
+        request.getfixturevalue("glsl")
+    src = "field z {\n param p\n param q = 1 / p\n state x\n dx/dt = q\n solve euler(dt = 1, steps = 1)\n}"
+    h0 = np.zeros(4, np.float32)
+    for p, sign in ((0.0, 1), (-0.0, -1), (0.0, 1), (-0.0, -1)):
+        out = vgpu.run_field(src, h0, params={"p": p}, backend=backend)
+        assert np.all(np.isinf(out)) and np.all(np.sign(out) == sign), (p, out)
+    for t0, sign in ((0.0, 1.0), (-0.0, -1.0)):
+        src_t = ("field t {\n state x = 1 / t\n dx/dt = 0\n"
+                 " solve euler(dt = 1, steps = 1)\n}")        # t = t0 in a start value
+        sol = vgpu.solve(src_t, dims={"N": 4}, t0=t0, backend=backend)
+        assert np.all(np.sign(sol.states) == sign), (t0, sol.states)

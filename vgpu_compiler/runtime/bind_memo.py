@@ -15,6 +15,7 @@ leaves nothing here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -61,6 +62,12 @@ def _number(v) -> bool:
     return type(v) is float or (type(v) is int and _INT_LOW <= v < _INT_HIGH)
 
 
+def _exact(v):
+    """``v`` as a part of a signature: a float zero keeps its sign (-0.0 == 0.0, but a
+    default ``1 / p`` or a ``t0`` of -0.0 gives another result than 0.0)."""
+    return (v, math.copysign(1.0, v)) if type(v) is float and v == 0.0 else v
+
+
 def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
               save_every) -> tuple | None:
     """A hashable description of everything bind reads, or None."""
@@ -68,7 +75,7 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
         return None
     if type(dtype) is not str and not isinstance(dtype, np.dtype):
         return None
-    parts: list = [id(field), dtype, dt, steps, t0, save_every]
+    parts: list = [id(field), dtype, _exact(dt), steps, _exact(t0), save_every]
     for given in (inputs, params, dims):
         if given is None:
             parts.append(None)
@@ -91,7 +98,7 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
                 return None
             parts.append((name, v.shape, v.dtype))
         elif _number(v):
-            parts.append((name, v) if values else (name, float))
+            parts.append((name, _exact(v)) if values else (name, float))
         else:
             return None
     for name, v in (dims or {}).items():
