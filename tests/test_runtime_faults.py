@@ -303,3 +303,38 @@ def test_a_kernel_evicted_after_it_was_found_still_runs(glsl, fresh_cache, many)
     if many:
         np.testing.assert_array_equal(sol.history, ref.history)
     assert kernel.program is None and not kernel.buffers     # released again
+
+
+@NEEDS_GL
+def test_a_callback_that_evicts_its_own_runs_kernel_does_not_deadlock():
+    """clear_cache() (or a nested call that evicts the outer kernel) inside a progress
+    callback: the eviction cannot wait for the run holding the kernel on the same
+    thread; the kernel is retired and freed when that run ends, and both results hold."""
+    out = _python("""
+        import json
+        import numpy as np, vgpu
+        from vgpu_compiler.runtime import glsl_plan, glsl_runner
+        src = "field f {\\n state x\\n dx/dt = -x\\n solve euler(dt = 0.01, steps = 40)\\n}"
+        other = "field g {\\n state y\\n dy/dt = 1\\n solve euler(dt = 1, steps = 3)\\n}"
+        h0 = np.ones(8, np.float32)
+        want = vgpu.run_field(src, h0, backend="numpy")
+        seen = []
+        def cb(done, total):
+            if done < total and not seen:
+                seen.append(vgpu.clear_cache(disk=False))
+                seen.append(vgpu.run_field(other, h0, backend="glsl"))
+        glsl_plan.set_limits(max_steps=5)
+        got = vgpu.solve(src, h0, backend="glsl", progress=cb).states
+        glsl_runner.set_memory_capacity(1)
+        nested = []
+        def cb2(done, total):
+            if done < total and not nested:      # evicts the outer kernel (capacity 1)
+                nested.append(vgpu.run_field(other, h0, backend="glsl"))
+        got2 = vgpu.solve(src, h0, backend="glsl", progress=cb2).states
+        again = vgpu.run_field(src, h0, backend="glsl")     # rebuilt after the retirement
+        print(json.dumps({"ok": [bool(np.allclose(x, want, rtol=1e-6))
+                                 for x in (got, got2, again)],
+                          "nested": [seen[1].tolist(), nested[0].tolist()]}))
+    """, timeout=120)
+    assert out["ok"] == [True, True, True]
+    assert out["nested"] == [[4.0] * 8, [4.0] * 8]

@@ -30,6 +30,9 @@ _parsed: OrderedDict = OrderedDict()        # (text, filename) -> Compiled
 _parsed_lock = threading.Lock()
 _runner: list = [None]                      # the glsl_runner module, once imported
 _fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
+if hasattr(os, "register_at_fork"):     # a parent thread may hold the lock at the fork
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_parsed_lock",
+                                                                     threading.Lock()))
 
 
 class Source(str):

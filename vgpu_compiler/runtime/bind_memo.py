@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from .dims import free_params
 CAPACITY = 256
 _memo: OrderedDict = OrderedDict()
 _lock = threading.Lock()
+if hasattr(os, "register_at_fork"):     # a parent thread may hold it at the fork
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_lock", threading.Lock()))
 _value_free: dict[int, tuple] = {}        # id(field) -> (field, True if no value is read)
 
 

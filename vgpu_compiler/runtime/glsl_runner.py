@@ -32,7 +32,7 @@ from .bound import Bound, Progress, Solution
 from .counters import COUNTERS
 from .disk_cache import DiskCache
 from .glsl_exec import execute, private_if_busy
-from .kernel_cache import FieldView, GpuKernel, KernelCache
+from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
 DISK = DiskCache()
@@ -55,7 +55,7 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
     kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
-    with kernel.lock:
+    with holding(kernel):
         sol = execute(kernel, bound, progress)
     if progress is not None:        # outside the lock: the callback may call run_field
         progress(bound.steps, bound.steps)

@@ -12,6 +12,8 @@ reports run-time errors at that text's own lines.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections import OrderedDict
 
@@ -28,7 +30,8 @@ class GpuKernel:
         self.field_id, self.dtype, self.pt = "", "", ()   # whose kernel it is (evict)
         self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (glsl_exec)
         self.err_dirty = True                 # the error slot needs a reset before a run
-        self.lock = threading.Lock()          # one run at a time on these buffers
+        self.lock = threading.Lock()          # one run at a time on these buffers (holding)
+        self.retired = False                  # evicted during a run: that run frees it
         self.program = None
         self.uniform_names: frozenset[str] = frozenset()
         self.uniform_values: dict[str, object] = {}
@@ -99,6 +102,7 @@ class KernelCache:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._items: OrderedDict[str, GpuKernel] = OrderedDict()
+        _CACHES.append(self)
 
     def get(self, key: str) -> GpuKernel | None:
         with self._lock:
@@ -167,9 +171,55 @@ class KernelCache:
             return sum(k.nbytes() for k in self._items.values())
 
 
+# Guards the hand-over between a run that holds a kernel and an eviction of it: the
+# eviction frees the kernel at once when no run holds it, else marks it retired, and the
+# run frees it as it lets go. So an eviction never waits for a run (a progress callback
+# that evicts the kernel of its own run, on the run's thread, would wait for ever).
+_RETIRE = threading.Lock()
+
+
+@contextlib.contextmanager
+def holding(kernel):
+    """Hold ``kernel`` (a GpuKernel or a FieldView) for one run."""
+    base = kernel.base
+    base.lock.acquire()
+    try:
+        yield base
+    finally:
+        with _RETIRE:
+            if base.retired:
+                _free(base)
+            base.lock.release()
+
+
 def _release(kernel: GpuKernel) -> None:
-    with kernel.lock:          # never under a run of that kernel
-        try:
-            gl.call(kernel.release)
-        except gl.NoContext:
-            pass
+    with _RETIRE:
+        if not kernel.lock.acquire(blocking=False):
+            kernel.retired = True       # the run holding it frees it when it ends
+            return
+    try:
+        _free(kernel)
+    finally:
+        kernel.lock.release()
+
+
+def _free(kernel: GpuKernel) -> None:
+    try:
+        gl.call(kernel.release)
+    except gl.NoContext:
+        pass
+
+
+def _after_fork_in_child() -> None:
+    """A forked child cannot use its parent's GL objects (nor wait on locks that a parent
+    thread held at the fork): it forgets the kernels without releasing them."""
+    global _RETIRE
+    _RETIRE = threading.Lock()
+    for cache in _CACHES:
+        cache._lock = threading.Lock()
+        cache._items.clear()
+
+
+_CACHES: list = []          # every KernelCache made (the runner's), for the fork handler
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
