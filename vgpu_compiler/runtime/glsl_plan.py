@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.glsl.render import mangle
+from .. import spelling as S
 from ..errors import BackendError
 from . import gl
 from .bound import Bound
@@ -166,7 +167,7 @@ def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
         if arr.size * item > max_block:
             raise BackendError(f"input {name} ({arr.size * item} bytes) is larger than "
                                f"the largest storage block of this driver ({max_block} bytes); "
-                               f"use backend='numpy'")
+                               f"use {S.setting('backend', 'numpy')}")
     per = _per_trajectory_bytes(meta, len(bound.field.states), n_pt, item)
     if not meta["has_basin"]:
         most = min(max_block // per, meta["local_size"][0] * groups[0] * groups[1])
@@ -181,7 +182,7 @@ def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
         most -= most % unit
     if most < unit:
         raise BackendError("one row of basins is larger than the largest storage block; "
-                           "use backend='numpy'")
+                           f"use {S.setting('backend', 'numpy')}")
     return [(lo, min(lo + most, total)) for lo in range(0, total, most)] or [(0, 0)]
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import spelling as S
 from ..errors import BackendError
 from ..ir.nodes import Field
 from . import gl
@@ -50,7 +51,8 @@ def available() -> bool:
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
     if not available():
-        raise BackendError("no OpenGL 4.3 context can be made here; use backend='numpy'")
+        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
+                           f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
         from ..backends import numpy_ref
         return numpy_ref.run(bound, progress)
