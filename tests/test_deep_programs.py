@@ -280,3 +280,20 @@ def test_the_state_limit_can_be_set(glsl, monkeypatch, fresh_cache):
                                vgpu.run_field(chain(6), h0, backend="numpy"), rtol=1e-5)
     with pytest.raises(BackendError, match="at most 6"):
         vgpu.run_field(chain(7), np.ones((3, 7), np.float32), backend="glsl")
+
+
+def test_a_deep_exponent_runs_or_is_a_located_error(kernel_digest, monkeypatch):
+    # -0.0 is never folded, so this exponent stays a chain of 2000 negations; the
+    # printer's `^` rule (render._integer_exponent) walks it recursively: the GLSL
+    # backend then refuses the field with a BackendError (auto: numpy), never a crash
+    src = field("x ^ (" + "-" * 2000 + "0.0)")
+    want = call(src, "numpy")
+    np.testing.assert_array_equal(want, _euler(lambda x: np.ones_like(x)))
+    try:
+        got = call(src, "glsl")
+    except BackendError as e:
+        assert e.line is not None and "numpy" in e.message
+    else:
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(api, "_fallback_reasons", set())
+    np.testing.assert_array_equal(call(src, "auto"), want)

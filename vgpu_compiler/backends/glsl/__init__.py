@@ -85,8 +85,20 @@ def device_reduction() -> str:
 def emit_glsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
               source: str | None = None, reduction: str = "tree") -> str:
     """The GLSL compute shader of ``field`` (``source``: the program text, for comments)."""
-    return render_kernel(lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                               source=source, reduction=reduction))
+    return render_kernel(_lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                                source=source, reduction=reduction))
+
+
+def _lower(field: Field, **options) -> Kernel:
+    """``lower``, with a safety net: the printer and the lowering walk expressions on
+    explicit stacks, so a RecursionError means a helper that still recurses; it is a
+    BackendError (so ``auto`` runs the field on numpy), not a crash."""
+    try:
+        return lower(field, **options)
+    except RecursionError:
+        raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
+                           f"the GLSL backend; write it in smaller pieces, or use "
+                           f"backend=\"numpy\"", span=field.span) from None
 
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
@@ -100,8 +112,8 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     A field with more than ``max_states()`` states is a BackendError.
     """
     _check_size(field)
-    kernel = lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                   source=source, reduction=reduction)
+    kernel = _lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                    source=source, reduction=reduction)
     return render_kernel(kernel), kernel
 
 
