@@ -368,6 +368,6 @@ def build(tree: Tree) -> ProgramAST:
         return _Builder().transform(tree)
     except Exception as exc:  # lark wraps errors raised in callbacks
         inner = getattr(exc, "orig_exc", exc)
-        if isinstance(inner, SyntaxError_):
+        if isinstance(inner, (SyntaxError_, RecursionError)):
             raise inner from None
         raise

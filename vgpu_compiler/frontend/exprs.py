@@ -96,6 +96,11 @@ class _Want(NamedTuple):
     what: str = "an index"      # for "int": what must be an int, in its message
 
 
+def _ask(want: _Want) -> Iterator:
+    """A generator whose value is the answer to one request (the root of a drive)."""
+    return (yield want)
+
+
 def _made(node: N.Expr) -> N.Expr:
     """Hash a new node now, while its children's hashes are cached (no deep recursion)."""
     hash(node)
@@ -147,41 +152,43 @@ class ExprChecker:
     # --- the explicit stack ------------------------------------------------------
     def _drive(self, root):
         """Run a request (or a rule's generator) to its value without recursion."""
-        stack: list = []
+        stack = [(_ask(root) if isinstance(root, _Want) else root, None)]
         value, error = None, None
-        pending = root if isinstance(root, _Want) else None
-        if pending is None:
-            stack.append((root, None))
         while True:
-            if pending is not None:                 # start typing a requested expression
-                want, pending = pending, None
-                try:
-                    got = getattr(self, "_" + type(want.expr).__name__.lower())(
-                        want.expr, want.ctx)
-                    if isinstance(got, GeneratorType):
-                        stack.append((got, want))
-                        continue
-                    value, error = self._finish(want, got), None
-                except Exception as exc:            # noqa: BLE001 - handed to the requester
-                    value, error = None, exc
+            gen, want = stack[-1]
+            try:
+                request = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                stack.pop()
+                value, error = self._settle(want, stop.value)
+            except Exception as exc:                # noqa: BLE001 - to the requester
+                stack.pop()
+                value, error = None, exc
+            else:
+                value, error = self._begin(request, stack)
+                continue
             if not stack:
                 if error is not None:
                     raise error
                 return value
-            gen, want = stack[-1]
-            try:
-                pending = gen.throw(error) if error is not None else gen.send(value)
-                value = error = None
-            except StopIteration as stop:
-                stack.pop()
-                try:
-                    value, error = (stop.value if want is None
-                                    else self._finish(want, stop.value)), None
-                except Exception as exc:            # noqa: BLE001
-                    value, error = None, exc
-            except Exception as exc:                # noqa: BLE001
-                stack.pop()
-                value, error = None, exc
+
+    def _begin(self, want: _Want, stack: list) -> tuple:
+        """Start the rule for ``want``: a generator goes on the stack, a value is settled."""
+        try:
+            got = getattr(self, "_" + type(want.expr).__name__.lower())(want.expr, want.ctx)
+        except Exception as exc:                    # noqa: BLE001 - to the requester
+            return None, exc
+        if isinstance(got, GeneratorType):
+            stack.append((got, want))
+            return None, None
+        return self._settle(want, got)
+
+    def _settle(self, want: _Want | None, node: N.Expr) -> tuple:
+        """(value, None) for the requester, or (None, the error ``_finish`` raised)."""
+        try:
+            return (node if want is None else self._finish(want, node)), None
+        except Exception as exc:                    # noqa: BLE001 - to the requester
+            return None, exc
 
     def _finish(self, want: _Want, node: N.Expr) -> N.Expr:
         """What a request asks of its typed node: a number, a float, an int or a bool."""
