@@ -57,6 +57,8 @@ def cases(scale: int = 1) -> dict:
         f"calls{n_call}": (field("sin(" * n_call + "x" + ")" * n_call), None),
         f"where{n_call}": (field("where(x > 0, " * n_call + "x" + ", 1.0)" * n_call), None),
         f"neg{n_call}": (field("-" * n_call + "x"), None),
+        f"not{n_call}": (field("where(" + "not " * n_call + "x > 1, 1.0, 2.0)"), None),
+        f"max{n_call}": (field("max(" * n_call + "x" + ", 0.9 - 0.001 * x)" * n_call), None),
         f"lets{n_sum}": (field(f"a{n_sum - 1}", lets_chain(n_sum, False)), None),
         f"revlets{n_sum}": (field(f"a{n_sum - 1}", lets_chain(n_sum, True)), None),
         f"index{n_sum}": (field("w[(" + " + ".join(["i"] * n_sum) + ") % N]"), None),
@@ -153,13 +155,22 @@ def test_deep_printed_glsl_validates(tmp_path):
 
 
 UNCUTTABLE = field("where(x > 0, " * (MAX_DEPTH + 20) + "w[0]" + ", w[1] + x)" * (MAX_DEPTH + 20))
+# a coupled value is printed whole (no temporaries before it in the kernel's layout)
+DEEP_COUPLED = ("field f {\n input w[N]\n state x\n basin l < 4\n coupled s = "
+                + " + ".join(["x"] * (MAX_DEPTH + 50)) + "\n dx/dt = sum(s) * 0.0001 - x\n"
+                " solve euler(dt = 0.01, steps = 3)\n}\n")
+DEEP_START = ("field f {\n input w[N]\n state y, x = " + " + ".join(["y"] * (MAX_DEPTH + 50))
+              + "\n dy/dt = 0.0\n dx/dt = -x\n solve euler(dt = 0.01, steps = 3)\n}\n")
+REFUSED = {"where": (UNCUTTABLE, 4), "coupled": (DEEP_COUPLED, 5), "start": (DEEP_START, 3)}
 
 
-def test_nesting_that_cannot_be_cut_is_a_located_backend_error():
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_nesting_that_cannot_be_cut_is_a_located_backend_error(name):
     # input reads inside `where` branches cannot move out of them: no temporaries
+    src, line = REFUSED[name]
     with pytest.raises(BackendError, match=f"more than {MAX_DEPTH} levels") as info:
-        emit_glsl(compile_program(UNCUTTABLE).select())
-    assert info.value.line == 4 and info.value.column > 10
+        emit_glsl(compile_program(src).select())
+    assert info.value.line == line and info.value.column > 10
 
 
 # --- end to end: GLSL against numpy ---------------------------------------------------------
@@ -189,16 +200,18 @@ def test_deep_programs_agree_on_both_backends(name, kernel_digest):
     np.testing.assert_allclose(call(src, "auto"), want, rtol=1e-5, atol=1e-6)
 
 
-def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(kernel_digest, monkeypatch,
-                                                                caplog):
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(name, kernel_digest,
+                                                                monkeypatch, caplog):
+    src, line = REFUSED[name]
     monkeypatch.setattr(api, "_fallback_reasons", set())
-    want = call(UNCUTTABLE, "numpy")
+    want = call(src, "numpy")
     with pytest.raises(BackendError, match="numpy") as info:
-        call(UNCUTTABLE, "glsl")
-    assert info.value.line == 4 and "^" in str(info.value)
+        call(src, "glsl")
+    assert info.value.line == line and "^" in str(info.value)
     with caplog.at_level(logging.WARNING, logger="vgpu"):
         for _ in range(2):
-            np.testing.assert_array_equal(call(UNCUTTABLE, "auto"), want)
+            np.testing.assert_array_equal(call(src, "auto"), want)
     assert len([r for r in caplog.records if r.name == "vgpu"]) == 1
 
 
