@@ -48,22 +48,22 @@ def lets_chain(n: int, reverse: bool) -> str:
     return "".join(reversed(lines) if reverse else lines)
 
 
-# name -> (source, f(x) for one euler step, or None when only the backends are compared)
+# name -> source; scale 10 gives parentheses 1000 deep, sums of 2000 terms ...
 def cases(scale: int = 1) -> dict:
     n_par, n_sum, n_call = 100 * scale, 200 * scale, 100 * scale
     return {
-        f"parens{n_par}": (field("(" * n_par + "x" + " * 0.5 + 0.25)" * n_par), None),
-        f"sum{n_sum}": (field(" + ".join(["x"] * n_sum) + " * 0.001"), None),
-        f"calls{n_call}": (field("sin(" * n_call + "x" + ")" * n_call), None),
-        f"where{n_call}": (field("where(x > 0, " * n_call + "x" + ", 1.0)" * n_call), None),
-        f"neg{n_call}": (field("-" * n_call + "x"), None),
-        f"not{n_call}": (field("where(" + "not " * n_call + "x > 1, 1.0, 2.0)"), None),
-        f"max{n_call}": (field("max(" * n_call + "x" + ", 0.9 - 0.001 * x)" * n_call), None),
-        f"lets{n_sum}": (field(f"a{n_sum - 1}", lets_chain(n_sum, False)), None),
-        f"revlets{n_sum}": (field(f"a{n_sum - 1}", lets_chain(n_sum, True)), None),
-        f"index{n_sum}": (field("w[(" + " + ".join(["i"] * n_sum) + ") % N]"), None),
-        f"and{n_sum}": (field("where(" + " and ".join(f"x > -{k}" for k in range(n_sum))
-                              + ", 1.0, 2.0)"), None),
+        f"parens{n_par}": field("(" * n_par + "x" + " * 0.5 + 0.25)" * n_par),
+        f"sum{n_sum}": field(" + ".join(["x"] * n_sum) + " * 0.001"),
+        f"calls{n_call}": field("sin(" * n_call + "x" + ")" * n_call),
+        f"where{n_call}": field("where(x > 0, " * n_call + "x" + ", 1.0)" * n_call),
+        f"neg{n_call}": field("-" * n_call + "x"),
+        f"not{n_call}": field("where(" + "not " * n_call + "x > 1, 1.0, 2.0)"),
+        f"max{n_call}": field("max(" * n_call + "x" + ", 0.9 - 0.001 * x)" * n_call),
+        f"lets{n_sum}": field(f"a{n_sum - 1}", lets_chain(n_sum, False)),
+        f"revlets{n_sum}": field(f"a{n_sum - 1}", lets_chain(n_sum, True)),
+        f"index{n_sum}": field("w[(" + " + ".join(["i"] * n_sum) + ") % N]"),
+        f"and{n_sum}": field("where(" + " and ".join(f"x > -{k}" for k in range(n_sum))
+                          + ", 1.0, 2.0)"),
     }
 
 
@@ -120,9 +120,10 @@ def test_errors_deep_inside_are_found_at_their_place():
 
 def test_the_ir_of_a_deep_field_dumps_and_folds():
     n = 3000
-    program = compile_program(field(" + ".join(["1"] * n) + " + x"))
-    text = dump(program.select())
-    assert f"dx/dt = ({float(n)!r} + x)" in text or f"({n} + x)" in text
+    folded = dump(compile_program(field(" + ".join(["1"] * n) + " + x")).select())
+    assert "    dx/dt = (3000.0 + x)\n" in folded
+    text = dump(compile_program(field(" + ".join(["x"] * n))).select())
+    assert "    dx/dt = " + "(" * (n - 1) + "x" + " + x)" * (n - 1) + "\n" in text
 
 
 # --- the GLSL printer, without a driver ---------------------------------------------------
@@ -139,7 +140,7 @@ def _nesting(text: str) -> int:
 
 @pytest.mark.parametrize("name", list(cases(10)))
 def test_printed_glsl_stays_shallow(name):
-    src, _ = cases(10)[name]
+    src = cases(10)[name]
     text = emit_glsl(compile_program(src).select(), source=src)
     assert _nesting(text) <= 3 * MAX_NEST + 10
 
@@ -147,7 +148,7 @@ def test_printed_glsl_stays_shallow(name):
 def test_deep_printed_glsl_validates(tmp_path):
     exe = shutil.which("glslangValidator")
     assert exe, "glslangValidator is not installed"
-    src, _ = cases(10)["sum2000"]
+    src = cases(10)["sum2000"]
     path = tmp_path / "deep.comp"
     path.write_text(emit_glsl(compile_program(src).select(), source=src))
     run = subprocess.run([exe, "-S", "comp", str(path)], capture_output=True, text=True)
@@ -181,7 +182,7 @@ def kernel_digest(monkeypatch, glsl):
     raises RecursionError on a deep field does this test digest it by `dump` instead,
     so these tests check this change's printer either way, and the real digest after
     the merge."""
-    deep = compile_program(cases(10)["sum2000"][0]).select()
+    deep = compile_program(cases(10)["sum2000"]).select()
     try:
         glsl.canonical(deep)
     except RecursionError:
@@ -194,7 +195,7 @@ def kernel_digest(monkeypatch, glsl):
                                                    "where300", "revlets400"])
 def test_deep_programs_agree_on_both_backends(name, kernel_digest):
     all_cases = {**cases(1), **cases(3), **cases(2)}
-    src, _ = all_cases[name]
+    src = all_cases[name]
     want = call(src, "numpy")
     np.testing.assert_allclose(call(src, "glsl"), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(call(src, "auto"), want, rtol=1e-5, atol=1e-6)
@@ -221,7 +222,7 @@ sys.path.insert(0, "tests")
 import numpy as np
 import test_deep_programs as t
 out = {}
-for name, (src, _) in t.cases(10).items():
+for name, src in t.cases(10).items():
     try:
         want = t.call(src, "numpy")
         got = {b: t.call(src, b) for b in ("glsl", "auto")}
@@ -236,7 +237,7 @@ import hashlib
 from vgpu_compiler.ir.dump import dump
 from vgpu_compiler.runtime import glsl_runner
 try:
-    glsl_runner.canonical(t.compile_program(t.cases(10)["sum2000"][0]).select())
+    glsl_runner.canonical(t.compile_program(t.cases(10)["sum2000"]).select())
 except RecursionError:      # see the kernel_digest fixture
     glsl_runner.canonical = lambda f: hashlib.sha256(
         (dump(f) + repr(f.span) + repr([s.span for s in f.states])).encode()).hexdigest()
