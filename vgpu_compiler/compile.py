@@ -20,8 +20,11 @@ from .ir import nodes as N
 from .ir.passes import optimize
 
 
-TOO_DEEP = ("an expression is nested too deeply for the compiler (several hundred levels "
-            "of operators); write it in smaller pieces")
+# No stage of the compiler recurses over an expression or a let chain (they walk on
+# explicit stacks), so this is only a safety net for a walk that still would: it says
+# what went wrong, not where (the stage that recursed does not know).
+TOO_DEEP = ("the program is nested too deeply for the compiler (a chain of several hundred "
+            "definitions, each using the next); write it in smaller pieces")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 The builder is a lark Transformer with one small method per grammar alias.
 Operators are named by the one vocabulary of ops, :class:`ir.ops.Op`.
+Its ``transform`` walks the tree on an explicit stack (lark's own recurses), so
+an expression of any depth (a 2000-term sum is a tree 2000 levels deep) builds.
 """
 from __future__ import annotations
 
@@ -217,6 +219,26 @@ class _Builder(Transformer):
 
     def __default_token__(self, tok):
         return tok
+
+    def transform(self, tree: Tree):
+        """Lark's ``transform`` without recursion: the same callbacks, in the same order
+        (children left to right, each subtree whole before the next)."""
+        values: list = []
+        stack: list = [(tree, False)]
+        while stack:
+            node, ready = stack.pop()
+            if not isinstance(node, Tree):
+                values.append(self._call_userfunc_token(node) if isinstance(node, Token)
+                              else node)
+            elif ready:
+                n = len(node.children)
+                kids = values[len(values) - n:]
+                del values[len(values) - n:]
+                values.append(self._call_userfunc(node, kids))
+            else:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(node.children))
+        return values[0]
 
     # expressions
     def int(self, meta, children):

@@ -4,11 +4,20 @@ Implements the typing rules of docs/language.md: int / float / bool, explicit
 ``TO_FLOAT`` promotions, int indices, ranks, reductions, and the names each
 kind of expression may use (a :class:`Context`). Lets are inlined: a let's body
 is typed once, and each use checks that what the let uses is allowed there.
+
+No walk here recurses, so expressions and let chains of any depth are typed.
+The rules are written as generators: one that needs a subexpression typed
+yields a :class:`_Want` and is sent the typed node back; ``ExprChecker._drive``
+runs them on an explicit stack, in exactly the order plain recursion would (so
+the first error found is the same). Every IR node is hashed as it is made,
+children first, so no later hash of a deep tree recurses.
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from types import GeneratorType
+from typing import Iterator, NamedTuple
 
 from ..errors import NameError_, Span, TypeError_
 from ..ir import nodes as N
@@ -58,24 +67,44 @@ class Context:
 FULL = Context("this expression")
 
 
-def uses(expr: N.Expr, _memo: dict | None = None) -> frozenset[tuple[str, str]]:
-    """Every (kind, name) an IR expression reads (linear in the DAG, not the tree)."""
-    memo = {} if _memo is None else _memo
-    hit = memo.get(id(expr))
-    if hit is not None:
-        return hit[1]
-    if isinstance(expr, N.Sym):
-        found = {(_KIND_OF_SYM[expr.kind], expr.name)}
-    elif isinstance(expr, N.Load):
-        found = {("input", expr.array)}
-    elif isinstance(expr, (N.CoupledAt, N.Reduce)):
-        found = {("coupled", expr.name)}
-    else:
-        found = set()
-    for arg in getattr(expr, "args", ()) + getattr(expr, "index", ()):
-        found |= uses(arg, memo)
-    memo[id(expr)] = (expr, frozenset(found))    # keeps expr alive: ids stay unique
-    return memo[id(expr)][1]
+def uses(expr: N.Expr) -> frozenset[tuple[str, str]]:
+    """Every (kind, name) an IR expression reads (each shared node visited once)."""
+    found: set[tuple[str, str]] = set()
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, N.Sym):
+            found.add((_KIND_OF_SYM[e.kind], e.name))
+        elif isinstance(e, N.Load):
+            found.add(("input", e.array))
+        elif isinstance(e, (N.CoupledAt, N.Reduce)):
+            found.add(("coupled", e.name))
+        stack.extend(getattr(e, "args", ()) + getattr(e, "index", ()))
+    return frozenset(found)
+
+
+class _Want(NamedTuple):
+    """A request of a rule: type ``expr`` in ``ctx`` as ``kind`` (see ExprChecker._finish)."""
+
+    kind: str           # "check", "number", "float", "int" or "cond"
+    expr: A.Expr
+    ctx: Context
+    what: str = "an index"      # for "int": what must be an int, in its message
+
+
+def _ask(want: _Want) -> Iterator:
+    """A generator whose value is the answer to one request (the root of a drive)."""
+    return (yield want)
+
+
+def _made(node: N.Expr) -> N.Expr:
+    """Hash a new node now, while its children's hashes are cached (no deep recursion)."""
+    hash(node)
+    return node
 
 
 def _type_name(t: Type) -> str:
@@ -98,28 +127,84 @@ class ExprChecker:
 
     # --- entry points -------------------------------------------------------
     def check(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
-        method = getattr(self, "_" + type(expr).__name__.lower())
-        return method(expr, ctx)
+        return self._drive(_Want("check", expr, ctx))
 
     def number(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
-        return self.numeric(self.check(expr, ctx), expr.span)
+        return self._drive(_Want("number", expr, ctx))
 
     def float(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
-        return to_float(self.number(expr, ctx), expr.span)
+        return self._drive(_Want("float", expr, ctx))
 
     def int(self, expr: A.Expr, ctx: Context = FULL, what: str = "an index") -> N.Expr:
-        node = self.check(expr, ctx)
-        if node.type is not Type.INT:
-            hint = "; use int(...) to floor a float" if node.type is Type.FLOAT else ""
-            raise TypeError_(f"{what} must be an int, not {_type_name(node.type)}{hint}",
-                             span=expr.span)
-        return node
+        return self._drive(_Want("int", expr, ctx, what))
 
     def cond(self, expr: A.Expr, ctx: Context = FULL) -> N.Expr:
-        node = self.check(expr, ctx)
-        if node.type is not Type.BOOL:
+        return self._drive(_Want("cond", expr, ctx))
+
+    def let_body(self, name: str) -> N.Expr:
+        """The typed body of a let, typed once (detects cycles)."""
+        return self._drive(self._let(name))
+
+    def indices(self, expr: A.Index | A.FluxStmt, rank: int,
+                ctx: Context) -> tuple[N.Expr, ...]:
+        return self._drive(self._indices(expr, rank, ctx))
+
+    # --- the explicit stack ------------------------------------------------------
+    def _drive(self, root):
+        """Run a request (or a rule's generator) to its value without recursion."""
+        stack = [(_ask(root) if isinstance(root, _Want) else root, None)]
+        value, error = None, None
+        while True:
+            gen, want = stack[-1]
+            try:
+                request = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                stack.pop()
+                value, error = self._settle(want, stop.value)
+            except Exception as exc:                # noqa: BLE001 - to the requester
+                stack.pop()
+                value, error = None, exc
+            else:
+                value, error = self._begin(request, stack)
+                continue
+            if not stack:
+                if error is not None:
+                    raise error
+                return value
+
+    def _begin(self, want: _Want, stack: list) -> tuple:
+        """Start the rule for ``want``: a generator goes on the stack, a value is settled."""
+        try:
+            got = getattr(self, "_" + type(want.expr).__name__.lower())(want.expr, want.ctx)
+        except Exception as exc:                    # noqa: BLE001 - to the requester
+            return None, exc
+        if isinstance(got, GeneratorType):
+            stack.append((got, want))
+            return None, None
+        return self._settle(want, got)
+
+    def _settle(self, want: _Want | None, node: N.Expr) -> tuple:
+        """(value, None) for the requester, or (None, the error ``_finish`` raised)."""
+        try:
+            return (node if want is None else self._finish(want, node)), None
+        except Exception as exc:                    # noqa: BLE001 - to the requester
+            return None, exc
+
+    def _finish(self, want: _Want, node: N.Expr) -> N.Expr:
+        """What a request asks of its typed node: a number, a float, an int or a bool."""
+        span = want.expr.span
+        if want.kind == "check":
+            return node
+        if want.kind in ("number", "float"):
+            node = self.numeric(node, span)
+            return to_float(node, span) if want.kind == "float" else node
+        if want.kind == "int" and node.type is not Type.INT:
+            hint = "; use int(...) to floor a float" if node.type is Type.FLOAT else ""
+            raise TypeError_(f"{want.what} must be an int, not {_type_name(node.type)}{hint}",
+                             span=span)
+        if want.kind == "cond" and node.type is not Type.BOOL:
             raise TypeError_(f"expected a condition (a comparison such as `x > 0`), not "
-                             f"{_type_name(node.type)}", span=expr.span)
+                             f"{_type_name(node.type)}", span=span)
         return node
 
     @staticmethod
@@ -129,8 +214,7 @@ class ExprChecker:
                              "condition is expected (use where(cond, 1.0, 0.0))", span=span)
         return node
 
-    def let_body(self, name: str) -> N.Expr:
-        """The typed body of a let, typed once (detects cycles)."""
+    def _let(self, name: str) -> Iterator:
         if name in self._lets:
             return self._lets[name]
         decl = self.scope.lets[name]
@@ -139,7 +223,7 @@ class ExprChecker:
             raise NameError_(f"let `{name}` depends on itself ({chain})", span=decl.name.span)
         self._busy.append(name)
         try:
-            body = self.number(decl.expr)
+            body = yield _Want("number", decl.expr, FULL)
         finally:
             self._busy.pop()
         self._lets[name] = body
@@ -151,14 +235,14 @@ class ExprChecker:
             return N.Const(float(expr.value), Type.FLOAT)
         return N.Const(_int32(expr.value, expr.span), Type.INT)
 
-    def _name(self, expr: A.Name, ctx: Context) -> N.Expr:
+    def _name(self, expr: A.Name, ctx: Context) -> Iterator:
         name = expr.name
         if name in BUILTINS:
             ctx.check(name, name, expr.span)
             return _BUILTIN_SYMS[name]
         kind = self.scope.kind(name)
         if kind == "let":
-            body = self.let_body(name)
+            body = yield from self._let(name)
             if ctx is not FULL:
                 for used_kind, used in sorted(self.let_uses(name)):
                     ctx.check(used_kind, used, expr.span, via=name)
@@ -166,7 +250,7 @@ class ExprChecker:
         if kind in _SYM_KIND:
             ctx.check(kind, name, expr.span)
             node_type = Type.INT if kind in ("dim", "grid", "basin") else Type.FLOAT
-            return N.Sym(_SYM_KIND[kind], name, node_type)
+            return _made(N.Sym(_SYM_KIND[kind], name, node_type))
         raise self._bad_name(expr, kind)
 
     def _bad_name(self, expr: A.Name, kind: str | None) -> Exception:
@@ -190,30 +274,33 @@ class ExprChecker:
         return f"; did you mean `{close[0]}`?" if close else ""
 
     # --- operators ------------------------------------------------------------
-    def _unary(self, expr: A.Unary, ctx: Context) -> N.Expr:
+    def _unary(self, expr: A.Unary, ctx: Context) -> Iterator:
         if expr.op is Op.NOT:
-            return N.Apply(Op.NOT, (self.cond(expr.operand, ctx),), Type.BOOL, expr.span)
+            operand = yield _Want("cond", expr.operand, ctx)
+            return _made(N.Apply(Op.NOT, (operand,), Type.BOOL, expr.span))
         operand = expr.operand
         if isinstance(operand, A.Num) and operand.is_int:
             return N.Const(_int32(-operand.value, expr.span), Type.INT)
-        node = self.number(operand, ctx)
-        return N.Apply(Op.NEG, (node,), node.type, expr.span)
+        node = yield _Want("number", operand, ctx)
+        return _made(N.Apply(Op.NEG, (node,), node.type, expr.span))
 
-    def _binary(self, expr: A.Binary, ctx: Context) -> N.Expr:
+    def _binary(self, expr: A.Binary, ctx: Context) -> Iterator:
         op = expr.op
         if op in (Op.AND, Op.OR):
-            args = (self.cond(expr.left, ctx), self.cond(expr.right, ctx))
-            return N.Apply(op, args, Type.BOOL, expr.span)
-        left, right = self.number(expr.left, ctx), self.number(expr.right, ctx)
+            left = yield _Want("cond", expr.left, ctx)
+            right = yield _Want("cond", expr.right, ctx)
+            return _made(N.Apply(op, (left, right), Type.BOOL, expr.span))
+        left = yield _Want("number", expr.left, ctx)
+        right = yield _Want("number", expr.right, ctx)
         if op in (Op.DIV, Op.POW):
             args = (to_float(left, expr.left.span), to_float(right, expr.right.span))
-            return N.Apply(op, args, Type.FLOAT, expr.span)
+            return _made(N.Apply(op, args, Type.FLOAT, expr.span))
         args = unify((left, right), (expr.left.span, expr.right.span))
         result = Type.BOOL if op in COMPARE else args[0].type
-        return N.Apply(op, args, result, expr.span)
+        return _made(N.Apply(op, args, result, expr.span))
 
     # --- calls and indexing ---------------------------------------------------
-    def _call(self, expr: A.Call, ctx: Context) -> N.Expr:
+    def _call(self, expr: A.Call, ctx: Context) -> Iterator:
         name, args = expr.func.name, expr.args
         if name == "init":
             return self._init(expr, ctx)
@@ -227,20 +314,23 @@ class ExprChecker:
             raise TypeError_(f"`{name}` takes {want} argument{'s' * (want != 1)}, "
                              f"not {len(args)}", span=expr.span)
         if op is Op.WHERE:
-            return self._where(expr, ctx)
-        nodes = tuple(self.number(a, ctx) for a in args)
+            return (yield from self._where(expr, ctx))
+        nodes = []
+        for a in args:
+            nodes.append((yield _Want("number", a, ctx)))
+        nodes = tuple(nodes)
         spans = tuple(a.span for a in args)
         if op is Op.TO_INT:
             return nodes[0] if nodes[0].type is Type.INT else \
-                N.Apply(Op.TO_INT, nodes, Type.INT, expr.span)
+                _made(N.Apply(Op.TO_INT, nodes, Type.INT, expr.span))
         if op is Op.TO_FLOAT:
             return to_float(nodes[0], expr.span)
         if op in POLY_FUNCS:
             nodes = unify(nodes, spans)
-            return N.Apply(op, nodes, nodes[0].type, expr.span)
+            return _made(N.Apply(op, nodes, nodes[0].type, expr.span))
         assert op in FLOAT_FUNCS or op is Op.POW
         nodes = tuple(to_float(n, s) for n, s in zip(nodes, spans))
-        return N.Apply(op, nodes, Type.FLOAT, expr.span)
+        return _made(N.Apply(op, nodes, Type.FLOAT, expr.span))
 
     def _not_function(self, expr: A.Call) -> Exception:
         name = expr.func.name
@@ -252,11 +342,12 @@ class ExprChecker:
         hint = f"; did you mean `{close[0]}`?" if close else ""
         return NameError_(f"unknown function `{name}`{hint}", span=expr.func.span)
 
-    def _where(self, expr: A.Call, ctx: Context) -> N.Expr:
-        cond = self.cond(expr.args[0], ctx)
-        a, b = (self.number(x, ctx) for x in expr.args[1:])
+    def _where(self, expr: A.Call, ctx: Context) -> Iterator:
+        cond = yield _Want("cond", expr.args[0], ctx)
+        a = yield _Want("number", expr.args[1], ctx)
+        b = yield _Want("number", expr.args[2], ctx)
         a, b = unify((a, b), (expr.args[1].span, expr.args[2].span))
-        return N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span)
+        return _made(N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span))
 
     def _init(self, expr: A.Call, ctx: Context) -> N.Expr:
         arg = expr.args[0] if len(expr.args) == 1 else None
@@ -275,17 +366,20 @@ class ExprChecker:
         ctx.check("coupled", arg.name, expr.span)
         return N.Reduce(ReduceOp(name), arg.name)
 
-    def _index(self, expr: A.Index, ctx: Context) -> N.Expr:
+    def _index(self, expr: A.Index, ctx: Context) -> Iterator:
         name = expr.target.name
         kind = self.scope.kind(name)
         if kind == "input":
             rank = len(self.scope.array(name).dims)
             ctx.check("input", name, expr.span)
-            return N.Load(name, self.indices(expr, rank, ctx), Type.FLOAT, expr.span)
+            index = yield from self._indices(expr, rank, ctx)
+            return _made(N.Load(name, index, Type.FLOAT, expr.span))
         if kind == "coupled":
             ctx.check("coupled", name, expr.span)
-            index = self.scope.basin_index(self.indices(expr, self.scope.basin_rank or 0, ctx))
-            return N.CoupledAt(name, index, Type.FLOAT, expr.span)
+            rank = self.scope.basin_rank or 0
+            index = yield from self._indices(expr, rank, ctx)
+            index = self.scope.basin_index(index)      # a lower-rank basin: leading 0s
+            return _made(N.CoupledAt(name, index, Type.FLOAT, expr.span))
         if kind is None and name not in BUILTINS:
             raise self._bad_name(expr.target, kind)
         if kind == "output":
@@ -294,13 +388,15 @@ class ExprChecker:
         raise TypeError_(f"`{name}` is {what}; only inputs and coupled names can be indexed",
                          span=expr.target.span)
 
-    def indices(self, expr: A.Index | A.FluxStmt, rank: int,
-                ctx: Context) -> tuple[N.Expr, ...]:
+    def _indices(self, expr: A.Index | A.FluxStmt, rank: int, ctx: Context) -> Iterator:
         target = expr.target.name
         if len(expr.indices) != rank:
             raise TypeError_(f"`{target}` takes {rank} ind{'ex' if rank == 1 else 'ices'}, "
                              f"not {len(expr.indices)}", span=expr.span)
-        return tuple(self.int(e, ctx, f"an index of `{target}`") for e in expr.indices)
+        out = []
+        for e in expr.indices:
+            out.append((yield _Want("int", e, ctx, f"an index of `{target}`")))
+        return tuple(out)
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -314,7 +410,7 @@ def _int32(value: int, span: Span) -> int:
 def to_float(node: N.Expr, span: Span | None) -> N.Expr:
     if node.type is Type.FLOAT:
         return node
-    return N.Apply(Op.TO_FLOAT, (node,), Type.FLOAT, span)
+    return _made(N.Apply(Op.TO_FLOAT, (node,), Type.FLOAT, span))
 
 
 def unify(nodes: tuple[N.Expr, ...], spans: tuple[Span, ...]) -> tuple[N.Expr, ...]:

@@ -4,6 +4,7 @@ Used by ``vgpuc ir`` and fit for hashing: spans are left out, every float is
 printed with ``repr`` (round-trip exact), ints and floats differ (``3`` vs
 ``3.0``), and a subexpression used more than once is printed once as a
 numbered temp (``%0 = sin(x)``) just before the first line that needs it.
+No walk recurses: expressions of any depth are dumped.
 """
 from __future__ import annotations
 
@@ -59,27 +60,41 @@ class _Numbering:
         hit = self._by_id.get(id(node))
         if hit is not None:
             return hit[1]
-        key = (_shallow(node), tuple(self(c) for c in _children(node)))
-        num = self._by_key.setdefault(key, len(self._by_key))
-        self._by_id[id(node)] = (node, num)
-        return num
+        for e in _post_order(node, lambda x: id(x) in self._by_id):
+            key = (_shallow(e), tuple(self._by_id[id(c)][1] for c in _children(e)))
+            num = self._by_key.setdefault(key, len(self._by_key))
+            self._by_id[id(e)] = (e, num)
+        return self._by_id[id(node)][1]
+
+
+def _post_order(root: Expr, done) -> list[Expr]:
+    """The nodes under ``root`` not ``done``, children before parents, each once."""
+    out: list[Expr] = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            out.append(e)
+        elif id(e) not in seen and not done(e):
+            seen.add(id(e))
+            stack.append((e, True))
+            stack.extend((c, False) for c in reversed(_children(e)))
+    return out
 
 
 def _shared(field: Field, number: _Numbering) -> set[int]:
     """Compound nodes referenced from more than one place (roots or distinct parents)."""
     refs: dict[int, int] = {}
-
-    def visit(node: Expr) -> None:
+    stack = list(reversed(_roots(field)))
+    while stack:
+        node = stack.pop()
         if not _children(node):
-            return
+            continue
         num = number(node)
         refs[num] = refs.get(num, 0) + 1
         if refs[num] == 1:
-            for child in _children(node):
-                visit(child)
-
-    for root in _roots(field):
-        visit(root)
+            stack.extend(reversed(_children(node)))
     return {num for num, count in refs.items() if count > 1}
 
 
@@ -90,11 +105,25 @@ class _Printer:
         self.temps: dict[int, str] = {}
         self.pending: list[str] = []      # temp definitions not yet written out
 
-    def expr(self, node: Expr) -> str:
-        num = self.number(node)
-        if num in self.temps:
-            return self.temps[num]
-        text = self._text(node)
+    def expr(self, root: Expr) -> str:
+        """The text of ``root``, children first on an explicit stack."""
+        texts: dict[int, str] = {}
+        stack = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            num = self.number(node)
+            if num in texts:
+                continue
+            if num in self.temps:
+                texts[num] = self.temps[num]
+            elif not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(_children(node)))
+            else:
+                texts[num] = self._named(num, self._text(node, texts))
+        return texts[self.number(root)]
+
+    def _named(self, num: int, text: str) -> str:
         if num in self.shared:
             name = f"%{len(self.temps)}"
             self.temps[num] = name
@@ -102,7 +131,7 @@ class _Printer:
             return name
         return text
 
-    def _text(self, node: Expr) -> str:
+    def _text(self, node: Expr, texts: dict[int, str]) -> str:
         if isinstance(node, Const):
             return _const(node.value)
         if isinstance(node, Sym):
@@ -111,8 +140,8 @@ class _Printer:
             return f"{node.op.value}({node.name})"
         if isinstance(node, (Load, CoupledAt)):
             name = node.array if isinstance(node, Load) else node.name
-            return f"{name}[{', '.join(self.expr(i) for i in node.index)}]"
-        args = [self.expr(a) for a in node.args]
+            return f"{name}[{', '.join(texts[self.number(i)] for i in node.index)}]"
+        args = [texts[self.number(a)] for a in node.args]
         if node.op in _INFIX:
             return f"({args[0]} {node.op.value} {args[1]})"
         if node.op is Op.NEG:

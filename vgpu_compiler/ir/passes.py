@@ -12,6 +12,10 @@ NaN); only operations whose operands are all constants are evaluated, plus
 ``where``/``and``/``or`` with a constant condition, which only drop a branch
 that would never be evaluated. A result of -0.0 is left unfolded, since
 equal-comparing nodes ``Const(-0.0) == Const(0.0)`` would be merged.
+
+The walk is iterative (children first, on an explicit stack), so expressions of
+any depth fold, and each new node is hashed as it is made (children's hashes
+are cached by then: no later hash recurses).
 """
 from __future__ import annotations
 
@@ -40,20 +44,35 @@ def fold(expr: Expr, _memo: dict | None = None) -> Expr:
 
     Shared subtrees (a let used twice is one object) are folded once."""
     memo = {} if _memo is None else _memo
-    hit = memo.get(id(expr))
-    if hit is not None:
-        return hit[1]
-    result = _fold_node(expr, memo)
-    memo[id(expr)] = (expr, result)     # keeps expr alive, so ids stay unique
-    return result
+    stack = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = _children(node)
+        if ready or not kids:
+            result = _fold_node(node, tuple(memo[id(k)][1] for k in kids))
+            hash(result)
+            memo[id(node)] = (node, result)     # keeps node alive, so ids stay unique
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in reversed(kids) if id(k) not in memo)
+    return memo[id(expr)][1]
 
 
-def _fold_node(expr: Expr, memo: dict) -> Expr:
+def _children(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, (Load, CoupledAt)):
-        return replace(expr, index=tuple(fold(e, memo) for e in expr.index))
+        return expr.index
+    return expr.args if isinstance(expr, Apply) else ()
+
+
+def _fold_node(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
+    """One node, its children already folded into ``folded``."""
+    if isinstance(expr, (Load, CoupledAt)):
+        return replace(expr, index=folded)
     if not isinstance(expr, Apply):
         return expr
-    args = tuple(fold(a, memo) for a in expr.args)
+    args = folded
     node = replace(expr, args=args)
     if expr.op in (Op.WHERE, Op.AND, Op.OR):
         return _fold_conditional(node)

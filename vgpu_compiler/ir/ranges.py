@@ -24,6 +24,9 @@ The facts, all true wherever an index is evaluated (on an active lane):
 - ``e % m`` with m >= 1 is in [0, m - 1] (floor mod); ``clamp``, ``min``,
   ``max``, ``where``, ``abs``, ``+``, ``-``, ``*`` by a constant and ``//`` of
   non-negatives follow from their operands.
+
+No walk recurses: ranges are computed children first on an explicit stack and
+memoised by node identity (no deep hash or comparison).
 """
 from __future__ import annotations
 
@@ -184,7 +187,7 @@ class _Eval:
     def __init__(self, r: Ranges, where: Where):
         self.r, self.where = r, where
         self.box = r._box(where)
-        self.memo: dict[Expr, Range] = {}
+        self.memo: dict[int, tuple[Expr, Range]] = {}    # id -> (node kept alive, range)
 
     # proofs over the box ---------------------------------------------------------------
     def le(self, a: Affine, b: Affine) -> bool:
@@ -206,10 +209,22 @@ class _Eval:
 
     # the rules -------------------------------------------------------------------------
     def range(self, e: Expr) -> Range:
-        got = self.memo.get(e)
-        if got is None:
-            got = self.memo[e] = self._range(e)
-        return got
+        """The range of ``e``; its subtrees first, on an explicit stack, so ``_range``
+        finds its operands' ranges memoised."""
+        memo = self.memo
+        if id(e) not in memo:
+            stack = [(e, False)]
+            while stack:
+                node, ready = stack.pop()
+                if id(node) in memo:
+                    continue
+                kids = node.args if isinstance(node, Apply) and node.type is Type.INT else ()
+                if ready or not kids:
+                    memo[id(node)] = (node, self._range(node))
+                else:
+                    stack.append((node, True))
+                    stack.extend((k, False) for k in kids)
+        return memo[id(e)][1]
 
     def _range(self, e: Expr) -> Range:
         if e.type is not Type.INT:
@@ -390,14 +405,31 @@ def _reason(e: Expr, extent: Extent) -> str:
 _INFIX = {Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD}
 
 
-def _text(e: Expr) -> str:
-    """Short source-like text of an int index (for comments)."""
+def _text(root: Expr) -> str:
+    """Short source-like text of an int index (for comments), children first."""
+    texts: dict[int, str] = {}
+    keep = []                       # nodes kept alive while their ids are keys
+    stack = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if id(e) in texts:
+            continue
+        kids = e.args if isinstance(e, Apply) else ()
+        if kids and not ready:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        keep.append(e)
+        texts[id(e)] = _text_of(e, [texts[id(a)] for a in kids])
+    return texts[id(root)]
+
+
+def _text_of(e: Expr, args: list[str]) -> str:
     if isinstance(e, Const):
         return str(e.value)
     if isinstance(e, Sym):
         return e.name
     if isinstance(e, Apply):
-        args = [_text(a) for a in e.args]
         if e.op in _INFIX:
             return f"({args[0]} {e.op.value} {args[1]})"
         if e.op is Op.NEG:

@@ -51,12 +51,8 @@ class _Lowering:
         self.f, self.d, self.pt, self.reduction = field, DIALECTS[dtype], pt, reduction
         # which coupled names are read as s[e] / reduced anywhere: they decide the shared
         # arrays and whether a coupled exchange must first wait for the last one's readers
-        self.read_at, reduced = set(), set()
-        for root in _roots(field):
-            _, rs, at = _coupled_uses([root])
-            self.read_at |= at
-            reduced |= {r.name for r in rs}
-        self.reduced = reduced
+        _, rs, self.read_at = _coupled_uses(_roots(field))
+        self.reduced = reduced = {r.name for r in rs}
         self.shared = self.read_at | (reduced if reduction == "serial" else set())
         # tree: every lane reads the scratch array after the last barrier; serial: only
         # s[e] reads come after it (lane 0's fold is fenced by the exchange's two barriers)
@@ -199,8 +195,7 @@ class _Lowering:
         roots = list(self.f.derivs) + [c.expr for c in self.f.coupled]
         roots += [self.f.collapse] if self.f.collapse is not None else []
         roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
-        return {s.name for r in roots for s in _walk(r)
-                if isinstance(s, Sym) and s.kind is SymKind.INIT}
+        return {s.name for s in _walk(roots) if isinstance(s, Sym) and s.kind is SymKind.INIT}
 
     def _stage(self, s: int) -> Stage:
         tab, f = self.f.solver.tableau, self.f
@@ -385,34 +380,37 @@ def _with_words(block: Block) -> Block:
         w for t in texts for w in _IDENTIFIER.findall(t)))
 
 
-def _walk(e: Expr):
-    seen, stack = set(), [e]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        yield x
-        if isinstance(x, Apply):
-            stack.extend(x.args)
-        elif isinstance(x, (Load, CoupledAt)):
-            stack.extend(x.index)
+def _walk(roots: list[Expr]):
+    """Every node under the roots, once: a subtree shared by many roots (a let used by
+    every derivative) is walked once, not once per root (that was quadratic)."""
+    seen = set()
+    for root in roots:
+        stack = [root]
+        while stack:
+            x = stack.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            yield x
+            if isinstance(x, Apply):
+                stack.extend(x.args)
+            elif isinstance(x, (Load, CoupledAt)):
+                stack.extend(x.index)
 
 
 def _coupled_uses(roots: list[Expr]) -> tuple[set[str], list[Reduce], set[str]]:
     """Coupled names used, the reductions (in order), and the names read as s[e]."""
     names, reduces, at = set(), [], set()
-    for r in roots:
-        for x in _walk(r):
-            if isinstance(x, Sym) and x.kind is SymKind.COUPLED:
-                names.add(x.name)
-            elif isinstance(x, CoupledAt):
-                names.add(x.name)
-                at.add(x.name)
-            elif isinstance(x, Reduce):
-                names.add(x.name)
-                if x not in reduces:
-                    reduces.append(x)
+    for x in _walk(roots):
+        if isinstance(x, Sym) and x.kind is SymKind.COUPLED:
+            names.add(x.name)
+        elif isinstance(x, CoupledAt):
+            names.add(x.name)
+            at.add(x.name)
+        elif isinstance(x, Reduce):
+            names.add(x.name)
+            if x not in reduces:
+                reduces.append(x)
     return names, reduces, at
 
 

@@ -11,6 +11,14 @@ is a plain read in the *fast* printing (``Printer.fast``), which the kernel
 runs only under that run-time condition (``Printer.guards``); every other
 read goes through its checked loader ``ld_A(..., id)``.
 
+Nothing here recurses over an expression: printing goes children first on an
+explicit stack, and hoisting numbers nodes by value (equal subtrees, one
+number) without hashing or comparing deep trees. An expression nested deeper
+than ``MAX_NEST`` is cut into temporaries where that is safe (a pure subtree,
+or one every lane evaluates anyway); one that cannot be cut and is nested
+deeper than ``MAX_DEPTH`` is refused with a BackendError at its position, so
+``backend="auto"`` runs it on numpy.
+
 Semantics that GLSL leaves undefined (NaN in min/max, ``pow`` of a negative
 base, integer ``//`` and ``%`` of negatives ...) go through the ``vg_*``
 helpers in templates/helpers.glsl.j2, which follow numpy exactly.
@@ -27,6 +35,9 @@ from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
 from ...ir.ranges import STEPS, Ranges, Where, condition_text
+
+MAX_NEST = 32        # printed nesting past which a subtree goes into a temporary
+MAX_DEPTH = 250      # nesting the GLSL backend refuses when it cannot cut it (see hoist)
 
 # --- the op tables ---------------------------------------------------------------
 # Operands are {0}, {1}, {2}; {e} is the error id of a node that can fail at run time.
@@ -179,6 +190,8 @@ class Printer:
         self.fast = False
         self.guards: dict[str, list[str]] = {}
         self.guards_used: list[Load] = []       # every read printed plain under a guard
+        self.number = _Numbering()              # value numbers: the keys of ``temps``
+        self._texts: dict | None = None         # id -> (node, text) in one expr() call
 
     # error sites ---------------------------------------------------------------
     def error_id(self, kind: str, what: str, span: Span | None) -> int:
@@ -202,14 +215,63 @@ class Printer:
 
     # printing ------------------------------------------------------------------
     def expr(self, e: Expr, ctx: Context, temps: dict | None = None) -> str:
+        self._check_depth(e, temps or {})
         text = self._expr(e, ctx, temps or {})
         if text.startswith("(") and _balanced_outer(text):
             return text[1:-1]
         return text
 
     def _expr(self, e: Expr, ctx: Context, temps: dict) -> str:
-        if e in temps:
-            return temps[e]
+        """The text of ``e``: its subtrees are printed first, on an explicit stack, so
+        the rules below (``_text``, ``_apply``, ``_pow``) find their operands' texts made."""
+        texts = self._texts
+        if texts is not None and id(e) in texts:
+            return texts[id(e)][1]
+        outer = texts is None
+        if outer:
+            self._texts = texts = {}
+        try:
+            stack = [(e, False)]
+            while stack:
+                node, ready = stack.pop()
+                if id(node) in texts:
+                    continue
+                kids = () if self._temp(node, temps) is not None else _children(node)
+                if ready or not kids:
+                    texts[id(node)] = (node, self._text(node, ctx, temps))
+                else:
+                    stack.append((node, True))
+                    stack.extend((k, False) for k in reversed(kids))
+            return texts[id(e)][1]
+        finally:
+            if outer:
+                self._texts = None
+
+    def _check_depth(self, e: Expr, temps: dict) -> None:
+        """A BackendError if ``e`` prints nested deeper than MAX_DEPTH (temporaries cut it)."""
+        depth: dict[int, int] = {}
+        stack = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in depth:
+                continue
+            kids = () if self._temp(node, temps) is not None else _children(node)
+            if ready or not kids:
+                depth[id(node)] = d = 1 + max((depth[id(k)] for k in kids), default=0)
+                if d > MAX_DEPTH:
+                    raise _too_deep(node)
+            else:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids)
+
+    def _temp(self, e: Expr, temps: dict) -> str | None:
+        return temps.get(self.number(e)) if temps else None
+
+    def _text(self, e: Expr, ctx: Context, temps: dict) -> str:
+        """One node's text; its operands' texts are made (see ``_expr``)."""
+        name = self._temp(e, temps)
+        if name is not None:
+            return name
         if isinstance(e, Const):
             if e.type is Type.FLOAT:
                 text = self.d.float_literal(e.value)
@@ -235,7 +297,7 @@ class Printer:
         """Is every index of this read in range (proven; or, printing fast, given a condition)?"""
         if self._ranges is None:
             return False
-        key = (e, ctx.place())
+        key = (self.number(e), ctx.place())
         verdicts = self._verdicts.get(key)
         if verdicts is None:
             verdicts = self._verdicts[key] = self._ranges.load(e.array, e.index, key[1])
@@ -330,36 +392,138 @@ class Printer:
 
     # hoisting pure common subexpressions ------------------------------------------
     def hoist(self, roots: list[Expr], ctx: Context, prefix: str) -> tuple[list[str], dict]:
-        """Declarations of temporaries for pure subtrees used more than once.
+        """Declarations of temporaries, and the map (value number -> name) ``expr`` reads.
 
-        A subtree is pure when it holds no input read and no int ``//``/``%``:
-        computing it where its value is not needed has no effect, so moving it
-        out of a ``where`` branch is safe. Impure subtrees stay inline.
+        A pure subtree used more than once gets a temporary. A subtree is pure when
+        it holds no input read and no int ``//``/``%``: computing it where its value is
+        not needed has no effect, so moving it out of a ``where`` branch is safe.
+        Impure subtrees stay inline. A subtree nested ``MAX_NEST`` deep gets one too
+        when it is pure or evaluated on every path (no ``where`` branch, no right
+        side of ``and``/``or`` above it); nesting that cannot be cut so and passes
+        ``MAX_DEPTH`` is a BackendError.
         """
-        uses: dict[Expr, int] = {}
-        order: list[Expr] = []
-        pure: dict[Expr, bool] = {}
-
-        def visit(e: Expr) -> None:
-            uses[e] = uses.get(e, 0) + 1
-            if uses[e] > 1:
-                return
-            for c in _children(e):
-                visit(c)
-            pure[e] = _is_pure_node(e) and all(pure[c] for c in _children(e))
-            order.append(e)
-
-        for r in roots:
-            visit(r)
-        temps: dict[Expr, str] = {}
+        order, uses, pure, rep = self._uses(roots)
+        always = self._unconditional(roots)
+        temps: dict[int, str] = {}
         lines: list[str] = []
-        for e in order:
-            if uses[e] > 1 and pure[e] and isinstance(e, Apply) and e.op is not Op.TO_FLOAT:
+        depth: dict[int, int] = {}
+        for n in order:
+            e = rep[n]
+            kids = [self.number(c) for c in _children(e)]
+            d = 1 + max((depth[k] for k in kids), default=0)
+            shared = uses[n] > 1 and pure[n]
+            deep = d >= MAX_NEST and (pure[n] or n in always)
+            if (shared or deep) and isinstance(e, Apply) and e.op is not Op.TO_FLOAT:
                 text = self.expr(e, ctx, temps)
                 name = f"{prefix}{len(temps)}"
                 lines.append(f"{self.d.type_name(e.type)} {name} = {text};")
-                temps[e] = name
+                temps[n], d = name, 0
+            elif d > MAX_DEPTH:
+                raise _too_deep(e)
+            depth[n] = d
         return lines, temps
+
+    def _uses(self, roots: list[Expr]):
+        """Post-order of first visits, reference counts and purity, by value number."""
+        uses: dict[int, int] = {}
+        order: list[int] = []
+        pure: dict[int, bool] = {}
+        rep: dict[int, Expr] = {}
+        stack = [(r, False) for r in reversed(roots)]
+        while stack:
+            e, ready = stack.pop()
+            n = self.number(e)
+            if ready:
+                pure[n] = _is_pure_node(e) and all(pure[self.number(c)] for c in _children(e))
+                order.append(n)
+                continue
+            uses[n] = uses.get(n, 0) + 1
+            if uses[n] > 1:
+                continue
+            rep[n] = e
+            stack.append((e, True))
+            stack.extend((c, False) for c in reversed(_children(e)))
+        return order, uses, pure, rep
+
+    def _unconditional(self, roots: list[Expr]) -> set[int]:
+        """Value numbers of the subtrees every evaluation of the roots evaluates."""
+        seen: set[tuple[int, bool]] = set()
+        always: set[int] = set()
+        stack = [(r, False) for r in roots]
+        while stack:
+            e, maybe = stack.pop()
+            n = self.number(e)
+            if (n, maybe) in seen:
+                continue
+            seen.add((n, maybe))
+            if not maybe:
+                always.add(n)
+            for k, c in enumerate(_children(e)):
+                lazy = isinstance(e, Apply) and k > 0 and e.op in (Op.WHERE, Op.AND, Op.OR)
+                stack.append((c, maybe or lazy))
+        return always
+
+
+class _Numbering:
+    """Value numbers: structurally equal nodes (spans aside) get one number, computed
+    children first without hashing or comparing deep trees."""
+
+    def __init__(self):
+        self._by_id: dict[int, tuple[Expr, int]] = {}
+        self._by_key: dict[tuple, int] = {}
+
+    def __call__(self, e: Expr) -> int:
+        hit = self._by_id.get(id(e))
+        if hit is not None:
+            return hit[1]
+        stack = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in self._by_id:
+                continue
+            kids = _children(node)
+            if ready or not kids:
+                key = (_shallow(node), tuple(self._by_id[id(k)][1] for k in kids))
+                num = self._by_key.setdefault(key, len(self._by_key))
+                self._by_id[id(node)] = (node, num)      # keeps node alive: ids stay unique
+            else:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids)
+        return self._by_id[id(e)][1]
+
+
+def _shallow(e: Expr) -> tuple:
+    """What a node is apart from its children and span (repr keeps -0.0 and nan apart)."""
+    if isinstance(e, Const):
+        return ("const", e.type, repr(e.value))
+    if isinstance(e, Sym):
+        return ("sym", e.kind, e.name, e.type)
+    if isinstance(e, Load):
+        return ("load", e.array)
+    if isinstance(e, CoupledAt):
+        return ("at", e.name)
+    if isinstance(e, Reduce):
+        return ("reduce", e.op, e.name)
+    return ("apply", e.op, e.type)
+
+
+def _too_deep(e: Expr) -> BackendError:
+    return BackendError(
+        f"this expression is nested more than {MAX_DEPTH} levels deep where the GLSL "
+        f"backend cannot split it (a start value or coupled value, or inside a `where` "
+        f"branch or an `and`/`or` that reads inputs or divides ints); write it in smaller "
+        f"pieces, or use backend=\"numpy\"", span=_first_span(e))
+
+
+def _first_span(e: Expr) -> Span | None:
+    """The span of ``e``, or of its first descendant that has one."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if getattr(x, "span", None) is not None:
+            return x.span
+        stack.extend(reversed(_children(x)))
+    return None
 
 
 def _uniform_name(symbol: str) -> str:
