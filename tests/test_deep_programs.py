@@ -11,7 +11,6 @@ driver cannot take pytest down.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import logging
@@ -19,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -175,25 +173,9 @@ def test_nesting_that_cannot_be_cut_is_a_located_backend_error(name):
 
 
 # --- end to end: GLSL against numpy ---------------------------------------------------------
-@pytest.fixture
-def kernel_digest(monkeypatch, glsl):
-    """The runner's kernel-key digest (glsl_runner._canon) recursed over the IR until
-    its iterative rewrite (another change of issue 19) lands. Only while it still
-    raises RecursionError on a deep field does this test digest it by `dump` instead,
-    so these tests check this change's printer either way, and the real digest after
-    the merge."""
-    deep = compile_program(cases(10)["sum2000"]).select()
-    try:
-        glsl.canonical(deep)
-    except RecursionError:
-        monkeypatch.setattr(glsl, "canonical", lambda f: hashlib.sha256(
-            (dump(f) + repr(f.span) + repr([s.span for s in f.states])).encode()).hexdigest())
-    return glsl
-
-
 @pytest.mark.parametrize("name", list(cases(1)) + ["parens300", "sum400", "calls300",
                                                    "where300", "revlets400"])
-def test_deep_programs_agree_on_both_backends(name, kernel_digest):
+def test_deep_programs_agree_on_both_backends(name, glsl):
     all_cases = {**cases(1), **cases(3), **cases(2)}
     src = all_cases[name]
     want = call(src, "numpy")
@@ -202,7 +184,7 @@ def test_deep_programs_agree_on_both_backends(name, kernel_digest):
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
-def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(name, kernel_digest,
+def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(name, glsl,
                                                                 monkeypatch, caplog):
     src, line = REFUSED[name]
     monkeypatch.setattr(api, "_fallback_reasons", set())
@@ -232,22 +214,10 @@ for name, src in t.cases(10).items():
 print(json.dumps(out))
 """
 
-SHIM = """
-import hashlib
-from vgpu_compiler.ir.dump import dump
-from vgpu_compiler.runtime import glsl_runner
-try:
-    glsl_runner.canonical(t.compile_program(t.cases(10)["sum2000"]).select())
-except RecursionError:      # see the kernel_digest fixture
-    glsl_runner.canonical = lambda f: hashlib.sha256(
-        (dump(f) + repr(f.span) + repr([s.span for s in f.states])).encode()).hexdigest()
-"""
-
-
 def test_the_deepest_programs_in_a_child_process(glsl, tmp_path):
     """Parentheses 1000 deep, sums of 2000 terms, 1000 nested calls and where()s, let
     chains of 2000 both ways: every one agrees on numpy, glsl and auto."""
-    code = DEEPEST.replace("out = {}", textwrap.dedent(SHIM) + "out = {}")
+    code = DEEPEST
     env = dict(os.environ, PYTHONPATH=str(ROOT), VGPU_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, timeout=540,
                           capture_output=True, text=True)
@@ -297,7 +267,7 @@ def test_the_state_limit_can_be_set(glsl, monkeypatch, fresh_cache):
         vgpu.run_field(chain(7), np.ones((3, 7), np.float32), backend="glsl")
 
 
-def test_a_deep_exponent_runs_or_is_a_located_error(kernel_digest, monkeypatch):
+def test_a_deep_exponent_runs_or_is_a_located_error(glsl, monkeypatch):
     # -0.0 is never folded, so this exponent stays a chain of 2000 negations; the
     # printer's `^` rule (render._integer_exponent) walks it recursively: the GLSL
     # backend then refuses the field with a BackendError (auto: numpy), never a crash
