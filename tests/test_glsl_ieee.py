@@ -83,3 +83,39 @@ def test_int_min_floordiv_minus_one_wraps_on_both_backends():
     ref = vgpu.run_field(src, h0, backend="numpy")
     np.testing.assert_array_equal(ref, np.float32(-2**31))
     np.testing.assert_array_equal(vgpu.run_field(src, h0, backend="glsl"), ref)
+
+
+# --- item 5: float % and // are numpy's, bit for bit ---------------------------------------
+def _operands(dtype, n=4000, seed=0):
+    """Random pairs: ordinary, huge ratios, tiny ratios, subnormals, negatives, specials."""
+    rng = np.random.default_rng(seed)
+    info = np.finfo(dtype)
+    lo, hi = np.log2(info.smallest_subnormal), np.log2(info.max)
+    sign = lambda: rng.choice([-1.0, 1.0], n)                            # noqa: E731
+    a = np.concatenate([rng.uniform(-10, 10, n), sign() * 2.0 ** rng.uniform(lo, hi, n)])
+    b = np.concatenate([rng.uniform(-3, 3, n), sign() * 2.0 ** rng.uniform(lo, hi, n)])
+    special = np.array([0.0, -0.0, 1.0, -1.0, 0.1, 6.2831855, np.inf, -np.inf, np.nan,
+                        info.smallest_subnormal, info.tiny, info.max], dtype)
+    sa, sb = np.meshgrid(special, special)
+    a = np.concatenate([a.astype(dtype), sa.ravel(), [1.0, 1.0, 100.0, 1000.0, -7.5]])
+    b = np.concatenate([b.astype(dtype), sb.ravel(), [0.1, 0.3, 6.2831855, 6.2831855, 2.0]])
+    return a.astype(dtype), b.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["%", "//"])
+def test_float_mod_and_floordiv_are_numpys_bit_for_bit(op, dtype):
+    a, b = _operands(dtype)
+    ref, out = run_both(f"x {op} y", a, b, dtype=dtype)
+    with np.errstate(all="ignore"):
+        want = np.mod(a, b) if op == "%" else np.floor_divide(a, b)
+    assert_same(ref, want, "numpy backend")
+    assert_same(out, ref, f"x {op} y on GLSL ({dtype})")
+
+
+def test_examples_of_the_issue():
+    """1.0 // 0.1 is 9 and 1.0 % 0.1 is 0.09999999 (float32), phase wrapping is exact."""
+    ref, out = run_both("x // 0.1 + 100 * (x % 0.1)", [1.0])
+    assert_same(out, ref)
+    ref, out = run_both("x % 6.2831855", [100.0, 1000.0, -1e6, 3e7])
+    assert_same(out, ref)

@@ -68,8 +68,8 @@ HELPER_DEPS = {
     "vg_cosh": ("vg_exps", "vg_inf"), "vg_tanh": ("vg_signbit", "vg_exps"),
     "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
     "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
-    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod",),
-    "vg_fmod": ("vg_nan", "vg_cfmod"),
+    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod", "vg_signbit"),
+    "vg_fmod": ("vg_nan", "vg_cfmod"), "vg_cfmod": ("vg_nan", "vg_signbit"),
     "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",), "vg_powi": (),
 }
 
