@@ -26,11 +26,15 @@ uniform float p_dx;  // param dx
 shared float sh_v[64];
 
 // --- helpers -----------------------------------------------------------------
-// x ^ n for an int n, by squaring (numpy: 0 ^ -n = inf, x ^ 0 = 1).
+// x ^ n for an int n, by squaring (numpy: 0 ^ -n = inf, x ^ 0 = 1). The exponent is a
+// float of the working dtype, as in numpy: in float32 |n| is rounded to 24 bits first.
 float vg_powi(float x, int n) {
     uint m = uint(abs(n));
     if (n == (-2147483647 - 1)) {
         m = 2147483648u;
+    }
+    if (m > 16777216u) {
+        m = uint(float(m));
     }
     float r = 1.0;
     float b = x;

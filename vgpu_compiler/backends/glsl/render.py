@@ -38,6 +38,8 @@ BINARY = {
     Op.AND: "({0} && {1})", Op.OR: "({0} || {1})",
 }
 UNARY = {Op.NEG: "(-{0})", Op.NOT: "(!{0})"}
+# Ops whose float constant zeros may stay literal (no arithmetic on them to fold wrongly).
+COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
 INT_OPS = {
     Op.FLOORDIV: "vg_ifloordiv({0}, {1}, {e}u)",
     Op.MOD: "vg_imod({0}, {1}, {e}u)",
@@ -61,7 +63,7 @@ FLOAT_OPS = {
 POWI = "vg_powi({0}, {1})"
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
-    "vg_pow": ("vg_nan", "vg_inf", "vg_powi"), "vg_asin": ("vg_nan",),
+    "vg_pow": ("vg_nan", "vg_inf", "vg_powi", "vg_sqrt"), "vg_asin": ("vg_nan",),
     "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
     "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
     "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"), "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"),
@@ -293,11 +295,12 @@ class Printer:
         if op in self.d.forbidden:
             raise float64_error(op.value, e.span)
         if op is Op.WHERE:
-            c, a, b = (self._operand(x, ctx, temps) for x in e.args)
+            c, a, b = (self._expr(x, ctx, temps) for x in e.args)
             return f"({c} ? {a} : {b})"
         if op is Op.POW:
             return self._pow(e, ctx, temps)
-        args = [self._operand(x, ctx, temps) for x in e.args]
+        operand = self._expr if op in COMPARISONS else self._operand
+        args = [operand(x, ctx, temps) for x in e.args]
         operand_type = e.args[0].type if e.args else e.type
         if op in BINARY:
             fmt = BINARY[op]
@@ -320,9 +323,11 @@ class Printer:
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
         n = _integer_exponent(expo)
-        if n is not None:
+        if n is not None and self.d.dtype == "float32":
+            n = int(np.float32(n))          # the exponent is a float32, as in numpy
+        if n is not None and -2**31 <= n < 2**31:
             self.need(POWI)
-            return POWI.format(self._operand(base, ctx, temps), n)
+            return POWI.format(self._operand(base, ctx, temps), self.d.literal(n, Type.INT))
         if expo_int := _int_operand(expo):
             self.need(POWI)
             return POWI.format(self._operand(base, ctx, temps),
@@ -331,7 +336,8 @@ class Printer:
             raise float64_error("^ with a non-integer exponent", e.span)
         fmt = self.d.float_ops[Op.POW]
         self.need(fmt)
-        return fmt.format(self._operand(base, ctx, temps), self._operand(expo, ctx, temps))
+        y = self.d.float_literal(n) if n is not None else self._operand(expo, ctx, temps)
+        return fmt.format(self._operand(base, ctx, temps), y)
 
     def _operand(self, e: Expr, ctx: Context, temps: dict) -> str:
         """An operand; a float constant zero is ``vg_zero`` (a uniform): the driver's
