@@ -22,8 +22,9 @@ uniform int d_N;  // dim N
 uniform float p_mu;  // param mu
 
 // --- helpers -----------------------------------------------------------------
-// x ^ n for an int n, by squaring (numpy: 0 ^ -n = inf, x ^ 0 = 1). The exponent is a
-// float of the working dtype, as in numpy: in float32 |n| is rounded to 24 bits first.
+// x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
+// 0 ^ -n = inf, x ^ 0 = 1); float32 results are numpy's correctly rounded powf. The
+// exponent is a float of the working dtype: in float32 |n| is rounded to 24 bits first.
 float vg_powi(float x, int n) {
     uint m = uint(abs(n));
     if (n == (-2147483647 - 1)) {
@@ -32,8 +33,8 @@ float vg_powi(float x, int n) {
     if (m > 16777216u) {
         m = uint(float(m));
     }
-    float r = 1.0;
-    float b = x;
+    double r = 1.0lf;
+    double b = double(x);
     while (m != 0u) {
         if ((m & 1u) != 0u) {
             r *= b;
@@ -41,7 +42,7 @@ float vg_powi(float x, int n) {
         b *= b;
         m >>= 1;
     }
-    return (n < 0) ? 1.0 / r : r;
+    return float((n < 0) ? 1.0lf / r : r);
 }
 
 void main() {

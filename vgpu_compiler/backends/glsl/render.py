@@ -63,12 +63,13 @@ FLOAT_OPS = {
 POWI = "vg_powi({0}, {1})"
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
-    "vg_pow": ("vg_nan", "vg_inf", "vg_powi", "vg_sqrt"), "vg_asin": ("vg_nan",),
+    "vg_pow": ("vg_nan", "vg_inf", "vg_powi", "vg_sqrt", "vg_powpos"),
+    "vg_powpos": ("vg_inf",), "vg_asin": ("vg_nan",),
     "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
     "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
     "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"), "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"),
     "vg_cosh": ("vg_exps", "vg_inf"), "vg_tanh": ("vg_signbit", "vg_exps"),
-    "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
+    "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (), "vg_ceil": ("vg_signbit",),
     "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
     "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod", "vg_signbit"),
     "vg_fmod": ("vg_nan", "vg_cfmod"), "vg_cfmod": ("vg_nan", "vg_signbit"),
@@ -115,6 +116,7 @@ class Dialect:
 FLOAT32 = Dialect("float32", "float", "")
 FLOAT64 = Dialect(
     "float64", "double", "lf",
+    float_ops={**FLOAT_OPS, Op.CEIL: "vg_ceil({0})"},
     forbidden=frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
                          Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2}),
 )
@@ -322,6 +324,9 @@ class Printer:
 
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
+        if self.d.dtype == "float64" and isinstance(expo, Const) and expo.value == 0.5:
+            self.need("vg_sqrt")                # x ^ 0.5 is sqrt(x) (see vg_pow)
+            return f"vg_sqrt({self._operand(base, ctx, temps)})"
         n = _integer_exponent(expo)
         if n is not None and self.d.dtype == "float32":
             n = int(np.float32(n))          # the exponent is a float32, as in numpy
