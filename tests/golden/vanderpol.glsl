@@ -23,7 +23,7 @@ uniform float p_mu;  // param mu
 
 // --- helpers -----------------------------------------------------------------
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
-// 0 ^ -n = inf, x ^ 0 = 1); float32 results are numpy's correctly rounded powf. The
+// 0 ^ -n = inf, x ^ 0 = 1): float32 results are correctly rounded but for rare ties. The
 // exponent is a float of the working dtype: in float32 |n| is rounded to 24 bits first.
 float vg_powi(float x, int n) {
     uint m = uint(abs(n));
