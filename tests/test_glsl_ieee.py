@@ -216,3 +216,20 @@ def test_issue_examples_keep_ieee_meaning():
         ref, out = run_both(expr, x)
         assert_same(ref, want, f"{expr} (numpy backend)")
         assert_ieee_close(out, ref, 6e-7, expr)
+
+
+@pytest.mark.parametrize("folded, unfolded", [
+    ("float((-2147483647 - 1) // -1)", "float((-2147483647 - 1 + int(x - x)) // (-1 + int(x - x)))"),
+    ("float((-2147483647 - 1) % -1)", "float((-2147483647 - 1 + int(x - x)) % (-1 + int(x - x)))"),
+    ("1.0 / 0.0", "x / 0.0"), ("-1.0 / 0.0", "-x / 0.0"), ("0.0 / 0.0", "(x - x) / 0.0"),
+    ("(-1.0 / 0.0) ^ 0.5", "(-x / 0.0) ^ 0.5"), ("0.0 * (1.0 / 0.0)", "0.0 * (x / 0.0)"),
+    ("atan2(-0.0, -1.0)", "atan2(-0.0, -x)"), ("(1.0 / 0.0) % 2.0", "(x / 0.0) % 2.0"),
+    ("3.0 // (1.0 / 0.0)", "3.0 // (x / 0.0)"), ("-3.0 % (1.0 / 0.0)", "-3.0 % (x / 0.0)")])
+def test_folded_and_unfolded_constants_agree(folded, unfolded):
+    """The folding pass (numpy in float64) gives the IEEE answer the backends compute (x = 1)."""
+    x = np.ones(2, np.float32)
+    ref_f, out_f = run_both(folded, x)
+    ref_u, out_u = run_both(unfolded, x)
+    assert_same(ref_f, ref_u, f"{folded} folded vs unfolded (numpy)")
+    assert_same(out_f, ref_u, f"{folded} folded (GLSL)")
+    assert_same(out_u, ref_u, f"{unfolded} (GLSL)")
