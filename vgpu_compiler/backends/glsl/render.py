@@ -63,7 +63,7 @@ FLOAT_OPS = {
 POWI = "vg_powi({0}, {1})"
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
-    "vg_pow": ("vg_nan", "vg_inf", "vg_powi", "vg_sqrt", "vg_powpos"),
+    "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
     "vg_powpos": ("vg_inf",), "vg_asin": ("vg_nan",),
     "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
     "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
