@@ -64,16 +64,16 @@ POWI = "vg_powi({0}, {1})"
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
     "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
-    "vg_powpos": ("vg_inf",), "vg_asin": ("vg_nan",),
+    "vg_powpos": ("vg_inf",), "vg_powi": (), "vg_asin": ("vg_nan",),
     "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
     "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
-    "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"), "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"),
-    "vg_cosh": ("vg_exps", "vg_inf"), "vg_tanh": ("vg_signbit", "vg_exps"),
-    "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (), "vg_ceil": ("vg_signbit",),
-    "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
-    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod", "vg_signbit"),
-    "vg_fmod": ("vg_nan", "vg_cfmod"), "vg_cfmod": ("vg_nan", "vg_signbit"),
-    "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",), "vg_powi": (),
+    "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"),
+    "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
+    "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
+    "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
+    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
+    "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
+    "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
 }
 
 
