@@ -139,7 +139,8 @@ def specials(dtype):
 EXACT_UNARY = ["-x", "abs(x)", "sign(x)", "floor(x)", "ceil(x)", "sqrt(x)", "x ^ 0.5",
                "x ^ 2", "x ^ -1", "x ^ 0", "x * 0", "0 * x", "x / 0", "0 / x",
                "x + 0", "0 + x", "x - 0", "0 - x", "x * -0.0", "x / -0.0", "x // 0", "x % 0",
-               "x + x - x", "x * 1", "x / 1"]
+               "x + x - x", "x * 1", "x / 1", "where(x > 1.0, 0.0, 1.0) * x",
+               "x * where(x < 0, -0.0, 0.0)", "(x - x) * 2", "-(0.0 - x)"]
 # float32 only on GLSL (OpenGL has no double version); |x| <= 1e5 for sin, cos and tan
 TRANSCENDENTAL = ["sin(x)", "cos(x)", "tan(x)", "asin(x)", "acos(x)", "atan(x)", "sinh(x)",
                   "cosh(x)", "tanh(x)", "exp(x)", "log(x)", "log2(x)", "0 * exp(x)",
