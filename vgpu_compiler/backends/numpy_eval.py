@@ -51,10 +51,18 @@ def _clamp(x, lo, hi):
     return np.minimum(np.maximum(x, lo), hi)
 
 
+def _power(a, b):
+    """numpy's power; ``x ^ 0.5`` is ``sqrt(x)`` for every exponent array too, as numpy's
+    power is for a scalar 0.5 (its C pow would give inf for (-inf)^0.5, +0 for (-0)^0.5)."""
+    r = np.power(a, b)
+    half = np.asarray(b) == 0.5
+    return np.where(half, np.sqrt(a), r).astype(r.dtype, copy=False) if half.any() else r
+
+
 # op -> numpy function over the operand values (every operand already evaluated)
 FUNCS: dict[Op, Callable] = {
     Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
-    Op.POW: np.power, Op.NEG: np.negative,
+    Op.POW: _power, Op.NEG: np.negative,
     Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater, Op.GE: np.greater_equal,
     Op.EQ: np.equal, Op.NE: np.not_equal,
     Op.AND: np.logical_and, Op.OR: np.logical_or, Op.NOT: np.logical_not,

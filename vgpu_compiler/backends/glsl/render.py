@@ -49,6 +49,8 @@ BINARY = {
     Op.AND: "({0} && {1})", Op.OR: "({0} || {1})",
 }
 UNARY = {Op.NEG: "(-{0})", Op.NOT: "(!{0})"}
+# Ops whose float constant zeros may stay literal (no arithmetic on them to fold wrongly).
+COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
 INT_OPS = {
     Op.FLOORDIV: "vg_ifloordiv({0}, {1}, {e}u)",
     Op.MOD: "vg_imod({0}, {1}, {e}u)",
@@ -60,9 +62,9 @@ FLOAT_OPS = {
     Op.FLOORDIV: "vg_floordiv({0}, {1})", Op.MOD: "vg_fmod({0}, {1})",
     Op.POW: "vg_pow({0}, {1})",
     Op.SIN: "sin({0})", Op.COS: "cos({0})", Op.TAN: "tan({0})",
-    Op.ASIN: "vg_asin({0})", Op.ACOS: "vg_acos({0})", Op.ATAN: "atan({0})",
-    Op.ATAN2: "vg_atan2({0}, {1})", Op.SINH: "sinh({0})", Op.COSH: "cosh({0})",
-    Op.TANH: "vg_tanh({0})", Op.EXP: "exp({0})", Op.LOG: "vg_log({0})",
+    Op.ASIN: "vg_asin({0})", Op.ACOS: "vg_acos({0})", Op.ATAN: "vg_atan({0})",
+    Op.ATAN2: "vg_atan2({0}, {1})", Op.SINH: "vg_sinh({0})", Op.COSH: "vg_cosh({0})",
+    Op.TANH: "vg_tanh({0})", Op.EXP: "vg_exp({0})", Op.LOG: "vg_log({0})",
     Op.LOG2: "vg_log2({0})", Op.SQRT: "vg_sqrt({0})", Op.FLOOR: "floor({0})",
     Op.CEIL: "ceil({0})", Op.ABS: "abs({0})", Op.MIN: "vg_min({0}, {1})",
     Op.MAX: "vg_max({0}, {1})", Op.CLAMP: "vg_clamp({0}, {1}, {2})",
@@ -72,12 +74,17 @@ FLOAT_OPS = {
 POWI = "vg_powi({0}, {1})"
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
-    "vg_pow": ("vg_nan", "vg_inf", "vg_powi"), "vg_asin": ("vg_nan",),
-    "vg_acos": ("vg_nan",), "vg_log": ("vg_nan", "vg_inf"), "vg_log2": ("vg_nan", "vg_inf"),
-    "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",), "vg_max": ("vg_nan",),
-    "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",), "vg_floordiv": ("vg_cfmod",),
-    "vg_fmod": ("vg_nan", "vg_cfmod"),
-    "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",), "vg_powi": (),
+    "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
+    "vg_powpos": ("vg_inf",), "vg_powi": (), "vg_asin": ("vg_nan",),
+    "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
+    "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
+    "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"),
+    "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
+    "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
+    "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
+    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
+    "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
+    "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
 }
 
 
@@ -120,6 +127,7 @@ class Dialect:
 FLOAT32 = Dialect("float32", "float", "")
 FLOAT64 = Dialect(
     "float64", "double", "lf",
+    float_ops={**FLOAT_OPS, Op.CEIL: "vg_ceil({0})"},
     forbidden=frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
                          Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2}),
 )
@@ -355,7 +363,8 @@ class Printer:
             return f"({c} ? {a} : {b})"
         if op is Op.POW:
             return self._pow(e, ctx, temps)
-        args = [self._expr(x, ctx, temps) for x in e.args]
+        operand = self._expr if op in COMPARISONS else self._operand
+        args = [operand(x, ctx, temps) for x in e.args]
         operand_type = e.args[0].type if e.args else e.type
         if op in BINARY:
             fmt = BINARY[op]
@@ -377,18 +386,34 @@ class Printer:
 
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
+        if self.d.dtype == "float64" and isinstance(expo, Const) and expo.value == 0.5:
+            self.need("vg_sqrt")                # x ^ 0.5 is sqrt(x) (see vg_pow)
+            return f"vg_sqrt({self._operand(base, ctx, temps)})"
         n = _integer_exponent(expo)
-        if n is not None:
+        if n is not None and self.d.dtype == "float32":
+            n = int(np.float32(n))          # the exponent is a float32, as in numpy
+        if n is not None and -2**31 <= n < 2**31:
             self.need(POWI)
-            return POWI.format(self._expr(base, ctx, temps), n)
+            return POWI.format(self._operand(base, ctx, temps), self.d.literal(n, Type.INT))
         if expo_int := _int_operand(expo):
             self.need(POWI)
-            return POWI.format(self._expr(base, ctx, temps), self._expr(expo_int, ctx, temps))
+            return POWI.format(self._operand(base, ctx, temps),
+                               self._expr(expo_int, ctx, temps))
         if self.d.dtype == "float64":
             raise float64_error("^ with a non-integer exponent", e.span)
         fmt = self.d.float_ops[Op.POW]
         self.need(fmt)
-        return fmt.format(self._expr(base, ctx, temps), self._expr(expo, ctx, temps))
+        y = self.d.float_literal(n) if n is not None else self._operand(expo, ctx, temps)
+        return fmt.format(self._operand(base, ctx, temps), y)
+
+    def _operand(self, e: Expr, ctx: Context, temps: dict) -> str:
+        """An operand; a float constant zero is ``vg_zero`` (a uniform): the driver's
+        compiler folds ``x * 0.0``, ``x / 0.0``, ``0.0 + x`` ... without IEEE (NaN, inf and
+        the sign of zero lost; GLSL ``precise`` does not stop it)."""
+        if isinstance(e, Const) and e.type is Type.FLOAT and e not in temps and e.value == 0:
+            self.need("vg_zero")
+            return "(-vg_zero)" if math.copysign(1.0, e.value) < 0 else "vg_zero"
+        return self._expr(e, ctx, temps)
 
     # hoisting pure common subexpressions ------------------------------------------
     def hoist(self, roots: list[Expr], ctx: Context, prefix: str) -> tuple[list[str], dict]:
