@@ -410,7 +410,8 @@ class Printer:
         """An operand; a float constant zero is ``vg_zero`` (a uniform): the driver's
         compiler folds ``x * 0.0``, ``x / 0.0``, ``0.0 + x`` ... without IEEE (NaN, inf and
         the sign of zero lost; GLSL ``precise`` does not stop it)."""
-        if isinstance(e, Const) and e.type is Type.FLOAT and e not in temps and e.value == 0:
+        if (isinstance(e, Const) and e.type is Type.FLOAT and e.value == 0
+                and self._temp(e, temps) is None):
             self.need("vg_zero")
             return "(-vg_zero)" if math.copysign(1.0, e.value) < 0 else "vg_zero"
         return self._expr(e, ctx, temps)
