@@ -47,14 +47,19 @@ int vg_toint(float x) {
     return int(floor(x));
 }
 
-// x ^ n for an int n, by squaring (numpy: 0 ^ -n = inf, x ^ 0 = 1).
+// x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
+// 0 ^ -n = inf, x ^ 0 = 1): float32 results are correctly rounded but for rare ties. The
+// exponent is a float of the working dtype: in float32 |n| is rounded to 24 bits first.
 float vg_powi(float x, int n) {
     uint m = uint(abs(n));
     if (n == (-2147483647 - 1)) {
         m = 2147483648u;
     }
-    float r = 1.0;
-    float b = x;
+    if (m > 16777216u) {
+        m = uint(float(m));
+    }
+    double r = 1.0lf;
+    double b = double(x);
     while (m != 0u) {
         if ((m & 1u) != 0u) {
             r *= b;
@@ -62,7 +67,7 @@ float vg_powi(float x, int n) {
         b *= b;
         m >>= 1;
     }
-    return (n < 0) ? 1.0 / r : r;
+    return float((n < 0) ? 1.0lf / r : r);
 }
 
 // flux into output counts: out of range is an error, and writes nothing.
