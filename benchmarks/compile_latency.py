@@ -62,7 +62,7 @@ h = vgpu.run_field(src, h0, params={"rho": rho}, backend="glsl", dt=0.001, steps
 out["second_call_s"] = time.perf_counter() - t
 out["finite"] = bool(np.isfinite(h).all())
 try:
-    from vgpu_compiler.runtime.counters import COUNTERS
+    from vgpu_compiler.call.counters import COUNTERS
     out["counters"] = COUNTERS.snapshot()
 except Exception:
     pass

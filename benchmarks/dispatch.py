@@ -27,22 +27,14 @@ RECOMPILE_CALLS = 100          # the slow columns run fewer calls; per-call time
 
 
 def clear_vgpu_caches():
-    """Empty VGPU's kernel caches (memory and disk), whichever API this version has."""
-    import importlib
-    for mod, fn in (("vgpu", "clear_cache"),
-                    ("vgpu_compiler.runtime.glsl_runner", "clear_cache"),
-                    ("vgpu_compiler.runtime.cache", "clear_cache")):
-        try:
-            f = getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError):
-            continue
-        return f()
-    raise RuntimeError("no clear_cache() found in vgpu or vgpu_compiler.runtime")
+    """Empty VGPU's kernel caches (memory and disk)."""
+    import vgpu
+    return vgpu.clear_cache()
 
 
 def counters():
     try:
-        from vgpu_compiler.runtime.counters import COUNTERS
+        from vgpu_compiler.call.counters import COUNTERS
         return COUNTERS.snapshot()
     except Exception:
         return {}

@@ -127,7 +127,7 @@ def programs(n: int, seed: int, log) -> dict:
 
 
 def _gl_available() -> bool:
-    from vgpu_compiler.runtime import glsl_runner
+    from vgpu_compiler.backends.glsl import runner as glsl_runner
     return glsl_runner.available()
 
 
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         print(msg, flush=True)
 
     import vgpu_compiler
-    from vgpu_compiler.runtime import gl
+    from vgpu_compiler.backends.glsl import device as gl
     report = {
         "command": "python -m benchmarks.reliability " + " ".join(argv or sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),

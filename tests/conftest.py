@@ -37,7 +37,7 @@ def glsl():
     """The GLSL runner; a test that needs it fails (not skips) when there is no context."""
     if os.environ.get("VGPU_NO_GL", "") not in ("", "0"):
         pytest.skip("VGPU_NO_GL is set")
-    from vgpu_compiler.runtime import glsl_runner
+    from vgpu_compiler.backends.glsl import runner as glsl_runner
     assert glsl_runner.available(), "no OpenGL 4.3 context (set VGPU_NO_GL=1 to skip GLSL tests)"
     return glsl_runner
 

@@ -678,7 +678,7 @@ def run_both(src: str, compiled, steps: int = 2) -> str | None:
 def front_end(src: str):
     """The Compiled program, or None after a well-formed VgpuError; anything else raises
     (a non-VgpuError, or an AssertionError about the error's position)."""
-    from vgpu_compiler.compile import compile_program
+    from vgpu_compiler.frontend.compile import compile_program
     from vgpu_compiler.errors import VgpuError
     try:
         return compile_program(src, "fuzz.field")

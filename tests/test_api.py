@@ -12,9 +12,9 @@ import pytest
 import vgpu
 from vgpu_compiler import api
 from vgpu_compiler.errors import BackendError
-from vgpu_compiler.runtime.counters import COUNTERS
+from vgpu_compiler.call.counters import COUNTERS
 
-RUNNER = "vgpu_compiler.runtime.glsl_runner"
+RUNNER = "vgpu_compiler.backends.glsl.runner"
 
 LORENZ = """
 field lorenz {
@@ -231,7 +231,7 @@ def test_progress_gets_done_and_total():
 
 
 def test_running_out_of_memory_is_a_call_error_naming_the_size(monkeypatch):
-    from vgpu_compiler.backends import numpy_ref
+    from vgpu_compiler.backends.numpy import runner as numpy_ref
 
     def run(bound, progress=None):
         raise MemoryError()

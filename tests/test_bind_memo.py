@@ -11,8 +11,8 @@ import pytest
 import vgpu
 from field_examples import LORENZ, MATMUL
 from vgpu_compiler.api import Source
-from vgpu_compiler.runtime import bind_memo
-from vgpu_compiler.runtime.bind import _bind, bind
+from vgpu_compiler.call import bind_memo
+from vgpu_compiler.call.bind import _bind, bind
 
 RNG = np.random.default_rng(5)
 

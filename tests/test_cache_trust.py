@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.runtime import disk_cache
-from vgpu_compiler.runtime.disk_cache import DiskCache
+from vgpu_compiler.backends.glsl import disk_cache
+from vgpu_compiler.backends.glsl.disk_cache import DiskCache
 
 from field_examples import LORENZ
 
@@ -143,7 +143,7 @@ def test_cache_info_prints_the_bound(tmp_path):
 
 WRITER = """
 import logging, sys
-from vgpu_compiler.runtime.disk_cache import DiskCache
+from vgpu_compiler.backends.glsl.disk_cache import DiskCache
 logging.basicConfig(level=logging.WARNING)
 cache = DiskCache(sys.argv[1])
 for i in range(40):

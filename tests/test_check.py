@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import UnknownNameError
 from vgpu_compiler.ir.nodes import (Apply, Axis, Const, CoupledAt, Field, Load, Reduce, Sym)
 from vgpu_compiler.ir.ops import Edge, Op, ReduceOp, SymKind, Type

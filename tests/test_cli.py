@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.progress import ProgressBar
+from vgpu_compiler.cli.progress import ProgressBar
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -25,7 +25,7 @@ EXAMPLES = REPO / "examples"
 
 def _gl_available() -> bool:
     try:
-        from vgpu_compiler.runtime import glsl_runner
+        from vgpu_compiler.backends.glsl import runner as glsl_runner
     except ImportError:
         return False
     return bool(glsl_runner.available())
@@ -381,7 +381,7 @@ def test_run_plot_draws_a_histogram_output_as_bars(vgpuc, tmp_path):
 def test_plot_bars_are_the_one_dimensional_outputs(monkeypatch, tmp_path):
     pytest.importorskip("matplotlib")
     from matplotlib.axes import Axes
-    from vgpu_compiler import plot
+    from vgpu_compiler.cli import plot
 
     drawn = []
     real = Axes.bar
@@ -426,7 +426,7 @@ def test_run_index_error_names_the_line(vgpuc, tmp_path):
 
 
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch, tmp_path):
-    from vgpu_compiler import plot
+    from vgpu_compiler.cli import plot
     from vgpu_compiler.errors import VgpuError
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)

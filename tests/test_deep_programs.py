@@ -27,7 +27,7 @@ import vgpu
 from vgpu_compiler import api
 from vgpu_compiler.backends.glsl import MAX_STATES, build, emit_glsl
 from vgpu_compiler.backends.glsl.render import MAX_DEPTH, MAX_NEST
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import BackendError, VgpuError
 from vgpu_compiler.ir.dump import dump
 

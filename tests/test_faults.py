@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.runtime import disk_cache
-from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_plan import limits
+from vgpu_compiler.backends.glsl import disk_cache
+from vgpu_compiler.call.counters import COUNTERS
+from vgpu_compiler.backends.glsl.plan import limits
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, LORENZ, MATMUL
 
@@ -81,7 +81,7 @@ try:
     glsl = "ran"
 except vgpu.BackendError as e:
     glsl = "BackendError: " + e.message
-from vgpu_compiler.runtime import glsl_runner
+from vgpu_compiler.backends.glsl import runner as glsl_runner
 print(json.dumps({"equal": equal, "stats": vgpu.cache_stats(), "glsl": glsl,
                   "available": glsl_runner.available()}))
 """
@@ -205,7 +205,7 @@ import json, logging
 import numpy as np
 import vgpu
 from field_examples import HEAT, LORENZ
-from vgpu_compiler.runtime import glsl_runner
+from vgpu_compiler.backends.glsl import runner as glsl_runner
 h0 = np.random.default_rng(1).normal(size=(40, 3))
 u0 = np.random.default_rng(2).uniform(size=90)
 ok = []
@@ -240,8 +240,8 @@ import json, os, sys, time
 import numpy as np
 import vgpu
 from field_examples import COLLAPSE, HISTOGRAM
-from vgpu_compiler.runtime import glsl_runner
-from vgpu_compiler.runtime.counters import COUNTERS
+from vgpu_compiler.backends.glsl import runner as glsl_runner
+from vgpu_compiler.call.counters import COUNTERS
 glsl_runner.available()                         # make the context before the start signal
 go = sys.argv[1]
 while not os.path.exists(go):

@@ -6,7 +6,7 @@ import pytest
 
 import vgpu
 from field_examples import LORENZ
-from vgpu_compiler.runtime.glsl_exec import _Pacer, _segments
+from vgpu_compiler.backends.glsl.execute import _Pacer, _segments
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ import vgpu
 from vgpu_compiler.errors import BackendError, ProgramIndexError, ZeroDivision
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
-from vgpu_compiler.runtime.glsl_plan import limits
+from vgpu_compiler.backends.glsl.plan import limits
 
 pytestmark = pytest.mark.usefixtures("glsl")
 RNG = np.random.default_rng(1234)

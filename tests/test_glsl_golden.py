@@ -14,7 +14,7 @@ import pytest
 import vgpu
 from conftest import find_validator
 from vgpu_compiler.backends.glsl import emit_glsl
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.field"))

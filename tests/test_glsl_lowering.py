@@ -5,7 +5,7 @@ import pytest
 
 from vgpu_compiler.backends.glsl import emit_glsl, lower
 from vgpu_compiler.backends.glsl.render import FLOAT32, FLOAT64, mangle
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import BackendError
 from vgpu_compiler.ir.nodes import Apply, Const, Load, Sym
 from vgpu_compiler.ir.ops import Op, SymKind, Type

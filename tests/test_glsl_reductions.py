@@ -19,7 +19,7 @@ import pytest
 import vgpu
 from vgpu_compiler.backends import glsl as glsl_backend
 from vgpu_compiler.backends.glsl import emit_glsl, lower, reduction_for
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 
 import test_examples
 import test_glsl_equivalence as eq
@@ -37,7 +37,7 @@ def strategy(request, fresh_cache, monkeypatch):
     name = request.param
     monkeypatch.setenv("VGPU_REDUCTION", name)
     yield name
-    from vgpu_compiler.runtime import glsl_runner
+    from vgpu_compiler.backends.glsl import runner as glsl_runner
     built = [k.source for k in glsl_runner.MEMORY.values()]
     assert built, "no kernel ran"
     mark = {"tree": "tree reduction over", "serial": "serial reduction:"}

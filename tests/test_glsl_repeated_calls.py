@@ -11,8 +11,8 @@ import numpy as np
 
 import vgpu
 from field_examples import LORENZ, MATMUL
-from vgpu_compiler.runtime import glsl_runner
-from vgpu_compiler.runtime.glsl_plan import limits
+from vgpu_compiler.backends.glsl import runner as glsl_runner
+from vgpu_compiler.backends.glsl.plan import limits
 
 RNG = np.random.default_rng(11)
 

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.ir.dump import dump, dump_program
 from vgpu_compiler.ir.nodes import Apply, Const, Load
 from vgpu_compiler.ir.ops import Op, Type

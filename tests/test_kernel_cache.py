@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_plan import limits
+from vgpu_compiler.call.counters import COUNTERS
+from vgpu_compiler.backends.glsl.plan import limits
 
 from field_examples import HEAT, LORENZ, MATMUL
 
@@ -81,7 +81,7 @@ SCRIPT = """
 import json, sys
 import numpy as np
 import vgpu
-from vgpu_compiler.runtime.counters import COUNTERS
+from vgpu_compiler.call.counters import COUNTERS
 from field_examples import LORENZ
 h0 = np.random.default_rng(int(sys.argv[1])).normal(size=(64, 3)).astype(np.float32)
 ref = vgpu.run_field(LORENZ, h0, backend="numpy", steps=20)
@@ -236,7 +236,7 @@ def test_threads_share_the_gl_context(glsl):
 
 def test_no_gl_env_means_unavailable(tmp_path):
     env = dict(os.environ, VGPU_NO_GL="1", PYTHONPATH=str(ROOT))
-    code = "from vgpu_compiler.runtime import glsl_runner; print(glsl_runner.available())"
+    code = "from vgpu_compiler.backends.glsl import runner; print(runner.available())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -338,7 +338,7 @@ def test_comments_and_spacing_share_a_kernel_and_errors_name_the_current_text(fr
 
 
 def test_the_key_differs_when_the_program_does(glsl):
-    from vgpu_compiler.runtime.glsl_runner import canonical
+    from vgpu_compiler.backends.glsl.runner import canonical
     one = vgpu.compile(INDEXED).program.fields[0]
     assert canonical(vgpu.compile(RESPACED).program.fields[0])[0] == canonical(one)[0]
     other = vgpu.compile(INDEXED.replace("i + 2", "i + 1")).program.fields[0]
@@ -350,7 +350,7 @@ def test_the_key_of_deep_and_shared_expressions(glsl):
     import dataclasses
     from vgpu_compiler.ir.nodes import Apply
     from vgpu_compiler.ir.ops import Op
-    from vgpu_compiler.runtime.glsl_runner import canonical
+    from vgpu_compiler.backends.glsl.runner import canonical
     field = vgpu.compile(LORENZ).program.fields[0]
     deep = field.derivs[0]
     for _ in range(20000):                     # far deeper than Python's recursion limit

@@ -12,11 +12,11 @@ import pytest
 
 import vgpu
 from vgpu_compiler.backends.glsl import build
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import DeclarationError, NameError_, TypeError_
 from vgpu_compiler.ir.nodes import Axis
-from vgpu_compiler.runtime.counters import COUNTERS
-from vgpu_compiler.runtime.glsl_plan import limits
+from vgpu_compiler.call.counters import COUNTERS
+from vgpu_compiler.backends.glsl.plan import limits
 
 RNG = np.random.default_rng(19)
 
@@ -248,7 +248,7 @@ def test_both_reduction_strategies(fresh_cache, monkeypatch, strategy):
     monkeypatch.setenv("VGPU_REDUCTION", strategy)
     both(ROWS.replace("EDGE", "zero"), RNG.uniform(size=(4, 19)).astype(np.float32))
     both(PLANES, RNG.uniform(size=(2, 5, 9)).astype(np.float32))
-    from vgpu_compiler.runtime import glsl_runner
+    from vgpu_compiler.backends.glsl import runner as glsl_runner
     mark = {"tree": "tree reduction over", "serial": "serial reduction:"}[strategy]
     built = [k.source for k in glsl_runner.MEMORY.values()]
     assert len(built) == 2 and all(mark in source for source in built)

@@ -43,7 +43,7 @@ def test_mlp_reaches_95_percent_with_one_compile_per_shape(tmp_path):
     # forward X@W1 and backward dZ2@W2.T share a shape: 4 distinct products
     assert got["shapes"] == 4
     c = got["counters"]
-    from vgpu_compiler.runtime import glsl_runner
+    from vgpu_compiler.backends.glsl import runner as glsl_runner
     if glsl_runner.available():
         # the GLSL path: one compile per matmul shape, every other call a memory hit
         assert c.get("cpu_fallbacks", 0) == 0, out

@@ -210,7 +210,7 @@ def test_spans_are_one_based_and_cover_the_node():
     ("field f { let \u00e9 = 1 }", 1, 15, "names are ASCII letters"),
 ])
 def test_syntax_errors(src, line, column, words):
-    from vgpu_compiler.compile import compile_program
+    from vgpu_compiler.frontend.compile import compile_program
     with pytest.raises(SyntaxError_) as info:
         compile_program(src, "bad.field")
     err = info.value

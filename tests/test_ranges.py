@@ -12,7 +12,7 @@ import pytest
 
 import vgpu
 from vgpu_compiler.backends.glsl import emit_glsl
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import ProgramIndexError
 from vgpu_compiler.ir.nodes import Load
 from vgpu_compiler.ir.ranges import STEPS, Ranges, Where, condition_text

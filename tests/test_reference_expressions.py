@@ -97,11 +97,11 @@ def test_a_guarded_read_used_unguarded_elsewhere_still_raises():
 
 
 def test_deep_expressions_built_by_hand():
-    from vgpu_compiler.backends import numpy_ref
+    from vgpu_compiler.backends.numpy import runner as numpy_ref
     from vgpu_compiler.ir.nodes import Apply, Axis, Const, Field, Solver, State, Sym
     from vgpu_compiler.ir.ops import Op, SymKind, Type
     from vgpu_compiler.ir.tableau import TABLEAUX
-    from vgpu_compiler.runtime.bind import bind
+    from vgpu_compiler.call.bind import bind
 
     F = Type.FLOAT
     x = Sym(SymKind.STATE, "x", F)

@@ -41,7 +41,8 @@ PRELUDE = """
 import json, os, signal, sys, threading, time, warnings
 import numpy as np
 import vgpu
-from vgpu_compiler.runtime import gl, glsl_plan
+from vgpu_compiler.backends.glsl import device as gl
+from vgpu_compiler.backends.glsl import plan as glsl_plan
 from field_examples import HEAT, LORENZ
 warnings.simplefilter("ignore")
 RNG = np.random.default_rng(19)
@@ -170,7 +171,7 @@ def test_forks_while_another_thread_runs_glsl():
 
 # --- item 7: Ctrl-C ----------------------------------------------------------------------
 CTRL_C = PRELUDE + """
-from vgpu_compiler.runtime.counters import COUNTERS
+from vgpu_compiler.call.counters import COUNTERS
 big = RNG.normal(size=(256, 3)) * 0.01
 vgpu.run_field(LORENZ, big, steps=10, backend="glsl")       # compiled before the clock
 glsl_plan.set_limits(max_steps=20)
@@ -205,7 +206,7 @@ def test_ctrl_c_stops_a_long_glsl_run_and_leaves_the_runtime_ready():
 
 JOB_WAIT = """
 import json, os, signal, threading, time
-from vgpu_compiler.runtime import gl
+from vgpu_compiler.backends.glsl import device as gl
 finished = []
 def slow(ctx):
     time.sleep(1.0)
@@ -287,9 +288,9 @@ def test_a_kernel_evicted_after_it_was_found_still_runs(glsl, fresh_cache, many)
     """Another thread may evict (and release) a kernel after a call found it and before it
     took the kernel's lock: the run compiles a private program and releases it after."""
     from field_examples import LORENZ
-    from vgpu_compiler.runtime.bind import bind
-    from vgpu_compiler.runtime.glsl_exec import execute
-    from vgpu_compiler.runtime.glsl_plan import limits
+    from vgpu_compiler.call.bind import bind
+    from vgpu_compiler.backends.glsl.execute import execute
+    from vgpu_compiler.backends.glsl.plan import limits
     field = vgpu.compile(LORENZ).select(None)
     h0 = np.random.default_rng(5).normal(size=(30, 3))
     every = 10 if many else None
@@ -313,7 +314,8 @@ def test_a_callback_that_evicts_its_own_runs_kernel_does_not_deadlock():
     out = _python("""
         import json
         import numpy as np, vgpu
-        from vgpu_compiler.runtime import glsl_plan, glsl_runner
+        from vgpu_compiler.backends.glsl import plan as glsl_plan
+        from vgpu_compiler.backends.glsl import runner as glsl_runner
         src = "field f {\\n state x\\n dx/dt = -x\\n solve euler(dt = 0.01, steps = 40)\\n}"
         other = "field g {\\n state y\\n dy/dt = 1\\n solve euler(dt = 1, steps = 3)\\n}"
         h0 = np.ones(8, np.float32)

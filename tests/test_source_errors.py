@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpu_compiler.compile import compile_program
+from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import (DeclarationError, NameError_, SourceError, SyntaxError_,
                                   TypeError_, VgpuError)
 

@@ -13,7 +13,7 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
 from vgpu_compiler.noise.philox import philox
-from vgpu_compiler.runtime.bound import Solution
+from vgpu_compiler.call.bound import Solution
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",

@@ -1,6 +1,6 @@
 """``python -m vgpu_compiler``: the same as ``vgpuc``."""
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

@@ -18,9 +18,9 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
-from .runtime.bind import bind
-from .runtime.bound import Progress, Solution
-from .runtime.counters import COUNTERS
+from .call.bind import bind
+from .call.bound import Progress, Solution
+from .call.counters import COUNTERS
 
 log = logging.getLogger("vgpu")
 
@@ -91,14 +91,14 @@ def cache_stats() -> dict[str, int]:
 def cache_info() -> dict:
     """The kernel cache: entries and bytes in memory, the disk folder and its entries,
     and the counters."""
-    from .runtime import glsl_runner
+    from .backends.glsl import runner as glsl_runner
     return glsl_runner.cache_info()
 
 
 def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     """Drop every compiled kernel from memory and/or every lowered kernel from disk;
     returns how many of each were dropped. Always safe: kernels are rebuilt on demand."""
-    from .runtime import glsl_runner
+    from .backends.glsl import runner as glsl_runner
     return glsl_runner.clear_cache(memory=memory, disk=disk)
 
 
@@ -106,8 +106,8 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     """Drop one field's kernels (every shape, memory and disk); True if any was cached.
     ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
     trajectory) narrow it to those kernels; None means all."""
-    from .runtime import glsl_runner
-    from .runtime.bind import working_dtype
+    from .backends.glsl import runner as glsl_runner
+    from .call.bind import working_dtype
     if isinstance(per_trajectory, str):
         per_trajectory = (per_trajectory,)
     text, filename = _text(src)
@@ -182,7 +182,7 @@ def _compiled(text: str, filename: str):
             _parsed.move_to_end(key)
             COUNTERS.add("parse_hits")
             return hit
-    from .compile import compile_program
+    from .frontend.compile import compile_program
     compiled = compile_program(text, filename)
     COUNTERS.add("parses")
     with _parsed_lock:
@@ -218,7 +218,7 @@ def _glsl():
     runner = _runner[0]
     if runner is None:
         try:
-            runner = importlib.import_module("vgpu_compiler.runtime.glsl_runner")
+            runner = importlib.import_module("vgpu_compiler.backends.glsl.runner")
         except ImportError as e:
             return None, f"cannot import it: {e}"
         _runner[0] = runner
@@ -229,7 +229,7 @@ def _glsl():
 
 def _no_context_reason() -> str:
     """Why no OpenGL 4.3 context could be made (VGPU_NO_GL, or the driver's own words)."""
-    from .runtime import gl
+    from .backends.glsl import device as gl
     why = gl.GL.error
     if why and "VGPU_NO_GL" in why:
         why += " (unset VGPU_NO_GL to use OpenGL)"
@@ -252,7 +252,7 @@ def _fallback(bound, progress, reason: str) -> Solution:
 
 
 def _numpy(bound, progress) -> Solution:
-    from .backends import numpy_ref
+    from .backends.numpy import runner as numpy_ref
     return numpy_ref.run(bound, progress)
 
 

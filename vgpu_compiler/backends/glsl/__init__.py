@@ -78,7 +78,7 @@ def reduction_for(renderer: str | None) -> str:
 
 def device_reduction() -> str:
     """The strategy for this process's OpenGL device (tree without a context)."""
-    from ...runtime import gl
+    from . import device as gl
     return reduction_for(gl.device_info().get("renderer", ""))
 
 

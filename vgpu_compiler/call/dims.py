@@ -6,7 +6,7 @@ import functools
 from ..errors import MissingError, ShapeError
 from ..ir.nodes import ArrayDecl, Expr, Extent, Field, Sym
 from ..ir.ops import SymKind
-from ..backends.numpy_eval import children
+from ..ir.evaluate import children
 
 
 class Dims:

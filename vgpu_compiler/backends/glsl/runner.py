@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import spelling as S
-from ..errors import BackendError
-from ..ir.nodes import Field
-from . import gl
-from .bound import Bound, Progress, Solution
-from .counters import COUNTERS
+from ... import spelling as S
+from ...errors import BackendError
+from ...ir.nodes import Field
+from . import device as gl
+from ...call.bound import Bound, Progress, Solution
+from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
-from .glsl_exec import execute, private_if_busy
+from .execute import execute, private_if_busy
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
@@ -54,7 +54,7 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
                            f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
-        from ..backends import numpy_ref
+        from ..numpy import runner as numpy_ref
         return numpy_ref.run(bound, progress)
     kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
     with holding(kernel):
@@ -68,7 +68,7 @@ def _kernel(bound: Bound) -> GpuKernel | FieldView:
     """The kernel for this call. Calls of one signature share ``bound.memo``: a repeated
     call finds its kernel there, checking that the memory cache still holds it (not
     evicted or cleared) and that VGPU_REDUCTION did not change."""
-    from ..backends.glsl import REDUCTION_ENV
+    from . import REDUCTION_ENV
     env = os.environ.get(REDUCTION_ENV)
     hit = bound.memo.get("glsl")
     if hit is not None and hit[0] == env and MEMORY.get(hit[2].key) is hit[2]:
@@ -93,9 +93,9 @@ def shape_signature(bound: Bound) -> tuple:
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """A hash of the backend's templates and code: a change to either is a new kernel."""
-    from ..backends import glsl
-    from ..backends.glsl import VERSION
-    from ..backends.glsl.template import environment
+    from .. import glsl
+    from . import VERSION
+    from .template import environment
     h = hashlib.sha256(VERSION.encode())
     folders = [Path(environment().loader.searchpath[0]), Path(glsl.__file__).parent]
     for folder in folders:
@@ -114,7 +114,7 @@ def identity(field: Field, dtype: str, pt: tuple[str, ...]) -> tuple[str, str, s
     """(key, field id, positions digest), memoised per field object. The key holds no
     source positions (comments and spacing do not matter); the field id, a digest of
     the position-free IR alone, names every kernel of the field (evict)."""
-    from ..backends.glsl import REDUCTION_ENV, device_reduction
+    from . import REDUCTION_ENV, device_reduction
     memo = (id(field), dtype, pt, os.environ.get(REDUCTION_ENV))   # per call: keep it cheap
     with _key_lock:
         hit = _key_memo.get(memo)
@@ -162,7 +162,7 @@ def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuK
         COUNTERS.add("disk_hits")
         source, meta = found
     else:
-        from ..backends.glsl import build, device_reduction
+        from . import build, device_reduction
         source, desc = build(field, dtype=dtype, per_trajectory_params=pt,
                              reduction=device_reduction())
         meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
@@ -194,7 +194,7 @@ class _ErrorTable:
 
     def __getitem__(self, i: int):
         if self._rows is None:
-            from ..backends.glsl import build     # (maybe on the GL thread: no gl.call here)
+            from . import build     # (maybe on the GL thread: no gl.call here)
             field, dtype, pt, reduction = self._args
             _, desc = build(field, dtype=dtype, per_trajectory_params=pt,
                             reduction=reduction or "tree")

@@ -20,11 +20,11 @@ import sys
 import traceback
 import warnings
 
-from . import spelling
-from .cli_common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields, attach_file,
+from .. import spelling
+from .common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields, attach_file,
                          compile_source, describe_error, parse_dims, read_text,
                          select_field)
-from .errors import VgpuError
+from ..errors import VgpuError
 
 PROG = "vgpuc"
 
@@ -49,7 +49,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.emit == "ir":
         text = _dump(field)
     else:
-        from .cli_system import emit_glsl_text
+        from .system import emit_glsl_text
 
         try:
             text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
@@ -87,7 +87,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _dump(field) -> str:
-    from .ir.dump import dump
+    from ..ir.dump import dump
 
     return dump(field)
 
@@ -107,19 +107,19 @@ def _write_text(text: str, path: str | None) -> None:
 
 # --- run, info, cache live in their own modules -------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
-    from .cli_run import run_command
+    from .run import run_command
 
     return run_command(args)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .cli_system import info_command
+    from .system import info_command
 
     return info_command(args)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .cli_system import cache_command
+    from .system import cache_command
 
     return cache_command(args)
 

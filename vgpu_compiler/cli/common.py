@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .errors import VgpuError
+from ..errors import VgpuError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 INT32_MAX = 2**31 - 1
@@ -142,7 +142,7 @@ def describe_error(err: VgpuError, filename: str | None = None) -> str:
 
 def program_text(source: str, filename: str):
     """The text as the API takes it, remembering its file (errors then name the file)."""
-    from .api import Source
+    from ..api import Source
 
     return Source(source, filename)
 
@@ -150,7 +150,7 @@ def program_text(source: str, filename: str):
 def compile_source(source: str, filename: str):
     """The front end's ``Compiled`` for a program text (errors carry the file name);
     memoised by the API, so a later ``vgpu.solve`` on the same text does not parse again."""
-    from .api import compile as compile_api
+    from ..api import compile as compile_api
 
     try:
         return compile_api(program_text(source, filename))

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import CacheError
+from ...errors import CacheError
 
 log = logging.getLogger("vgpu")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.ops import Edge, ReduceOp
+from ...ir.ops import Edge, ReduceOp
 
 INT = np.int32
 

@@ -23,8 +23,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ProgramIndexError, ZeroDivision
-from ..ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
-from ..ir.ops import INT_TRAPPING, Op, Type
+from .nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
+from .ops import INT_TRAPPING, Op, Type
 
 INT = np.dtype(np.int32)
 BOOL = np.dtype(bool)

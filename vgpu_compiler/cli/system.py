@@ -6,7 +6,7 @@ import argparse
 import ctypes
 import os
 
-from .cli_common import EXIT_OK, UsageError
+from .common import EXIT_OK, UsageError
 
 NO_CONTEXT = "no OpenGL 4.3 context: the numpy backend will be used"
 
@@ -26,7 +26,7 @@ def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=()
                    source: str | None = None) -> str:
     """The GLSL of a field. Grid extents and dims are uniforms of the shader, so the text
     is the same for every size: ``dims`` are only checked against the field."""
-    from .backends.glsl import emit_glsl
+    from ..backends.glsl import emit_glsl
 
     unknown = sorted(set(dims) - set(field.dims))
     if unknown:
@@ -50,7 +50,8 @@ def info_command(args: argparse.Namespace) -> int:
 
 def device_report() -> list[str]:
     """Lines describing the OpenGL context VGPU uses (the runtime's own), or why there is none."""
-    from .runtime import gl, glsl_runner
+    from ..backends.glsl import device as gl
+    from ..backends.glsl import runner as glsl_runner
 
     if not glsl_runner.available():
         why = gl.GL.error or ("VGPU_NO_GL is set" if os.environ.get("VGPU_NO_GL") else "")
@@ -127,7 +128,7 @@ def _yes(flag: bool) -> str:
 
 # --- cache ------------------------------------------------------------------------------
 def cache_command(args: argparse.Namespace) -> int:
-    from .runtime import glsl_runner
+    from ..backends.glsl import runner as glsl_runner
 
     if args.action == "clear":
         folder = glsl_runner.cache_info().get("disk_folder", "?")

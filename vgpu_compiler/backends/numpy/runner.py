@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.nodes import CoupledAt, Reduce, Sym
-from ..ir.ops import SymKind
-from ..runtime.bound import Bound, Progress, Solution
-from .numpy_eval import INT, Context, Frame, Plan, Schedule, check_index
-from .numpy_layout import Layout
+from ...ir.nodes import CoupledAt, Reduce, Sym
+from ...ir.ops import SymKind
+from ...call.bound import Bound, Progress, Solution
+from ...ir.evaluate import INT, Context, Frame, Plan, Schedule, check_index
+from .layout import Layout
 
 
 class StageContext(Context):

@@ -13,10 +13,10 @@ import sys
 
 import numpy as np
 
-from .cli_common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
+from .common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
                          parse_dims, parse_inputs, parse_params, program_text, read_text,
                          select_field, size_text)
-from .errors import VgpuError
+from ..errors import VgpuError
 from .progress import ProgressBar
 
 RESERVED = ("states", "steps_taken", "history", "times")

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import VgpuError
+from ..errors import VgpuError
 
 # Trajectories drawn in the history panel, and points in the scatter (sampled evenly).
 MAX_LINES = 16

@@ -244,7 +244,7 @@ def _evaluate(expr: Expr, param, dims: dict):
         return np.int32(dims[expr.name])
     if isinstance(expr, Sym) and expr.kind is SymKind.PARAM:
         return np.float64(param(expr.name))
-    from ..backends.numpy_eval import Context, evaluate
+    from ..ir.evaluate import Context, evaluate
 
     class Constants(Context):
         def symbol(self, node: Sym):

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 from lark import Tree
 
-from . import spelling
-from .errors import Span, SyntaxError_, UnknownNameError, VgpuError
-from .frontend import ast as A
-from .frontend.ast import build
-from .frontend.check import check_program
-from .frontend.parse import parse
-from .ir import nodes as N
-from .ir.passes import optimize
+from .. import spelling
+from ..errors import Span, SyntaxError_, UnknownNameError, VgpuError
+from . import ast as A
+from .ast import build
+from .check import check_program
+from .parse import parse
+from ..ir import nodes as N
+from ..ir.passes import optimize
 
 
 # No stage of the compiler recurses over an expression or a let chain (they walk on

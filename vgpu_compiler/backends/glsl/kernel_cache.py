@@ -17,8 +17,8 @@ import os
 import threading
 from collections import OrderedDict
 
-from . import gl
-from .counters import COUNTERS
+from . import device as gl
+from ...call.counters import COUNTERS
 
 DEFAULT_CAPACITY = 32
 

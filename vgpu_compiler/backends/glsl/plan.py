@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.glsl.render import mangle
-from .. import spelling as S
-from ..errors import BackendError
-from . import gl
-from .bound import Bound
+from .render import mangle
+from ... import spelling as S
+from ...errors import BackendError
+from . import device as gl
+from ...call.bound import Bound
 
 LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
@@ -208,7 +208,7 @@ def loop_cap(kernel, dev: dict) -> int | None:
     once plus the kernel's inner loops (serial reductions, lane loops: the lowering
     counts them; a ``vg_powi`` call runs at most 32 more)."""
     if kernel.loop_cap == "unknown":        # once per kernel: the device does not change
-        from ..backends.glsl import SOFTWARE_RENDERERS
+        from . import SOFTWARE_RENDERERS
         kernel.loop_cap = None
         if SOFTWARE_RENDERERS.search(dev.get("renderer", "")):
             meta = kernel.meta

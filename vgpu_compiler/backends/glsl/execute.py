@@ -24,11 +24,11 @@ from math import copysign
 
 import numpy as np
 
-from ..errors import ProgramIndexError, Span, ZeroDivision
-from . import gl
-from .bound import Bound, Progress, Solution
-from .counters import COUNTERS
-from .glsl_plan import Chunk, Plan, plan_for
+from ...errors import ProgramIndexError, Span, ZeroDivision
+from . import device as gl
+from ...call.bound import Bound, Progress, Solution
+from ...call.counters import COUNTERS
+from .plan import Chunk, Plan, plan_for
 
 NO_ERROR = 0xFFFFFFFF
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
