@@ -1,0 +1,63 @@
+"""The step of a method as data: what one step computes, built once from its tableau.
+
+The numpy backend *evaluates* a StepProgram and every printer *prints* it; no
+backend reads a tableau or writes the recurrence out for a particular method.
+For an explicit Runge-Kutta method with tableau (a, b, c), step n is
+
+    stage s:  y_s = h_n + dt * sum_j a_sj * k_j       (j < s, a_sj != 0, increasing j)
+              k_s = F(t_n + c_s * dt, y_s)
+    update:   h_{n+1} = h_n + dt * sum_s b_s * k_s     (b_s != 0, increasing s)
+
+A ``Combination`` is one such ``h + dt * sum(w_j * k_j)``: the only arithmetic a
+backend does with the stage values. Coefficients stay exact (``Fraction``);
+a backend rounds each to its working dtype once. Methods with more parts (an
+embedded error estimate, a continuous extension) add fields here, computed by
+the same Combination, so each backend gains them without a new recurrence.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .tableau import Tableau
+
+
+@dataclass(frozen=True)
+class Combination:
+    """``h + dt * sum(w * k_j for j, w in terms)``; no terms: ``h`` itself."""
+
+    terms: tuple[tuple[int, Fraction], ...]     # (stage j, weight), weights != 0, j increasing
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        return tuple(j for j, _ in self.terms)
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    c: Fraction                 # the stage time is t_n + c * dt
+    state: Combination          # the stage state y_s, from the earlier stages' k
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    method: str
+    stages: tuple[Stage, ...]
+    update: Combination         # the new state h_{n+1}
+
+    @property
+    def n_stages(self) -> int:
+        return len(self.stages)
+
+
+@functools.lru_cache(maxsize=None)
+def step_program(tableau: Tableau) -> StepProgram:
+    """The step program of an explicit Runge-Kutta tableau."""
+    stages = tuple(Stage(s, tableau.c[s], _combination(row)) for s, row in enumerate(tableau.a))
+    return StepProgram(tableau.name, stages, _combination(tableau.b))
+
+
+def _combination(weights) -> Combination:
+    return Combination(tuple((j, Fraction(w)) for j, w in enumerate(weights) if w != 0))
