@@ -194,6 +194,7 @@ def test_scalar_params_bind_alike_first_and_repeated(value):
     same_bound(bind(field, **kw), full)
 
 
+@pytest.mark.filterwarnings("ignore::vgpu.NonFiniteWarning")
 @pytest.mark.parametrize("backend", ["numpy", "glsl"])
 def test_minus_zero_is_another_signature(backend, request):
     """-0.0 == 0.0, but a default 1 / p (or t0 = -0.0) gives another result: a call with
