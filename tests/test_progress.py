@@ -6,6 +6,7 @@ here too: cumulative, never decreasing, one total, ending at (total, total).
 from __future__ import annotations
 
 import io
+import os
 import pathlib
 import subprocess
 import sys
@@ -134,6 +135,41 @@ def test_a_decrease_follows_the_caller():
     steps(10, 10)
     assert steps.tqdm.n == 10
     steps.close()
+
+
+def _drain(fd: int) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:                     # EIO: the other side is closed and read
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+@pytest.mark.parametrize("size", [(0, 0), (24, 100)])
+def test_draws_on_a_real_terminal_even_one_that_reports_no_size(size, monkeypatch):
+    # A bare pty says 0 x 0, and tqdm alone then draws nothing at all on stderr
+    # (it asks stderr and stdout, not other streams, for their size).
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
+    with os.fdopen(slave, "w") as stream, monkeypatch.context() as patch:
+        patch.setattr(sys, "stderr", stream)          # put back before the pty closes
+        with bar("pty", delay=0.0) as steps:
+            assert stream.isatty()
+            steps(6, 10)
+            steps(10, 10)
+    text = _drain(master).decode()
+    os.close(master)
+    assert "pty:" in text and "10/10" in _lines(text.replace("\r\n", "\n"))[-1]
+    assert text.endswith("\r\n")           # close() ended the line (the pty adds the \r)
 
 
 def test_importing_vgpu_does_not_import_tqdm():

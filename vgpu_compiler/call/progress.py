@@ -27,6 +27,7 @@ for it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import TextIO
 
@@ -75,7 +76,8 @@ def bar(label: str = "", *, total: int | None = None, enabled: bool | None = Non
     # each mininterval; tqdm's own guess would skip calls after a fast start.
     return StepsBar(_tqdm_class()(total=total, desc=label or None, unit=UNIT, file=stream,
                                   disable=not enabled, delay=DELAY if delay is None else delay,
-                                  miniters=1, mininterval=0.1, leave=True))
+                                  miniters=1, mininterval=0.1, leave=True,
+                                  **(_sizeless_terminal(stream) if enabled else {})))
 
 
 @functools.cache
@@ -88,6 +90,18 @@ def _tqdm_class():
         monitor_interval = 0
 
     return _Tqdm
+
+
+def _sizeless_terminal(stream: TextIO) -> dict:
+    """A size for a terminal that reports none (a bare pty says 0 x 0), on which
+    tqdm would draw nothing at all; {} leaves the size to tqdm."""
+    try:
+        columns, lines = os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):   # not a file, closed, not a terminal
+        return {}
+    if columns > 0 and lines > 0:
+        return {}
+    return {"ncols": columns or 80, "nrows": lines or 24}
 
 
 def _is_tty(stream: TextIO) -> bool:
