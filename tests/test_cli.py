@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.cli.progress import ProgressBar
+from vgpu_compiler.call import progress as call_progress
+from vgpu_compiler.cli.main import parse_args as parse_cli_args
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -473,32 +474,35 @@ def test_info_without_gl(vgpuc):
 
 
 # --- the progress bar ------------------------------------------------------------------
+# tests/test_progress.py tests the bar itself; these test that `vgpuc run` draws one,
+# in process (a subprocess's stderr is never a terminal), with DELAY 0 so it draws.
 class FakeTTY(io.StringIO):
     def isatty(self):
         return True
 
 
-def test_progress_bar_draws_on_a_terminal():
-    stream = FakeTTY()
-    bar = ProgressBar("lorenz", stream=stream, delay=0.0, interval=0.0)
-    for done in (0, 250, 500, 1000):
-        bar(done, 1000)
-    bar.close()
-    text = stream.getvalue()
-    assert "lorenz [" in text and "100%" in text and "1000/1000" in text
-    assert text.endswith("\n")
+def _run_on_a_terminal(monkeypatch, tmp_path, *extra):
+    stderr = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(call_progress, "DELAY", 0.0)
+    args = parse_cli_args(["run", str(EXAMPLES / "lorenz.field"), "--dim", "N=4",
+                            "--steps", "300", "--backend", "numpy",
+                            "-o", str(tmp_path / "out.npy"), *extra])
+    assert args.func(args) == 0
+    return stderr.getvalue()
 
 
-def test_progress_bar_is_quiet_off_a_terminal_or_when_asked():
-    plain = io.StringIO()
-    bar = ProgressBar(stream=plain, delay=0.0, interval=0.0)
-    bar(5, 10)
-    bar.close()
-    quiet = FakeTTY()
-    bar = ProgressBar(stream=quiet, quiet=True, delay=0.0, interval=0.0)
-    bar(5, 10)
-    bar.close()
-    assert plain.getvalue() == "" and quiet.getvalue() == ""
+def test_run_draws_one_progress_bar_on_a_terminal(monkeypatch, tmp_path):
+    text = _run_on_a_terminal(monkeypatch, tmp_path)
+    redraws = [part for part in text.replace("\n", "\r").split("\r") if part]
+    assert redraws and all(part.startswith("lorenz:") for part in redraws)
+    assert "300/300" in redraws[-1] and "steps/s" in redraws[-1]
+    assert text.endswith("\n") and text.count("\n") == 1       # one bar, its line ended
+    assert np.load(tmp_path / "out.npy").shape == (4, 3)
+
+
+def test_run_quiet_draws_no_progress_bar(monkeypatch, tmp_path):
+    assert _run_on_a_terminal(monkeypatch, tmp_path, "--quiet") == ""
 
 
 def test_run_chains_an_npz_and_names_entries(vgpuc, tmp_path):

@@ -16,8 +16,8 @@ import numpy as np
 from .common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
                          parse_dims, parse_inputs, parse_params, program_text, read_text,
                          select_field, size_text)
+from ..call.progress import bar as progress_bar
 from ..errors import VgpuError
-from .progress import ProgressBar
 
 RESERVED = ("states", "steps_taken", "history", "times")
 
@@ -123,7 +123,7 @@ def _unbound_grid_dims(field, dims, params, inputs) -> list[str]:
 def _solve(args, source, field, h0, dims, params, inputs):
     import vgpu
 
-    bar = ProgressBar(field.name, quiet=args.quiet)
+    bar = progress_bar(field.name, enabled=False if args.quiet else None)   # TTY only
     try:
         return vgpu.solve(program_text(source, args.file), h0, params=params or None,
                           inputs=inputs or None, dims=dims or None, field=args.field,
