@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import MissingError, ShapeError
+from ..errors import ShapeError
 from ..ir.nodes import ArrayDecl, Expr, Extent, Field, Sym
 from ..ir.ops import SymKind
 from ..ir.evaluate import children
@@ -35,13 +35,6 @@ class Dims:
                 raise ShapeError(f"{source} has length {n} on axis {axis}, where the field "
                                  f"declares {extent} (expected shape "
                                  f"{shape_text(extents, '()')}, got {tuple(shape)})")
-
-    def require_all(self) -> None:
-        missing = [d for d in self.field.dims if d not in self.values]
-        if missing:
-            name = missing[0]
-            raise MissingError(f"dim {name} is not bound: it is {self._used(name)}; no array "
-                               f"passed gives it, so pass dims={{{name!r}: ...}}")
 
     def _used(self, name: str) -> str:
         for a in self.field.grid:
