@@ -22,6 +22,7 @@ from typing import Iterator, NamedTuple
 from ..errors import NameError_, Span, TypeError_
 from ..ir import nodes as N
 from ..ir.ops import ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
+from ..ir.walk import walk
 from . import ast as A
 from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
 
@@ -70,20 +71,13 @@ FULL = Context("this expression")
 def uses(expr: N.Expr) -> frozenset[tuple[str, str]]:
     """Every (kind, name) an IR expression reads (each shared node visited once)."""
     found: set[tuple[str, str]] = set()
-    seen: set[int] = set()
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in walk(expr):
         if isinstance(e, N.Sym):
             found.add((_KIND_OF_SYM[e.kind], e.name))
         elif isinstance(e, N.Load):
             found.add(("input", e.array))
         elif isinstance(e, (N.CoupledAt, N.Reduce)):
             found.add(("coupled", e.name))
-        stack.extend(getattr(e, "args", ()) + getattr(e, "index", ()))
     return frozenset(found)
 
 

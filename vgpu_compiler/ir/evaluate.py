@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ProgramIndexError, ZeroDivision
 from .nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from .ops import INT_TRAPPING, Op, Type
+from .walk import children, walk
 
 INT = np.dtype(np.int32)
 BOOL = np.dtype(bool)
@@ -82,14 +83,6 @@ INT_FUNCS: dict[Op, Callable] = {
 FLOAT_FUNCS: dict[Op, Callable] = {Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod}
 
 
-def children(node: Expr) -> tuple[Expr, ...]:
-    if isinstance(node, Apply):
-        return node.args
-    if isinstance(node, (Load, CoupledAt)):
-        return node.index
-    return ()
-
-
 def _traps_here(node: Expr) -> bool:
     if isinstance(node, Load):
         return True
@@ -140,15 +133,7 @@ class Plan:
         self.varies: list[bool] = []      # the value can change from one stage to the next
 
     def add(self, root: Expr) -> int:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if id(node) in self.by_id:
-                continue
-            if not expanded:
-                stack.append((node, True))
-                stack.extend((c, False) for c in reversed(children(node)))
-                continue
+        for node in walk(root, skip=lambda n: id(n) in self.by_id):
             kids = tuple(self.by_id[id(c)] for c in children(node))
             key = (type(node), _own(node), kids, _site(node))
             if key not in self.slot:

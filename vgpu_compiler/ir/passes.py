@@ -13,7 +13,7 @@ NaN); only operations whose operands are all constants are evaluated, plus
 that would never be evaluated. A result of -0.0 is left unfolded, since
 equal-comparing nodes ``Const(-0.0) == Const(0.0)`` would be merged.
 
-The walk is iterative (children first, on an explicit stack), so expressions of
+The walk is ``ir.walk.rebuild`` (children first, iterative), so expressions of
 any depth fold, and each new node is hashed as it is made (children's hashes
 are cached by then: no later hash recurses).
 """
@@ -26,6 +26,7 @@ import numpy as np
 
 from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program
 from .ops import Op, Type
+from .walk import rebuild
 
 _NP = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
        Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod, Op.NEG: np.negative,
@@ -44,27 +45,13 @@ def fold(expr: Expr, _memo: dict | None = None) -> Expr:
     """Fold the constant parts of an expression (see the module docstring).
 
     Shared subtrees (a let used twice is one object) are folded once."""
-    memo = {} if _memo is None else _memo
-    stack = [(expr, False)]
-    while stack:
-        node, ready = stack.pop()
-        if id(node) in memo:
-            continue
-        kids = _children(node)
-        if ready or not kids:
-            result = _fold_node(node, tuple(memo[id(k)][1] for k in kids))
-            hash(result)
-            memo[id(node)] = (node, result)     # keeps node alive, so ids stay unique
-        else:
-            stack.append((node, True))
-            stack.extend((k, False) for k in reversed(kids) if id(k) not in memo)
-    return memo[id(expr)][1]
+    return rebuild(expr, _fold_hashed, {} if _memo is None else _memo)
 
 
-def _children(expr: Expr) -> tuple[Expr, ...]:
-    if isinstance(expr, (Load, CoupledAt)):
-        return expr.index
-    return expr.args if isinstance(expr, Apply) else ()
+def _fold_hashed(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
+    result = _fold_node(expr, folded)
+    hash(result)                # now, while the children's hashes are cached
+    return result
 
 
 def _fold_node(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
