@@ -34,21 +34,22 @@ def _shallow(node: Expr) -> tuple:
 
 class _Numbering:
     """Value numbering: structurally equal nodes get one number, in linear time
-    (no recursive hashing of deep, shared IR)."""
+    (no recursive hashing of deep, shared IR). Spans aside: the copies of a read
+    at two places in the text are two nodes but one number, so the dump holds
+    no position."""
 
     def __init__(self):
-        self._by_id: dict[int, tuple[Expr, int]] = {}
+        self._by_uid: dict[int, int] = {}
         self._by_key: dict[tuple, int] = {}
 
     def __call__(self, node: Expr) -> int:
-        hit = self._by_id.get(id(node))
+        hit = self._by_uid.get(node.uid)
         if hit is not None:
-            return hit[1]
-        for e in walk(node, skip=lambda x: id(x) in self._by_id):
-            key = (_shallow(e), tuple(self._by_id[id(c)][1] for c in children(e)))
-            num = self._by_key.setdefault(key, len(self._by_key))
-            self._by_id[id(e)] = (e, num)
-        return self._by_id[id(node)][1]
+            return hit
+        for e in walk(node, skip=lambda x: x.uid in self._by_uid):
+            key = (_shallow(e), tuple(self._by_uid[c.uid] for c in children(e)))
+            self._by_uid[e.uid] = self._by_key.setdefault(key, len(self._by_key))
+        return self._by_uid[node.uid]
 
 
 def _shared(field: Field, number: _Numbering) -> set[int]:

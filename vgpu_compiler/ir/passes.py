@@ -13,9 +13,9 @@ NaN); only operations whose operands are all constants are evaluated, plus
 that would never be evaluated. A result of -0.0 is left unfolded, since
 equal-comparing nodes ``Const(-0.0) == Const(0.0)`` would be merged.
 
-The walk is ``ir.walk.rebuild`` (children first, iterative), so expressions of
-any depth fold, and each new node is hashed as it is made (children's hashes
-are cached by then: no later hash recurses).
+The walk is ``ir.walk.rebuild`` (children first, iterative, memoised by node
+uid), so expressions of any depth fold; new nodes are interned (``optimize``
+opens the table, or joins the frontend's) and hashed as they are made.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program
+from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program, interning
 from .ops import Op, Type
 from .walk import rebuild
 
@@ -45,13 +45,7 @@ def fold(expr: Expr, _memo: dict | None = None) -> Expr:
     """Fold the constant parts of an expression (see the module docstring).
 
     Shared subtrees (a let used twice is one object) are folded once."""
-    return rebuild(expr, _fold_hashed, {} if _memo is None else _memo)
-
-
-def _fold_hashed(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
-    result = _fold_node(expr, folded)
-    hash(result)                # now, while the children's hashes are cached
-    return result
+    return rebuild(expr, _fold_node, {} if _memo is None else _memo)
 
 
 def _fold_node(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
@@ -133,8 +127,9 @@ def fold_field(field: Field) -> Field:
 
 
 def optimize(field: Field) -> Field:
-    """Every IR -> IR pass, in order. Today: constant folding."""
-    return fold_field(field)
+    """Every IR -> IR pass, in order. Today: constant folding (new nodes interned)."""
+    with interning():
+        return fold_field(field)
 
 
 def optimize_program(program: Program) -> Program:

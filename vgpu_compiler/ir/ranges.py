@@ -26,7 +26,7 @@ The facts, all true wherever an index is evaluated (on an active lane):
   non-negatives follow from their operands.
 
 No walk recurses: ranges are computed children first (``ir.walk.walk``) and
-memoised by node identity (no deep hash or comparison).
+memoised by node uid (no deep hash or comparison).
 """
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ class _Eval:
     def __init__(self, r: Ranges, where: Where):
         self.r, self.where = r, where
         self.box = r._box(where)
-        self.memo: dict[int, tuple[Expr, Range]] = {}    # id -> (node kept alive, range)
+        self.memo: dict[int, Range] = {}        # node uid -> range
 
     # proofs over the box ---------------------------------------------------------------
     def le(self, a: Affine, b: Affine) -> bool:
@@ -213,9 +213,9 @@ class _Eval:
         """The range of ``e``; its subtrees first, on an explicit stack, so ``_range``
         finds its operands' ranges memoised."""
         memo = self.memo
-        for node in walk(e, skip=lambda n: id(n) in memo, kids=_int_operands):
-            memo[id(node)] = (node, self._range(node))
-        return memo[id(e)][1]
+        for node in walk(e, skip=lambda n: n.uid in memo, kids=_int_operands):
+            memo[node.uid] = self._range(node)
+        return memo[e.uid]
 
     def _range(self, e: Expr) -> Range:
         if e.type is not Type.INT:
@@ -400,8 +400,8 @@ def _text(root: Expr) -> str:
     """Short source-like text of an int index (for comments), children first."""
     texts: dict[int, str] = {}
     for e in walk(root, kids=_operands):
-        texts[id(e)] = _text_of(e, [texts[id(a)] for a in _operands(e)])
-    return texts[id(root)]
+        texts[e.uid] = _text_of(e, [texts[a.uid] for a in _operands(e)])
+    return texts[root.uid]
 
 
 def _operands(e: Expr) -> tuple[Expr, ...]:

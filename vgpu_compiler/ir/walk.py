@@ -2,7 +2,7 @@
 
 - ``children(node)``: a node's operands, left to right (``Apply.args``, the
   indices of a ``Load`` / ``CoupledAt``; leaves have none).
-- ``walk(*roots)``: every node under the roots once (by identity: a subtree
+- ``walk(*roots)``: every node under the roots once (by ``uid``: a subtree
   shared by many parents or roots is visited once), children before parents,
   children left to right, roots in order. Deterministic, and iterative: no
   depth of expression exhausts the Python stack. ``None`` roots are skipped.
@@ -35,16 +35,16 @@ def children(node: Expr) -> tuple[Expr, ...]:
 def walk(*roots: Expr | None, skip: Callable[[Expr], bool] | None = None,
          kids: Callable[[Expr], tuple] = children) -> Iterator[Expr]:
     """Every node under ``roots`` once, children before parents (post-order)."""
-    seen: set[int] = set()          # ids: the roots keep every node alive meanwhile
+    seen: set[int] = set()          # uids
     stack = [(r, False) for r in reversed(roots) if r is not None]
     while stack:
         node, ready = stack.pop()
         if ready:
             yield node
             continue
-        if id(node) in seen or (skip is not None and skip(node)):
+        if node.uid in seen or (skip is not None and skip(node)):
             continue
-        seen.add(id(node))
+        seen.add(node.uid)
         stack.append((node, True))
         stack.extend((k, False) for k in reversed(kids(node)))
 
@@ -63,9 +63,8 @@ def field_roots(field: Field) -> list[Expr]:
 def rebuild(root: Expr, make: Callable[[Expr, tuple], Expr], memo: dict) -> Expr:
     """``root`` rebuilt children first: ``make(node, new_children)`` for each unique node.
 
-    ``memo`` maps ``id(node) -> (node, result)`` (the node kept alive, so ids stay
-    unique) and may be shared by several roots: a shared subtree is rebuilt once."""
-    for node in walk(root, skip=lambda n: id(n) in memo):
-        new_kids = tuple(memo[id(k)][1] for k in children(node))
-        memo[id(node)] = (node, make(node, new_kids))
-    return memo[id(root)][1]
+    ``memo`` maps ``node.uid -> result`` and may be shared by several roots: a
+    shared subtree is rebuilt once."""
+    for node in walk(root, skip=lambda n: n.uid in memo):
+        memo[node.uid] = make(node, tuple(memo[k.uid] for k in children(node)))
+    return memo[root.uid]
