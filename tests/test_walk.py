@@ -100,3 +100,19 @@ def test_field_roots_cover_every_expression():
             *field.derivs, field.collapse, *field.flux[0].index, field.flux[0].value,
             field.solver.dt, field.solver.steps, field.solver.t0]
     assert [id(r) for r in roots] == [id(r) for r in want]
+
+
+def test_walk_is_by_object_so_both_copies_of_a_read_are_visited():
+    src = """field f {
+        input w[N]
+        grid i < N
+        state x
+        dx/dt = where(i > 0, w[i - 1], 0.0) + w[i - 1]
+        solve euler(dt = 1, steps = 1)
+    }"""
+    field = compile_program(src).program.fields[0]
+    reads = [n for n in W.walk(*field.derivs) if isinstance(n, Load)]
+    assert len(reads) == 2 and reads[0] == reads[1]
+    assert [r.span.column for r in reads] == sorted({r.span.column for r in reads})
+    subs = [n for n in W.walk(*field.derivs) if isinstance(n, Apply) and n.op is Op.SUB]
+    assert len(subs) == 1                       # i - 1: one node, visited once

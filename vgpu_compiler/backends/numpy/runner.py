@@ -106,9 +106,9 @@ class _Run:
 
     def schedule(self, key, exprs: list) -> Schedule:
         """The straight-line schedule of ``exprs``, built at first use: nodes enter the
-        plan in the order evaluation reaches them (equal nodes report the span of
-        the first one, except that reads and int divisions are one slot per place in
-        the text, so an error names the read that failed)."""
+        plan in the order evaluation reaches them, one slot per interned node (a
+        read or an int division is one node per place in the text, so an error
+        names the read that failed)."""
         if key not in self.schedules:
             roots = [self.plan.add(e) for e in exprs]
             self.schedules[key] = self.plan.schedule(roots, self.dtype)
