@@ -1,7 +1,7 @@
 """IR -> IR passes. Constant folding; CSE is structural.
 
-Common subexpressions need no pass: IR nodes are frozen and compare by
-content, so equal subtrees are equal and backends memoise by node.
+Common subexpressions need no pass: IR nodes are interned where they are made
+(``ir.nodes``), so equal subtrees are one node and backends memoise by its uid.
 
 Folding follows numpy exactly (ints are int32 and wrap; floats are folded in
 float64, then rounded to the working dtype by the backend, as a literal is).

@@ -210,8 +210,8 @@ class _Eval:
 
     # the rules -------------------------------------------------------------------------
     def range(self, e: Expr) -> Range:
-        """The range of ``e``; its subtrees first, on an explicit stack, so ``_range``
-        finds its operands' ranges memoised."""
+        """The range of ``e``; its subtrees first (``ir.walk``), so ``_range`` finds its
+        operands' ranges memoised."""
         memo = self.memo
         for node in walk(e, skip=lambda n: n.uid in memo, kids=_int_operands):
             memo[node.uid] = self._range(node)
