@@ -202,3 +202,71 @@ def test_doubling_let_chain_runs_in_linear_time_on_both_backends():
     for backend in ("numpy", "glsl"):
         out = vgpu.run_field(src, np.ones(4), backend=backend)
         np.testing.assert_allclose(out, 0.25, rtol=1e-6)
+
+
+# --- interned nodes (ir/nodes.py) ------------------------------------------------------
+INTERN = ("field f {{\n  input w[N]\n  grid i < N\n  param p\n  state x, y\n"
+          "  dx/dt = {dx}\n  dy/dt = {dy}\n  solve euler(dt = 1, steps = 1)\n}}")
+
+
+def _field(dx, dy="0.0"):
+    return compile_program(INTERN.format(dx=dx, dy=dy)).program.fields[0]
+
+
+def test_equal_subexpressions_are_one_object():
+    f = _field("sin(x * p) + cos(x * p)", "sin(x * p) * 2.0")
+    left, right = f.derivs[0].args
+    assert left.args[0] is right.args[0]                 # x * p
+    assert f.derivs[1].args[0] is left                   # sin(x * p) on another line
+    assert f.derivs[1].args[0].span.line == 6            # keeps its first copy's span
+
+
+def test_folded_constants_join_the_nodes_they_equal():
+    f = _field("x + (1.0 + 2.0)", "x + 3.0")
+    assert f.derivs[0] is f.derivs[1]
+
+
+@pytest.mark.parametrize("op", ["//", "%"])
+def test_nodes_that_can_raise_are_one_per_place_in_the_text(op):
+    f = _field(f"w[i - 1] + w[i - 1] + float(i {op} 3 + i {op} 3)")
+    total, conv = f.derivs[0].args
+    a, b = total.args
+    assert a == b and a is not b                         # equal, but two reads
+    assert a.span.column < b.span.column
+    assert a.index[0] is b.index[0]                      # i - 1 cannot raise: one node
+    c, d = conv.args[0].args
+    assert c == d and c is not d and c.span.column < d.span.column
+
+
+def test_float_division_is_shared_and_nothing_is_shared_across_texts():
+    f = _field("x / p + x / p")
+    assert f.derivs[0].args[0] is f.derivs[0].args[1]
+    g = _field("x / p + x / p")
+    assert g.derivs[0] == f.derivs[0] and g.derivs[0] is not f.derivs[0]
+
+
+def test_interning_is_scoped_and_every_node_has_a_uid():
+    from vgpu_compiler.ir.nodes import Sym, interning
+    from vgpu_compiler.ir.ops import SymKind
+    made = [Sym(SymKind.STATE, "x", Type.FLOAT) for _ in range(2)]
+    assert made[0] == made[1] and made[0] is not made[1]
+    assert made[0].uid != made[1].uid
+    with interning():
+        a = Sym(SymKind.STATE, "x", Type.FLOAT)
+        with interning():                                # a nested scope joins
+            assert Sym(SymKind.STATE, "x", Type.FLOAT) is a
+        add = Apply(Op.ADD, (a, a), Type.FLOAT)
+        assert Apply(Op.ADD, (a, a), Type.FLOAT) is add
+    assert Sym(SymKind.STATE, "x", Type.FLOAT) is not a
+
+
+def test_copies_are_interned_through_the_constructor():
+    import copy
+    import pickle
+    from vgpu_compiler.ir.nodes import interning
+    f = _field("sin(w[i]) + 1.0")
+    with interning():
+        again = pickle.loads(pickle.dumps(f.derivs[0]))
+        assert copy.deepcopy(again) is again
+    assert again == f.derivs[0] and again.args[0].args[0].span == f.derivs[0].args[0].args[0].span
+    assert again.uid != f.derivs[0].uid

@@ -324,6 +324,35 @@ def test_order_of_convergence(method, order):
     assert np.log2(err[0] / err[1]) == pytest.approx(order, abs=0.15)
 
 
+def test_a_new_method_is_one_tableau_entry(monkeypatch):
+    """The reference evaluates the step program built from the tableau: a method it
+    has never seen (Ralston's, 3 stages) runs as the documented recurrence, bit for bit."""
+    from fractions import Fraction as Fr
+    from vgpu_compiler.ir.tableau import TABLEAUX, Tableau
+    ralston = Tableau("ralston3", a=((), (Fr(1, 2),), (Fr(0), Fr(3, 4))),
+                      b=(Fr(2, 9), Fr(1, 3), Fr(4, 9)), c=(Fr(0), Fr(1, 2), Fr(3, 4)))
+    monkeypatch.setitem(TABLEAUX, "ralston3", ralston)
+    src = ORDER.replace("METHOD", "ralston3").replace("growth", "growth_ralston3")
+    x0 = np.linspace(0.5, 2.0, 5)
+    got = run(src, x0, dt=0.1, steps=10)
+
+    def f(t, x):
+        return x * np.cos(t)
+
+    x, dt = x0.copy(), 0.1
+    w = [float(v) for v in ralston.b]
+    for n in range(10):
+        t = 0.0 + float(n) * dt
+        k1 = f(t + 0.0 * dt, x)
+        k2 = f(t + 0.5 * dt, x + dt * (0.5 * k1))
+        k3 = f(t + 0.75 * dt, x + dt * (0.75 * k2))
+        x = x + dt * (w[0] * k1 + w[1] * k2 + w[2] * k3)
+    np.testing.assert_array_equal(got, x)
+    exact = np.exp(np.sin(1.0))
+    err = [abs(run(src, np.ones(1), dt=1.0 / n, steps=n)[0] - exact) for n in (20, 40)]
+    assert np.log2(err[0] / err[1]) == pytest.approx(3, abs=0.2)
+
+
 def test_call_time_overrides_and_t0():
     src = """field ramp {
         state x

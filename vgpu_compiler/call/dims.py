@@ -6,7 +6,7 @@ import functools
 from ..errors import ShapeError
 from ..ir.nodes import ArrayDecl, Expr, Extent, Field, Sym
 from ..ir.ops import SymKind
-from ..ir.evaluate import children
+from ..ir.walk import walk
 
 
 class Dims:
@@ -65,11 +65,8 @@ def free_params(expr: Expr) -> tuple[str, ...]:
     """The params an expression names, in order of first appearance. Memoised: bind asks
     for the solve statement's dt, steps and t0 on every call (nodes hash by content,
     with the hash cached)."""
-    found: list[str] = []
-    todo = [expr]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, Sym) and node.kind is SymKind.PARAM and node.name not in found:
-            found.append(node.name)
-        todo.extend(reversed(children(node)))
+    found: dict[str, None] = {}
+    for node in walk(expr):
+        if isinstance(node, Sym) and node.kind is SymKind.PARAM:
+            found.setdefault(node.name)
     return tuple(found)

@@ -27,7 +27,12 @@ SOLVE_ARGS = ("dt", "steps", "t0")
 
 
 def check_program(program: A.ProgramAST) -> N.Program:
-    """Check every field of a program and build its IR."""
+    """Check every field of a program and build its IR (nodes interned per program)."""
+    with N.interning():
+        return _check_program(program)
+
+
+def _check_program(program: A.ProgramAST) -> N.Program:
     if not program.fields:
         raise DeclarationError("the program has no field; write `field NAME { ... }`",
                                span=Span(1, 1))

@@ -62,8 +62,9 @@ def compile_program(src: str, filename: str = "<string>") -> Compiled:
     try:
         tree = parse(src)                               # str -> lark.Tree
         ast = build(tree)                               # lark.Tree -> ProgramAST
-        checked = check_program(ast)                    # ProgramAST -> ir.Program
-        fields = tuple(optimize(f) for f in checked.fields)     # ir.Field -> ir.Field
+        with N.interning():                             # one table for the text
+            checked = check_program(ast)                # ProgramAST -> ir.Program
+            fields = tuple(optimize(f) for f in checked.fields)     # ir.Field -> ir.Field
     except VgpuError as err:
         raise err.with_source(src, filename) from None
     except RecursionError:

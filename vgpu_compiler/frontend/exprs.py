@@ -9,8 +9,9 @@ No walk here recurses, so expressions and let chains of any depth are typed.
 The rules are written as generators: one that needs a subexpression typed
 yields a :class:`_Want` and is sent the typed node back; ``ExprChecker._drive``
 runs them on an explicit stack, in exactly the order plain recursion would (so
-the first error found is the same). Every IR node is hashed as it is made,
-children first, so no later hash of a deep tree recurses.
+the first error found is the same). IR nodes are interned and hashed as they
+are made (``ir.nodes.Interned``), children first, so no later hash of a deep
+tree recurses.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Iterator, NamedTuple
 from ..errors import NameError_, Span, TypeError_
 from ..ir import nodes as N
 from ..ir.ops import ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
+from ..ir.walk import walk
 from . import ast as A
 from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
 
@@ -70,20 +72,13 @@ FULL = Context("this expression")
 def uses(expr: N.Expr) -> frozenset[tuple[str, str]]:
     """Every (kind, name) an IR expression reads (each shared node visited once)."""
     found: set[tuple[str, str]] = set()
-    seen: set[int] = set()
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in walk(expr):
         if isinstance(e, N.Sym):
             found.add((_KIND_OF_SYM[e.kind], e.name))
         elif isinstance(e, N.Load):
             found.add(("input", e.array))
         elif isinstance(e, (N.CoupledAt, N.Reduce)):
             found.add(("coupled", e.name))
-        stack.extend(getattr(e, "args", ()) + getattr(e, "index", ()))
     return frozenset(found)
 
 
@@ -99,12 +94,6 @@ class _Want(NamedTuple):
 def _ask(want: _Want) -> Iterator:
     """A generator whose value is the answer to one request (the root of a drive)."""
     return (yield want)
-
-
-def _made(node: N.Expr) -> N.Expr:
-    """Hash a new node now, while its children's hashes are cached (no deep recursion)."""
-    hash(node)
-    return node
 
 
 def _type_name(t: Type) -> str:
@@ -250,7 +239,7 @@ class ExprChecker:
         if kind in _SYM_KIND:
             ctx.check(kind, name, expr.span)
             node_type = Type.INT if kind in ("dim", "grid", "basin") else Type.FLOAT
-            return _made(N.Sym(_SYM_KIND[kind], name, node_type))
+            return N.Sym(_SYM_KIND[kind], name, node_type)
         raise self._bad_name(expr, kind)
 
     def _bad_name(self, expr: A.Name, kind: str | None) -> Exception:
@@ -277,27 +266,27 @@ class ExprChecker:
     def _unary(self, expr: A.Unary, ctx: Context) -> Iterator:
         if expr.op is Op.NOT:
             operand = yield _Want("cond", expr.operand, ctx)
-            return _made(N.Apply(Op.NOT, (operand,), Type.BOOL, expr.span))
+            return N.Apply(Op.NOT, (operand,), Type.BOOL, expr.span)
         operand = expr.operand
         if isinstance(operand, A.Num) and operand.is_int:
             return N.Const(_int32(-operand.value, expr.span), Type.INT)
         node = yield _Want("number", operand, ctx)
-        return _made(N.Apply(Op.NEG, (node,), node.type, expr.span))
+        return N.Apply(Op.NEG, (node,), node.type, expr.span)
 
     def _binary(self, expr: A.Binary, ctx: Context) -> Iterator:
         op = expr.op
         if op in (Op.AND, Op.OR):
             left = yield _Want("cond", expr.left, ctx)
             right = yield _Want("cond", expr.right, ctx)
-            return _made(N.Apply(op, (left, right), Type.BOOL, expr.span))
+            return N.Apply(op, (left, right), Type.BOOL, expr.span)
         left = yield _Want("number", expr.left, ctx)
         right = yield _Want("number", expr.right, ctx)
         if op in (Op.DIV, Op.POW):
             args = (to_float(left, expr.left.span), to_float(right, expr.right.span))
-            return _made(N.Apply(op, args, Type.FLOAT, expr.span))
+            return N.Apply(op, args, Type.FLOAT, expr.span)
         args = unify((left, right), (expr.left.span, expr.right.span))
         result = Type.BOOL if op in COMPARE else args[0].type
-        return _made(N.Apply(op, args, result, expr.span))
+        return N.Apply(op, args, result, expr.span)
 
     # --- calls and indexing ---------------------------------------------------
     def _call(self, expr: A.Call, ctx: Context) -> Iterator:
@@ -322,15 +311,15 @@ class ExprChecker:
         spans = tuple(a.span for a in args)
         if op is Op.TO_INT:
             return nodes[0] if nodes[0].type is Type.INT else \
-                _made(N.Apply(Op.TO_INT, nodes, Type.INT, expr.span))
+                N.Apply(Op.TO_INT, nodes, Type.INT, expr.span)
         if op is Op.TO_FLOAT:
             return to_float(nodes[0], expr.span)
         if op in POLY_FUNCS:
             nodes = unify(nodes, spans)
-            return _made(N.Apply(op, nodes, nodes[0].type, expr.span))
+            return N.Apply(op, nodes, nodes[0].type, expr.span)
         assert op in FLOAT_FUNCS or op is Op.POW
         nodes = tuple(to_float(n, s) for n, s in zip(nodes, spans))
-        return _made(N.Apply(op, nodes, Type.FLOAT, expr.span))
+        return N.Apply(op, nodes, Type.FLOAT, expr.span)
 
     def _not_function(self, expr: A.Call) -> Exception:
         name = expr.func.name
@@ -347,7 +336,7 @@ class ExprChecker:
         a = yield _Want("number", expr.args[1], ctx)
         b = yield _Want("number", expr.args[2], ctx)
         a, b = unify((a, b), (expr.args[1].span, expr.args[2].span))
-        return _made(N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span))
+        return N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span)
 
     def _init(self, expr: A.Call, ctx: Context) -> N.Expr:
         arg = expr.args[0] if len(expr.args) == 1 else None
@@ -373,13 +362,13 @@ class ExprChecker:
             rank = len(self.scope.array(name).dims)
             ctx.check("input", name, expr.span)
             index = yield from self._indices(expr, rank, ctx)
-            return _made(N.Load(name, index, Type.FLOAT, expr.span))
+            return N.Load(name, index, Type.FLOAT, expr.span)
         if kind == "coupled":
             ctx.check("coupled", name, expr.span)
             rank = self.scope.basin_rank or 0
             index = yield from self._indices(expr, rank, ctx)
             index = self.scope.basin_index(index)      # a lower-rank basin: leading 0s
-            return _made(N.CoupledAt(name, index, Type.FLOAT, expr.span))
+            return N.CoupledAt(name, index, Type.FLOAT, expr.span)
         if kind is None and name not in BUILTINS:
             raise self._bad_name(expr.target, kind)
         if kind == "output":
@@ -410,7 +399,7 @@ def _int32(value: int, span: Span) -> int:
 def to_float(node: N.Expr, span: Span | None) -> N.Expr:
     if node.type is Type.FLOAT:
         return node
-    return _made(N.Apply(Op.TO_FLOAT, (node,), Type.FLOAT, span))
+    return N.Apply(Op.TO_FLOAT, (node,), Type.FLOAT, span)
 
 
 def unify(nodes: tuple[N.Expr, ...], spans: tuple[Span, ...]) -> tuple[N.Expr, ...]:

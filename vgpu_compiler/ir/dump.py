@@ -12,25 +12,9 @@ from fractions import Fraction
 
 from .nodes import Apply, ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
 from .ops import ARITH, COMPARE, LOGIC, Op, SymKind
+from .walk import children, field_roots, walk
 
 _INFIX = (ARITH | COMPARE | LOGIC) - {Op.NEG, Op.NOT}
-
-
-def _children(expr: Expr) -> tuple[Expr, ...]:
-    if isinstance(expr, Apply):
-        return expr.args
-    if isinstance(expr, (Load, CoupledAt)):
-        return expr.index
-    return ()
-
-
-def _roots(field: Field) -> list[Expr]:
-    roots = [p.default for p in field.params] + [s.init for s in field.states]
-    roots += [c.expr for c in field.coupled] + list(field.derivs) + [field.collapse]
-    for f in field.flux:
-        roots += list(f.index) + [f.value]
-    roots += [field.solver.dt, field.solver.steps, field.solver.t0]
-    return [r for r in roots if r is not None]
 
 
 def _shallow(node: Expr) -> tuple:
@@ -50,51 +34,40 @@ def _shallow(node: Expr) -> tuple:
 
 class _Numbering:
     """Value numbering: structurally equal nodes get one number, in linear time
-    (no recursive hashing of deep, shared IR)."""
+    (no recursive hashing of deep, shared IR). Spans aside: the copies of a read
+    at two places in the text are two nodes but one number, so the dump holds
+    no position."""
 
     def __init__(self):
-        self._by_id: dict[int, tuple[Expr, int]] = {}
+        self._by_uid: dict[int, int] = {}
         self._by_key: dict[tuple, int] = {}
 
     def __call__(self, node: Expr) -> int:
-        hit = self._by_id.get(id(node))
+        hit = self._by_uid.get(node.uid)
         if hit is not None:
-            return hit[1]
-        for e in _post_order(node, lambda x: id(x) in self._by_id):
-            key = (_shallow(e), tuple(self._by_id[id(c)][1] for c in _children(e)))
-            num = self._by_key.setdefault(key, len(self._by_key))
-            self._by_id[id(e)] = (e, num)
-        return self._by_id[id(node)][1]
-
-
-def _post_order(root: Expr, done) -> list[Expr]:
-    """The nodes under ``root`` not ``done``, children before parents, each once."""
-    out: list[Expr] = []
-    seen: set[int] = set()
-    stack = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if ready:
-            out.append(e)
-        elif id(e) not in seen and not done(e):
-            seen.add(id(e))
-            stack.append((e, True))
-            stack.extend((c, False) for c in reversed(_children(e)))
-    return out
+            return hit
+        for e in walk(node, skip=lambda x: x.uid in self._by_uid):
+            key = (_shallow(e), tuple(self._by_uid[c.uid] for c in children(e)))
+            self._by_uid[e.uid] = self._by_key.setdefault(key, len(self._by_key))
+        return self._by_uid[node.uid]
 
 
 def _shared(field: Field, number: _Numbering) -> set[int]:
     """Compound nodes referenced from more than one place (roots or distinct parents)."""
+    roots = field_roots(field)
     refs: dict[int, int] = {}
-    stack = list(reversed(_roots(field)))
-    while stack:
-        node = stack.pop()
-        if not _children(node):
-            continue
-        num = number(node)
-        refs[num] = refs.get(num, 0) + 1
-        if refs[num] == 1:
-            stack.extend(reversed(_children(node)))
+
+    def count(nodes) -> None:
+        for node in nodes:
+            if children(node):
+                refs[number(node)] = refs.get(number(node), 0) + 1
+
+    count(roots)
+    parents: set[int] = set()       # each parent's children count once, however often it recurs
+    for node in walk(*roots):
+        if number(node) not in parents:
+            parents.add(number(node))
+            count(children(node))
     return {num for num, count in refs.items() if count > 1}
 
 
@@ -106,20 +79,11 @@ class _Printer:
         self.pending: list[str] = []      # temp definitions not yet written out
 
     def expr(self, root: Expr) -> str:
-        """The text of ``root``, children first on an explicit stack."""
-        texts: dict[int, str] = {}
-        stack = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
+        """The text of ``root``, children first (temps already written stop the walk)."""
+        texts: dict[int, str] = dict(self.temps)
+        for node in walk(root, skip=lambda n: self.number(n) in self.temps):
             num = self.number(node)
-            if num in texts:
-                continue
-            if num in self.temps:
-                texts[num] = self.temps[num]
-            elif not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in reversed(_children(node)))
-            else:
+            if num not in texts:
                 texts[num] = self._named(num, self._text(node, texts))
         return texts[self.number(root)]
 

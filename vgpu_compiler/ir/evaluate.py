@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import ProgramIndexError, ZeroDivision
 from .nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
-from .ops import INT_TRAPPING, Op, Type
+from .ops import Op, Type
+from .walk import children, walk
 
 INT = np.dtype(np.int32)
 BOOL = np.dtype(bool)
@@ -82,80 +83,37 @@ INT_FUNCS: dict[Op, Callable] = {
 FLOAT_FUNCS: dict[Op, Callable] = {Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod}
 
 
-def children(node: Expr) -> tuple[Expr, ...]:
-    if isinstance(node, Apply):
-        return node.args
-    if isinstance(node, (Load, CoupledAt)):
-        return node.index
-    return ()
-
-
 def _traps_here(node: Expr) -> bool:
-    if isinstance(node, Load):
-        return True
-    return isinstance(node, Apply) and node.op in INT_TRAPPING and node.type is Type.INT
+    return isinstance(node, Load) or (isinstance(node, Apply) and node.traps)
 
 
 # Symbol kinds whose value changes during a run (everything else is fixed per call).
 VARYING = frozenset({"state", "t", "step", "init", "coupled"})
 
 
-def _own(node: Expr) -> tuple:
-    """A node's fields other than its children and span (a shallow key for hash-consing)."""
-    if isinstance(node, Const):
-        return (repr(node.value), node.type)       # repr keeps -0.0 apart from 0.0
-    if isinstance(node, Sym):
-        return (node.kind, node.name, node.type)
-    if isinstance(node, Reduce):
-        return (node.op, node.name, node.type)
-    if isinstance(node, Apply):
-        return (node.op, node.type)
-    return (node.array if isinstance(node, Load) else node.name, node.type)
-
-
-def _site(node: Expr):
-    """The source position of a node that can raise, else None. Equal reads at two
-    places in the text (``where(i > 0, w[i - 1], 0) + w[i - 1]``) are then two
-    slots, each checked on the lanes where *it* is evaluated, so an error names
-    the read that failed, not an equal one that a guard kept in range."""
-    return node.span if _traps_here(node) else None
-
-
 class Plan:
     """The unique nodes of some expressions, numbered children first.
 
-    Nodes are hash-consed on a shallow key (own fields + child slots), so
-    equal subtrees share a slot without ever hashing a deep tree, and no
-    method recurses: expressions of any depth are fine. Nodes that can raise
-    also key on their span (``_site``): an error names the read that failed.
+    One slot per node object (``uid``): the IR is interned, so equal subtrees
+    are one node and share a slot, while a node that can raise is one node per
+    place in the text (``where(i > 0, w[i - 1], 0) + w[i - 1]`` reads ``w`` at
+    two), each checked on the lanes where *it* is evaluated: an error names the
+    read that failed, not an equal one a guard kept in range. No method
+    recurses: expressions of any depth are fine.
     """
 
     def __init__(self) -> None:
-        self.slot: dict[tuple, int] = {}
-        self.by_id: dict[int, int] = {}
-        self._alive: list[Expr] = []      # keeps every id in by_id valid
+        self.by_uid: dict[int, int] = {}
         self.nodes: list[Expr] = []
         self.kids: list[tuple[int, ...]] = []
         self.traps: list[bool] = []       # the subtree can raise a run-time error
         self.varies: list[bool] = []      # the value can change from one stage to the next
 
     def add(self, root: Expr) -> int:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if id(node) in self.by_id:
-                continue
-            if not expanded:
-                stack.append((node, True))
-                stack.extend((c, False) for c in reversed(children(node)))
-                continue
-            kids = tuple(self.by_id[id(c)] for c in children(node))
-            key = (type(node), _own(node), kids, _site(node))
-            if key not in self.slot:
-                self.slot[key] = self._new(node, kids)
-            self.by_id[id(node)] = self.slot[key]
-            self._alive.append(node)
-        return self.by_id[id(root)]
+        for node in walk(root, skip=lambda n: n.uid in self.by_uid):
+            kids = tuple(self.by_uid[c.uid] for c in children(node))
+            self.by_uid[node.uid] = self._new(node, kids)
+        return self.by_uid[root.uid]
 
     def _new(self, node: Expr, kids: tuple[int, ...]) -> int:
         self.nodes.append(node)

@@ -1,9 +1,22 @@
 """The IR: one typed description of a field that every backend consumes.
 
-Expressions are frozen dataclasses, hashed by content, so equal subtrees are
-equal objects to the passes (common subexpressions) and the cache key.
-Spans never take part in equality: two reads of ``A[i]`` on different lines
-are one node, and report the first one's position.
+Expressions are frozen dataclasses, interned (hash-consed) where they are
+made: inside ``with interning():`` (the frontend and the passes open one per
+program text) every constructor call (``Apply(...)``, ``dataclasses.replace``)
+returns the one existing node of its content, so common subexpressions are one
+object. The key is a node's own fields and its children's identities, plus the
+span of a node that can raise at run time (a ``Load``, an int ``//`` or ``%``):
+a read that appears twice in the text is two nodes (and so is every node above
+it), so an error names the copy that failed. Any other node keeps the span of
+its first copy in the text. A table lives for one text, so no node shares a
+span with another text; outside one, every call makes a new node.
+
+Every node carries ``uid``, a number never reused: passes and backends key their
+memos on it (identity, no deep hash, no node kept alive for its id). ``==`` and
+``hash`` stay by content with spans left out (what tests and the position-free
+kernel key compare): two copies of one read are equal, not one object. Soundness
+never rests on interning: equal nodes that are distinct objects (made outside a
+table) are only evaluated twice.
 
 Invariants established by the IR builder (backends rely on them):
 - lets are inlined; every Sym names something declared;
@@ -15,12 +28,59 @@ Invariants established by the IR builder (backends rely on them):
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import itertools
 from dataclasses import dataclass, field, fields
 from typing import Union
 
 from ..errors import Span
-from .ops import Edge, Op, ReduceOp, SymKind, Type
+from .ops import INT_TRAPPING, Edge, Op, ReduceOp, SymKind, Type
 from .tableau import Tableau
+
+_UIDS = itertools.count()
+_TABLE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ir_intern", default=None)
+
+
+@contextlib.contextmanager
+def interning():
+    """Intern the nodes made inside (one table per program text; a nested ``with``
+    joins the open one). Outside, a node is new each time (it still gets a uid): a
+    node never takes the span of a copy in another text."""
+    if _TABLE.get() is not None:
+        yield
+        return
+    token = _TABLE.set({})
+    try:
+        yield
+    finally:
+        _TABLE.reset(token)
+
+
+class Interned(type):
+    """The metaclass of expression nodes: a constructor call returns the interned node."""
+
+    def __call__(cls, *args, **kwargs):
+        node = super().__call__(*args, **kwargs)
+        table = _TABLE.get()
+        key = None if table is None else (cls, *node._intern_key())
+        hit = None if key is None else table.get(key)
+        if hit is not None:
+            return hit
+        object.__setattr__(node, "uid", next(_UIDS))
+        hash(node)                  # cached now, while the children's hashes are
+        if key is not None:
+            table[key] = node
+        return node
+
+
+def _uids(nodes) -> tuple[int, ...]:
+    return tuple(n.uid for n in nodes)
+
+
+def _reduce(self):
+    """Pickle and copy through the constructor, so a copy is interned (and gets a uid)."""
+    return type(self), tuple(getattr(self, f.name) for f in fields(self))
 
 
 def _span() -> Span | None:
@@ -40,24 +100,32 @@ def _cached_hash(self) -> int:
 
 
 @dataclass(frozen=True)
-class Const:
+class Const(metaclass=Interned):
     value: Union[int, float, bool]
     type: Type
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    def _intern_key(self) -> tuple:
+        return (type(self.value), repr(self.value), self.type)   # repr: -0.0 is not 0.0
 
 
 @dataclass(frozen=True)
-class Sym:
+class Sym(metaclass=Interned):
     kind: SymKind
     name: str
     type: Type
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    def _intern_key(self) -> tuple:
+        return (self.kind, self.name, self.type)
 
 
 @dataclass(frozen=True)
-class Load:
+class Load(metaclass=Interned):
     """``A[e1, ...]``: read an input. Out of range is a ProgramIndexError at ``span``."""
 
     array: str
@@ -66,10 +134,14 @@ class Load:
     span: Span | None = _span()
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    def _intern_key(self) -> tuple:
+        return (self.array, self.type, _uids(self.index), self.span)     # can raise: per span
 
 
 @dataclass(frozen=True)
-class CoupledAt:
+class CoupledAt(metaclass=Interned):
     """``s[e1, ...]``: the coupled value at a basin position, after the edge rule."""
 
     name: str
@@ -78,10 +150,14 @@ class CoupledAt:
     span: Span | None = _span()
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    def _intern_key(self) -> tuple:
+        return (self.name, self.type, _uids(self.index))
 
 
 @dataclass(frozen=True)
-class Reduce:
+class Reduce(metaclass=Interned):
     """``sum(s)`` / ``mean(s)`` / ``min(s)`` / ``max(s)`` over the basin's active lanes."""
 
     op: ReduceOp
@@ -89,16 +165,29 @@ class Reduce:
     type: Type = Type.FLOAT
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    def _intern_key(self) -> tuple:
+        return (self.op, self.name, self.type)
 
 
 @dataclass(frozen=True)
-class Apply:
+class Apply(metaclass=Interned):
     op: Op
     args: tuple["Expr", ...]
     type: Type
     span: Span | None = _span()
 
     __hash__ = _cached_hash
+    __reduce__ = _reduce
+
+    @property
+    def traps(self) -> bool:
+        """An int ``//`` or ``%``: raises where its divisor is 0."""
+        return self.op in INT_TRAPPING and self.type is Type.INT
+
+    def _intern_key(self) -> tuple:
+        return (self.op, self.type, _uids(self.args), self.span if self.traps else None)
 
 
 Expr = Union[Const, Sym, Load, CoupledAt, Reduce, Apply]

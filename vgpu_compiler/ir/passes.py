@@ -1,7 +1,7 @@
 """IR -> IR passes. Constant folding; CSE is structural.
 
-Common subexpressions need no pass: IR nodes are frozen and compare by
-content, so equal subtrees are equal and backends memoise by node.
+Common subexpressions need no pass: IR nodes are interned where they are made
+(``ir.nodes``), so equal subtrees are one node and backends memoise by its uid.
 
 Folding follows numpy exactly (ints are int32 and wrap; floats are folded in
 float64, then rounded to the working dtype by the backend, as a literal is).
@@ -13,9 +13,9 @@ NaN); only operations whose operands are all constants are evaluated, plus
 that would never be evaluated. A result of -0.0 is left unfolded, since
 equal-comparing nodes ``Const(-0.0) == Const(0.0)`` would be merged.
 
-The walk is iterative (children first, on an explicit stack), so expressions of
-any depth fold, and each new node is hashed as it is made (children's hashes
-are cached by then: no later hash recurses).
+The walk is ``ir.walk.rebuild`` (children first, iterative, memoised by node
+uid), so expressions of any depth fold; new nodes are interned (``optimize``
+opens the table, or joins the frontend's) and hashed as they are made.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program
+from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program, interning
 from .ops import Op, Type
+from .walk import rebuild
 
 _NP = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
        Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod, Op.NEG: np.negative,
@@ -44,27 +45,7 @@ def fold(expr: Expr, _memo: dict | None = None) -> Expr:
     """Fold the constant parts of an expression (see the module docstring).
 
     Shared subtrees (a let used twice is one object) are folded once."""
-    memo = {} if _memo is None else _memo
-    stack = [(expr, False)]
-    while stack:
-        node, ready = stack.pop()
-        if id(node) in memo:
-            continue
-        kids = _children(node)
-        if ready or not kids:
-            result = _fold_node(node, tuple(memo[id(k)][1] for k in kids))
-            hash(result)
-            memo[id(node)] = (node, result)     # keeps node alive, so ids stay unique
-        else:
-            stack.append((node, True))
-            stack.extend((k, False) for k in reversed(kids) if id(k) not in memo)
-    return memo[id(expr)][1]
-
-
-def _children(expr: Expr) -> tuple[Expr, ...]:
-    if isinstance(expr, (Load, CoupledAt)):
-        return expr.index
-    return expr.args if isinstance(expr, Apply) else ()
+    return rebuild(expr, _fold_node, {} if _memo is None else _memo)
 
 
 def _fold_node(expr: Expr, folded: tuple[Expr, ...]) -> Expr:
@@ -146,8 +127,9 @@ def fold_field(field: Field) -> Field:
 
 
 def optimize(field: Field) -> Field:
-    """Every IR -> IR pass, in order. Today: constant folding."""
-    return fold_field(field)
+    """Every IR -> IR pass, in order. Today: constant folding (new nodes interned)."""
+    with interning():
+        return fold_field(field)
 
 
 def optimize_program(program: Program) -> Program:

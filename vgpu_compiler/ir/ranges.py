@@ -25,8 +25,8 @@ The facts, all true wherever an index is evaluated (on an active lane):
   ``max``, ``where``, ``abs``, ``+``, ``-``, ``*`` by a constant and ``//`` of
   non-negatives follow from their operands.
 
-No walk recurses: ranges are computed children first on an explicit stack and
-memoised by node identity (no deep hash or comparison).
+No walk recurses: ranges are computed children first (``ir.walk.walk``) and
+memoised by node uid (no deep hash or comparison).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from typing import Iterable, Mapping
 
 from .nodes import Apply, Const, Expr, Extent, Field, Sym
 from .ops import Op, SymKind, Type
+from .walk import walk
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
 STEPS = "#steps"         # the call's steps, in affine bounds (no dim can have this name)
@@ -187,7 +188,7 @@ class _Eval:
     def __init__(self, r: Ranges, where: Where):
         self.r, self.where = r, where
         self.box = r._box(where)
-        self.memo: dict[int, tuple[Expr, Range]] = {}    # id -> (node kept alive, range)
+        self.memo: dict[int, Range] = {}        # node uid -> range
 
     # proofs over the box ---------------------------------------------------------------
     def le(self, a: Affine, b: Affine) -> bool:
@@ -209,22 +210,12 @@ class _Eval:
 
     # the rules -------------------------------------------------------------------------
     def range(self, e: Expr) -> Range:
-        """The range of ``e``; its subtrees first, on an explicit stack, so ``_range``
-        finds its operands' ranges memoised."""
+        """The range of ``e``; its subtrees first (``ir.walk``), so ``_range`` finds its
+        operands' ranges memoised."""
         memo = self.memo
-        if id(e) not in memo:
-            stack = [(e, False)]
-            while stack:
-                node, ready = stack.pop()
-                if id(node) in memo:
-                    continue
-                kids = node.args if isinstance(node, Apply) and node.type is Type.INT else ()
-                if ready or not kids:
-                    memo[id(node)] = (node, self._range(node))
-                else:
-                    stack.append((node, True))
-                    stack.extend((k, False) for k in kids)
-        return memo[id(e)][1]
+        for node in walk(e, skip=lambda n: n.uid in memo, kids=_int_operands):
+            memo[node.uid] = self._range(node)
+        return memo[e.uid]
 
     def _range(self, e: Expr) -> Range:
         if e.type is not Type.INT:
@@ -408,20 +399,18 @@ _INFIX = {Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD}
 def _text(root: Expr) -> str:
     """Short source-like text of an int index (for comments), children first."""
     texts: dict[int, str] = {}
-    keep = []                       # nodes kept alive while their ids are keys
-    stack = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if id(e) in texts:
-            continue
-        kids = e.args if isinstance(e, Apply) else ()
-        if kids and not ready:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids)
-            continue
-        keep.append(e)
-        texts[id(e)] = _text_of(e, [texts[id(a)] for a in kids])
-    return texts[id(root)]
+    for e in walk(root, kids=_operands):
+        texts[e.uid] = _text_of(e, [texts[a.uid] for a in _operands(e)])
+    return texts[root.uid]
+
+
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    return e.args if isinstance(e, Apply) else ()
+
+
+def _int_operands(e: Expr) -> tuple[Expr, ...]:
+    """The operands whose ranges an int op's range is made of."""
+    return e.args if isinstance(e, Apply) and e.type is Type.INT else ()
 
 
 def _text_of(e: Expr, args: list[str]) -> str:

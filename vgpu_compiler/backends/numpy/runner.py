@@ -1,9 +1,11 @@
 """The numpy reference backend: the oracle every other path is tested against.
 
 ``run(bound, progress=None) -> Solution`` integrates every trajectory at once:
-values are arrays of shape ``(n_basins, lanes)`` (see ``numpy_layout``), the
+values are arrays of shape ``(n_basins, lanes)`` (see ``layout.py``), the
 only Python loops are over steps, stages and the nodes of a stage's schedule
-(one numpy call per node, ``numpy_eval.Schedule``). It computes exactly what
+(one numpy call per node, ``ir.evaluate.Schedule``). A step evaluates the
+method's step program (``ir.step``): each stage state and the update is one of
+its Combinations (``_Run.combine``); no tableau is read here. It computes exactly what
 docs/internals.md says, in the working dtype throughout, operation by
 operation; for speed it only chooses where results are written: the stage
 states, sums and new states, and the derivatives' nodes, go to arrays kept
@@ -16,6 +18,7 @@ import numpy as np
 
 from ...ir.nodes import CoupledAt, Reduce, Sym
 from ...ir.ops import SymKind
+from ...ir.step import Combination, step_program
 from ...call.bound import Bound, Progress, Solution
 from ...ir.evaluate import INT, Context, Frame, Plan, Schedule, check_index
 from .layout import Layout
@@ -81,11 +84,11 @@ class _Run:
         self.dt_0d = np.asarray(self.dt)            # dt as the stage sums use it
         self.t0 = self.dtype.type(bound.t0)
         self.params = {k: self._param(v) for k, v in bound.params.items()}
-        tab = f.solver.tableau
-        self.a = [self._coefs(row) for row in tab.a]
-        self.b = self._coefs(tab.b)
-        self.c = [self.dtype.type(float(x)) for x in tab.c]
-        self.cdt = [c * self.dt for c in self.c]      # c_s * dt: the same every step
+        program = step_program(f.solver.tableau)
+        # per stage: (the terms of its state's Combination, c_s * dt: the same every step)
+        self.stages = [(self._terms(st.state), self.dtype.type(float(st.c)) * self.dt)
+                       for st in program.stages]
+        self.update = self._terms(program.update)
         # arrays kept for the run, written by every step (see combine and buffers_for)
         self.scratch = self.arrays(2)                      # for the stage sums
         self.stage_state = self.arrays(len(f.states))
@@ -103,9 +106,9 @@ class _Run:
 
     def schedule(self, key, exprs: list) -> Schedule:
         """The straight-line schedule of ``exprs``, built at first use: nodes enter the
-        plan in the order evaluation reaches them (equal nodes report the span of
-        the first one, except that reads and int divisions are one slot per place in
-        the text, so an error names the read that failed)."""
+        plan in the order evaluation reaches them, one slot per interned node (a
+        read or an int division is one node per place in the text, so an error
+        names the read that failed)."""
         if key not in self.schedules:
             roots = [self.plan.add(e) for e in exprs]
             self.schedules[key] = self.plan.schedule(roots, self.dtype)
@@ -116,12 +119,13 @@ class _Run:
             return self.layout.to_lanes(v.astype(self.dtype))
         return self.dtype.type(v)
 
-    def _coefs(self, row) -> list:
-        """(j, coefficient) for the nonzero coefficients, in increasing j, as 0-d arrays
-        (numpy multiplies an array by those faster than by a scalar: same product);
-        None for a coefficient 1, since ``1 * k`` is ``k`` exactly."""
-        coefs = [(j, self.dtype.type(float(x))) for j, x in enumerate(row) if x != 0]
-        return [(j, None if c == 1 else np.asarray(c)) for j, c in coefs]
+    def _terms(self, combination: Combination) -> list:
+        """(j, weight) for the terms of a Combination, in increasing j, each weight
+        rounded to the working dtype once, as a 0-d array (numpy multiplies an
+        array by those faster than by a scalar: same product); None for a weight
+        1, since ``1 * k`` is ``k`` exactly."""
+        terms = [(j, self.dtype.type(float(w))) for j, w in combination.terms]
+        return [(j, None if w == 1 else np.asarray(w)) for j, w in terms]
 
     def time(self, n):
         return self.t0 + np.asarray(n).astype(self.dtype) * self.dt
@@ -173,24 +177,24 @@ class _Run:
             else:
                 pool = free.get(values[s].dtype)
                 shared[s] = pool.pop() if pool else np.empty_like(values[s])
-        return [{**shared, **{s: np.empty_like(v) for s, v in roots.items()}} for _ in self.a]
+        return [{**shared, **{s: np.empty_like(v) for s, v in roots.items()}} for _ in self.stages]
 
-    def combine(self, h: list, ks: list, coefs: list, into: list) -> list:
-        """h + dt * (sum of coef_j * k_j, in increasing j), written to ``into``; h itself
-        when there is no coefficient.
+    def combine(self, h: list, ks: list, terms: list, into: list) -> list:
+        """One Combination of the step program (``_terms``): h + dt * (sum of w_j * k_j,
+        in increasing j), written to ``into``; h itself when it has no terms.
 
         The stage states, the new states and the sums in between live in arrays
         kept for the run (numpy's results do not depend on where it writes them):
         no memory is allocated per stage, so none is returned to the system and
         faulted back in again.
         """
-        if not coefs:
+        if not terms:
             return h
         acc, term = self.scratch
         mul, add = np.multiply, np.add                  # the last argument is ``out``
         for i, (hi, dst) in enumerate(zip(h, into)):
             total = None
-            for j, cj in coefs:
+            for j, cj in terms:
                 k = ks[j][i]
                 if cj is not None:
                     k = mul(cj, k, acc if total is None else term)
@@ -203,10 +207,10 @@ class _Run:
         t_n = self.time(n)
         step = INT.type(n)
         ks: list = []
-        for coefs, cdt in zip(self.a, self.cdt):
-            hs = self.combine(h, ks, coefs, self.stage_state)
+        for terms, cdt in self.stages:
+            hs = self.combine(h, ks, terms, self.stage_state)
             ks.append(self.derivs(hs, t_n + cdt, step, mask, len(ks)))
-        return self.combine(h, ks, self.b, self.new_state[n % 2])
+        return self.combine(h, ks, self.update, self.new_state[n % 2])
 
     # --- the whole run ------------------------------------------------------------
     def start(self) -> list:
