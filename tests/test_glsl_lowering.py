@@ -131,3 +131,69 @@ def test_hand_built_ir_prints():
     assert p.expr(e, Context()) == "(y_x > 0.0) ? ld_A(g_i, 0u) : vg_pow(y_x, 0.5)"
     assert {"vg_pow", "vg_fail"} <= p.helpers
     assert p.errors == [("index", "A", None)]
+
+
+# --- the kernel's metadata is data: the runtime never re-derives it from the text ------
+POWI = """
+field p {
+    param a = 2.0
+    state x = a^2, v
+    dx/dt = x^3 - x^3 + v^2
+    dv/dt = -a * x
+    solve rk4(dt = 0.1, steps = 1)
+}
+"""
+
+
+def _declared_uniforms(text: str) -> set[str]:
+    return {ln.split()[2].rstrip(";") for ln in text.splitlines() if ln.startswith("uniform ")}
+
+
+@pytest.mark.parametrize("src", [LORENZ, MATMUL, KURAMOTO, HISTOGRAM, HEAT, POWI])
+def test_meta_names_every_uniform_the_kernel_declares(src):
+    k = lower(field(src), per_trajectory_params=("rho",) if src is LORENZ else ())
+    text = emit_glsl(field(src), per_trajectory_params=("rho",) if src is LORENZ else ())
+    named = {u["name"] for u in k.meta()["uniforms"]}
+    assert named == _declared_uniforms(text) - {"vg_zero"}     # vg_zero: never set
+    f = field(src)
+    roles = {(u["role"], u["of"]): u["name"] for u in k.meta()["uniforms"]}
+    assert {n for r, n in roles if r == "dim"} == set(f.dims)
+    assert {n for r, n in roles if r == "param"} == {
+        p.name for p in f.params if not (src is LORENZ and p.name == "rho")}
+    assert [roles["grid", str(i)] for i in range(len(f.grid))] == [
+        f"u_grid{i}" for i in range(len(f.grid))]
+
+
+def test_a_renamed_uniform_reaches_the_plan_through_meta():
+    from vgpu_compiler.backends.glsl import plan
+    import ast
+    tree = ast.parse(open(plan.__file__).read())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "mangle" not in imported and "render" not in imported
+    assert not any(isinstance(n, ast.Attribute) and n.attr == "source" for n in ast.walk(tree))
+    meta = {"uniforms": [{"name": "UNI_7", "role": "param", "of": "sigma"}]}
+    assert plan.uniforms_of(meta, "param") == {"sigma": "UNI_7"}
+
+
+def test_helper_loops_are_counted_per_step_and_once():
+    meta = lower(field(POWI)).meta()
+    text = emit_glsl(field(POWI))
+    calls = text.count("vg_powi(") - 1                      # less the definition
+    loops = meta["helper_loops"]["vg_powi"]
+    assert loops["trips"] == 32 and loops["once"] == 1          # x = a^2
+    assert loops["per_step"] + loops["once"] == calls
+    assert loops["per_step"] == 4 * 2       # rk4: x^3 (one temporary) and v^2 in each stage
+    assert meta["loop_trips_per_step"] == 1 + 32 * loops["per_step"]
+    assert meta["loop_trips_once"] == 32
+    assert "helper_loops" in lower(field(LORENZ)).meta() and not lower(
+        field(LORENZ)).meta()["helper_loops"]
+
+
+def test_loop_cap_reads_meta_only():
+    from types import SimpleNamespace
+    from vgpu_compiler.backends.glsl.plan import LOOP_LIMIT, loop_cap
+    meta = lower(field(POWI)).meta()
+    k = SimpleNamespace(meta=meta, loop_cap="unknown", source="")   # no text to count in
+    assert loop_cap(k, {"renderer": "llvmpipe (LLVM 15)"}) == (LOOP_LIMIT - 1 - 32) // 257
+    k = SimpleNamespace(meta=meta, loop_cap="unknown", source="")
+    assert loop_cap(k, {"renderer": "NVIDIA H200"}) is None

@@ -26,6 +26,8 @@ class Uniform:
     type: str
     name: str
     comment: str = ""
+    role: str = ""      # dt, t0, steps, step0, nsteps, final, count, origin, grid, dim, param
+    of: str = ""        # grid: the axis number; dim, param: the user's name
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Block:
     temps: tuple[str, ...]
     body: tuple[Assign, ...]
     words: frozenset[str] = frozenset()
+    calls: tuple[tuple[str, int], ...] = ()     # (helper with a loop, calls in this block)
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,9 @@ class Kernel:
     reduction: str = "tree"     # how basins reduce: tree (GPU) or serial (software renderer)
     results: int = 0            # serial: slots of vg_res, the reductions' results
     box: str = "vg_j"           # serial: basin offset of the vg_j-th active lane
-    loop_trips_per_step: int = 1    # loop iterations one invocation runs per step (bound)
-    loop_trips_once: int = 0        # ... and once per dispatch (flux)
+    loop_trips_per_step: int = 1    # loop iterations one invocation runs per step (bound),
+    loop_trips_once: int = 0        # ... and once per dispatch (init, flux); helper loops in
+    helper_loops: tuple[tuple[str, int, int, int], ...] = ()  # (helper, trips, per step, once)
     guard: str = ""     # a condition on uniforms under which Stage.fast blocks run ("": none)
     guard_note: str = ""    # what the guard proves, for a comment
 
@@ -182,8 +186,12 @@ class Kernel:
             "uses_init": self.uses_init,
             # Mesa llvmpipe stops all loops of an invocation after 65535 iterations in all
             # (its loop limiter), silently: one dispatch must run fewer steps than
-            # (65535 - loop_trips_once) / loop_trips_per_step (vg_powi loops not counted)
+            # (65535 - loop_trips_once) / loop_trips_per_step (helper loops counted in both)
             "reduction": self.reduction, "loop_trips_per_step": self.loop_trips_per_step,
             "loop_trips_once": self.loop_trips_once,
+            "helper_loops": {h: {"trips": t, "per_step": s, "once": o}
+                             for h, t, s, o in self.helper_loops},
+            # the uniform of each role (grid: per axis; dim, param: per user name)
+            "uniforms": [{"name": u.name, "role": u.role, "of": u.of} for u in self.uniforms],
             "errors": [list(e) for e in self.errors],
         }

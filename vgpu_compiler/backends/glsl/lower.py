@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -20,7 +21,7 @@ from ...ir.ops import ReduceOp, SymKind
 from .kernel import (Assign, Axis, Block, Buffer, CoupledArray, CoupledBlock, Fluxer, Kernel,
                      Loader, Reduction, Stage, Uniform)
 from ...ir.ranges import Ranges
-from .render import DIALECTS, Context, Printer, mangle
+from .render import DIALECTS, LOOP_HELPERS, Context, Printer, mangle
 
 VERSION = "glsl-1"
 FLAT_GROUP = 64
@@ -82,6 +83,7 @@ class _Lowering:
             self.p.helpers.add("vg_fail")       # also when the field never reads it
         buffers = self._buffers(fluxers)
         size = int(np.prod([a.size for a in axes])) if f.basin else FLAT_GROUP
+        per_step, once = _helper_calls(stages, collapse, init, flux)
         local = tuple(next((a.size for a in axes if a.comp == c), 1) for c in COMPONENTS)
         if not f.basin:
             local = (FLAT_GROUP, 1, 1)
@@ -101,9 +103,11 @@ class _Lowering:
             reduction=self.reduction,
             results=self._results if self.reduction == "serial" else 0,
             box=_box(axes),
-            loop_trips_per_step=1 + sum(self._trips(b) for b in
-                                        [st.block for st in stages] + [collapse]),
-            loop_trips_once=self._trips(flux),
+            loop_trips_per_step=1 + _helper_trips(per_step) + sum(
+                self._trips(b) for b in [st.block for st in stages] + [collapse]),
+            loop_trips_once=self._trips(flux) + _helper_trips(once),
+            helper_loops=tuple((h, LOOP_HELPERS[h], per_step.get(h, 0), once.get(h, 0))
+                               for h in sorted(set(per_step) | set(once))),
             states=tuple((mangle("s", s.name), mangle("y", s.name), self._where(s.span))
                          for s in f.states),
             stage_k=tuple(tuple(mangle(f"k{i}", s.name) for s in f.states)
@@ -293,17 +297,18 @@ class _Lowering:
 
     def _uniforms(self) -> tuple[Uniform, ...]:
         f, F = self.f, self.d.F
-        out = [Uniform(F, "u_dt", "step size"), Uniform(F, "u_t0", "start time"),
-               Uniform("int", "u_steps", "steps in the whole integration"),
-               Uniform("int", "u_step0", "first step of this dispatch"),
-               Uniform("int", "u_nsteps", "steps in this dispatch"),
-               Uniform("int", "u_final", "1 in the dispatch that ends the integration"),
-               Uniform("int", "u_count", "trajectories in this dispatch (array stride)"),
-               Uniform("int", "u_origin", "first trajectory (row with a basin) of this dispatch")]
-        out += [Uniform("int", f"u_grid{k}", f"grid extent of {a.index}")
+        out = [Uniform(F, "u_dt", "step size", "dt"), Uniform(F, "u_t0", "start time", "t0"),
+               Uniform("int", "u_steps", "steps in the whole integration", "steps"),
+               Uniform("int", "u_step0", "first step of this dispatch", "step0"),
+               Uniform("int", "u_nsteps", "steps in this dispatch", "nsteps"),
+               Uniform("int", "u_final", "1 in the dispatch that ends the integration", "final"),
+               Uniform("int", "u_count", "trajectories in this dispatch (array stride)", "count"),
+               Uniform("int", "u_origin", "first trajectory (row with a basin) of this dispatch",
+                       "origin")]
+        out += [Uniform("int", f"u_grid{k}", f"grid extent of {a.index}", "grid", str(k))
                 for k, a in enumerate(f.grid)]
-        out += [Uniform("int", mangle("d", n), f"dim {n}") for n in f.dims]
-        out += [Uniform(F, mangle("p", p.name), f"param {p.name}")
+        out += [Uniform("int", mangle("d", n), f"dim {n}", "dim", n) for n in f.dims]
+        out += [Uniform(F, mangle("p", p.name), f"param {p.name}", "param", p.name)
                 for p in f.params if p.name not in self.pt]
         return tuple(out)
 
@@ -377,7 +382,30 @@ def _with_words(block: Block) -> Block:
     if block.coupled is not None:
         texts += [v.expr for v in block.coupled.values]
     return dataclasses.replace(block, words=frozenset(
-        w for t in texts for w in _IDENTIFIER.findall(t)))
+        w for t in texts for w in _IDENTIFIER.findall(t)), calls=_calls(texts))
+
+
+def _calls(texts) -> tuple[tuple[str, int], ...]:
+    """(helper, calls) for each helper with a loop that the texts call."""
+    n = Counter(w for t in texts for w in _IDENTIFIER.findall(t) if w in LOOP_HELPERS)
+    return tuple(sorted(n.items()))
+
+
+def _helper_calls(stages, collapse, init, flux) -> tuple[dict, dict]:
+    """Calls of helpers with loops, per step (a stage runs its block or its fast block:
+    the larger count) and once (init, flux), as {helper: calls}."""
+    per_step: Counter = Counter()
+    for st in stages:
+        a, b = dict(st.block.calls), dict(st.fast.calls if st.fast else ())
+        per_step.update({h: max(a.get(h, 0), b.get(h, 0)) for h in a.keys() | b.keys()})
+    per_step.update(dict(collapse.calls if collapse else ()))
+    once: Counter = Counter(dict(_calls([a.expr for a in init])))
+    once.update(dict(flux.calls if flux else ()))
+    return +per_step, +once
+
+
+def _helper_trips(calls: dict) -> int:
+    return sum(LOOP_HELPERS[h] * n for h, n in calls.items())
 
 
 def _walk(roots: list[Expr]):

@@ -72,6 +72,9 @@ FLOAT_OPS = {
 }
 # A constant integer exponent is a product: exact, and legal in float64.
 POWI = "vg_powi({0}, {1})"
+# Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
+# counts them: see plan.loop_cap); no other helper loops.
+LOOP_HELPERS = {"vg_powi": 32}
 # Helpers each helper needs (resolved transitively).
 HELPER_DEPS = {
     "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
