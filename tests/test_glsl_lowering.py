@@ -1,6 +1,8 @@
 """GLSL lowering (backends/glsl): the kernel description and the printer, without a GPU."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from vgpu_compiler.backends.glsl import emit_glsl, lower
@@ -197,3 +199,29 @@ def test_loop_cap_reads_meta_only():
     assert loop_cap(k, {"renderer": "llvmpipe (LLVM 15)"}) == (LOOP_LIMIT - 1 - 32) // 257
     k = SimpleNamespace(meta=meta, loop_cap="unknown", source="")
     assert loop_cap(k, {"renderer": "NVIDIA H200"}) is None
+
+
+# --- the step is data: lowering prints ir.step's program, it keeps no recurrence -------
+def test_stages_and_update_are_printed_from_the_step_program(monkeypatch):
+    from fractions import Fraction
+    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    from vgpu_compiler.ir.step import Combination, Stage, StepProgram
+    f = field(LORENZ)
+    made = StepProgram("made-up", (
+        Stage(0, Fraction(0), Combination(())),
+        Stage(1, Fraction(3, 4), Combination(((0, Fraction(3, 4)),)))),
+        Combination(((0, Fraction(1, 4)), (1, Fraction(3, 4)))))
+    monkeypatch.setattr(lowering, "step_program", lambda tableau: made)
+    text = emit_glsl(f)
+    assert "k2_x" not in text and "// stage 1, c = 3/4" in text
+    assert "y_x = s_x + u_dt * (0.75 * k0_x);" in text
+    assert "s_x = s_x + u_dt * (0.25 * k0_x + 0.75 * k1_x);" in text
+
+
+def test_lowering_reads_no_tableau_entries():
+    import ast
+    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    tree = ast.parse(open(lowering.__file__).read())
+    reads = {n.value.attr + "." + n.attr for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
+    assert not {"tableau.a", "tableau.b", "tableau.c", "tableau.stages"} & reads

@@ -21,6 +21,8 @@ from ...ir.ops import ReduceOp, SymKind
 from .kernel import (Assign, Axis, Block, Buffer, CoupledArray, CoupledBlock, Fluxer, Kernel,
                      Loader, Reduction, Stage, Uniform)
 from ...ir.ranges import Ranges
+from ...ir.step import Combination, StepProgram, step_program
+from ...ir.step import Stage as StepStage
 from .render import DIALECTS, LOOP_HELPERS, Context, Printer, mangle
 
 VERSION = "glsl-1"
@@ -76,7 +78,8 @@ class _Lowering:
         self._results = 0           # serial: the most reductions of one exchange
         axes = self._axes()
         init = self._init()
-        stages = tuple(self._stage(s) for s in range(f.solver.tableau.stages))
+        program = step_program(f.solver.tableau)
+        stages = tuple(self._stage(st) for st in program.stages)
         collapse = self._collapse()
         flux, fluxers = self._flux()
         if f.inputs:                # every input's loader reports out-of-range reads,
@@ -114,7 +117,7 @@ class _Lowering:
                           for i in range(len(stages))),
             pt_params=pt_regs, init=init, uses_init=bool(self._init_used()),
             init_names=tuple(mangle("s0", s.name) for s in f.states),
-            stages=stages, update=self._update(), collapse=collapse, flux=flux,
+            stages=stages, update=self._update(program), collapse=collapse, flux=flux,
             n_deposits=sum(1 for x in fluxers if x.deposit >= 0),
             errors=tuple((k, w, s.line if s else 0, s.column if s else 0)
                          for k, w, s in self.p.errors),
@@ -148,7 +151,7 @@ class _Lowering:
             text += ": " + self.lines[span.line - 1].strip()
         return text
 
-    def _tableau(self, x: Fraction) -> str:
+    def _coefficient(self, x: Fraction) -> str:
         return self.d.float_literal(float(x))
 
     # --- contexts ------------------------------------------------------------------
@@ -201,18 +204,11 @@ class _Lowering:
         roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
         return {s.name for s in _walk(roots) if isinstance(s, Sym) and s.kind is SymKind.INIT}
 
-    def _stage(self, s: int) -> Stage:
-        tab, f = self.f.solver.tableau, self.f
-        c = tab.c[s]
-        time = "t_n" if c == 0 else f"t_n + {self._tableau(c)} * u_dt"
-        combos = []
-        for st in f.states:
-            terms = [f"{self._tableau(a)} * {mangle(f'k{j}', st.name)}"
-                     for j, a in enumerate(tab.a[s]) if a != 0]
-            rhs = mangle("s", st.name)
-            if terms:
-                rhs += f" + u_dt * ({' + '.join(terms)})"
-            combos.append(Assign(mangle("y", st.name), rhs))
+    def _stage(self, stage: StepStage) -> Stage:
+        f, s, c = self.f, stage.index, stage.c
+        time = "t_n" if c == 0 else f"t_n + {self._coefficient(c)} * u_dt"
+        combos = [Assign(mangle("y", st.name), self._combination(stage.state, st.name))
+                  for st in f.states]
         targets = [(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
                    for st, e in zip(f.states, f.derivs)]
         block = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
@@ -226,14 +222,15 @@ class _Lowering:
         return Stage(index=s, comment=f"c = {c}", time=time, block=block, fast=fast,
                      combos=tuple(a for a in combos if a.target in read))
 
-    def _update(self) -> tuple[Assign, ...]:
-        tab, out = self.f.solver.tableau, []
-        for st in self.f.states:
-            terms = [f"{self._tableau(b)} * {mangle(f'k{j}', st.name)}"
-                     for j, b in enumerate(tab.b) if b != 0]
-            s = mangle("s", st.name)
-            out.append(Assign(s, f"{s} + u_dt * ({' + '.join(terms)})"))
-        return tuple(out)
+    def _update(self, program: StepProgram) -> tuple[Assign, ...]:
+        return tuple(Assign(mangle("s", st.name), self._combination(program.update, st.name))
+                     for st in self.f.states)
+
+    def _combination(self, comb: Combination, state: str) -> str:
+        """``s + u_dt * (w0 * kj_x + ...)`` of one state (ir.step.Combination)."""
+        terms = [f"{self._coefficient(w)} * {mangle(f'k{j}', state)}" for j, w in comb.terms]
+        s = mangle("s", state)
+        return f"{s} + u_dt * ({' + '.join(terms)})" if terms else s
 
     def _collapse(self) -> Block | None:
         cond = self.f.collapse

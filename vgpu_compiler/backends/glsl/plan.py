@@ -27,6 +27,7 @@ from ... import spelling as S
 from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Bound
+from ...ir.step import step_program
 
 LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
@@ -121,7 +122,7 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
     item = np.dtype(bound.dtype).itemsize
     grid = bound.grid_shape
     row = math.prod(grid[1:]) if meta["has_basin"] else 1
-    stages = max(1, len(bound.field.solver.tableau.b))
+    stages = max(1, step_program(bound.field.solver.tableau).n_stages)
     grid_u, dim_u, param_u = (uniforms_of(meta, role) for role in ("grid", "dim", "param"))
     count_u, origin_u = uniforms_of(meta, "count")[""], uniforms_of(meta, "origin")[""]
     static = {grid_u[str(k)]: int(extent) for k, extent in enumerate(grid)}
