@@ -40,7 +40,8 @@ def test_tableau_comes_from_the_ir():
     assert "0.16666667 * k0_x + 0.33333334 * k1_x" in text
     midpoint = emit_glsl(field(LORENZ.replace("rk4", "midpoint")))
     assert "k2_x" not in midpoint and "s_x + u_dt * (k1_x)" not in midpoint
-    assert "s_x = s_x + u_dt * (1.0 * k1_x)" in midpoint
+    assert "s_x = s_x + u_dt * k1_x;" in midpoint            # a weight of 1: no multiply
+    assert "y_x = s_x + (0.5 * u_dt) * k0_x;" in midpoint   # 2^m: scaled once per loop
 
 
 def test_field_name_and_source_lines_in_comments():
@@ -225,3 +226,11 @@ def test_lowering_reads_no_tableau_entries():
     reads = {n.value.attr + "." + n.attr for n in ast.walk(tree)
              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
     assert not {"tableau.a", "tableau.b", "tableau.c", "tableau.stages"} & reads
+
+
+def test_only_power_of_two_weights_are_folded_into_the_step_size():
+    from fractions import Fraction as Fr
+    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    assert all(lowering._power_of_two(Fr(w)) for w in (1, 2, 8, Fr(1, 2), Fr(1, 1024)))
+    assert not any(lowering._power_of_two(Fr(w)) for w in (3, Fr(3, 4), Fr(1, 3), Fr(-1, 2)))
+    # (a weight such as 3/4 keeps its own rounding: see the made-up program above)

