@@ -230,7 +230,7 @@ def test_lowering_reads_no_tableau_entries():
 
 def test_only_power_of_two_weights_are_folded_into_the_step_size():
     from fractions import Fraction as Fr
-    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    from vgpu_compiler.backends.glsl import printing as lowering
     assert all(lowering._power_of_two(Fr(w)) for w in (1, 2, 8, Fr(1, 2), Fr(1, 1024)))
     assert not any(lowering._power_of_two(Fr(w)) for w in (3, Fr(3, 4), Fr(1, 3), Fr(-1, 2)))
     # (a weight such as 3/4 keeps its own rounding: see the made-up program above)

@@ -28,7 +28,6 @@ numpy exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -37,6 +36,7 @@ from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
 from ...ir.ranges import STEPS, Ranges, Where, condition_text
+from .kernel import Context
 from .dialect import (DIALECTS, FLOAT32, FLOAT64, LOOP_HELPERS, Dialect, float64_error,
                       mangle)
 
@@ -48,30 +48,6 @@ COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
 
 
 # --- the printer -------------------------------------------------------------------
-@dataclass
-class Context:
-    """How symbols read in one place of the kernel (a stage, the collapse vote, ...).
-
-    ``where`` fixes the range of ``step`` for the index proofs (ir.ranges.Where);
-    None: inferred, conservatively: step "0" is a start value, state "y" with
-    step "nstep" a stage, anything else collapse or flux (step in [0, steps]).
-    """
-
-    state: str = "y"          # prefix of the state variables seen here
-    time: str = "tt"
-    step: str = "nstep"
-    where: Where | None = None
-
-    def place(self) -> Where:
-        if self.where is not None:
-            return self.where
-        if self.step == "0":
-            return Where.INIT
-        if self.state == "y" and self.step == "nstep":
-            return Where.STAGE
-        return Where.AFTER
-
-
 class Printer:
     """Prints expressions of one field; collects helpers and run-time error sites."""
 
