@@ -39,7 +39,6 @@ INT_OPS = {
     Op.MOD: "vg_imod({0}, {1}, {e}u)",
     Op.ABS: "abs({0})", Op.MIN: "min({0}, {1})", Op.MAX: "max({0}, {1})",
     Op.CLAMP: "min(max({0}, {1}), {2})", Op.SIGN: "sign({0})",
-    Op.TO_FLOAT: "{F}({0})",
 }
 FLOAT_OPS = {
     Op.FLOORDIV: "vg_floordiv({0}, {1})", Op.MOD: "vg_fmod({0}, {1})",
@@ -100,6 +99,7 @@ class Dialect:
     select: str = "({0} ? {1} : {2})"
     cast: str = "{F}({0})"               # an int to the working float
     declare: str = "{T} {name} = {value};"   # a local with its value
+    buffer_read: str = "{buffer}.v[{index}]"     # an element of a storage buffer
     powi: str = "vg_powi({0}, {1})"      # x ^ n for an int n
     sqrt: str = "vg_sqrt({0})"           # x ^ 0.5 where pow has no full-precision version
     zero: str = "vg_zero"                # a float 0 operand the driver cannot fold

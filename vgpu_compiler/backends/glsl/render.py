@@ -201,7 +201,7 @@ class Printer:
         flat = idx[0]
         for n, (i, d) in enumerate(zip(idx[1:], dims[1:])):
             flat = f"({flat}) * {d} + {i}" if n else f"{flat} * {d} + {i}"
-        return f"{self._buffer(array)}.v[{flat}]"
+        return self.d.buffer_read.format(buffer=self._buffer(array), index=flat)
 
     def _sym(self, s: Sym, ctx: Context) -> str:
         k = s.kind
