@@ -145,3 +145,13 @@ def test_reductions_print_with_the_dialect():
 def test_the_glsl_dialect_is_the_default_and_prints_the_goldens():
     assert DIALECTS["float32"] is GLSL_FLOAT32 and DIALECTS["float64"] is GLSL_FLOAT64
     assert emit_glsl(field(LORENZ)).startswith("#version 430")
+
+
+def test_templates_take_declarations_barriers_and_atomics_from_the_dialect():
+    layout = "".join((templates_dir() / name).read_text()
+                     for name in ("base.glsl.j2", "field.glsl.j2", "macros.glsl.j2"))
+    for word in ("barrier();", "uniform {{", "shared {{", "shared int", "atomicAdd(",
+                 "atomicCompSwap("):
+        assert word not in layout, word
+    text = emit_glsl(field(KURAMOTO))
+    assert text.count(GLSL_FLOAT32.barrier) >= 3 and "uniform int d_N;" in text

@@ -115,8 +115,13 @@ class Dialect:
     helper_deps: dict = field(default_factory=lambda: dict(HELPER_DEPS))
     loop_helpers: dict = field(default_factory=lambda: dict(LOOP_HELPERS))
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
-    template: str = "field.glsl.j2"
-    templates: str = ""                      # the folder of its templates ("": templates/)
+    # declarations and synchronisation, for the templates
+    uniform_decl: str = "uniform {T} {name};"
+    shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
+    barrier: str = "barrier();"                     # workgroup barrier (memory included)
+    atomic_add: str = "atomicAdd({0}, {1})"
+    atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
+    template: str = "field.glsl.j2"                 # its main template (templates/)
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:
