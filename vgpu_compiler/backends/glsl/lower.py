@@ -1,11 +1,13 @@
-"""IR Field -> Kernel description (kernel.py): the GPU mapping, decided once.
+"""IR Field -> kernel description (kernel.py): the GPU mapping, decided once, in no language.
 
 trajectory -> invocation; basin -> workgroup (local size = basin shape, the
 last grid axis on x); without a basin, 64 invocations in a flat 1-D range.
 State lives in registers inside the step loop and in a structure-of-arrays
 storage buffer between dispatches. Everything that only sizes or places data
 (grid, dims, dt, steps, t0, step offsets) is a uniform, so one kernel serves
-every shape.
+every shape. The stages and the update are ir.step's program for the method
+(no recurrence is written out here); expressions stay IR, types are neutral:
+printing.py prints the description with a dialect.
 """
 from __future__ import annotations
 

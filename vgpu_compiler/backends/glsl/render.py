@@ -35,7 +35,7 @@ import numpy as np
 from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
-from ...ir.ranges import STEPS, Ranges, Where, condition_text
+from ...ir.ranges import STEPS, Ranges, condition_text
 from .kernel import Context
 from .dialect import (DIALECTS, FLOAT32, FLOAT64, LOOP_HELPERS, Dialect, float64_error,
                       mangle)
