@@ -1,6 +1,8 @@
 """GLSL lowering (backends/glsl): the kernel description and the printer, without a GPU."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from vgpu_compiler.backends.glsl import emit_glsl, lower
@@ -38,7 +40,8 @@ def test_tableau_comes_from_the_ir():
     assert "0.16666667 * k0_x + 0.33333334 * k1_x" in text
     midpoint = emit_glsl(field(LORENZ.replace("rk4", "midpoint")))
     assert "k2_x" not in midpoint and "s_x + u_dt * (k1_x)" not in midpoint
-    assert "s_x = s_x + u_dt * (1.0 * k1_x)" in midpoint
+    assert "s_x = s_x + u_dt * k1_x;" in midpoint            # a weight of 1: no multiply
+    assert "y_x = s_x + (0.5 * u_dt) * k0_x;" in midpoint   # 2^m: scaled once per loop
 
 
 def test_field_name_and_source_lines_in_comments():
@@ -131,3 +134,103 @@ def test_hand_built_ir_prints():
     assert p.expr(e, Context()) == "(y_x > 0.0) ? ld_A(g_i, 0u) : vg_pow(y_x, 0.5)"
     assert {"vg_pow", "vg_fail"} <= p.helpers
     assert p.errors == [("index", "A", None)]
+
+
+# --- the kernel's metadata is data: the runtime never re-derives it from the text ------
+POWI = """
+field p {
+    param a = 2.0
+    state x = a^2, v
+    dx/dt = x^3 - x^3 + v^2
+    dv/dt = -a * x
+    solve rk4(dt = 0.1, steps = 1)
+}
+"""
+
+
+def _declared_uniforms(text: str) -> set[str]:
+    return {ln.split()[2].rstrip(";") for ln in text.splitlines() if ln.startswith("uniform ")}
+
+
+@pytest.mark.parametrize("src", [LORENZ, MATMUL, KURAMOTO, HISTOGRAM, HEAT, POWI])
+def test_meta_names_every_uniform_the_kernel_declares(src):
+    k = lower(field(src), per_trajectory_params=("rho",) if src is LORENZ else ())
+    text = emit_glsl(field(src), per_trajectory_params=("rho",) if src is LORENZ else ())
+    named = {u["name"] for u in k.meta()["uniforms"]}
+    assert named == _declared_uniforms(text) - {"vg_zero"}     # vg_zero: never set
+    f = field(src)
+    roles = {(u["role"], u["of"]): u["name"] for u in k.meta()["uniforms"]}
+    assert {n for r, n in roles if r == "dim"} == set(f.dims)
+    assert {n for r, n in roles if r == "param"} == {
+        p.name for p in f.params if not (src is LORENZ and p.name == "rho")}
+    assert [roles["grid", str(i)] for i in range(len(f.grid))] == [
+        f"u_grid{i}" for i in range(len(f.grid))]
+
+
+def test_a_renamed_uniform_reaches_the_plan_through_meta():
+    from vgpu_compiler.backends.glsl import plan
+    import ast
+    tree = ast.parse(open(plan.__file__).read())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "mangle" not in imported and "render" not in imported
+    assert not any(isinstance(n, ast.Attribute) and n.attr == "source" for n in ast.walk(tree))
+    meta = {"uniforms": [{"name": "UNI_7", "role": "param", "of": "sigma"}]}
+    assert plan.uniforms_of(meta, "param") == {"sigma": "UNI_7"}
+
+
+def test_helper_loops_are_counted_per_step_and_once():
+    meta = lower(field(POWI)).meta()
+    text = emit_glsl(field(POWI))
+    calls = text.count("vg_powi(") - 1                      # less the definition
+    loops = meta["helper_loops"]["vg_powi"]
+    assert loops["trips"] == 32 and loops["once"] == 1          # x = a^2
+    assert loops["per_step"] + loops["once"] == calls
+    assert loops["per_step"] == 4 * 2       # rk4: x^3 (one temporary) and v^2 in each stage
+    assert meta["loop_trips_per_step"] == 1 + 32 * loops["per_step"]
+    assert meta["loop_trips_once"] == 32
+    assert "helper_loops" in lower(field(LORENZ)).meta() and not lower(
+        field(LORENZ)).meta()["helper_loops"]
+
+
+def test_loop_cap_reads_meta_only():
+    from types import SimpleNamespace
+    from vgpu_compiler.backends.glsl.plan import LOOP_LIMIT, loop_cap
+    meta = lower(field(POWI)).meta()
+    k = SimpleNamespace(meta=meta, loop_cap="unknown", source="")   # no text to count in
+    assert loop_cap(k, {"renderer": "llvmpipe (LLVM 15)"}) == (LOOP_LIMIT - 1 - 32) // 257
+    k = SimpleNamespace(meta=meta, loop_cap="unknown", source="")
+    assert loop_cap(k, {"renderer": "NVIDIA H200"}) is None
+
+
+# --- the step is data: lowering prints ir.step's program, it keeps no recurrence -------
+def test_stages_and_update_are_printed_from_the_step_program(monkeypatch):
+    from fractions import Fraction
+    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    from vgpu_compiler.ir.step import Combination, Stage, StepProgram
+    f = field(LORENZ)
+    made = StepProgram("made-up", (
+        Stage(0, Fraction(0), Combination(())),
+        Stage(1, Fraction(3, 4), Combination(((0, Fraction(3, 4)),)))),
+        Combination(((0, Fraction(1, 4)), (1, Fraction(3, 4)))))
+    monkeypatch.setattr(lowering, "step_program", lambda tableau: made)
+    text = emit_glsl(f)
+    assert "k2_x" not in text and "// stage 1, c = 3/4" in text
+    assert "y_x = s_x + u_dt * (0.75 * k0_x);" in text
+    assert "s_x = s_x + u_dt * (0.25 * k0_x + 0.75 * k1_x);" in text
+
+
+def test_lowering_reads_no_tableau_entries():
+    import ast
+    lowering = importlib.import_module("vgpu_compiler.backends.glsl.lower")
+    tree = ast.parse(open(lowering.__file__).read())
+    reads = {n.value.attr + "." + n.attr for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)}
+    assert not {"tableau.a", "tableau.b", "tableau.c", "tableau.stages"} & reads
+
+
+def test_only_power_of_two_weights_are_folded_into_the_step_size():
+    from fractions import Fraction as Fr
+    from vgpu_compiler.backends.glsl import printing as lowering
+    assert all(lowering._power_of_two(Fr(w)) for w in (1, 2, 8, Fr(1, 2), Fr(1, 1024)))
+    assert not any(lowering._power_of_two(Fr(w)) for w in (3, Fr(3, 4), Fr(1, 3), Fr(-1, 2)))
+    # (a weight such as 3/4 keeps its own rounding: see the made-up program above)

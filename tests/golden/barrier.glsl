@@ -97,19 +97,19 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k0_x);
+            precise float y_x = s_x + (0.5 * u_dt) * k0_x;
             if (vg_active) {
                 k1_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k1_x);
+            precise float y_x = s_x + (0.5 * u_dt) * k1_x;
             if (vg_active) {
                 k2_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }
         }
         {  // stage 3, c = 1
-            precise float y_x = s_x + u_dt * (1.0 * k2_x);
+            precise float y_x = s_x + u_dt * k2_x;
             if (vg_active) {
                 k3_x = y_x - vg_powi(y_x, 3);  // line 21: dx/dt = x - x^3
             }

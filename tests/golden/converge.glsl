@@ -59,19 +59,19 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k0_x);
+            precise float y_x = s_x + (0.5 * u_dt) * k0_x;
             if (vg_active) {
                 k1_x = (-p_rate) * (y_x - sin(s0_x));  // line 16: dx/dt = -rate * (x - target)
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k1_x);
+            precise float y_x = s_x + (0.5 * u_dt) * k1_x;
             if (vg_active) {
                 k2_x = (-p_rate) * (y_x - sin(s0_x));  // line 16: dx/dt = -rate * (x - target)
             }
         }
         {  // stage 3, c = 1
-            precise float y_x = s_x + u_dt * (1.0 * k2_x);
+            precise float y_x = s_x + u_dt * k2_x;
             if (vg_active) {
                 k3_x = (-p_rate) * (y_x - sin(s0_x));  // line 16: dx/dt = -rate * (x - target)
             }

@@ -96,7 +96,7 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_u = s_u + u_dt * (0.5 * k0_u);
+            precise float y_u = s_u + (0.5 * u_dt) * k0_u;
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
             if (vg_active) {
@@ -110,7 +110,7 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_u = s_u + u_dt * (0.5 * k1_u);
+            precise float y_u = s_u + (0.5 * u_dt) * k1_u;
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
             if (vg_active) {
@@ -124,7 +124,7 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            precise float y_u = s_u + u_dt * (1.0 * k2_u);
+            precise float y_u = s_u + u_dt * k2_u;
             barrier();  // every lane is done reading basin memory
             float c_v = 0.0;
             if (vg_active) {

@@ -130,24 +130,24 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k0_x);
-            precise float y_v = s_v + u_dt * (0.5 * k0_v);
+            precise float y_x = s_x + (0.5 * u_dt) * k0_x;
+            precise float y_v = s_v + (0.5 * u_dt) * k0_v;
             if (vg_active) {
                 k1_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
                 k1_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k1_x);
-            precise float y_v = s_v + u_dt * (0.5 * k1_v);
+            precise float y_x = s_x + (0.5 * u_dt) * k1_x;
+            precise float y_v = s_v + (0.5 * u_dt) * k1_v;
             if (vg_active) {
                 k2_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
                 k2_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x
             }
         }
         {  // stage 3, c = 1
-            precise float y_x = s_x + u_dt * (1.0 * k2_x);
-            precise float y_v = s_v + u_dt * (1.0 * k2_v);
+            precise float y_x = s_x + u_dt * k2_x;
+            precise float y_v = s_v + u_dt * k2_v;
             if (vg_active) {
                 k3_x = y_v;  // line 21: state x = 1, v = 0              # every oscillator starts at x = 1, at rest: no h0
                 k3_v = (-vg_powi((p_w0 + (((p_w1 - p_w0) * float(g_i)) / float(d_N))), 2)) * y_x;  // line 23: dv/dt = -(w0 + (w1 - w0) * float(i) / float(N))^2 * x

@@ -101,7 +101,7 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_theta = s_theta + u_dt * (0.5 * k0_theta);
+            precise float y_theta = s_theta + (0.5 * u_dt) * k0_theta;
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
             float c_c = 0.0;
@@ -129,7 +129,7 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_theta = s_theta + u_dt * (0.5 * k1_theta);
+            precise float y_theta = s_theta + (0.5 * u_dt) * k1_theta;
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
             float c_c = 0.0;
@@ -157,7 +157,7 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            precise float y_theta = s_theta + u_dt * (1.0 * k2_theta);
+            precise float y_theta = s_theta + u_dt * k2_theta;
             barrier();  // every lane is done reading basin memory
             float c_s = 0.0;
             float c_c = 0.0;

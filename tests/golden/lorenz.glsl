@@ -68,9 +68,9 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k0_x);
-            precise float y_y = s_y + u_dt * (0.5 * k0_y);
-            precise float y_z = s_z + u_dt * (0.5 * k0_z);
+            precise float y_x = s_x + (0.5 * u_dt) * k0_x;
+            precise float y_y = s_y + (0.5 * u_dt) * k0_y;
+            precise float y_z = s_z + (0.5 * u_dt) * k0_z;
             if (vg_active) {
                 k1_x = p_sigma * (y_y - y_x);  // line 19: dx/dt = sigma * (y - x)
                 k1_y = (y_x * (p_rho - y_z)) - y_y;  // line 20: dy/dt = x * (rho - z) - y
@@ -78,9 +78,9 @@ void main() {
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k1_x);
-            precise float y_y = s_y + u_dt * (0.5 * k1_y);
-            precise float y_z = s_z + u_dt * (0.5 * k1_z);
+            precise float y_x = s_x + (0.5 * u_dt) * k1_x;
+            precise float y_y = s_y + (0.5 * u_dt) * k1_y;
+            precise float y_z = s_z + (0.5 * u_dt) * k1_z;
             if (vg_active) {
                 k2_x = p_sigma * (y_y - y_x);  // line 19: dx/dt = sigma * (y - x)
                 k2_y = (y_x * (p_rho - y_z)) - y_y;  // line 20: dy/dt = x * (rho - z) - y
@@ -88,9 +88,9 @@ void main() {
             }
         }
         {  // stage 3, c = 1
-            precise float y_x = s_x + u_dt * (1.0 * k2_x);
-            precise float y_y = s_y + u_dt * (1.0 * k2_y);
-            precise float y_z = s_z + u_dt * (1.0 * k2_z);
+            precise float y_x = s_x + u_dt * k2_x;
+            precise float y_y = s_y + u_dt * k2_y;
+            precise float y_z = s_z + u_dt * k2_z;
             if (vg_active) {
                 k3_x = p_sigma * (y_y - y_x);  // line 19: dx/dt = sigma * (y - x)
                 k3_y = (y_x * (p_rho - y_z)) - y_y;  // line 20: dy/dt = x * (rho - z) - y

@@ -85,7 +85,7 @@ void main() {
                     k0_c = b_in_A.v[g_i * d_K + nstep] * b_in_B.v[nstep * d_N + g_j];  // line 15: dc/dt = A[i, step] * B[step, j]
                 }
             }
-            s_c = s_c + u_dt * (1.0 * k0_c);
+            s_c = s_c + u_dt * k0_c;
         }
     } else {
         // --- the step loop: 1-stage explicit Runge-Kutta ---
@@ -97,7 +97,7 @@ void main() {
                     k0_c = ld_A(g_i, nstep, 0u) * ld_B(nstep, g_j, 1u);  // line 15: dc/dt = A[i, step] * B[step, j]
                 }
             }
-            s_c = s_c + u_dt * (1.0 * k0_c);
+            s_c = s_c + u_dt * k0_c;
         }
     }
 

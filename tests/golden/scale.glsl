@@ -46,7 +46,7 @@ void main() {
                 k0_x = (p_s - 1.0) * y_x;  // line 17: dx/dt = (s - 1) * x
             }
         }
-        s_x = s_x + u_dt * (1.0 * k0_x);
+        s_x = s_x + u_dt * k0_x;
     }
 
     // --- store ---

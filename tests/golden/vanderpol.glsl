@@ -82,24 +82,24 @@ void main() {
             }
         }
         {  // stage 1, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k0_x);
-            precise float y_y = s_y + u_dt * (0.5 * k0_y);
+            precise float y_x = s_x + (0.5 * u_dt) * k0_x;
+            precise float y_y = s_y + (0.5 * u_dt) * k0_y;
             if (vg_active) {
                 k1_x = y_y;  // line 18: state x, y
                 k1_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20: dy/dt = mu * (1 - x^2) * y - x
             }
         }
         {  // stage 2, c = 1/2
-            precise float y_x = s_x + u_dt * (0.5 * k1_x);
-            precise float y_y = s_y + u_dt * (0.5 * k1_y);
+            precise float y_x = s_x + (0.5 * u_dt) * k1_x;
+            precise float y_y = s_y + (0.5 * u_dt) * k1_y;
             if (vg_active) {
                 k2_x = y_y;  // line 18: state x, y
                 k2_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20: dy/dt = mu * (1 - x^2) * y - x
             }
         }
         {  // stage 3, c = 1
-            precise float y_x = s_x + u_dt * (1.0 * k2_x);
-            precise float y_y = s_y + u_dt * (1.0 * k2_y);
+            precise float y_x = s_x + u_dt * k2_x;
+            precise float y_y = s_y + u_dt * k2_y;
             if (vg_active) {
                 k3_x = y_y;  // line 18: state x, y
                 k3_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20: dy/dt = mu * (1 - x^2) * y - x

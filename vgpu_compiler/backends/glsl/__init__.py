@@ -1,8 +1,13 @@
 """The GLSL backend: IR Field -> one OpenGL 4.3 compute shader, through templates/.
 
 ``emit_glsl(field, dtype=..., per_trajectory_params=..., reduction=...)`` needs no
-shapes: grid extents, dims, dt, steps and t0 are uniforms. ``lower`` gives the
-kernel description (kernel.py) that the templates lay out and the runtime reads.
+shapes: grid extents, dims, dt, steps and t0 are uniforms. Three stages make it:
+``describe`` (lower.py) decides the GPU mapping as a kernel description in no
+language (kernel.py: IR statements, neutral types, buffers and uniforms with
+roles); ``print_kernel`` (printing.py) prints it with a dialect (dialect.py: every
+GLSL word, float32 and float64 variants); ``render_kernel`` (template.py) lays the
+printed kernel out through the dialect's templates. ``lower`` is the first two:
+the printed kernel, whose ``meta()`` the runtime reads.
 
 ``reduction`` is how a basin computes sum/mean/min/max: "tree" (a shared-memory
 tree, one barrier per level: right for a GPU, and the default, so `vgpuc compile`
@@ -25,8 +30,10 @@ import re
 
 from ...errors import BackendError
 from ...ir.nodes import Field
+from .dialect import DIALECTS, Dialect
 from .kernel import Kernel
-from .lower import REDUCTIONS, VERSION, lower
+from .lower import REDUCTIONS, VERSION, describe
+from .printing import PrintedKernel, print_kernel
 from .template import render_kernel
 
 # GL_RENDERER strings of CPU (software) renderers: Mesa llvmpipe / softpipe / swrast,
@@ -89,7 +96,17 @@ def emit_glsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
                                 source=source, reduction=reduction))
 
 
-def _lower(field: Field, **options) -> Kernel:
+def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+          source: str | None = None, reduction: str = "tree") -> PrintedKernel:
+    """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
+    (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
+    its ``meta()`` is what the runtime reads."""
+    kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                      source=source, reduction=reduction)
+    return print_kernel(kernel, DIALECTS[dtype])
+
+
+def _lower(field: Field, **options) -> PrintedKernel:
     """``lower``, with a safety net: the printer and the lowering walk expressions on
     explicit stacks, so a RecursionError means a helper that still recurses; it is a
     BackendError (so ``auto`` runs the field on numpy), not a crash."""
@@ -102,7 +119,7 @@ def _lower(field: Field, **options) -> Kernel:
 
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None, reduction: str = "tree") -> tuple[str, Kernel]:
+          source: str | None = None, reduction: str = "tree") -> tuple[str, PrintedKernel]:
     """The GLSL text and the kernel description (for the runtime).
 
     The runtime passes ``reduction=reduction_for(renderer)`` (the kernel key holds the
@@ -117,5 +134,6 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     return render_kernel(kernel), kernel
 
 
-__all__ = ["emit_glsl", "build", "lower", "reduction_for", "device_reduction", "Kernel",
-           "VERSION", "REDUCTIONS", "MAX_STATES", "max_states"]
+__all__ = ["emit_glsl", "build", "lower", "describe", "print_kernel", "reduction_for",
+           "device_reduction", "Kernel", "PrintedKernel", "Dialect", "DIALECTS", "VERSION",
+           "REDUCTIONS", "MAX_STATES", "max_states"]

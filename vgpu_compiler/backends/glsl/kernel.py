@@ -1,57 +1,118 @@
-"""The kernel description: what lowering hands the templates and the runtime.
+"""The kernel description: the GPU mapping of a field, in no GPU language.
 
-Plain frozen data. The templates only lay it out; the runtime reads the
-buffer bindings, uniforms and error table from it (and from its JSON form,
-``Kernel.meta()``, which the disk cache keeps next to the GLSL).
+Lowering (lower.py) decides how a field runs on a GPU (an invocation per
+trajectory, a workgroup per basin, which buffers and uniforms exist and what role
+each plays, the stages of the step program, the coupled exchanges and basin
+reductions) and records it here as plain frozen data. Expressions stay IR
+(``Let``: a target and an IR expression; ``Deposit``: a flux call; a stage's
+state and the update are ``ir.step.Combination``), types are neutral (``float``:
+the working dtype, ``int``, ``uint``, ``bool``). Names are identifiers shared by
+every C-like GPU language (a prefix and the user's name, ``dialect.mangle``);
+index arithmetic (a lane's trajectory, the active box, flat offsets) is integer
+C-syntax text that GLSL, WGSL, CUDA and Metal all read alike.
+
+``printing.print_kernel(kernel, dialect)`` prints it (printing.py); the templates
+lay the printed kernel out and the runtime reads ``meta()`` of the printed kernel.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ...errors import Span
+from ...ir.nodes import Expr, Reduce
+from ...ir.ops import ReduceOp
+from ...ir.ranges import Ranges, Where
+from ...ir.step import Combination
 
 
 @dataclass(frozen=True)
 class Buffer:
     binding: int
     role: str          # state, err, init, steps, params, input, output, deposits
-    name: str          # GLSL instance name
-    type: str          # element type
+    name: str          # instance name
+    type: str          # element type, neutral: float (the working dtype), int, uint
     readonly: bool = False
-    atomic: bool = False          # a float32 flux target: float or uint by the #ifdef
+    atomic: bool = False          # a float32 flux target: float atomics or compare-and-swap
     array: str = ""               # the user's array name (input / output)
     comment: str = ""
 
 
 @dataclass(frozen=True)
 class Uniform:
-    type: str
+    type: str           # neutral: float (the working dtype), int
     name: str
+    comment: str = ""
+    role: str = ""      # dt, t0, steps, step0, nsteps, final, count, origin, grid, dim, param
+    of: str = ""        # grid: the axis number; dim, param: the user's name
+
+
+@dataclass
+class Context:
+    """How symbols read in one place of the kernel (a stage, the collapse vote, ...).
+
+    ``where`` fixes the range of ``step`` for the index proofs (ir.ranges.Where);
+    None: inferred, conservatively: step "0" is a start value, state "y" with
+    step "nstep" a stage, anything else collapse or flux (step in [0, steps]).
+    """
+
+    state: str = "y"          # prefix of the state variables seen here
+    time: str = "tt"
+    step: str = "nstep"
+    where: Where | None = None
+
+    def place(self) -> Where:
+        if self.where is not None:
+            return self.where
+        if self.step == "0":
+            return Where.INIT
+        if self.state == "y" and self.step == "nstep":
+            return Where.STAGE
+        return Where.AFTER
+
+
+INIT = Context(state="s", time="u_t0", step="0")     # how start values read symbols
+
+
+@dataclass(frozen=True)
+class Let:
+    """``target = expr``: the statement form of the kernel."""
+
+    target: str
+    expr: Expr
     comment: str = ""
 
 
 @dataclass(frozen=True)
-class Assign:
-    target: str
-    expr: str
+class Deposit:
+    """A flux statement: ``func(index..., value)``, out of range an error at ``span``."""
+
+    func: str
+    args: tuple[Expr, ...]      # the indices, then the value
+    output: str
+    span: Span | None
     comment: str = ""
 
 
 @dataclass(frozen=True)
 class Reduction:
+    node: Reduce        # the IR node it computes
     var: str            # the local holding the result
-    scratch: str        # its shared scratch array
+    scratch: str        # tree: its shared scratch array
     source: str         # the coupled local reduced
-    combine: str        # format with {0}, {1}
-    neutral: str        # value of idle lanes
-    mean: bool
-    step: str           # one step of the tree: scratch[i] = combine(scratch[i], scratch[i + w])
-    acc: str = ""       # serial: lane 0's accumulator
-    fold: str = ""      # serial: acc = combine(acc, shared array[vg_at])
-    slot: int = 0       # serial: its slot in vg_res
+    op: ReduceOp
+    shared: str         # serial: the shared array lane 0 folds
+    acc: str            # serial: lane 0's accumulator
+    slot: int           # serial: its slot in the results array
+
+    @property
+    def mean(self) -> bool:
+        return self.op is ReduceOp.MEAN
 
 
 @dataclass(frozen=True)
 class CoupledBlock:
-    values: tuple[Assign, ...]          # c_s = expr (on active lanes)
+    values: tuple[Let, ...]             # c_s = expr (on active lanes)
     shared: tuple[tuple[str, str], ...]  # (shared array, local): only arrays some lane reads
     reductions: tuple[Reduction, ...]
     fence: bool = True  # first wait until every lane is done reading the last exchange
@@ -59,28 +120,26 @@ class CoupledBlock:
 
 @dataclass(frozen=True)
 class Block:
-    """The expressions of one context: temporaries, then assignments. ``words`` are the
-    identifiers its code names: the templates declare ``tt``, ``nstep`` and the stage
-    values ``y_*`` only where some block reads them."""
+    """The statements of one context (a stage, the collapse vote, flux): its coupled
+    exchange, then ``body`` on active lanes; shared pure subtrees become temporaries
+    named ``prefix`` + a number when printed."""
 
+    ctx: Context
     coupled: CoupledBlock | None
-    temps: tuple[str, ...]
-    body: tuple[Assign, ...]
-    words: frozenset[str] = frozenset()
+    body: tuple[Let | Deposit, ...]
+    prefix: str
+
+    @property
+    def roots(self) -> list[Expr]:
+        return [x for s in self.body for x in (s.args if isinstance(s, Deposit) else (s.expr,))]
 
 
 @dataclass(frozen=True)
 class Stage:
     index: int
-    comment: str
-    time: str
-    combos: tuple[Assign, ...]          # y_x = s_x + dt * (...)
-    block: Block
-    fast: Block | None = None           # the block when Kernel.guard holds (None: the same)
-
-    @property
-    def words(self) -> frozenset[str]:
-        return self.block.words | (self.fast.words if self.fast else frozenset())
+    c: Fraction                 # the stage time is t_n + c * dt
+    state: Combination          # y = s + dt * sum(w_j k_j) per state (ir.step)
+    block: Block                # the derivatives k_s = F(t, y)
 
 
 @dataclass(frozen=True)
@@ -90,7 +149,10 @@ class Loader:
     dims: tuple[str, ...]
     array: str
     flat: str           # row-major offset of (i0, i1, ...)
-    at: str             # the index as an ivec3, for the error report
+
+    @property
+    def index(self) -> tuple[str, ...]:
+        return tuple(f"i{k}" for k in range(len(self.dims)))
 
 
 @dataclass(frozen=True)
@@ -100,8 +162,11 @@ class Fluxer:
     dims: tuple[str, ...]
     array: str
     flat: str
-    at: str
     deposit: int        # float64: the deposit slot of this flux statement; -1: atomic
+
+    @property
+    def index(self) -> tuple[str, ...]:
+        return tuple(f"i{k}" for k in range(len(self.dims)))
 
 
 @dataclass(frozen=True)
@@ -115,8 +180,8 @@ class CoupledArray:
 
 @dataclass(frozen=True)
 class Axis:
-    index: str          # GLSL name of the grid index
-    basin: str          # GLSL name of the basin index ('' without basin)
+    index: str          # name of the grid index
+    basin: str          # name of the basin index ('' without basin)
     size: int           # basin extent (1 without basin)
     comp: str           # x, y or z
 
@@ -126,8 +191,6 @@ class Kernel:
     name: str
     version: str
     dtype: str
-    F: str
-    zero: str
     source_name: str
     local_size: tuple[int, int, int]
     has_basin: bool
@@ -139,7 +202,6 @@ class Kernel:
     axes: tuple[Axis, ...]
     buffers: tuple[Buffer, ...]
     uniforms: tuple[Uniform, ...]
-    helpers: tuple[str, ...]
     loaders: tuple[Loader, ...]
     fluxers: tuple[Fluxer, ...]
     coupled_arrays: tuple[CoupledArray, ...]
@@ -147,43 +209,18 @@ class Kernel:
     states: tuple[tuple[str, str, str], ...]   # (s_, y_, comment) per state
     stage_k: tuple[tuple[str, ...], ...]       # k names per stage
     pt_params: tuple[str, ...]          # registers of per-trajectory params
-    init: tuple[Assign, ...]
+    init: tuple[Let, ...]
     uses_init: bool
     init_names: tuple[str, ...]
     stages: tuple[Stage, ...]
-    update: tuple[Assign, ...]
+    update: Combination                 # s = s + dt * sum(b_j k_j) per state (ir.step)
     collapse: Block | None
     flux: Block | None
     n_deposits: int
-    errors: tuple[tuple[str, str, int, int], ...]   # (kind, what, line, column)
     reduction: str = "tree"     # how basins reduce: tree (GPU) or serial (software renderer)
-    results: int = 0            # serial: slots of vg_res, the reductions' results
+    results: int = 0            # serial: slots of the results array
     box: str = "vg_j"           # serial: basin offset of the vg_j-th active lane
-    loop_trips_per_step: int = 1    # loop iterations one invocation runs per step (bound)
-    loop_trips_once: int = 0        # ... and once per dispatch (flux)
-    guard: str = ""     # a condition on uniforms under which Stage.fast blocks run ("": none)
-    guard_note: str = ""    # what the guard proves, for a comment
-
-    @property
-    def loop_words(self) -> frozenset[str]:
-        """What the stages of the step loop read (t_n only through a stage's tt)."""
-        return frozenset().union(*(st.words for st in self.stages))
-
-    def meta(self) -> dict:
-        """What the runtime needs besides the GLSL text (JSON-able)."""
-        return {
-            "name": self.name, "dtype": self.dtype, "local_size": list(self.local_size),
-            "has_basin": self.has_basin,
-            "basin": [a.size for a in self.axes] if self.has_basin else None,
-            "buffers": [asdict(b) for b in self.buffers],
-            "collapse": self.collapse is not None,
-            "flux": self.flux is not None, "n_deposits": self.n_deposits,
-            "deposit_outputs": [f.array for f in self.fluxers if f.deposit >= 0],
-            "uses_init": self.uses_init,
-            # Mesa llvmpipe stops all loops of an invocation after 65535 iterations in all
-            # (its loop limiter), silently: one dispatch must run fewer steps than
-            # (65535 - loop_trips_once) / loop_trips_per_step (vg_powi loops not counted)
-            "reduction": self.reduction, "loop_trips_per_step": self.loop_trips_per_step,
-            "loop_trips_once": self.loop_trips_once,
-            "errors": [list(e) for e in self.errors],
-        }
+    reduce_trips_per_step: int = 0  # loop iterations of the basin reductions, per step
+    reduce_trips_once: int = 0      # ... and once per dispatch (flux)
+    reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads
+    ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs

@@ -1,32 +1,30 @@
-"""IR Field -> Kernel description (kernel.py): the GPU mapping, decided once.
+"""IR Field -> kernel description (kernel.py): the GPU mapping, decided once, in no language.
 
 trajectory -> invocation; basin -> workgroup (local size = basin shape, the
 last grid axis on x); without a basin, 64 invocations in a flat 1-D range.
 State lives in registers inside the step loop and in a structure-of-arrays
 storage buffer between dispatches. Everything that only sizes or places data
 (grid, dims, dt, steps, t0, step offsets) is a uniform, so one kernel serves
-every shape.
+every shape. The stages and the update are ir.step's program for the method
+(no recurrence is written out here); expressions stay IR, types are neutral:
+printing.py prints the description with a dialect.
 """
 from __future__ import annotations
-
-import dataclasses
-import re
-from fractions import Fraction
 
 import numpy as np
 
 from ...ir.nodes import Apply, CoupledAt, Expr, Field, Load, Reduce, Sym
-from ...ir.ops import ReduceOp, SymKind
-from .kernel import (Assign, Axis, Block, Buffer, CoupledArray, CoupledBlock, Fluxer, Kernel,
-                     Loader, Reduction, Stage, Uniform)
+from ...ir.ops import SymKind
 from ...ir.ranges import Ranges
-from .render import DIALECTS, Context, Printer, mangle
+from ...ir.step import Stage as StepStage
+from ...ir.step import step_program
+from .dialect import mangle
+from .kernel import (Axis, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit, Fluxer,
+                     Kernel, Let, Loader, Reduction, Stage, Uniform)
 
 VERSION = "glsl-1"
 FLAT_GROUP = 64
 COMPONENTS = "xyz"
-REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
-                  ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
 # How a basin reduces (sum/mean/min/max over its active lanes):
 #   tree    a shared-memory tree, one barrier per level: few steps per lane, right for a GPU
 #   serial  lane 0 folds the active lanes one by one: two barriers in all, right for a
@@ -34,21 +32,24 @@ REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
 REDUCTIONS = ("tree", "serial")
 
 
-def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None, reduction: str = "tree") -> Kernel:
-    """The kernel description of ``field`` for one dtype and set of per-trajectory params.
+def describe(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+             source: str | None = None, reduction: str = "tree") -> Kernel:
+    """The kernel description of ``field`` for one dtype and set of per-trajectory params
+    (``source``: the program text, for comments).
 
     ``reduction``: how basins reduce, "tree" (a GPU) or "serial" (a software renderer).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
     return _Lowering(field, dtype, frozenset(per_trajectory_params), source, reduction).kernel()
 
 
 class _Lowering:
     def __init__(self, field: Field, dtype: str, pt: frozenset, source: str | None,
                  reduction: str = "tree"):
-        self.f, self.d, self.pt, self.reduction = field, DIALECTS[dtype], pt, reduction
+        self.f, self.dtype, self.pt, self.reduction = field, dtype, pt, reduction
         # which coupled names are read as s[e] / reduced anywhere: they decide the shared
         # arrays and whether a coupled exchange must first wait for the last one's readers
         _, rs, self.read_at = _coupled_uses(_roots(field))
@@ -59,10 +60,6 @@ class _Lowering:
         self.fence = bool(self.read_at) or (reduction == "tree" and bool(reduced))
         self.lines = source.splitlines() if source else None
         self.reduces: dict[Reduce, str] = {}
-        self.p = Printer(self.d, param_prefix=lambda n: mangle("p", n),
-                         loader=lambda a: mangle("ld", a),
-                         coupled_at=lambda c: mangle("ca", c), reduce_name=self._reduce_var,
-                         ranges=Ranges(field))
 
     def _reduce_var(self, r: Reduce) -> str:
         if r not in self.reduces:
@@ -71,51 +68,47 @@ class _Lowering:
 
     # --- the pieces ------------------------------------------------------------
     def kernel(self) -> Kernel:
-        f, d = self.f, self.d
+        f = self.f
         self._results = 0           # serial: the most reductions of one exchange
         axes = self._axes()
         init = self._init()
-        stages = tuple(self._stage(s) for s in range(f.solver.tableau.stages))
+        program = step_program(f.solver.tableau)
+        stages = tuple(self._stage(st) for st in program.stages)
         collapse = self._collapse()
         flux, fluxers = self._flux()
-        if f.inputs:                # every input's loader reports out-of-range reads,
-            self.p.helpers.add("vg_fail")       # also when the field never reads it
-        buffers = self._buffers(fluxers)
         size = int(np.prod([a.size for a in axes])) if f.basin else FLAT_GROUP
         local = tuple(next((a.size for a in axes if a.comp == c), 1) for c in COMPONENTS)
         if not f.basin:
             local = (FLAT_GROUP, 1, 1)
-        pt_regs = tuple(mangle("p", p.name) for p in f.params if p.name in self.pt)
         return Kernel(
-            name=f.name, version=VERSION, dtype=d.dtype, F=d.F, zero=d.float_literal(0.0),
+            name=f.name, version=VERSION, dtype=self.dtype,
             source_name=f.name, local_size=local, has_basin=f.basin is not None,
             basin_size=size, pow2=1 << (size - 1).bit_length(), axes=axes,
             nactive=" * ".join(f"vg_ext{k}" for k in range(len(axes))),
             active=" && ".join(f"{a.basin} < vg_ext{k}" for k, a in enumerate(axes)),
             lane=_flat(["(" + axes[0].index + " - u_origin)"] + [a.index for a in axes[1:]],
                        [f"u_grid{k}" for k in range(len(axes))]),
-            buffers=buffers, uniforms=self._uniforms(), helpers=tuple(sorted(self.p.helpers)),
+            buffers=self._buffers(fluxers), uniforms=self._uniforms(),
             loaders=self._loaders(), fluxers=fluxers, coupled_arrays=self._coupled_arrays(),
             reductions=(tuple(f"vg_red{i}" for i in range(len(self.reduces)))
                         if self.reduction == "tree" else ()),
             reduction=self.reduction,
             results=self._results if self.reduction == "serial" else 0,
             box=_box(axes),
-            loop_trips_per_step=1 + sum(self._trips(b) for b in
-                                        [st.block for st in stages] + [collapse]),
-            loop_trips_once=self._trips(flux),
+            reduce_trips_per_step=sum(self._trips(b) for b in
+                                      [st.block for st in stages] + [collapse]),
+            reduce_trips_once=self._trips(flux),
+            # every input's loader reports out-of-range reads, also when never read
+            reports_errors=bool(f.inputs),
             states=tuple((mangle("s", s.name), mangle("y", s.name), self._where(s.span))
                          for s in f.states),
             stage_k=tuple(tuple(mangle(f"k{i}", s.name) for s in f.states)
                           for i in range(len(stages))),
-            pt_params=pt_regs, init=init, uses_init=bool(self._init_used()),
+            pt_params=tuple(mangle("p", p.name) for p in f.params if p.name in self.pt),
+            init=init, uses_init=bool(self._init_used()),
             init_names=tuple(mangle("s0", s.name) for s in f.states),
-            stages=stages, update=self._update(), collapse=collapse, flux=flux,
-            n_deposits=sum(1 for x in fluxers if x.deposit >= 0),
-            errors=tuple((k, w, s.line if s else 0, s.column if s else 0)
-                         for k, w, s in self.p.errors),
-            guard=" && ".join(self.p.guards),
-            guard_note=", ".join(r for why in self.p.guards.values() for r in why),
+            stages=stages, update=program.update, collapse=collapse, flux=flux,
+            n_deposits=sum(1 for x in fluxers if x.deposit >= 0), ranges=Ranges(f),
         )
 
     def _trips(self, block: Block | None) -> int:
@@ -144,24 +137,17 @@ class _Lowering:
             text += ": " + self.lines[span.line - 1].strip()
         return text
 
-    def _tableau(self, x: Fraction) -> str:
-        return self.d.float_literal(float(x))
-
     # --- contexts ------------------------------------------------------------------
-    def _block(self, roots: list[Expr], ctx: Context, targets: list[tuple[str, Expr, str]],
-               prefix: str) -> Block:
-        coupled = self._coupled_block(roots, ctx)
-        temps, names = self.p.hoist(roots, ctx, prefix)
-        body = tuple(Assign(t, self.p.expr(e, ctx, names), c) for t, e, c in targets)
-        return _with_words(Block(coupled=coupled, temps=tuple(temps), body=body))
+    def _block(self, roots: list[Expr], ctx: Context, body, prefix: str) -> Block:
+        return Block(ctx=ctx, coupled=self._coupled_block(roots, ctx), body=tuple(body),
+                     prefix=prefix)
 
     def _coupled_block(self, roots: list[Expr], ctx: Context) -> CoupledBlock | None:
         used, reduces, _ = _coupled_uses(roots)
         if not used:
             return None
         decl = [c for c in self.f.coupled if c.name in used]
-        values = tuple(Assign(mangle("c", c.name), self.p.expr(c.expr, ctx), self._where(c.span))
-                       for c in decl)
+        values = tuple(Let(mangle("c", c.name), c.expr, self._where(c.span)) for c in decl)
         # only what some lane reads back: s[e] reads, and (serial) the reduced values
         shared = tuple((mangle("sh", c.name), mangle("c", c.name)) for c in decl
                        if c.name in self.shared)
@@ -169,26 +155,14 @@ class _Lowering:
         reds = []
         for i, r in enumerate(reduces):
             var = self._reduce_var(r)
-            self.p.need(REDUCE_COMBINE[r.op])
-            neutral = {ReduceOp.MIN: "vg_inf()", ReduceOp.MAX: "(-vg_inf())"}.get(
-                r.op, self.d.float_literal(0.0))
-            self.p.need(neutral)
-            scratch = var.replace("vg_r", "vg_red")
-            step = f"{scratch}[i] = " + _strip(REDUCE_COMBINE[r.op].format(
-                f"{scratch}[i]", f"{scratch}[i + w]"))
-            acc = f"vg_acc{i}"
-            fold = f"{acc} = " + _strip(REDUCE_COMBINE[r.op].format(
-                acc, f"{mangle('sh', r.name)}[vg_at]"))
-            reds.append(Reduction(var=var, scratch=scratch, source=mangle("c", r.name),
-                                  combine=REDUCE_COMBINE[r.op], neutral=neutral,
-                                  mean=r.op is ReduceOp.MEAN, step=step, acc=acc, fold=fold,
-                                  slot=i))
+            reds.append(Reduction(node=r, var=var, scratch=var.replace("vg_r", "vg_red"),
+                                  source=mangle("c", r.name), op=r.op,
+                                  shared=mangle("sh", r.name), acc=f"vg_acc{i}", slot=i))
         return CoupledBlock(values=values, shared=shared, reductions=tuple(reds),
                             fence=self.fence and bool(shared or reds))
 
-    def _init(self) -> tuple[Assign, ...]:
-        ctx = Context(state="s", time="u_t0", step="0")
-        return tuple(Assign(mangle("s", s.name), self.p.expr(s.init, ctx), self._where(s.span))
+    def _init(self) -> tuple[Let, ...]:
+        return tuple(Let(mangle("s", s.name), s.init, self._where(s.span))
                      for s in self.f.states if s.init is not None)
 
     def _init_used(self) -> set[str]:
@@ -197,78 +171,43 @@ class _Lowering:
         roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
         return {s.name for s in _walk(roots) if isinstance(s, Sym) and s.kind is SymKind.INIT}
 
-    def _stage(self, s: int) -> Stage:
-        tab, f = self.f.solver.tableau, self.f
-        c = tab.c[s]
-        time = "t_n" if c == 0 else f"t_n + {self._tableau(c)} * u_dt"
-        combos = []
-        for st in f.states:
-            terms = [f"{self._tableau(a)} * {mangle(f'k{j}', st.name)}"
-                     for j, a in enumerate(tab.a[s]) if a != 0]
-            rhs = mangle("s", st.name)
-            if terms:
-                rhs += f" + u_dt * ({' + '.join(terms)})"
-            combos.append(Assign(mangle("y", st.name), rhs))
-        targets = [(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
-                   for st, e in zip(f.states, f.derivs)]
-        block = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
-        self.p.fast, used = True, len(self.p.guards_used)
-        try:        # the same block, with the reads proven under Printer.guards unchecked
-            fast = self._block(list(f.derivs), Context(state="y"), targets, f"vg_t{s}_")
-        finally:
-            self.p.fast = False
-        fast = fast if len(self.p.guards_used) > used else None
-        read = block.words | (fast.words if fast else frozenset())
-        return Stage(index=s, comment=f"c = {c}", time=time, block=block, fast=fast,
-                     combos=tuple(a for a in combos if a.target in read))
-
-    def _update(self) -> tuple[Assign, ...]:
-        tab, out = self.f.solver.tableau, []
-        for st in self.f.states:
-            terms = [f"{self._tableau(b)} * {mangle(f'k{j}', st.name)}"
-                     for j, b in enumerate(tab.b) if b != 0]
-            s = mangle("s", st.name)
-            out.append(Assign(s, f"{s} + u_dt * ({' + '.join(terms)})"))
-        return tuple(out)
+    def _stage(self, stage: StepStage) -> Stage:
+        f, s = self.f, stage.index
+        body = [Let(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
+                for st, e in zip(f.states, f.derivs)]
+        block = self._block(list(f.derivs), Context(state="y"), body, f"vg_t{s}_")
+        return Stage(index=s, c=stage.c, state=stage.state, block=block)
 
     def _collapse(self) -> Block | None:
         cond = self.f.collapse
         if cond is None:
             return None
         ctx = Context(state="s", time="tt", step="nstep")
-        return self._block([cond], ctx, [("vg_hold", cond, self._where(_span_of(cond)))],
+        return self._block([cond], ctx, [Let("vg_hold", cond, self._where(_span_of(cond)))],
                            "vg_tc")
 
     def _flux(self) -> tuple[Block | None, tuple[Fluxer, ...]]:
         f = self.f
         if not f.flux:
             return None, ()
-        deposit = self.d.dtype == "float64"
-        fluxers, targets, roots = [], [], []
+        deposit = self.dtype == "float64"       # no float64 atomics: the host sums
+        fluxers, body, roots = [], [], []
         decls = {o.name: o for o in f.outputs}
         for n, fl in enumerate(f.flux):
             func = mangle(f"fx{n}", fl.output)
             dims = tuple(_extent(x) for x in decls[fl.output].dims)
             fluxers.append(Fluxer(func=func, buffer=mangle("b_out", fl.output), dims=dims,
-                                  array=fl.output, flat=_index_flat(dims), at=_at(len(dims)),
+                                  array=fl.output, flat=_index_flat(dims),
                                   deposit=n if deposit else -1))
-            args = [*fl.index, fl.value]
+            args = (*fl.index, fl.value)
             roots += args
-            eid = self.p.error_id("index", fl.output, fl.span)
-            targets.append((func, (args, eid), self._where(fl.span)))
+            body.append(Deposit(func, args, fl.output, fl.span, self._where(fl.span)))
         ctx = Context(state="s", time="tt", step="nstep")
-        coupled = self._coupled_block(roots, ctx)
-        temps, names = self.p.hoist(roots, ctx, "vg_tf")
-        body = []
-        for func, (args, eid), comment in targets:
-            text = ", ".join(self.p.expr(a, ctx, names) for a in args)
-            body.append(Assign(func, f"{text}, {eid}u", comment))
-        return (_with_words(Block(coupled=coupled, temps=tuple(temps), body=tuple(body))),
-                tuple(fluxers))
+        return self._block(roots, ctx, body, "vg_tf"), tuple(fluxers)
 
     # --- declarations ----------------------------------------------------------------
     def _buffers(self, fluxers) -> tuple[Buffer, ...]:
-        f, F = self.f, self.d.F
+        f, F = self.f, "float"
         out = [Buffer(0, "state", "b_state", F, comment="states, structure of arrays"),
                Buffer(1, "err", "b_err", "uint", comment="first run-time error id (atomicMin)")]
         if self._init_used():
@@ -284,7 +223,7 @@ class _Lowering:
                               array=a.name, comment=f"input {a.name}"))
         for o in f.outputs:
             out.append(Buffer(len(out), "output", mangle("b_out", o.name),
-                              F, atomic=self.d.dtype == "float32", array=o.name,
+                              F, atomic=self.dtype == "float32", array=o.name,
                               comment=f"output {o.name}"))
         if any(x.deposit >= 0 for x in fluxers):
             out.append(Buffer(len(out), "deposits", "b_dep", F,
@@ -292,18 +231,19 @@ class _Lowering:
         return tuple(out)
 
     def _uniforms(self) -> tuple[Uniform, ...]:
-        f, F = self.f, self.d.F
-        out = [Uniform(F, "u_dt", "step size"), Uniform(F, "u_t0", "start time"),
-               Uniform("int", "u_steps", "steps in the whole integration"),
-               Uniform("int", "u_step0", "first step of this dispatch"),
-               Uniform("int", "u_nsteps", "steps in this dispatch"),
-               Uniform("int", "u_final", "1 in the dispatch that ends the integration"),
-               Uniform("int", "u_count", "trajectories in this dispatch (array stride)"),
-               Uniform("int", "u_origin", "first trajectory (row with a basin) of this dispatch")]
-        out += [Uniform("int", f"u_grid{k}", f"grid extent of {a.index}")
+        f, F = self.f, "float"
+        out = [Uniform(F, "u_dt", "step size", "dt"), Uniform(F, "u_t0", "start time", "t0"),
+               Uniform("int", "u_steps", "steps in the whole integration", "steps"),
+               Uniform("int", "u_step0", "first step of this dispatch", "step0"),
+               Uniform("int", "u_nsteps", "steps in this dispatch", "nsteps"),
+               Uniform("int", "u_final", "1 in the dispatch that ends the integration", "final"),
+               Uniform("int", "u_count", "trajectories in this dispatch (array stride)", "count"),
+               Uniform("int", "u_origin", "first trajectory (row with a basin) of this dispatch",
+                       "origin")]
+        out += [Uniform("int", f"u_grid{k}", f"grid extent of {a.index}", "grid", str(k))
                 for k, a in enumerate(f.grid)]
-        out += [Uniform("int", mangle("d", n), f"dim {n}") for n in f.dims]
-        out += [Uniform(F, mangle("p", p.name), f"param {p.name}")
+        out += [Uniform("int", mangle("d", n), f"dim {n}", "dim", n) for n in f.dims]
+        out += [Uniform(F, mangle("p", p.name), f"param {p.name}", "param", p.name)
                 for p in f.params if p.name not in self.pt]
         return tuple(out)
 
@@ -312,8 +252,7 @@ class _Lowering:
         for a in self.f.inputs:
             dims = tuple(_extent(x) for x in a.dims)
             out.append(Loader(func=mangle("ld", a.name), buffer=mangle("b_in", a.name),
-                              dims=dims, array=a.name, flat=_index_flat(dims),
-                              at=_at(len(dims))))
+                              dims=dims, array=a.name, flat=_index_flat(dims)))
         return tuple(out)
 
     def _coupled_arrays(self) -> tuple[CoupledArray, ...]:
@@ -356,28 +295,8 @@ def _index_flat(dims: tuple[str, ...]) -> str:
     return _flat([f"i{k}" for k in range(len(dims))], list(dims))
 
 
-def _at(rank: int) -> str:
-    return "ivec3(" + ", ".join([f"i{k}" for k in range(rank)] + ["0"] * (3 - rank)) + ")"
-
-
-def _strip(text: str) -> str:
-    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
-
-
 def _extent(x) -> str:
     return str(x) if isinstance(x, int) else mangle("d", x)
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _with_words(block: Block) -> Block:
-    """``block`` with the identifiers its printed code names (see Block.words)."""
-    texts = list(block.temps) + [a.expr for a in block.body]
-    if block.coupled is not None:
-        texts += [v.expr for v in block.coupled.values]
-    return dataclasses.replace(block, words=frozenset(
-        w for t in texts for w in _IDENTIFIER.findall(t)))
 
 
 def _walk(roots: list[Expr]):

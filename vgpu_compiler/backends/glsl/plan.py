@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .render import mangle
 from ... import spelling as S
 from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Bound
+from ...ir.step import step_program
 
 LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
@@ -122,15 +122,17 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
     item = np.dtype(bound.dtype).itemsize
     grid = bound.grid_shape
     row = math.prod(grid[1:]) if meta["has_basin"] else 1
-    stages = max(1, len(bound.field.solver.tableau.b))
-    static = {f"u_grid{k}": int(extent) for k, extent in enumerate(grid)}
-    static.update({mangle("d", name): int(value) for name, value in bound.dims.items()})
+    stages = max(1, step_program(bound.field.solver.tableau).n_stages)
+    grid_u, dim_u, param_u = (uniforms_of(meta, role) for role in ("grid", "dim", "param"))
+    count_u, origin_u = uniforms_of(meta, "count")[""], uniforms_of(meta, "origin")[""]
+    static = {grid_u[str(k)]: int(extent) for k, extent in enumerate(grid)}
+    static.update({dim_u[name]: int(value) for name, value in bound.dims.items()})
     chunks = []
     for lo, hi in _ranges(bound, meta, dev, item, len(pt),
                           max_block or dev.get("max_block", 1 << 27)):
         a, b = lo * row, hi * row
         chunks.append(Chunk(lo, hi, a, b, _groups(meta, grid, dev, hi - lo, b - a),
-                            dict(static, u_count=b - a, u_origin=lo),
+                            {**static, count_u: b - a, origin_u: lo},
                             max(1, work // max(1, (b - a) * stages))))
     cap = max_steps or None
     loops = loop_cap(kernel, dev)
@@ -142,9 +144,15 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
         inputs=tuple((b["name"], b["array"]) for b in buffers if b["role"] == "input"),
         outputs=tuple((b["name"], b["array"], math.prod(bound.output_shapes[b["array"]]) * item)
                       for b in buffers if b["role"] == "output"),
-        scalars=tuple((mangle("p", p.name), p.name) for p in bound.field.params
+        scalars=tuple((param_u[p.name], p.name) for p in bound.field.params
                       if p.name not in pt),
         pt=pt)
+
+
+def uniforms_of(meta: dict, role: str) -> dict[str, str]:
+    """{what: uniform name} of one role in a kernel's meta (grid: the axis number as text;
+    dim, param: the user's name)."""
+    return {u["of"]: u["name"] for u in meta["uniforms"] if u["role"] == role}
 
 
 def _per_trajectory_bytes(meta: dict, n_states: int, n_pt: int, item: int) -> int:
@@ -205,15 +213,13 @@ def loop_cap(kernel, dev: dict) -> int | None:
     Mesa's llvmpipe (and softpipe) end every loop of an invocation, silently, once
     65535 loop iterations have run in it during one dispatch (their loop limiter): a
     longer dispatch returns a state that stopped early. Each step runs the step loop
-    once plus the kernel's inner loops (serial reductions, lane loops: the lowering
-    counts them; a ``vg_powi`` call runs at most 32 more)."""
+    once plus the kernel's inner loops (serial reductions, lane loops, the loops of
+    helpers such as ``vg_powi``): the lowering counts them in the kernel's meta."""
     if kernel.loop_cap == "unknown":        # once per kernel: the device does not change
         from . import SOFTWARE_RENDERERS
         kernel.loop_cap = None
         if SOFTWARE_RENDERERS.search(dev.get("renderer", "")):
             meta = kernel.meta
-            per_step = (max(1, meta.get("loop_trips_per_step", 1))
-                        + 32 * kernel.source.count("vg_powi("))
-            kernel.loop_cap = max(1, (LOOP_LIMIT - 1 - meta.get("loop_trips_once", 0))
-                                  // per_step)
+            per_step = max(1, meta["loop_trips_per_step"])
+            kernel.loop_cap = max(1, (LOOP_LIMIT - 1 - meta["loop_trips_once"]) // per_step)
     return kernel.loop_cap

@@ -1,9 +1,10 @@
-"""Printing IR expressions as GLSL: an op table, a type map, a literal printer.
+"""Printing IR expressions with a dialect (dialect.py): every spelling comes from it.
 
-The printer is data-driven (tinygrad's renderer style): ``FLOAT32`` holds the
-tables for float32 and ``FLOAT64`` overrides the few entries that differ.
-Printers only print: which helpers a kernel needs is collected while printing,
-and pure shared subtrees are hoisted into temporaries by ``Printer.hoist``.
+The printer is data-driven (tinygrad's renderer style): it knows the IR's rules
+(where a float zero must not be a literal, which powers are integer powers, what
+may be hoisted) and asks its ``Dialect`` for every word. Which helpers a kernel
+needs is collected while printing, and pure shared subtrees are hoisted into
+temporaries by ``Printer.hoist``.
 
 An input read whose indices ``ir.ranges`` proves in range for every call is a
 plain buffer read; one proven only when the call's ``steps`` is small enough
@@ -20,13 +21,13 @@ deeper than ``MAX_DEPTH`` is refused with a BackendError at its position, so
 ``backend="auto"`` runs it on numpy.
 
 Semantics that GLSL leaves undefined (NaN in min/max, ``pow`` of a negative
-base, integer ``//`` and ``%`` of negatives ...) go through the ``vg_*``
-helpers in templates/helpers.glsl.j2, which follow numpy exactly.
+base, integer ``//`` and ``%`` of negatives ...) go through the dialect's
+helpers (GLSL: the ``vg_*`` functions of templates/helpers.glsl.j2), which follow
+numpy exactly.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -34,147 +35,23 @@ import numpy as np
 from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
-from ...ir.ranges import STEPS, Ranges, Where, condition_text
+from ...ir.ranges import STEPS, Ranges, condition_text
+from .kernel import Context
+from .numbering import Numbering as _Numbering
+from .numbering import children as _children
+from .numbering import first_span as _first_span
+from .numbering import is_pure_node as _is_pure_node
+from .dialect import (DIALECTS, FLOAT32, FLOAT64, LOOP_HELPERS, Dialect, float64_error,
+                      mangle)
 
 MAX_NEST = 32        # printed nesting past which a subtree goes into a temporary
 MAX_DEPTH = 250      # nesting the GLSL backend refuses when it cannot cut it (see hoist)
 
-# --- the op tables ---------------------------------------------------------------
-# Operands are {0}, {1}, {2}; {e} is the error id of a node that can fail at run time.
-BINARY = {
-    Op.ADD: "({0} + {1})", Op.SUB: "({0} - {1})", Op.MUL: "({0} * {1})",
-    Op.DIV: "({0} / {1})",
-    Op.LT: "({0} < {1})", Op.LE: "({0} <= {1})", Op.GT: "({0} > {1})",
-    Op.GE: "({0} >= {1})", Op.EQ: "({0} == {1})", Op.NE: "({0} != {1})",
-    Op.AND: "({0} && {1})", Op.OR: "({0} || {1})",
-}
-UNARY = {Op.NEG: "(-{0})", Op.NOT: "(!{0})"}
 # Ops whose float constant zeros may stay literal (no arithmetic on them to fold wrongly).
 COMPARISONS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE})
-INT_OPS = {
-    Op.FLOORDIV: "vg_ifloordiv({0}, {1}, {e}u)",
-    Op.MOD: "vg_imod({0}, {1}, {e}u)",
-    Op.ABS: "abs({0})", Op.MIN: "min({0}, {1})", Op.MAX: "max({0}, {1})",
-    Op.CLAMP: "min(max({0}, {1}), {2})", Op.SIGN: "sign({0})",
-    Op.TO_FLOAT: "{F}({0})",
-}
-FLOAT_OPS = {
-    Op.FLOORDIV: "vg_floordiv({0}, {1})", Op.MOD: "vg_fmod({0}, {1})",
-    Op.POW: "vg_pow({0}, {1})",
-    Op.SIN: "sin({0})", Op.COS: "cos({0})", Op.TAN: "tan({0})",
-    Op.ASIN: "vg_asin({0})", Op.ACOS: "vg_acos({0})", Op.ATAN: "vg_atan({0})",
-    Op.ATAN2: "vg_atan2({0}, {1})", Op.SINH: "vg_sinh({0})", Op.COSH: "vg_cosh({0})",
-    Op.TANH: "vg_tanh({0})", Op.EXP: "vg_exp({0})", Op.LOG: "vg_log({0})",
-    Op.LOG2: "vg_log2({0})", Op.SQRT: "vg_sqrt({0})", Op.FLOOR: "floor({0})",
-    Op.CEIL: "ceil({0})", Op.ABS: "abs({0})", Op.MIN: "vg_min({0}, {1})",
-    Op.MAX: "vg_max({0}, {1})", Op.CLAMP: "vg_clamp({0}, {1}, {2})",
-    Op.SIGN: "vg_sign({0})", Op.TO_INT: "vg_toint({0})",
-}
-# A constant integer exponent is a product: exact, and legal in float64.
-POWI = "vg_powi({0}, {1})"
-# Helpers each helper needs (resolved transitively).
-HELPER_DEPS = {
-    "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
-    "vg_powpos": ("vg_inf",), "vg_powi": (), "vg_asin": ("vg_nan",),
-    "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
-    "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
-    "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"),
-    "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
-    "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
-    "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
-    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
-    "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
-    "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
-}
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """Everything that differs between float32 and float64 code."""
-
-    dtype: str
-    F: str                               # the GLSL float type
-    suffix: str                          # float literal suffix
-    forbidden: frozenset = frozenset()   # ops with no full-precision GLSL version
-    float_ops: dict = field(default_factory=lambda: dict(FLOAT_OPS))
-
-    def type_name(self, t: Type) -> str:
-        return {Type.INT: "int", Type.BOOL: "bool", Type.FLOAT: self.F}[t]
-
-    def literal(self, value, t: Type) -> str:
-        if t is Type.BOOL:
-            return "true" if value else "false"
-        if t is Type.INT:
-            v = int(value)
-            return str(v) if v != -2**31 else "(-2147483647 - 1)"
-        return self.float_literal(value)
-
-    def float_literal(self, value) -> str:
-        with np.errstate(over="ignore"):
-            v = float(np.dtype(self.dtype).type(value))
-        if math.isnan(v):
-            return "vg_nan()"
-        if math.isinf(v):
-            return "vg_inf()" if v > 0 else "(-vg_inf())"
-        text = str(np.float32(v)) if self.dtype == "float32" else repr(v)
-        if "e" not in text and "." not in text:
-            text += ".0"
-        if text.startswith("-"):
-            return f"({text}{self.suffix})"
-        return text + self.suffix
-
-
-FLOAT32 = Dialect("float32", "float", "")
-FLOAT64 = Dialect(
-    "float64", "double", "lf",
-    float_ops={**FLOAT_OPS, Op.CEIL: "vg_ceil({0})"},
-    forbidden=frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
-                         Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2}),
-)
-DIALECTS = {"float32": FLOAT32, "float64": FLOAT64}
-
-
-def float64_error(op_name: str, span: Span | None) -> BackendError:
-    return BackendError(
-        f"`{op_name}` has no double-precision version on the GLSL backend "
-        f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
-        f"integer powers only); use dtype='float32', or backend=\"numpy\" for float64",
-        span=span)
-
-
-# --- names -------------------------------------------------------------------------
-def mangle(prefix: str, name: str) -> str:
-    """A GLSL identifier for a user name: never a keyword, never containing '__'."""
-    if "__" in name or name.startswith("_") or name.endswith("_"):
-        return prefix + "X" + name.replace("_", "_u")
-    return f"{prefix}_{name}"
 
 
 # --- the printer -------------------------------------------------------------------
-@dataclass
-class Context:
-    """How symbols read in one place of the kernel (a stage, the collapse vote, ...).
-
-    ``where`` fixes the range of ``step`` for the index proofs (ir.ranges.Where);
-    None: inferred, conservatively: step "0" is a start value, state "y" with
-    step "nstep" a stage, anything else collapse or flux (step in [0, steps]).
-    """
-
-    state: str = "y"          # prefix of the state variables seen here
-    time: str = "tt"
-    step: str = "nstep"
-    where: Where | None = None
-
-    def place(self) -> Where:
-        if self.where is not None:
-            return self.where
-        if self.step == "0":
-            return Where.INIT
-        if self.state == "y" and self.step == "nstep":
-            return Where.STAGE
-        return Where.AFTER
-
-
 class Printer:
     """Prints expressions of one field; collects helpers and run-time error sites."""
 
@@ -207,18 +84,18 @@ class Printer:
         if key not in self._error_ids:
             self._error_ids[key] = len(self.errors)
             self.errors.append(key)
-            self.helpers.add("vg_fail")
+            self.helpers.add(self.d.fail)
         return self._error_ids[key]
 
     def need(self, fmt: str) -> None:
-        for name in _helper_names(fmt):
+        for name in self.d.helper_names(fmt):
             self._add_helper(name)
 
     def _add_helper(self, name: str) -> None:
         if name in self.helpers:
             return
         self.helpers.add(name)
-        for dep in HELPER_DEPS.get(name, ()):
+        for dep in self.d.helper_deps.get(name, ()):
             self._add_helper(dep)
 
     # printing ------------------------------------------------------------------
@@ -293,7 +170,7 @@ class Printer:
             if self._in_range(e, ctx):
                 return self._plain_read(e.array, idx)
             eid = self.error_id("index", e.array, e.span)
-            return f"{self._loader(e.array)}({', '.join(idx)}, {eid}u)"
+            return f"{self._loader(e.array)}({', '.join(idx + [self.d.uint(eid)])})"
         if isinstance(e, CoupledAt):
             idx = [self._expr(i, ctx, temps) for i in e.index]
             return f"{self._coupled_at(e.name)}({', '.join(idx)})"
@@ -328,7 +205,7 @@ class Printer:
         flat = idx[0]
         for n, (i, d) in enumerate(zip(idx[1:], dims[1:])):
             flat = f"({flat}) * {d} + {i}" if n else f"{flat} * {d} + {i}"
-        return f"{self._buffer(array)}.v[{flat}]"
+        return self.d.buffer_read.format(buffer=self._buffer(array), index=flat)
 
     def _sym(self, s: Sym, ctx: Context) -> str:
         k = s.kind
@@ -359,23 +236,23 @@ class Printer:
         if op in self.d.forbidden:
             raise float64_error(op.value, e.span)
         if op is Op.WHERE:
-            c, a, b = (self._expr(x, ctx, temps) for x in e.args)
-            return f"({c} ? {a} : {b})"
+            return self.d.select.format(*(self._expr(x, ctx, temps) for x in e.args))
         if op is Op.POW:
             return self._pow(e, ctx, temps)
         operand = self._expr if op in COMPARISONS else self._operand
         args = [operand(x, ctx, temps) for x in e.args]
         operand_type = e.args[0].type if e.args else e.type
-        if op in BINARY:
-            fmt = BINARY[op]
-        elif op in UNARY:
-            fmt = UNARY[op]
-        elif operand_type is Type.INT and op in INT_OPS:
-            fmt = INT_OPS[op]
+        d = self.d
+        if op in d.binary:
+            fmt = d.binary[op]
+        elif op in d.unary:
+            fmt = d.unary[op]
+        elif operand_type is Type.INT and op in d.int_ops:
+            fmt = d.int_ops[op]
         elif op is Op.TO_INT and operand_type is Type.INT:
             fmt = "{0}"
         elif op is Op.TO_FLOAT:
-            fmt = "{F}({0})"
+            fmt = d.cast
         else:
             fmt = self.d.float_ops[op]
         self.need(fmt)
@@ -386,20 +263,21 @@ class Printer:
 
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
-        if self.d.dtype == "float64" and isinstance(expo, Const) and expo.value == 0.5:
-            self.need("vg_sqrt")                # x ^ 0.5 is sqrt(x) (see vg_pow)
-            return f"vg_sqrt({self._operand(base, ctx, temps)})"
+        d = self.d
+        if Op.POW not in d.float_ops and isinstance(expo, Const) and expo.value == 0.5:
+            self.need(d.sqrt)                   # x ^ 0.5 is sqrt(x) (see vg_pow)
+            return d.sqrt.format(self._operand(base, ctx, temps))
         n = _integer_exponent(expo)
-        if n is not None and self.d.dtype == "float32":
+        if n is not None and d.dtype == "float32":
             n = int(np.float32(n))          # the exponent is a float32, as in numpy
         if n is not None and -2**31 <= n < 2**31:
-            self.need(POWI)
-            return POWI.format(self._operand(base, ctx, temps), self.d.literal(n, Type.INT))
+            self.need(d.powi)
+            return d.powi.format(self._operand(base, ctx, temps), d.literal(n, Type.INT))
         if expo_int := _int_operand(expo):
-            self.need(POWI)
-            return POWI.format(self._operand(base, ctx, temps),
+            self.need(d.powi)
+            return d.powi.format(self._operand(base, ctx, temps),
                                self._expr(expo_int, ctx, temps))
-        if self.d.dtype == "float64":
+        if Op.POW not in d.float_ops:
             raise float64_error("^ with a non-integer exponent", e.span)
         fmt = self.d.float_ops[Op.POW]
         self.need(fmt)
@@ -412,8 +290,9 @@ class Printer:
         the sign of zero lost; GLSL ``precise`` does not stop it)."""
         if (isinstance(e, Const) and e.type is Type.FLOAT and e.value == 0
                 and self._temp(e, temps) is None):
-            self.need("vg_zero")
-            return "(-vg_zero)" if math.copysign(1.0, e.value) < 0 else "vg_zero"
+            self.need(self.d.zero)
+            z = self.d.zero
+            return f"(-{z})" if math.copysign(1.0, e.value) < 0 else z
         return self._expr(e, ctx, temps)
 
     # hoisting pure common subexpressions ------------------------------------------
@@ -442,7 +321,8 @@ class Printer:
             if (shared or deep) and isinstance(e, Apply) and e.op is not Op.TO_FLOAT:
                 text = self.expr(e, ctx, temps)
                 name = f"{prefix}{len(temps)}"
-                lines.append(f"{self.d.type_name(e.type)} {name} = {text};")
+                lines.append(self.d.declare.format(T=self.d.type_name(e.type), name=name,
+                                                   value=text))
                 temps[n], d = name, 0
             elif d > MAX_DEPTH:
                 raise _too_deep(e)
@@ -490,49 +370,6 @@ class Printer:
         return always
 
 
-class _Numbering:
-    """Value numbers: structurally equal nodes (spans aside) get one number, computed
-    children first without hashing or comparing deep trees."""
-
-    def __init__(self):
-        self._by_id: dict[int, tuple[Expr, int]] = {}
-        self._by_key: dict[tuple, int] = {}
-
-    def __call__(self, e: Expr) -> int:
-        hit = self._by_id.get(id(e))
-        if hit is not None:
-            return hit[1]
-        stack = [(e, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in self._by_id:
-                continue
-            kids = _children(node)
-            if ready or not kids:
-                key = (_shallow(node), tuple(self._by_id[id(k)][1] for k in kids))
-                num = self._by_key.setdefault(key, len(self._by_key))
-                self._by_id[id(node)] = (node, num)      # keeps node alive: ids stay unique
-            else:
-                stack.append((node, True))
-                stack.extend((k, False) for k in kids)
-        return self._by_id[id(e)][1]
-
-
-def _shallow(e: Expr) -> tuple:
-    """What a node is apart from its children and span (repr keeps -0.0 and nan apart)."""
-    if isinstance(e, Const):
-        return ("const", e.type, repr(e.value))
-    if isinstance(e, Sym):
-        return ("sym", e.kind, e.name, e.type)
-    if isinstance(e, Load):
-        return ("load", e.array)
-    if isinstance(e, CoupledAt):
-        return ("at", e.name)
-    if isinstance(e, Reduce):
-        return ("reduce", e.op, e.name)
-    return ("apply", e.op, e.type)
-
-
 def _too_deep(e: Expr) -> BackendError:
     return BackendError(
         f"this expression is nested more than {MAX_DEPTH} levels deep where the GLSL "
@@ -541,36 +378,9 @@ def _too_deep(e: Expr) -> BackendError:
         f"pieces, or use backend=\"numpy\"", span=_first_span(e))
 
 
-def _first_span(e: Expr) -> Span | None:
-    """The span of ``e``, or of its first descendant that has one."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if getattr(x, "span", None) is not None:
-            return x.span
-        stack.extend(reversed(_children(x)))
-    return None
-
-
 def _uniform_name(symbol: str) -> str:
     """The uniform holding a dim or the call's steps."""
     return "u_steps" if symbol == STEPS else mangle("d", symbol)
-
-
-def _children(e: Expr) -> tuple:
-    if isinstance(e, Apply):
-        return e.args
-    if isinstance(e, (Load, CoupledAt)):
-        return e.index
-    return ()
-
-
-def _is_pure_node(e: Expr) -> bool:
-    if isinstance(e, Load):
-        return False
-    if isinstance(e, Apply) and e.op in (Op.FLOORDIV, Op.MOD) and e.type is Type.INT:
-        return False
-    return True
 
 
 def _integer_exponent(expo: Expr) -> int | None:
@@ -590,17 +400,6 @@ def _int_operand(expo: Expr) -> Expr | None:
     return None
 
 
-def _helper_names(fmt: str) -> list[str]:
-    out, i = [], fmt.find("vg_")
-    while i >= 0:
-        j = i
-        while j < len(fmt) and (fmt[j].isalnum() or fmt[j] == "_"):
-            j += 1
-        out.append(fmt[i:j])
-        i = fmt.find("vg_", j)
-    return out
-
-
 def _balanced_outer(text: str) -> bool:
     depth = 0
     for pos, ch in enumerate(text):
@@ -612,4 +411,4 @@ def _balanced_outer(text: str) -> bool:
 
 
 __all__ = ["Dialect", "FLOAT32", "FLOAT64", "DIALECTS", "Printer", "Context", "mangle",
-           "float64_error", "replace"]
+           "float64_error", "LOOP_HELPERS"]

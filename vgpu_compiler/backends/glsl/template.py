@@ -5,7 +5,6 @@ import functools
 
 import jinja2
 
-from .kernel import Kernel
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,8 +25,11 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_kernel(kernel: Kernel, template: str = "field.glsl.j2") -> str:
-    text = environment().get_template(template).render(k=kernel)
+def render_kernel(kernel, template: str | None = None) -> str:
+    """The text of a printed kernel (printing.PrintedKernel) through its dialect's
+    template (``k``: the kernel, ``d``: the dialect)."""
+    d = kernel.dialect
+    text = environment().get_template(template or d.template).render(k=kernel, d=d)
     lines = [line.rstrip() for line in text.splitlines()]
     out: list[str] = []
     for line in lines:                   # at most one blank line in a row

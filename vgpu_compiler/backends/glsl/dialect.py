@@ -1,0 +1,204 @@
+"""A dialect: every word of one GPU language that a printed kernel contains.
+
+tinygrad's renderer pattern: a dialect is mostly a table (type names, literal
+forms, operator and function spellings, helper names, the select form, index
+vectors) with a few overrides. ``GLSL_FLOAT32`` is the table for GLSL with a
+float32 working dtype; ``GLSL_FLOAT64`` overrides the entries that differ
+(``double``, the ``lf`` suffix, ``vg_ceil``, the ops OpenGL has no double version
+of). The kernel description (kernel.py) and the lowering (lower.py) hold no
+spelling of their own: ``printing.print_kernel(kernel, dialect)`` prints with one
+of these, and the templates lay the result out.
+
+A format in a table takes its operands as ``{0}``, ``{1}``, ``{2}``, the error id
+of a node that can fail at run time as ``{e}``, and the float type as ``{F}``.
+Helper functions are the identifiers starting with ``helper_prefix``; a printer
+collects the ones a kernel calls (with ``helper_deps``, transitively) so that the
+templates emit only those.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ...errors import BackendError, Span
+from ...ir.ops import Op, ReduceOp, Type
+
+# --- GLSL's tables --------------------------------------------------------------------
+BINARY = {
+    Op.ADD: "({0} + {1})", Op.SUB: "({0} - {1})", Op.MUL: "({0} * {1})",
+    Op.DIV: "({0} / {1})",
+    Op.LT: "({0} < {1})", Op.LE: "({0} <= {1})", Op.GT: "({0} > {1})",
+    Op.GE: "({0} >= {1})", Op.EQ: "({0} == {1})", Op.NE: "({0} != {1})",
+    Op.AND: "({0} && {1})", Op.OR: "({0} || {1})",
+}
+UNARY = {Op.NEG: "(-{0})", Op.NOT: "(!{0})"}
+INT_OPS = {
+    Op.FLOORDIV: "vg_ifloordiv({0}, {1}, {e}u)",
+    Op.MOD: "vg_imod({0}, {1}, {e}u)",
+    Op.ABS: "abs({0})", Op.MIN: "min({0}, {1})", Op.MAX: "max({0}, {1})",
+    Op.CLAMP: "min(max({0}, {1}), {2})", Op.SIGN: "sign({0})",
+}
+FLOAT_OPS = {
+    Op.FLOORDIV: "vg_floordiv({0}, {1})", Op.MOD: "vg_fmod({0}, {1})",
+    Op.POW: "vg_pow({0}, {1})",
+    Op.SIN: "sin({0})", Op.COS: "cos({0})", Op.TAN: "tan({0})",
+    Op.ASIN: "vg_asin({0})", Op.ACOS: "vg_acos({0})", Op.ATAN: "vg_atan({0})",
+    Op.ATAN2: "vg_atan2({0}, {1})", Op.SINH: "vg_sinh({0})", Op.COSH: "vg_cosh({0})",
+    Op.TANH: "vg_tanh({0})", Op.EXP: "vg_exp({0})", Op.LOG: "vg_log({0})",
+    Op.LOG2: "vg_log2({0})", Op.SQRT: "vg_sqrt({0})", Op.FLOOR: "floor({0})",
+    Op.CEIL: "ceil({0})", Op.ABS: "abs({0})", Op.MIN: "vg_min({0}, {1})",
+    Op.MAX: "vg_max({0}, {1})", Op.CLAMP: "vg_clamp({0}, {1}, {2})",
+    Op.SIGN: "vg_sign({0})", Op.TO_INT: "vg_toint({0})",
+}
+# Ops every dialect prints through a rule of the printer, not a table entry:
+# WHERE (``select``), POW (``powi`` for integer exponents, else FLOAT_OPS), TO_INT of an
+# int (the operand itself), TO_FLOAT (``cast``).
+RULES = frozenset({Op.WHERE, Op.POW, Op.TO_INT, Op.TO_FLOAT})
+# Helpers each helper needs (resolved transitively).
+HELPER_DEPS = {
+    "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos"),
+    "vg_powpos": ("vg_inf",), "vg_powi": (), "vg_asin": ("vg_nan",),
+    "vg_acos": ("vg_nan", "vg_asin"), "vg_log": ("vg_nan", "vg_inf", "vg_logpoly"),
+    "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly"), "vg_atan": ("vg_signbit",),
+    "vg_atan2": ("vg_nan", "vg_atan", "vg_signbit"),
+    "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
+    "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
+    "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
+    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
+    "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
+    "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
+}
+# Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
+# counts them: see plan.loop_cap); no other helper loops.
+LOOP_HELPERS = {"vg_powi": 32}
+# How two partial results of a basin reduction combine, and what an idle lane holds.
+REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
+                  ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
+REDUCE_NEUTRAL = {ReduceOp.SUM: 0.0, ReduceOp.MEAN: 0.0,
+                  ReduceOp.MIN: math.inf, ReduceOp.MAX: -math.inf}
+FLOAT64_MISSING = frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
+                             Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2})
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The words of one GPU language for one working dtype (see the module docstring)."""
+
+    language: str
+    dtype: str
+    F: str                               # the working float type
+    suffix: str                          # float literal suffix
+    forbidden: frozenset = frozenset()   # ops with no full-precision version here
+    float_ops: dict = field(default_factory=lambda: dict(FLOAT_OPS))
+    int_ops: dict = field(default_factory=lambda: dict(INT_OPS))
+    binary: dict = field(default_factory=lambda: dict(BINARY))
+    unary: dict = field(default_factory=lambda: dict(UNARY))
+    types: dict = field(default_factory=lambda: {"int": "int", "uint": "uint", "bool": "bool"})
+    select: str = "({0} ? {1} : {2})"
+    cast: str = "{F}({0})"               # an int to the working float
+    declare: str = "{T} {name} = {value};"   # a local with its value
+    buffer_read: str = "{buffer}.v[{index}]"     # an element of a storage buffer
+    powi: str = "vg_powi({0}, {1})"      # x ^ n for an int n
+    sqrt: str = "vg_sqrt({0})"           # x ^ 0.5 where pow has no full-precision version
+    zero: str = "vg_zero"                # a float 0 operand the driver cannot fold
+    nan: str = "vg_nan()"
+    inf: str = "vg_inf()"
+    true: str = "true"
+    false: str = "false"
+    int_min: str = "(-2147483647 - 1)"
+    uint_literal: str = "{0}u"
+    index3: str = "ivec3({0}, {1}, {2})"     # the index of an out-of-range access, 3 ints
+    fail: str = "vg_fail"                    # the helper that records a run-time error
+    helper_prefix: str = "vg_"
+    helper_deps: dict = field(default_factory=lambda: dict(HELPER_DEPS))
+    loop_helpers: dict = field(default_factory=lambda: dict(LOOP_HELPERS))
+    reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
+    # declarations and synchronisation, for the templates
+    uniform_decl: str = "uniform {T} {name};"
+    shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
+    barrier: str = "barrier();"                     # workgroup barrier (memory included)
+    atomic_add: str = "atomicAdd({0}, {1})"
+    atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
+    template: str = "field.glsl.j2"                 # its main template (templates/)
+
+    # --- types and literals --------------------------------------------------------
+    def type(self, neutral: str) -> str:
+        """A neutral type (``float`` = the working float, ``int``, ``uint``, ``bool``)."""
+        return self.F if neutral == "float" else self.types[neutral]
+
+    def type_name(self, t: Type) -> str:
+        return self.type(t.value)
+
+    def literal(self, value, t: Type) -> str:
+        if t is Type.BOOL:
+            return self.true if value else self.false
+        if t is Type.INT:
+            v = int(value)
+            return str(v) if v != -2**31 else self.int_min
+        return self.float_literal(value)
+
+    def float_literal(self, value) -> str:
+        with np.errstate(over="ignore"):
+            v = float(np.dtype(self.dtype).type(value))
+        if math.isnan(v):
+            return self.nan
+        if math.isinf(v):
+            return self.inf if v > 0 else f"(-{self.inf})"
+        text = str(np.float32(v)) if self.dtype == "float32" else repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+        if text.startswith("-"):
+            return f"({text}{self.suffix})"
+        return text + self.suffix
+
+    def uint(self, value: int) -> str:
+        return self.uint_literal.format(value)
+
+    def at(self, index: list[str]) -> str:
+        """The index vector of an error report (missing axes 0)."""
+        return self.index3.format(*(list(index) + ["0"] * (3 - len(index))))
+
+    # --- helpers ---------------------------------------------------------------------
+    def helper_names(self, text: str) -> list[str]:
+        """The helpers a format or a printed piece calls."""
+        out, p = [], self.helper_prefix
+        i = text.find(p)
+        while i >= 0:
+            j = i
+            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            out.append(text[i:j])
+            i = text.find(p, j)
+        return out
+
+    def reduce_neutral(self, op: ReduceOp) -> str:
+        return self.float_literal(REDUCE_NEUTRAL[op])
+
+
+GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "")
+GLSL_FLOAT64 = replace(
+    GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",
+    float_ops={**{op: f for op, f in FLOAT_OPS.items() if op is not Op.POW},
+               Op.CEIL: "vg_ceil({0})"},        # no pow: integer powers (powi) and sqrt only
+    forbidden=FLOAT64_MISSING)
+FLOAT32, FLOAT64 = GLSL_FLOAT32, GLSL_FLOAT64        # the names the tests and callers know
+DIALECTS = {"float32": GLSL_FLOAT32, "float64": GLSL_FLOAT64}
+
+
+def float64_error(op_name: str, span: Span | None) -> BackendError:
+    return BackendError(
+        f"`{op_name}` has no double-precision version on the GLSL backend "
+        f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
+        f"integer powers only); use dtype='float32', or backend=\"numpy\" for float64",
+        span=span)
+
+
+# --- names ---------------------------------------------------------------------------
+def mangle(prefix: str, name: str) -> str:
+    """The kernel's identifier for a user name: a prefix, so never a keyword of a GPU
+    language, and never containing '__' (reserved in GLSL and WGSL)."""
+    if "__" in name or name.startswith("_") or name.endswith("_"):
+        return prefix + "X" + name.replace("_", "_u")
+    return f"{prefix}_{name}"
