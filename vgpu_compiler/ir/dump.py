@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .nodes import Apply, ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
+from .nodes import ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
 from .ops import ARITH, COMPARE, LOGIC, Op, SymKind
 from .walk import children, field_roots, walk
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.nodes import Apply, CoupledAt, Expr, Field, Load, Reduce, Sym
+from ...ir.nodes import CoupledAt, Expr, Field, Reduce, Sym
 from ...ir.ops import SymKind
 from ...ir.ranges import Ranges
 from ...ir.step import Stage as StepStage
 from ...ir.step import step_program
+from ...ir.walk import children, walk
 from .dialect import mangle
 from .kernel import (Axis, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit, Fluxer,
                      Kernel, Let, Loader, Reduction, Stage, Uniform)
@@ -300,21 +301,9 @@ def _extent(x) -> str:
 
 
 def _walk(roots: list[Expr]):
-    """Every node under the roots, once: a subtree shared by many roots (a let used by
-    every derivative) is walked once, not once per root (that was quadratic)."""
-    seen = set()
-    for root in roots:
-        stack = [root]
-        while stack:
-            x = stack.pop()
-            if id(x) in seen:
-                continue
-            seen.add(id(x))
-            yield x
-            if isinstance(x, Apply):
-                stack.extend(x.args)
-            elif isinstance(x, (Load, CoupledAt)):
-                stack.extend(x.index)
+    """Every node under the roots once (ir.walk), operands right to left: the order in
+    which reductions have always been numbered (vg_r0, vg_r1 ...; the goldens pin it)."""
+    return walk(*roots, kids=lambda node: tuple(reversed(children(node))))
 
 
 def _coupled_uses(roots: list[Expr]) -> tuple[set[str], list[Reduce], set[str]]:

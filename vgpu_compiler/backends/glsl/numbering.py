@@ -8,34 +8,23 @@ from __future__ import annotations
 from ...errors import Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, Type
+from ...ir.walk import children, walk
 
 
 class Numbering:
     """Value numbers: structurally equal nodes (spans aside) get one number, computed
-    children first without hashing or comparing deep trees."""
+    children first (ir.walk) without hashing or comparing deep trees."""
 
     def __init__(self):
-        self._by_id: dict[int, tuple[Expr, int]] = {}
+        self._by_uid: dict[int, int] = {}
         self._by_key: dict[tuple, int] = {}
 
     def __call__(self, e: Expr) -> int:
-        hit = self._by_id.get(id(e))
-        if hit is not None:
-            return hit[1]
-        stack = [(e, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in self._by_id:
-                continue
-            kids = children(node)
-            if ready or not kids:
-                key = (shallow(node), tuple(self._by_id[id(k)][1] for k in kids))
-                num = self._by_key.setdefault(key, len(self._by_key))
-                self._by_id[id(node)] = (node, num)      # keeps node alive: ids stay unique
-            else:
-                stack.append((node, True))
-                stack.extend((k, False) for k in kids)
-        return self._by_id[id(e)][1]
+        numbers = self._by_uid
+        for node in walk(e, skip=lambda n: n.uid in numbers):
+            key = (shallow(node), tuple(numbers[k.uid] for k in children(node)))
+            numbers[node.uid] = self._by_key.setdefault(key, len(self._by_key))
+        return numbers[e.uid]
 
 
 def shallow(e: Expr) -> tuple:
@@ -62,14 +51,6 @@ def first_span(e: Expr) -> Span | None:
             return x.span
         stack.extend(reversed(children(x)))
     return None
-
-
-def children(e: Expr) -> tuple:
-    if isinstance(e, Apply):
-        return e.args
-    if isinstance(e, (Load, CoupledAt)):
-        return e.index
-    return ()
 
 
 def is_pure_node(e: Expr) -> bool:
