@@ -267,6 +267,13 @@ def test_the_state_limit_can_be_set(glsl, monkeypatch, fresh_cache):
         vgpu.run_field(chain(7), np.ones((3, 7), np.float32), backend="glsl")
 
 
+@pytest.mark.parametrize("value", ["many", "0", "-3"])
+def test_a_bad_state_limit_is_a_backend_error(glsl, monkeypatch, fresh_cache, value):
+    monkeypatch.setenv("VGPU_GLSL_MAX_STATES", value)
+    with pytest.raises(BackendError, match="VGPU_GLSL_MAX_STATES"):
+        vgpu.run_field(chain(2), np.ones((3, 2), np.float32), backend="glsl")
+
+
 def test_a_deep_exponent_runs_or_is_a_located_error(glsl, monkeypatch):
     # -0.0 is never folded, so this exponent stays a chain of 2000 negations; the
     # printer's `^` rule (render._integer_exponent) walks it recursively: the GLSL

@@ -24,15 +24,6 @@ OPTIONS = {
 _VALUES = {"params": ("value", "VALUE"), "inputs": ("array", "FILE.npy"),
            "dims": ("...", "...")}
 
-# Exact phrases still written in Python words by modules that do not use this one
-# (the GLSL backend's refusals); the CLI rewrites them when it prints an error.
-PYTHON_PHRASES = {
-    "backend='numpy'": "--backend numpy",
-    'backend="numpy"': "--backend numpy",
-    "dtype='float32'": "--dtype float32",
-}
-
-
 @contextlib.contextmanager
 def command_line():
     """Inside, messages name vgpuc's options instead of Python arguments."""
@@ -78,10 +69,3 @@ def setting(arg: str, value: str) -> str:
 def field_choice() -> str:
     """How to choose one field of a program with several."""
     return "--field NAME" if _CLI.get() else "field=NAME"
-
-
-def translate(text: str) -> str:
-    """``text`` with the known Python phrases of PYTHON_PHRASES in vgpuc's words."""
-    for python, cli_words in PYTHON_PHRASES.items():
-        text = text.replace(python, cli_words)
-    return text

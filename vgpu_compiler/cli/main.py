@@ -256,12 +256,12 @@ def _version() -> str:
 
 # --- warnings and errors as clean messages ------------------------------------------
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"{PROG}: warning: {spelling.translate(str(message))}", file=sys.stderr)
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
 class _LogFormat(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"{PROG}: {record.levelname.lower()}: {spelling.translate(record.getMessage())}"
+        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
 
 
 def _quiet_reporting() -> None:
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except VgpuError as err:
         text = describe_error(err, getattr(args, "file", None))
-        print(spelling.translate(text), file=sys.stderr)
+        print(text, file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 
+from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
 from .dialect import DIALECTS, Dialect
@@ -52,9 +53,9 @@ def max_states() -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"{MAX_STATES_ENV} must be a whole number, not {text!r}") from None
+        raise BackendError(f"{MAX_STATES_ENV} must be a whole number, not {text!r}") from None
     if value < 1:
-        raise ValueError(f"{MAX_STATES_ENV} must be at least 1, not {value}")
+        raise BackendError(f"{MAX_STATES_ENV} must be at least 1, not {value}")
     return value
 
 
@@ -64,7 +65,8 @@ def _check_size(field: Field) -> None:
         raise BackendError(
             f"field `{field.name}` has {len(field.states)} states; the GLSL backend takes at "
             f"most {limit} (the OpenGL driver's compile time grows about quadratically with "
-            f"the states: minutes past a thousand); use backend=\"numpy\", or raise the "
+            f"the states: minutes past a thousand); use {S.setting('backend', 'numpy')}, or "
+            f"raise the "
             f"limit with {MAX_STATES_ENV}", span=field.span)
 
 
@@ -115,7 +117,7 @@ def _lower(field: Field, **options) -> PrintedKernel:
     except RecursionError:
         raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
                            f"the GLSL backend; write it in smaller pieces, or use "
-                           f"backend=\"numpy\"", span=field.span) from None
+                           f"{S.setting('backend', 'numpy')}", span=field.span) from None
 
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),

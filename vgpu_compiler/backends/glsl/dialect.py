@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ... import spelling as S
 from ...errors import BackendError, Span
 from ...ir.ops import Op, ReduceOp, Type
 
@@ -191,7 +192,8 @@ def float64_error(op_name: str, span: Span | None) -> BackendError:
     return BackendError(
         f"`{op_name}` has no double-precision version on the GLSL backend "
         f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
-        f"integer powers only); use dtype='float32', or backend=\"numpy\" for float64",
+        f"integer powers only); use {S.setting('dtype', 'float32')}, or "
+        f"{S.setting('backend', 'numpy')} for float64",
         span=span)
 
 

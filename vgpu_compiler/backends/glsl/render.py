@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from ... import spelling as S
 from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
@@ -375,7 +376,7 @@ def _too_deep(e: Expr) -> BackendError:
         f"this expression is nested more than {MAX_DEPTH} levels deep where the GLSL "
         f"backend cannot split it (a start value or coupled value, or inside a `where` "
         f"branch or an `and`/`or` that reads inputs or divides ints); write it in smaller "
-        f"pieces, or use backend=\"numpy\"", span=_first_span(e))
+        f"pieces, or use {S.setting('backend', 'numpy')}", span=_first_span(e))
 
 
 def _uniform_name(symbol: str) -> str:
