@@ -234,3 +234,13 @@ def test_only_power_of_two_weights_are_folded_into_the_step_size():
     assert all(lowering._power_of_two(Fr(w)) for w in (1, 2, 8, Fr(1, 2), Fr(1, 1024)))
     assert not any(lowering._power_of_two(Fr(w)) for w in (3, Fr(3, 4), Fr(1, 3), Fr(-1, 2)))
     # (a weight such as 3/4 keeps its own rounding: see the made-up program above)
+
+
+def test_a_byte_order_mark_stays_out_of_the_shader():
+    """The lexer skips a leading BOM; the shader's line comments quote the same lines."""
+    from vgpu_compiler.backends.glsl import emit_glsl
+    src = "\ufefffield f { state x; dx/dt = -x\n solve euler(dt = 1, steps = 1) }\n"
+    import vgpu
+    text = emit_glsl(vgpu.compile(src).select(None), source=src)
+    assert "\ufeff" not in text
+    assert "// line 1: field f { state x; dx/dt = -x" in text

@@ -59,7 +59,8 @@ class _Lowering:
         # tree: every lane reads the scratch array after the last barrier; serial: only
         # s[e] reads come after it (lane 0's fold is fenced by the exchange's two barriers)
         self.fence = bool(self.read_at) or (reduction == "tree" and bool(reduced))
-        self.lines = source.splitlines() if source else None
+        # the text as the lexer counts it: a leading byte-order mark is not on line 1
+        self.lines = source.removeprefix("\ufeff").splitlines() if source else None
         self.reduces: dict[Reduce, str] = {}
 
     def _reduce_var(self, r: Reduce) -> str:

@@ -385,13 +385,15 @@ def _uniform_name(symbol: str) -> str:
 
 
 def _integer_exponent(expo: Expr) -> int | None:
-    if isinstance(expo, Apply) and expo.op is Op.NEG:
-        n = _integer_exponent(expo.args[0])
-        return None if n is None else -n
+    """The exponent as an int when it is a constant integer (through any chain of
+    negations, walked without recursion), else None."""
+    sign = 1
+    while isinstance(expo, Apply) and expo.op is Op.NEG:
+        sign, expo = -sign, expo.args[0]
     if isinstance(expo, Apply) and expo.op is Op.TO_FLOAT and isinstance(expo.args[0], Const):
-        return int(expo.args[0].value)
+        return sign * int(expo.args[0].value)
     if isinstance(expo, Const) and float(expo.value).is_integer() and abs(expo.value) <= 2**31 - 1:
-        return int(expo.value)
+        return sign * int(expo.value)
     return None
 
 
