@@ -133,7 +133,6 @@ def _fake_runner(monkeypatch, available=True, run=None):
     module.available = lambda: available
     module.run = run or (lambda bound, progress=None: api._numpy(bound, progress))
     monkeypatch.setitem(sys.modules, RUNNER, module)
-    monkeypatch.setattr(api, "_runner", [None])        # api keeps the module once imported
     monkeypatch.setattr(api, "_fallback_reasons", set())
     return module
 
@@ -182,7 +181,6 @@ def test_auto_falls_back_when_glsl_cannot_run_the_program(monkeypatch, caplog):
 
 def test_missing_glsl_module_means_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, RUNNER, None)      # import raises ImportError
-    monkeypatch.setattr(api, "_runner", [None])
     monkeypatch.setattr(api, "_fallback_reasons", set())
     np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), 2.0)
     with pytest.raises(vgpu.BackendError):

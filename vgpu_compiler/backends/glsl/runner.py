@@ -53,9 +53,8 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
                            f"use {S.setting('backend', 'numpy')}")
-    if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
-        from ..numpy import runner as numpy_ref
-        return numpy_ref.run(bound, progress)
+    if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
+        raise ValueError("the GLSL runner was given an empty ensemble")
     kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
     with holding(kernel):
         sol = execute(kernel, bound, progress)

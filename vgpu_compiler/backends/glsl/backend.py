@@ -1,0 +1,50 @@
+"""The GLSL backend as the registry sees it: OpenGL 4.3 compute shaders.
+
+Its runner (and with it moderngl) is imported when the backend is first asked
+whether it is available; an import failure makes it unavailable, saying why.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .. import Backend
+
+RUNNER = "vgpu_compiler.backends.glsl.runner"
+
+
+def _runner():
+    return importlib.import_module(RUNNER)
+
+
+def _available() -> tuple[bool, str]:
+    try:
+        runner = _runner()
+    except ImportError as e:
+        return False, f"cannot import it: {e}"
+    if runner.available():
+        return True, ""
+    return False, _no_context_reason()
+
+
+def _no_context_reason() -> str:
+    """Why no OpenGL 4.3 context could be made (VGPU_NO_GL, or the driver's own words)."""
+    from . import device as gl
+    why = gl.GL.error
+    if why and "VGPU_NO_GL" in why:
+        why += " (unset VGPU_NO_GL to use OpenGL)"
+    return f"no OpenGL 4.3 context could be made: {why}" if why else \
+        "no OpenGL 4.3 context could be made"
+
+
+def _run(bound, progress=None):
+    return _runner().run(bound, progress)
+
+
+BACKEND = Backend(
+    name="glsl",
+    description="OpenGL 4.3 compute shaders (moderngl; a GPU, or Mesa llvmpipe on the CPU)",
+    available=_available,
+    run=_run,
+    dtypes=("float32", "float64"),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+)
