@@ -118,7 +118,7 @@ def test_parse_results_are_memoised():
 
 
 def test_parse_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(api, "PARSE_CACHE_SIZE", 2)
+    monkeypatch.setattr(api._parsed, "capacity", 2)
     texts = [SCALE + f"\n# bounded {k}\n" for k in range(3)]
     for t in texts:
         vgpu.compile(t)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import warnings
-from collections import OrderedDict
 
 import numpy as np
 
@@ -20,18 +18,15 @@ from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning
 from .call.bind import bind
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
+from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
 from . import backends as registry
 
 log = logging.getLogger("vgpu")
 
 PARSE_CACHE_SIZE = 64
-_parsed: OrderedDict = OrderedDict()        # (text, filename) -> Compiled
-_parsed_lock = threading.Lock()
+_parsed: LRU = LRU(PARSE_CACHE_SIZE)        # (text, filename) -> Compiled
 _fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
-if hasattr(os, "register_at_fork"):     # a parent thread may hold the lock at the fork
-    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_parsed_lock",
-                                                                     threading.Lock()))
 
 
 class Source(str):
@@ -175,20 +170,14 @@ class _located:
 
 def _compiled(text: str, filename: str):
     key = (text, filename)
-    with _parsed_lock:
-        hit = _parsed.get(key)
-        if hit is not None:
-            _parsed.move_to_end(key)
-            COUNTERS.add("parse_hits")
-            return hit
+    hit = _parsed.get(key)
+    if hit is not None:
+        COUNTERS.add("parse_hits")
+        return hit
     from .frontend.compile import compile_program
     compiled = compile_program(text, filename)
     COUNTERS.add("parses")
-    with _parsed_lock:
-        _parsed[key] = compiled
-        while len(_parsed) > PARSE_CACHE_SIZE:
-            _parsed.popitem(last=False)
-    return compiled
+    return _parsed.put(key, compiled)
 
 
 # --- backends ----------------------------------------------------------------------
