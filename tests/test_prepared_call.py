@@ -1,4 +1,4 @@
-"""call/lru.py: the one bounded cache of the call path."""
+"""The per-call path: call/lru.py (the one bounded cache), call/prepare.py (signature -> Prepared call -> a backend's run(prepared, data))."""
 from __future__ import annotations
 
 import threading
