@@ -30,9 +30,9 @@ field scale {
 def _fake(name="fake", ok=True, why="", gpu=True, run=None):
     calls = []
 
-    def default_run(bound, progress=None):
-        calls.append(bound.grid_shape)
-        sol = registry.get("numpy").run(bound, progress)
+    def default_run(prepared, data, progress=None):
+        calls.append(prepared.grid_shape)
+        sol = registry.get("numpy").run(prepared, data, progress)
         sol.states = sol.states * 2          # a mark: the result came from here
         return sol
 
@@ -129,7 +129,7 @@ def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog
 
 def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, monkeypatch):
     _no_glsl(monkeypatch)
-    def refuse(bound, progress=None):
+    def refuse(prepared, data, progress=None):
         raise vgpu.BackendError("the fake backend has no sin")
 
     registry.register(_fake("fake", run=refuse)[0])

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
-from .call.bind import bind
+from .call.bind import prepare
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
 from .call.lru import LRU
@@ -119,25 +119,26 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
     _check_progress(progress)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)
-        bound = None
+        prepared = None
         try:
-            bound = bind(selected, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-            sol = _run(bound, backend, progress)
+            prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
+                                     t0, save_every)
+            sol = _run(prepared, data, backend, progress)
         except MemoryError:
-            raise CallError(_out_of_memory(selected, bound)) from None
-    _warn_nonfinite(sol, bound.grid_shape)
+            raise CallError(_out_of_memory(selected, prepared)) from None
+    _warn_nonfinite(sol, prepared.grid_shape)
     return sol
 
 
-def _out_of_memory(field, bound) -> str:
+def _out_of_memory(field, prepared) -> str:
     """The message for a call whose arrays do not fit in memory, with their size."""
-    if bound is None:
+    if prepared is None:
         return (f"out of memory while converting the arrays of a call of field {field.name}: "
                 f"pass smaller arrays")
-    n = int(np.prod(bound.grid_shape, dtype=np.int64))
-    state = n * len(field.states) * bound.dtype.itemsize
+    n = int(np.prod(prepared.grid_shape, dtype=np.int64))
+    state = n * len(field.states) * prepared.dtype.itemsize
     gib = state / (1 << 30)
-    return (f"out of memory running field {field.name} on a grid of shape {bound.grid_shape} "
+    return (f"out of memory running field {field.name} on a grid of shape {prepared.grid_shape} "
             f"({n} trajectories, {gib:.2f} GiB of states alone): run fewer trajectories "
             f"per call")
 
@@ -181,8 +182,8 @@ def _compiled(text: str, filename: str):
 
 
 # --- backends ----------------------------------------------------------------------
-def _run(bound, backend, progress) -> Solution:
-    """Run ``bound`` on the backend named (``auto``: the first available in the
+def _run(prepared, data, backend, progress) -> Solution:
+    """Run the call on the backend named (``auto``: the first available in the
     registry's order that can run it, one warning per reason it moved on)."""
     if backend not in registry.choices():
         raise ArgumentTypeError(f"{S.name('backend')} must be one of "
@@ -193,7 +194,7 @@ def _run(bound, backend, progress) -> Solution:
         if not ok:
             raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
-        return _on(chosen, bound, progress)
+        return _on(chosen, prepared, data, progress)
     order = registry.auto_order()
     for i, candidate in enumerate(order):
         last = i == len(order) - 1
@@ -204,7 +205,7 @@ def _run(bound, backend, progress) -> Solution:
         if i and not candidate.gpu:
             COUNTERS.add("cpu_fallbacks")       # auto came down to a CPU backend
         try:
-            return _on(candidate, bound, progress)
+            return _on(candidate, prepared, data, progress)
         except BackendError as e:
             if last:
                 raise
@@ -212,10 +213,10 @@ def _run(bound, backend, progress) -> Solution:
     raise BackendError("no backend is available here")      # numpy always is
 
 
-def _on(backend, bound, progress) -> Solution:
-    if is_empty(bound):         # nothing to dispatch: no backend needs to know
-        return empty_solution(bound, progress)
-    return backend.run(bound, progress)
+def _on(backend, prepared, data, progress) -> Solution:
+    if is_empty(prepared):      # nothing to dispatch: no backend needs to know
+        return empty_solution(prepared.template, progress)
+    return backend.run(prepared, data, progress)
 
 
 def _fell_back(backend, what: str, rest) -> None:
@@ -229,8 +230,8 @@ def _fell_back(backend, what: str, rest) -> None:
                     "numpy reference" if rest[0].name == "numpy" else rest[0].name)
 
 
-def _numpy(bound, progress) -> Solution:
-    return registry.get("numpy").run(bound, progress)
+def _numpy(prepared, data, progress) -> Solution:
+    return registry.get("numpy").run(prepared, data, progress)
 
 
 def _check_progress(progress) -> None:

@@ -5,7 +5,7 @@ Each backend is a package under ``backends/`` whose ``backend.py`` defines one
 GPU backends first, the numpy reference last (it is always available). Adding
 a backend is adding its package and one line to ``_PACKAGES``.
 
-A backend's ``run(bound, progress) -> Solution`` receives a call that
+A backend's ``run(prepared, data, progress) -> Solution`` receives a call that
 ``call.bind`` has already checked, never an empty ensemble (the API answers
 that itself, with ``call.empty.solution``) and never a user mistake. A backend
 that cannot run a particular program raises ``BackendError``: ``auto`` then
@@ -36,7 +36,7 @@ class Backend:
     name: str
     description: str                        # one line, for `vgpuc info` and --help
     available: Callable[[], tuple[bool, str]]   # (can run here, why not)
-    run: Callable                           # run(bound, progress) -> Solution
+    run: Callable       # run(prepared, data, progress) -> Solution (call/prepare.py)
     dtypes: tuple[str, ...] = ("float32", "float64")
     features: frozenset = _field(default_factory=frozenset)   # e.g. {"gpu", "history"}
 

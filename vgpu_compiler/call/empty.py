@@ -8,8 +8,9 @@ import numpy as np
 from .bound import Bound, Progress, Solution
 
 
-def is_empty(bound: Bound) -> bool:
-    return 0 in bound.grid_shape
+def is_empty(call) -> bool:
+    """True when the call (a Bound or a Prepared) has no trajectory."""
+    return 0 in call.grid_shape
 
 
 def solution(bound: Bound, progress: Progress = None) -> Solution:

@@ -36,8 +36,8 @@ def _no_context_reason() -> str:
         "no OpenGL 4.3 context could be made"
 
 
-def _run(bound, progress=None):
-    return _runner().run(bound, progress)
+def _run(prepared, data, progress=None):
+    return _runner().run(prepared, data, progress)
 
 
 BACKEND = Backend(

@@ -79,6 +79,9 @@ class GLThread:
         self.ctx = None
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+        # The context's storage-buffer binding points: (kernel, its buffer generation)
+        # whose buffers they hold (execute binds again only when another's are wanted).
+        self.bound_buffers: tuple | None = None
 
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
@@ -123,6 +126,7 @@ class GLThread:
                           f"(start it with multiprocessing's 'spawn' or 'forkserver' "
                           f"method to use GLSL there)")
         self.info = {}
+        self.bound_buffers = None
         self._queue = None
         self._thread = None
         self._ready = threading.Event()

@@ -8,9 +8,9 @@ def _available() -> tuple[bool, str]:
     return True, ""
 
 
-def _run(bound, progress=None):
+def _run(prepared, data, progress=None):
     from . import runner        # the reference interpreter, loaded when first used
-    return runner.run(bound, progress)
+    return runner.run(prepared.bound(data), progress)
 
 
 BACKEND = Backend(
