@@ -7,6 +7,12 @@ from the previous call would give a wrong answer.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import vgpu
@@ -15,6 +21,7 @@ from vgpu_compiler.backends.glsl import runner as glsl_runner
 from vgpu_compiler.backends.glsl.plan import limits
 
 RNG = np.random.default_rng(11)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _matmul(m, k, n):
@@ -78,3 +85,49 @@ def test_results_are_fresh_writable_arrays(glsl):
     sol = vgpu.solve(LORENZ, h0, backend="glsl", steps=3)
     assert sol.states.flags.writeable and sol.states.shape == (8, 3)
     assert sol.steps_taken.flags.writeable
+
+
+# --- where the GL work runs (device.py: direct, or handed to the worker) ---------------------
+HANDOFF = """
+import json, sys, threading
+import numpy as np
+import vgpu
+from vgpu_compiler.backends.glsl import device as gl
+from field_examples import LORENZ
+gl.GL.prefer_direct = sys.argv[1] == "direct"
+h0 = np.random.default_rng(2).normal(size=(50, 3))
+ref = vgpu.run_field(LORENZ, h0, steps=20, backend="numpy")
+threads = {}
+def where(ctx):
+    return threading.current_thread().name
+def work(k):
+    got = vgpu.run_field(LORENZ, h0, steps=20, backend="glsl")
+    threads[k] = (bool(np.array_equal(got, ref)), gl.call(where))
+pool = [threading.Thread(target=work, args=(k,), name=f"caller{k}") for k in range(4)]
+for t in pool:
+    t.start()
+for t in pool:
+    t.join()
+print(json.dumps({"direct": gl.GL.direct, "main": gl.call(where),
+                  "threads": sorted(threads.values())}))
+"""
+
+
+def _handoff(mode: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, "-c", HANDOFF, mode], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_direct_mode_runs_gl_work_on_each_callers_own_thread(glsl):
+    out = _handoff("direct")
+    assert out["direct"] is True and out["main"] == "MainThread"
+    assert out["threads"] == sorted([True, f"caller{k}"] for k in range(4))
+
+
+def test_worker_mode_hands_gl_work_to_the_gl_thread(glsl):
+    out = _handoff("worker")
+    assert out["direct"] is False and out["main"] == "vgpu-gl"
+    assert out["threads"] == [[True, "vgpu-gl"]] * 4

@@ -48,6 +48,7 @@ class Backend:
 _lock = threading.Lock()
 _loaded: dict[str, Backend] = {}            # name -> Backend, once its module is imported
 _extra: dict[str, Backend] = {}              # backends registered at run time (register)
+_order: dict[str, tuple] = {}               # names() and choices(), until a register
 
 
 def register(backend: Backend) -> None:
@@ -55,22 +56,31 @@ def register(backend: Backend) -> None:
     (GPU backends before the others)."""
     with _lock:
         _extra[backend.name] = backend
+        _order.clear()
 
 
 def unregister(name: str) -> None:
     with _lock:
         _extra.pop(name, None)
+        _order.clear()
 
 
 def names() -> tuple[str, ...]:
     """Every backend's name, in ``auto``'s order (GPU backends first, numpy last)."""
-    everything = list(_PACKAGES) + [n for n in _extra if n not in _PACKAGES]
-    return tuple(sorted(everything, key=lambda n: (not _is_gpu(n), n == "numpy")))
+    hit = _order.get("names")
+    if hit is None:
+        everything = list(_PACKAGES) + [n for n in _extra if n not in _PACKAGES]
+        hit = tuple(sorted(everything, key=lambda n: (not _is_gpu(n), n == "numpy")))
+        _order["names"] = hit
+    return hit
 
 
 def choices() -> tuple[str, ...]:
     """What ``backend=`` and ``--backend`` accept: ``auto`` and every backend's name."""
-    return ("auto",) + names()
+    hit = _order.get("choices")
+    if hit is None:
+        hit = _order["choices"] = ("auto",) + names()
+    return hit
 
 
 def get(name: str) -> Backend:

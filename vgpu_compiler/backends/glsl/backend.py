@@ -6,6 +6,7 @@ whether it is available; an import failure makes it unavailable, saying why.
 from __future__ import annotations
 
 import importlib
+import sys
 
 from .. import Backend
 
@@ -13,7 +14,15 @@ RUNNER = "vgpu_compiler.backends.glsl.runner"
 
 
 def _runner():
-    return importlib.import_module(RUNNER)
+    """The runner module; per call, the import system only when it changed (a module in
+    sys.modules may be one another thread is still importing: import_module waits)."""
+    module = sys.modules.get(RUNNER)
+    if module is None or module is not _imported[0]:
+        module = _imported[0] = importlib.import_module(RUNNER)
+    return module
+
+
+_imported: list = [None]
 
 
 def _available() -> tuple[bool, str]:

@@ -214,7 +214,16 @@ def _on_gl_thread(ctx, run, kernel, *args):
             return run(ctx, kernel, *args)
         finally:
             kernel.release(ctx)
-    return run(ctx, kernel, *args)
+    try:
+        return run(ctx, kernel, *args)
+    except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
+        _forget(kernel)             # GL state of the kernel's next run
+        raise
+
+
+def _forget(kernel) -> None:
+    kernel.uniform_values, kernel.chunk_uniforms, kernel.err_dirty = {}, None, True
+    gl.GL.bound_buffers = None
 
 
 def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict):
