@@ -1,8 +1,11 @@
 """The Python face of VGPU: ``run_field``, ``solve``, ``load``, ``compile``.
 
 Each call reads like the pipeline: text -> (memoised) Compiled -> Field ->
-Bound (every call error raised here) -> a backend's Solution -> one warning
-counting non-finite trajectories. Errors located in the text get the text and
+call.bind.prepare: the call's Prepared (memoised per signature; every call error
+raised here) and its Data -> the backend chosen from the registry (backends/:
+``auto`` tries them in order, one warning per reason it moves on; an empty
+ensemble is answered here, call/empty.py) -> ``run(prepared, data, progress)``
+-> a Solution -> one warning counting non-finite trajectories. Errors located in the text get the text and
 file name attached, so they print the line with a caret.
 """
 from __future__ import annotations
