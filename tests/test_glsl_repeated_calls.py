@@ -131,3 +131,34 @@ def test_worker_mode_hands_gl_work_to_the_gl_thread(glsl):
     out = _handoff("worker")
     assert out["direct"] is False and out["main"] == "vgpu-gl"
     assert out["threads"] == [[True, "vgpu-gl"]] * 4
+
+
+USERS_OWN_CONTEXT = """
+import json
+import moderngl
+import numpy as np
+import vgpu
+from field_examples import MATMUL
+mine = moderngl.create_standalone_context(require=430, backend="egl")   # current here
+buf = mine.buffer(reserve=16)
+rng = np.random.default_rng(4)
+ok = []
+for k in range(3):
+    A, B = rng.normal(size=(5, 4)), rng.normal(size=(4, 3))
+    C = vgpu.run_field(MATMUL, inputs={"A": A, "B": B}, backend="glsl")
+    ok.append(bool(np.allclose(C, A @ B, rtol=1e-4, atol=1e-4)))
+    data = np.arange(4, dtype=np.float32) + k
+    buf.write(data.tobytes())                   # on the user's context, still current
+    ok.append(bool(np.array_equal(np.frombuffer(buf.read(), np.float32), data)))
+print(json.dumps(ok))
+"""
+
+
+def test_a_users_own_current_context_stays_current_across_calls(glsl):
+    """Direct mode makes VGPU's context current for a call and then restores the one that
+    was current on the caller's thread (moderngl's __enter__/__exit__)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, "-c", USERS_OWN_CONTEXT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True] * 6

@@ -24,6 +24,8 @@ direct mode the main thread holds a first SIGINT back while it runs a job.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
 import queue
@@ -86,6 +88,7 @@ class GLThread:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._gl_lock = threading.Lock()    # direct mode: held while a thread has the context
+        self._holder: int | None = None      # the thread that has it (a job's own gl.call)
         self.direct = False
         self._queue: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
@@ -134,6 +137,7 @@ class GLThread:
     def _after_fork_child(self) -> None:
         self._lock = threading.Lock()
         self._gl_lock = threading.Lock()
+        self._holder = None
         if self._thread is None:        # GL never started (the child starts its own), or
             return                      # this process is a settled child itself
         if self.ctx is not None or self.error is None:
@@ -179,18 +183,21 @@ class GLThread:
         return self.ctx is not None
 
     def call(self, fn: Callable, *args):
-        """Run ``fn(ctx, *args)`` on the GL thread and return its result."""
-        if self.on_worker():            # already there (a run calls its pieces so)
+        """Run ``fn(ctx, *args)`` with the context current, alone, and return its result."""
+        me = threading.get_ident()
+        if me == self._holder or self.on_worker():      # inside a job already
             return fn(self.ctx, *args)
         self._start()
         ctx = self.ctx
         if ctx is None:
             raise NoContext(self.error or "no OpenGL context")
-        if self.direct:
-            if threading.get_ident() == _MAIN:     # where SIGINT lands: hold it back
+        if self.direct and not _other_context_current():
+            if me == _MAIN:                 # where SIGINT lands: hold it back
                 return _holding_sigint(self._direct, fn, args)
             return self._direct(fn, args)
-        job = _Job(fn, (ctx, *args))
+        # worker mode; or a thread with a GL context of its own current, which making ours
+        # current would release: the worker runs the job (direct: making ours current there)
+        job = _Job(self._direct, (fn, args)) if self.direct else _Job(fn, (ctx, *args))
         self._queue.put(job)
         return job.wait()
 
@@ -200,8 +207,10 @@ class GLThread:
         with self._gl_lock:
             try:
                 ctx.__enter__()
+                self._holder = threading.get_ident()
                 return fn(ctx, *args)
             finally:
+                self._holder = None
                 ctx.__exit__(None, None, None)
 
 
@@ -224,6 +233,28 @@ def _release(ctx) -> bool:
             pass
         return False
     return True
+
+
+def _other_context_current() -> bool:
+    """True when this thread has a GL context current (the user's own: EGL, or GLX where
+    the process loaded it). moderngl's EGL ``__exit__`` releases the current context
+    rather than restoring the one before, so such a thread hands its job to the worker."""
+    return any(get() for get in _current_context_getters())
+
+
+@functools.lru_cache(maxsize=1)
+def _current_context_getters() -> tuple:
+    getters = []
+    for lib, name in (("libEGL.so.1", "eglGetCurrentContext"),
+                      ("libGLX.so.0", "glXGetCurrentContext"),
+                      ("libGL.so.1", "glXGetCurrentContext")):
+        try:        # only libraries the process has loaded already (RTLD_NOLOAD)
+            fn = getattr(ctypes.CDLL(lib, mode=os.RTLD_NOLOAD | os.RTLD_LAZY), name)
+        except (OSError, AttributeError):
+            continue
+        fn.restype, fn.argtypes = ctypes.c_void_p, []
+        getters.append(fn)
+    return tuple(getters)
 
 
 def _holding_sigint(run: Callable, fn: Callable, args: tuple):
