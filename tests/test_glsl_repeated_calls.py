@@ -19,6 +19,7 @@ import vgpu
 from field_examples import LORENZ, MATMUL
 from vgpu_compiler.backends.glsl import runner as glsl_runner
 from vgpu_compiler.backends.glsl.plan import limits
+from vgpu_compiler.call.bind import prepare
 
 RNG = np.random.default_rng(11)
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +55,9 @@ def test_one_plan_per_kernel_and_limits_and_the_same_answer_under_each(glsl):
     runs.append(vgpu.run_field(LORENZ, h0, backend="glsl", steps=30))   # back to one dispatch
     for got in runs:
         np.testing.assert_array_equal(got, ref)
-    kernel = next(k for k in glsl_runner.MEMORY.values()
-                  if any(len(p.chunks) > 1 for p in k.plans.values()))
+    prepared, _ = prepare(vgpu.compile(LORENZ).select(None), h0, steps=30)
+    kernel = prepared.slots["glsl"][2]          # this call's kernel (not another test's)
+    assert glsl_runner.MEMORY.get(kernel.key) is kernel
     assert len(kernel.plans) == 2
     per_chunk = 4096 // (3 * 4)                        # trajectories of 3 float32 states
     assert sorted(len(p.chunks) for p in kernel.plans.values()) == [1, -(-1000 // per_chunk)]
