@@ -60,10 +60,16 @@ def fake(monkeypatch):
         registry.unregister(name)
 
 
-def _no_glsl(monkeypatch):
-    """The GLSL backend, unavailable for one test (auto then tries the fakes)."""
-    no_gl = dataclasses.replace(registry.get("glsl"), available=lambda: (False, "no GL"))
-    monkeypatch.setitem(registry._loaded, "glsl", no_gl)
+@pytest.fixture
+def no_glsl():
+    """The GLSL backend, unavailable for one test (auto then tries the fakes): a stand-in
+    registered under its name."""
+    real = registry.get("glsl")
+    registry.register(dataclasses.replace(real, available=lambda: (False, "no GL")))
+    assert registry.get("glsl") is not real and registry.names()[0] == "glsl"
+    yield
+    registry.unregister("glsl")
+    assert registry.get("glsl") is real
 
 
 def test_builtin_order_puts_the_reference_last():
@@ -78,10 +84,9 @@ def test_builtin_order_puts_the_reference_last():
     assert registry.get("glsl").gpu and not registry.get("numpy").gpu
 
 
-def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, monkeypatch):
+def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
     calls = fake("fake", gpu=True)
     assert registry.names() == ("glsl", "fake", "numpy")
-    _no_glsl(monkeypatch)
     want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
     got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
     np.testing.assert_array_equal(got, want * 2)
@@ -114,9 +119,7 @@ def test_an_unavailable_backend_says_why(fake):
         vgpu.run_field(SCALE, np.ones(2), backend="fake")
 
 
-def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog,
-                                                                    monkeypatch):
-    _no_glsl(monkeypatch)
+def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog, no_glsl):
     fake("fake", ok=False, why="the fake device is unplugged")
     want = vgpu.run_field(SCALE, np.ones(2), backend="numpy")
     with caplog.at_level(logging.WARNING, logger="vgpu"):
@@ -127,8 +130,7 @@ def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog
     assert len([r for r in caplog.records if "GLSL" in r.getMessage()]) == 1
 
 
-def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, monkeypatch):
-    _no_glsl(monkeypatch)
+def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_glsl):
     def refuse(prepared, data, progress=None):
         raise vgpu.BackendError("the fake backend has no sin")
 
@@ -150,9 +152,8 @@ def test_an_unknown_backend_lists_the_choices():
         vgpu.run_field(SCALE, np.ones(2), backend="cuda")
 
 
-def test_fallback_to_numpy_is_counted(fake, monkeypatch):
+def test_fallback_to_numpy_is_counted(fake, no_glsl):
     calls = fake("fake")
-    _no_glsl(monkeypatch)
     before = COUNTERS.snapshot()["cpu_fallbacks"]
     vgpu.run_field(SCALE, np.ones(2))                   # on the fake: not a CPU fallback
     assert calls and COUNTERS.snapshot()["cpu_fallbacks"] == before

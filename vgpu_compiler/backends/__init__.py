@@ -48,12 +48,13 @@ class Backend:
 _lock = threading.Lock()
 _loaded: dict[str, Backend] = {}            # name -> Backend, once its module is imported
 _extra: dict[str, Backend] = {}              # backends registered at run time (register)
-_order: dict[str, tuple] = {}               # names() and choices(), until a register
+_order: dict[str, tuple] = {}               # names(), choices(), auto_order(), until a
+                                            # register or unregister
 
 
 def register(backend: Backend) -> None:
-    """Add (or replace) a backend at run time: it joins ``names()`` and ``auto``'s order
-    (GPU backends before the others)."""
+    """Add a backend at run time, or stand in for one of the same name: it joins
+    ``names()`` and ``auto``'s order (GPU backends before the others)."""
     with _lock:
         _extra[backend.name] = backend
         _order.clear()
@@ -94,7 +95,14 @@ def get(name: str) -> Backend:
 
 
 def auto_order() -> tuple[Backend, ...]:
-    return tuple(get(n) for n in names())
+    """Every backend, in the order ``auto`` tries them (loaded once; register and
+    unregister start again)."""
+    hit = _order.get("auto")
+    if hit is None:
+        hit = tuple(get(n) for n in names())
+        with _lock:
+            _order.setdefault("auto", hit)
+    return hit
 
 
 def _is_gpu(name: str) -> bool:

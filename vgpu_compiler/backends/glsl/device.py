@@ -253,7 +253,9 @@ def _current_context_getters() -> tuple:
         except (OSError, AttributeError):
             continue
         fn.restype, fn.argtypes = ctypes.c_void_p, []
-        getters.append(fn)
+        address = ctypes.cast(fn, ctypes.c_void_p).value
+        if all(address != ctypes.cast(g, ctypes.c_void_p).value for g in getters):
+            getters.append(fn)          # (libGL's may be libGLX's own, under glvnd)
     return tuple(getters)
 
 
