@@ -124,3 +124,18 @@ def test_glsl_keeps_its_kernel_and_identity_in_the_prepared_calls_slot(glsl, mon
     glsl.MEMORY.evict(base.key)                  # evicted: the slot is not trusted
     np.testing.assert_array_equal(vgpu.run_field(src, h0, backend="glsl", steps=5), first)
     assert prepared.slots["glsl"][2] is not base and len(digests) == 1
+
+
+def test_calls_no_signature_describes_digest_the_field_once(glsl, monkeypatch):
+    """A list h0 gets a Prepared of its own every call; the field's identity is kept per
+    field object all the same (digesting it is linear in the IR)."""
+    src = LORENZ + "\n# a text of its own: unsigned calls\n"
+    digests = []
+    real = glsl.canonical
+    monkeypatch.setattr(glsl, "canonical", lambda f: digests.append(f) or real(f))
+    h0 = RNG.normal(size=(4, 3)).tolist()
+    want = vgpu.run_field(src, h0, backend="numpy", steps=3)
+    for _ in range(3):
+        np.testing.assert_allclose(vgpu.run_field(src, h0, backend="glsl", steps=3), want,
+                                   rtol=1e-5, atol=1e-6)
+    assert len(digests) == 1

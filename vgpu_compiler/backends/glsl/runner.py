@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from ...errors import BackendError
 from ...ir.nodes import Field
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution
+from ...call.lru import LRU
 from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
@@ -36,6 +38,7 @@ from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
 DISK = DiskCache()
+_IDENTITIES = LRU(256)       # (id(field), dtype, pt, VGPU_REDUCTION) -> (weakref, identity)
 _DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64")}  # np.dtype.name is slow
 FIELD_ID_CHARS = 16          # a disk key starts with this much of the field id (evict)
 
@@ -76,10 +79,24 @@ def _kernel(bound: Bound) -> GpuKernel | FieldView:
         COUNTERS.add("memory_hits")
         return hit[1]
     dtype, pt = _DTYPE_NAMES[bound.dtype], tuple(sorted(bound.per_trajectory))
-    ident = hit[3] if hit is not None and hit[0] == env else identity(bound.field, dtype, pt)
+    ident = hit[3] if hit is not None and hit[0] == env else _identity(bound.field, dtype,
+                                                                       pt, env)
     kernel = kernel_for(bound.field, dtype, pt, shape_signature(bound), ident)
     slots["glsl"] = (env, kernel, kernel.base, ident)
     return kernel
+
+
+def _identity(field: Field, dtype: str, pt: tuple, env) -> tuple[str, str, str]:
+    """``identity``, kept per field object too: a call that no signature describes (a
+    list, a 0-d array) has a Prepared of its own each time, and digesting the field
+    takes about 0.5 ms for Lorenz."""
+    memo = (id(field), dtype, pt, env)
+    hit = _IDENTITIES.get(memo)
+    if hit is not None and hit[0]() is field:
+        return hit[1]
+    ident = identity(field, dtype, pt)
+    _IDENTITIES.put(memo, (weakref.ref(field), ident))
+    return ident
 
 
 def shape_signature(bound: Bound) -> tuple:
@@ -115,7 +132,8 @@ def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
 def identity(field: Field, dtype: str, pt: tuple[str, ...]) -> tuple[str, str, str]:
     """(key, field id, positions digest). The key holds no source positions (comments and
     spacing do not matter); the field id, a digest of the position-free IR alone, names
-    every kernel of the field (evict). Linear in the IR: a call's Prepared keeps it."""
+    every kernel of the field (evict). Linear in the IR: _kernel keeps it (in the call's
+    Prepared, and per field object)."""
     from . import device_reduction
     fid, spans = canonical(field)
     dev = gl.device_info()
