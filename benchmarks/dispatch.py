@@ -23,6 +23,7 @@ NAME = "dispatch"
 SRC_PATH = pathlib.Path(__file__).resolve().parent.parent / "examples" / "matmul.field"
 SIZE = 16
 CALLS, QUICK_CALLS = 1000, 50
+HAND_RATIO = 2                 # the target (issue 10): run_field within 2x of the hand's time
 RECOMPILE_CALLS = 100          # the slow columns run fewer calls; per-call time is reported
 
 
@@ -131,11 +132,12 @@ def run(cfg: Config) -> Result:
     def per(col):
         return next((r.get("per_call_s") for r in rows if r["column"] == col), None)
     run_t, hand_t = per("VGPU run_field"), per("hand-cached moderngl")
-    t = ratio_target("VGPU run_field <= 3x hand-cached moderngl time per call",
+    t = ratio_target(f"VGPU run_field <= {HAND_RATIO:g}x hand-cached moderngl time per call",
                      None if run_t is None else 1 / run_t,
-                     None if hand_t is None else 1 / (3 * hand_t), 1.0)
+                     None if hand_t is None else 1 / (HAND_RATIO * hand_t), 1.0)
     if t.passed is not None:
-        t.detail = f"run_field takes {run_t / hand_t:.2f}x the hand-cached time (need <= 3x)"
+        t.detail = (f"run_field takes {run_t / hand_t:.2f}x the hand-cached time "
+                    f"(need <= {HAND_RATIO:g}x)")
     res.targets.append(t)
     rec = per("VGPU recompile")
     t = ratio_target("VGPU run_field >= 5x faster than recompiling every call",

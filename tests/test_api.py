@@ -118,7 +118,7 @@ def test_parse_results_are_memoised():
 
 
 def test_parse_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(api, "PARSE_CACHE_SIZE", 2)
+    monkeypatch.setattr(api._parsed, "capacity", 2)
     texts = [SCALE + f"\n# bounded {k}\n" for k in range(3)]
     for t in texts:
         vgpu.compile(t)
@@ -131,9 +131,9 @@ def test_parse_cache_is_bounded(monkeypatch):
 def _fake_runner(monkeypatch, available=True, run=None):
     module = types.ModuleType(RUNNER)
     module.available = lambda: available
-    module.run = run or (lambda bound, progress=None: api._numpy(bound, progress))
+    module.run = run or (lambda prepared, data, progress=None:
+                         api._numpy(prepared, data, progress))
     monkeypatch.setitem(sys.modules, RUNNER, module)
-    monkeypatch.setattr(api, "_runner", [None])        # api keeps the module once imported
     monkeypatch.setattr(api, "_fallback_reasons", set())
     return module
 
@@ -154,9 +154,9 @@ def test_auto_falls_back_to_numpy_with_one_logged_warning(monkeypatch, caplog):
 def test_auto_uses_glsl_when_available(monkeypatch):
     calls = []
 
-    def run(bound, progress=None):
-        calls.append(bound.field.name)
-        return api._numpy(bound, progress)
+    def run(prepared, data, progress=None):
+        calls.append(prepared.field.name)
+        return api._numpy(prepared, data, progress)
 
     _fake_runner(monkeypatch, run=run)
     before = COUNTERS.snapshot()["cpu_fallbacks"]
@@ -168,7 +168,7 @@ def test_auto_uses_glsl_when_available(monkeypatch):
 
 
 def test_auto_falls_back_when_glsl_cannot_run_the_program(monkeypatch, caplog):
-    def run(bound, progress=None):
+    def run(prepared, data, progress=None):
         raise BackendError("float64 sin is not available in GLSL")
 
     _fake_runner(monkeypatch, run=run)
@@ -182,7 +182,6 @@ def test_auto_falls_back_when_glsl_cannot_run_the_program(monkeypatch, caplog):
 
 def test_missing_glsl_module_means_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, RUNNER, None)      # import raises ImportError
-    monkeypatch.setattr(api, "_runner", [None])
     monkeypatch.setattr(api, "_fallback_reasons", set())
     np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), 2.0)
     with pytest.raises(vgpu.BackendError):

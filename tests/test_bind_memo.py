@@ -1,4 +1,4 @@
-"""bind once per call signature (runtime/bind_memo.py): a repeated call reuses what the
+"""bind once per call signature (call/prepare.py): a repeated call reuses what the
 checks derived from its shapes, and must give exactly what a full bind gives."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import vgpu
 from field_examples import LORENZ, MATMUL
 from vgpu_compiler.api import Source
-from vgpu_compiler.call import bind_memo
+from vgpu_compiler.call import prepare as bind_memo
 from vgpu_compiler.call.bind import _bind, bind
 
 RNG = np.random.default_rng(5)
@@ -94,9 +94,9 @@ def test_repeated_calls_hit_the_memo_and_share_the_backends_scratch():
     field = field_of(LORENZ)
     first = bind(field, RNG.normal(size=(6, 3)))
     again = bind(field, RNG.normal(size=(6, 3)))
-    assert again.memo is first.memo
-    assert bind(field, RNG.normal(size=(7, 3))).memo is not first.memo     # new shape
-    assert bind(field, RNG.normal(size=(6, 3)).tolist()).memo is not first.memo  # a list
+    assert again.prepared is first.prepared
+    assert bind(field, RNG.normal(size=(7, 3))).prepared is not first.prepared   # new shape
+    assert bind(field, RNG.normal(size=(6, 3)).tolist()).prepared is not first.prepared  # list
 
 
 def test_the_memo_keeps_no_users_data():

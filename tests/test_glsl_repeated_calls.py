@@ -7,14 +7,22 @@ from the previous call would give a wrong answer.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import vgpu
 from field_examples import LORENZ, MATMUL
 from vgpu_compiler.backends.glsl import runner as glsl_runner
 from vgpu_compiler.backends.glsl.plan import limits
+from vgpu_compiler.call.bind import prepare
 
 RNG = np.random.default_rng(11)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _matmul(m, k, n):
@@ -47,8 +55,9 @@ def test_one_plan_per_kernel_and_limits_and_the_same_answer_under_each(glsl):
     runs.append(vgpu.run_field(LORENZ, h0, backend="glsl", steps=30))   # back to one dispatch
     for got in runs:
         np.testing.assert_array_equal(got, ref)
-    kernel = next(k for k in glsl_runner.MEMORY.values()
-                  if any(len(p.chunks) > 1 for p in k.plans.values()))
+    prepared, _ = prepare(vgpu.compile(LORENZ).select(None), h0, steps=30)
+    kernel = prepared.slots["glsl"][2]          # this call's kernel (not another test's)
+    assert glsl_runner.MEMORY.get(kernel.key) is kernel
     assert len(kernel.plans) == 2
     per_chunk = 4096 // (3 * 4)                        # trajectories of 3 float32 states
     assert sorted(len(p.chunks) for p in kernel.plans.values()) == [1, -(-1000 // per_chunk)]
@@ -78,3 +87,80 @@ def test_results_are_fresh_writable_arrays(glsl):
     sol = vgpu.solve(LORENZ, h0, backend="glsl", steps=3)
     assert sol.states.flags.writeable and sol.states.shape == (8, 3)
     assert sol.steps_taken.flags.writeable
+
+
+# --- where the GL work runs (device.py: direct, or handed to the worker) ---------------------
+HANDOFF = """
+import json, sys, threading
+import numpy as np
+import vgpu
+from vgpu_compiler.backends.glsl import device as gl
+from field_examples import LORENZ
+gl.GL.prefer_direct = sys.argv[1] == "direct"
+h0 = np.random.default_rng(2).normal(size=(50, 3))
+ref = vgpu.run_field(LORENZ, h0, steps=20, backend="numpy")
+threads = {}
+def where(ctx):
+    return threading.current_thread().name
+def work(k):
+    got = vgpu.run_field(LORENZ, h0, steps=20, backend="glsl")
+    threads[k] = (bool(np.array_equal(got, ref)), gl.call(where))
+pool = [threading.Thread(target=work, args=(k,), name=f"caller{k}") for k in range(4)]
+for t in pool:
+    t.start()
+for t in pool:
+    t.join()
+print(json.dumps({"direct": gl.GL.direct, "main": gl.call(where),
+                  "threads": sorted(threads.values())}))
+"""
+
+
+def _handoff(mode: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, "-c", HANDOFF, mode], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_direct_mode_runs_gl_work_on_each_callers_own_thread(glsl):
+    out = _handoff("direct")
+    assert out["direct"] is True and out["main"] == "MainThread"
+    assert out["threads"] == sorted([True, f"caller{k}"] for k in range(4))
+
+
+def test_worker_mode_hands_gl_work_to_the_gl_thread(glsl):
+    out = _handoff("worker")
+    assert out["direct"] is False and out["main"] == "vgpu-gl"
+    assert out["threads"] == [[True, "vgpu-gl"]] * 4
+
+
+USERS_OWN_CONTEXT = """
+import json
+import moderngl
+import numpy as np
+import vgpu
+from field_examples import MATMUL
+mine = moderngl.create_standalone_context(require=430, backend="egl")   # current here
+buf = mine.buffer(reserve=16)
+rng = np.random.default_rng(4)
+ok = []
+for k in range(3):
+    A, B = rng.normal(size=(5, 4)), rng.normal(size=(4, 3))
+    C = vgpu.run_field(MATMUL, inputs={"A": A, "B": B}, backend="glsl")
+    ok.append(bool(np.allclose(C, A @ B, rtol=1e-4, atol=1e-4)))
+    data = np.arange(4, dtype=np.float32) + k
+    buf.write(data.tobytes())                   # on the user's context, still current
+    ok.append(bool(np.array_equal(np.frombuffer(buf.read(), np.float32), data)))
+print(json.dumps(ok))
+"""
+
+
+def test_a_users_own_current_context_stays_current_across_calls(glsl):
+    """Direct mode makes VGPU's context current for a call and then restores the one that
+    was current on the caller's thread (moderngl's __enter__/__exit__)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, "-c", USERS_OWN_CONTEXT], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True] * 6

@@ -1,38 +1,35 @@
 """The Python face of VGPU: ``run_field``, ``solve``, ``load``, ``compile``.
 
 Each call reads like the pipeline: text -> (memoised) Compiled -> Field ->
-Bound (every call error raised here) -> a backend's Solution -> one warning
-counting non-finite trajectories. Errors located in the text get the text and
+call.bind.prepare: the call's Prepared (memoised per signature; every call error
+raised here) and its Data -> the backend chosen from the registry (backends/:
+``auto`` tries them in order, one warning per reason it moves on; an empty
+ensemble is answered here, call/empty.py) -> ``run(prepared, data, progress)``
+-> a Solution -> one warning counting non-finite trajectories. Errors located in the text get the text and
 file name attached, so they print the line with a caret.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import threading
 import warnings
-from collections import OrderedDict
 
 import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
-from .call.bind import bind
+from .call.bind import prepare
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
+from .call.lru import LRU
+from .call.empty import is_empty, solution as empty_solution
+from . import backends as registry
 
 log = logging.getLogger("vgpu")
 
-BACKENDS = ("auto", "numpy", "glsl")
 PARSE_CACHE_SIZE = 64
-_parsed: OrderedDict = OrderedDict()        # (text, filename) -> Compiled
-_parsed_lock = threading.Lock()
-_runner: list = [None]                      # the glsl_runner module, once imported
+_parsed: LRU = LRU(PARSE_CACHE_SIZE)        # (text, filename) -> Compiled
 _fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
-if hasattr(os, "register_at_fork"):     # a parent thread may hold the lock at the fork
-    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_parsed_lock",
-                                                                     threading.Lock()))
 
 
 class Source(str):
@@ -125,25 +122,26 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
     _check_progress(progress)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)
-        bound = None
+        prepared = None
         try:
-            bound = bind(selected, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-            sol = _run(bound, backend, progress)
+            prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
+                                     t0, save_every)
+            sol = _run(prepared, data, backend, progress)
         except MemoryError:
-            raise CallError(_out_of_memory(selected, bound)) from None
-    _warn_nonfinite(sol, bound.grid_shape)
+            raise CallError(_out_of_memory(selected, prepared)) from None
+    _warn_nonfinite(sol, prepared.grid_shape)
     return sol
 
 
-def _out_of_memory(field, bound) -> str:
+def _out_of_memory(field, prepared) -> str:
     """The message for a call whose arrays do not fit in memory, with their size."""
-    if bound is None:
+    if prepared is None:
         return (f"out of memory while converting the arrays of a call of field {field.name}: "
                 f"pass smaller arrays")
-    n = int(np.prod(bound.grid_shape, dtype=np.int64))
-    state = n * len(field.states) * bound.dtype.itemsize
+    n = int(np.prod(prepared.grid_shape, dtype=np.int64))
+    state = n * len(field.states) * prepared.dtype.itemsize
     gib = state / (1 << 30)
-    return (f"out of memory running field {field.name} on a grid of shape {bound.grid_shape} "
+    return (f"out of memory running field {field.name} on a grid of shape {prepared.grid_shape} "
             f"({n} trajectories, {gib:.2f} GiB of states alone): run fewer trajectories "
             f"per call")
 
@@ -176,84 +174,73 @@ class _located:
 
 def _compiled(text: str, filename: str):
     key = (text, filename)
-    with _parsed_lock:
-        hit = _parsed.get(key)
-        if hit is not None:
-            _parsed.move_to_end(key)
-            COUNTERS.add("parse_hits")
-            return hit
+    hit = _parsed.get(key)
+    if hit is not None:
+        COUNTERS.add("parse_hits")
+        return hit
     from .frontend.compile import compile_program
     compiled = compile_program(text, filename)
     COUNTERS.add("parses")
-    with _parsed_lock:
-        _parsed[key] = compiled
-        while len(_parsed) > PARSE_CACHE_SIZE:
-            _parsed.popitem(last=False)
-    return compiled
+    return _parsed.put(key, compiled)
 
 
 # --- backends ----------------------------------------------------------------------
-def _run(bound, backend, progress) -> Solution:
-    if backend not in BACKENDS:
+def _run(prepared, data, backend, progress) -> Solution:
+    """Run the call on the backend named (``auto``: the first available in the
+    registry's order that can run it, one warning per reason it moved on)."""
+    if backend not in registry.choices():
         raise ArgumentTypeError(f"{S.name('backend')} must be one of "
-                                f"{', '.join(map(repr, BACKENDS))}, got {backend!r}")
-    if backend == "numpy":
-        return _numpy(bound, progress)
-    glsl, why = _glsl()
-    if backend == "glsl":
-        if glsl is None:
-            raise BackendError(f"the GLSL backend is not available here ({why}); "
+                                f"{', '.join(map(repr, registry.choices()))}, got {backend!r}")
+    if backend != "auto":
+        chosen = registry.get(backend)
+        ok, why = chosen.available()
+        if not ok:
+            raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
-        return glsl.run(bound, progress)
-    if glsl is None:
-        return _fallback(bound, progress, f"the GLSL backend is not available ({why})")
-    try:
-        return glsl.run(bound, progress)
-    except BackendError as e:
-        return _fallback(bound, progress, f"the GLSL backend cannot run this: {e.message}")
-
-
-def _glsl():
-    """(the glsl_runner module, None) when it can run here, else (None, why not)."""
-    runner = _runner[0]
-    if runner is None:
+        return _on(chosen, prepared, data, progress)
+    order = registry.auto_order()
+    for i, candidate in enumerate(order):
+        last = i == len(order) - 1
+        ok, why = candidate.available()
+        if not ok:
+            _fell_back(candidate, f"is not available ({why})", order[i + 1:])
+            continue
+        if i and not candidate.gpu:
+            COUNTERS.add("cpu_fallbacks")       # auto came down to a CPU backend
         try:
-            runner = importlib.import_module("vgpu_compiler.backends.glsl.runner")
-        except ImportError as e:
-            return None, f"cannot import it: {e}"
-        _runner[0] = runner
-    if not runner.available():
-        return None, _no_context_reason()
-    return runner, ""
+            return _on(candidate, prepared, data, progress)
+        except BackendError as e:
+            if last:
+                raise
+            _fell_back(candidate, f"cannot run this: {e.message}", order[i + 1:])
+    raise BackendError("no backend is available here")      # numpy always is
 
 
-def _no_context_reason() -> str:
-    """Why no OpenGL 4.3 context could be made (VGPU_NO_GL, or the driver's own words)."""
-    from .backends.glsl import device as gl
-    why = gl.GL.error
-    if why and "VGPU_NO_GL" in why:
-        why += " (unset VGPU_NO_GL to use OpenGL)"
-    return f"no OpenGL 4.3 context could be made: {why}" if why else \
-        "no OpenGL 4.3 context could be made"
+def _on(backend, prepared, data, progress) -> Solution:
+    if is_empty(prepared):      # nothing to dispatch: no backend needs to know
+        return empty_solution(prepared.template, progress)
+    return backend.run(prepared, data, progress)
+
+
+def _fell_back(backend, what: str, rest) -> None:
+    """One warning per reason ``auto`` moved past a backend (counted every time)."""
+    if not rest:
+        return
+    reason = f"the {backend.name.upper()} backend {what}"
+    if reason not in _fallback_reasons:
+        _fallback_reasons.add(reason)
+        log.warning("%s; running on the %s backend instead", reason,
+                    "numpy reference" if rest[0].name == "numpy" else rest[0].name)
+
+
+def _numpy(prepared, data, progress) -> Solution:
+    return registry.get("numpy").run(prepared, data, progress)
 
 
 def _check_progress(progress) -> None:
     if progress is not None and not callable(progress):
         raise ArgumentTypeError(f"progress must be None or a function progress(done, total), "
                                 f"got {type(progress).__name__} {progress!r}")
-
-
-def _fallback(bound, progress, reason: str) -> Solution:
-    COUNTERS.add("cpu_fallbacks")
-    if reason not in _fallback_reasons:
-        _fallback_reasons.add(reason)
-        log.warning("%s; running on the numpy reference backend instead", reason)
-    return _numpy(bound, progress)
-
-
-def _numpy(bound, progress) -> Solution:
-    from .backends.numpy import runner as numpy_ref
-    return numpy_ref.run(bound, progress)
 
 
 def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:

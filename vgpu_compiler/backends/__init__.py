@@ -1,0 +1,111 @@
+"""The backend registry: every backend VGPU can run a call on, by name.
+
+Each backend is a package under ``backends/`` whose ``backend.py`` defines one
+``Backend`` object (``BACKEND``). This module lists them, in ``auto``'s order:
+GPU backends first, the numpy reference last (it is always available). Adding
+a backend is adding its package and one line to ``_PACKAGES``.
+
+A backend's ``run(prepared, data, progress) -> Solution`` receives a call that
+``call.bind`` has already checked, never an empty ensemble (the API answers
+that itself, with ``call.empty.solution``) and never a user mistake. A backend
+that cannot run a particular program raises ``BackendError``: ``auto`` then
+tries the next backend, with one warning per reason.
+
+Backend packages are imported only when a backend is first wanted, so that
+``import vgpu`` does not load OpenGL.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass, field as _field
+from typing import Callable
+
+# The registry line of each built-in backend: name -> (the module holding its BACKEND,
+# whether it runs on a GPU). The order is ``auto``'s: GPU backends first, numpy last.
+_PACKAGES = {
+    "glsl": ("vgpu_compiler.backends.glsl.backend", True),
+    "numpy": ("vgpu_compiler.backends.numpy.backend", False),
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend, as the API, ``vgpuc info`` and ``--backend`` see it."""
+
+    name: str
+    description: str                        # one line, for `vgpuc info` and --help
+    available: Callable[[], tuple[bool, str]]   # (can run here, why not)
+    run: Callable       # run(prepared, data, progress) -> Solution (call/prepare.py)
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    features: frozenset = _field(default_factory=frozenset)   # e.g. {"gpu", "history"}
+
+    @property
+    def gpu(self) -> bool:
+        return "gpu" in self.features
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Backend] = {}            # name -> Backend, once its module is imported
+_extra: dict[str, Backend] = {}              # backends registered at run time (register)
+_order: dict[str, tuple] = {}               # names(), choices(), auto_order(), until a
+                                            # register or unregister
+
+
+def register(backend: Backend) -> None:
+    """Add a backend at run time, or stand in for one of the same name: it joins
+    ``names()`` and ``auto``'s order (GPU backends before the others)."""
+    with _lock:
+        _extra[backend.name] = backend
+        _order.clear()
+
+
+def unregister(name: str) -> None:
+    with _lock:
+        _extra.pop(name, None)
+        _order.clear()
+
+
+def names() -> tuple[str, ...]:
+    """Every backend's name, in ``auto``'s order (GPU backends first, numpy last)."""
+    hit = _order.get("names")
+    if hit is None:
+        everything = list(_PACKAGES) + [n for n in _extra if n not in _PACKAGES]
+        hit = tuple(sorted(everything, key=lambda n: (not _is_gpu(n), n == "numpy")))
+        _order["names"] = hit
+    return hit
+
+
+def choices() -> tuple[str, ...]:
+    """What ``backend=`` and ``--backend`` accept: ``auto`` and every backend's name."""
+    hit = _order.get("choices")
+    if hit is None:
+        hit = _order["choices"] = ("auto",) + names()
+    return hit
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name`` (KeyError if none is)."""
+    hit = _extra.get(name) or _loaded.get(name)
+    if hit is not None:
+        return hit
+    module = importlib.import_module(_PACKAGES[name][0])
+    with _lock:
+        return _loaded.setdefault(name, module.BACKEND)
+
+
+def auto_order() -> tuple[Backend, ...]:
+    """Every backend, in the order ``auto`` tries them (loaded once; register and
+    unregister start again)."""
+    hit = _order.get("auto")
+    if hit is None:
+        hit = tuple(get(n) for n in names())
+        with _lock:
+            _order.setdefault("auto", hit)
+    return hit
+
+
+def _is_gpu(name: str) -> bool:
+    if name in _extra:
+        return _extra[name].gpu
+    return _PACKAGES[name][1]

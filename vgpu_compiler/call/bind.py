@@ -17,24 +17,33 @@ from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingErr
 from ..ir.nodes import Const, Expr, Field, Sym
 from ..ir.ops import SymKind, Type
 from .. import spelling as S
-from . import bind_memo
+from .prepare import Data, Prepared, lookup, signature, store
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 
 INT32_MAX = 2**31 - 1
 
 
+def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
+            dt=None, steps=None, t0=None, save_every=None) -> tuple[Prepared, Data]:
+    """The call's Prepared (memoised per signature: call/prepare.py) and its Data."""
+    key = signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    if key is not None:
+        prepared = lookup(key, field)
+        if prepared is not None:        # checked before: only this call's data is new
+            return prepared, prepared.convert(h0, params, inputs)
+    bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    prepared = Prepared.of(bound, params)
+    if key is not None:
+        prepared = store(key, prepared)
+    return prepared, Data(bound.h0, bound.params, bound.inputs)
+
+
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
          dt=None, steps=None, t0=None, save_every=None) -> Bound:
-    key = bind_memo.signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-    if key is not None:
-        template = bind_memo.lookup(key, field)
-        if template is not None:        # bound before: only this call's data is new
-            return bind_memo.rebind(template, h0, params, inputs)
-    bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-    if key is not None:
-        bind_memo.store(key, bound, params)
-    return bound
+    """The call as one Bound (its Prepared call in ``bound.prepared``)."""
+    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    return prepared.bound(data)
 
 
 def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every) -> Bound:

@@ -1,9 +1,10 @@
 """What a backend receives (a Bound call) and what it returns (a Solution).
 
-``bind.bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)``
-checks the call against the field and produces a Bound; every backend's
-``run(bound, progress=None) -> Solution`` takes it from there. A backend never
-sees user mistakes in the call: they are VgpuErrors raised by ``bind``.
+``bind.prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)``
+checks the call against the field and produces its Prepared call (memoised per
+signature) and Data; ``prepared.bound(data)`` is the Bound, the whole call in one
+object, that backends' runners read. A backend never sees user mistakes in the
+call: they are VgpuErrors raised by ``bind``.
 """
 from __future__ import annotations
 
@@ -34,9 +35,8 @@ class Bound:
     steps: int
     t0: float
     save_every: int | None = None
-    # Shared by every call of one signature (bind_memo): what a backend derives from the
-    # shapes alone, e.g. which compiled kernel runs them.
-    memo: dict = _field(default_factory=dict, repr=False, compare=False)
+    # The Prepared call (call/prepare.py) shared by every call of this one's signature.
+    prepared: object = _field(default=None, repr=False, compare=False)
 
     @property
     def n_trajectories(self) -> int:

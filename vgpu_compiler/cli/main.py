@@ -21,6 +21,7 @@ import traceback
 import warnings
 
 from .. import spelling
+from ..backends import choices as backend_choices
 from .common import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, all_fields, attach_file,
                          compile_source, describe_error, parse_dims, read_text,
                          select_field)
@@ -167,10 +168,11 @@ def _add_run(sub) -> None:
     p.add_argument("--dt", type=float, help="override the solve statement's dt")
     p.add_argument("--steps", type=int, help="override the solve statement's steps")
     p.add_argument("--t0", type=float, help="override the solve statement's t0")
-    p.add_argument("--backend", choices=("auto", "glsl", "numpy"), default="auto",
+    p.add_argument("--backend", choices=backend_choices(), default="auto",
                    help="glsl: OpenGL compute shaders; numpy: the reference interpreter; "
-                        "auto (default): glsl where an OpenGL 4.3 context can be made, "
-                        "else numpy with one warning")
+                        "auto (default): the first backend that can run the call, in the "
+                        f"order {', '.join(backend_choices()[1:])}, with one warning when it "
+                        "moves on (`vgpuc info` lists the backends available here)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of states and params (default: float32)")
     p.add_argument("--save-every", type=int, metavar="K",
@@ -212,11 +214,13 @@ def _add_system(sub) -> None:
     p.add_argument("action", choices=("info", "clear"), nargs="?",
                    help="info: show the cache; clear: empty it")
     p.set_defaults(func=cmd_cache)
-    p = sub.add_parser("info", help="the OpenGL device, its limits and extensions",
+    p = sub.add_parser("info", help="the backends, and the OpenGL device's limits and "
+                                    "extensions",
                        description="Print the OpenGL renderer, vendor and version VGPU "
                                    "uses, the limits that matter to it and the extensions "
-                                   "of note; or why there is no context (the numpy backend "
-                                   "is then used).")
+                                   "of note, or why there is no context; then every backend, "
+                                   "in the order backend=auto tries them, whether it is "
+                                   "available here and why not.")
     p.set_defaults(func=cmd_info)
 
 

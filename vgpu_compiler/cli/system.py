@@ -43,9 +43,24 @@ def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=()
 
 # --- info -------------------------------------------------------------------------------
 def info_command(args: argparse.Namespace) -> int:
-    for line in device_report():
+    for line in device_report() + [""] + backends_report():
         print(line)
     return EXIT_OK
+
+
+def backends_report() -> list[str]:
+    """Every registered backend, in ``auto``'s order: available here or why not, and
+    what it is."""
+    from .. import backends as registry
+
+    lines = ["backends (backend=auto tries them in this order):"]
+    for backend in registry.auto_order():
+        ok, why = backend.available()
+        state = "available" if ok else f"not available: {why}"
+        lines.append(f"  {backend.name:<8} {state}")
+        lines.append(f"  {'':<8} {backend.description}")
+        lines.append(f"  {'':<8} dtypes: {', '.join(backend.dtypes)}")
+    return lines
 
 
 def device_report() -> list[str]:

@@ -1,9 +1,15 @@
-"""The one OpenGL context of the process, owned by one worker thread.
+"""The one OpenGL context of the process, and the one way to use it: ``call(fn, *args)``.
 
-OpenGL contexts are bound to a thread, so every GL call is submitted to the
-worker (``call(fn, *args)``) and the caller waits for its result: calls from
-any thread are safe, and they run one at a time. ``VGPU_NO_GL=1`` forces
-"no context". The context is headless: EGL first, then moderngl's default.
+A worker thread makes the context (headless: EGL first, then moderngl's
+default; ``VGPU_NO_GL=1`` forces "no context"). An OpenGL context is current on
+one thread at a time, so calls from any thread are safe and run one at a time,
+in one of two ways, chosen once when the context is made:
+- *direct* (where the context can be made current on another thread, as EGL's
+  can): the caller takes the context's lock, makes the context current on its
+  own thread (moderngl's ``ctx.__enter__``, about 1.4 us with its ``__exit__``),
+  runs ``fn`` there and releases it. No hand-off between threads: on a repeated
+  small call that hand-off was most of the time spent outside the GL work;
+- *worker*: ``fn`` is handed to the worker thread, and the caller waits.
 
 A child made by ``os.fork`` (or a multiprocessing "fork" pool) has no worker
 thread. If the parent never started GL, the child makes its own context when it
@@ -11,16 +17,22 @@ first wants one. If it had, the child has no context: llvmpipe's threads do not
 survive a fork, and a second context made in the child hangs at its first
 dispatch, so ``error`` says why and ``backend="auto"`` runs on numpy there.
 
-A caller interrupted (Ctrl-C) while waiting for its job still waits for the job
-to end before the KeyboardInterrupt goes on, so the locks it holds cover the GL
-work (glsl_exec keeps every job to one dispatch or less).
+A caller interrupted (Ctrl-C) while its job runs still lets the job end before
+the KeyboardInterrupt goes on, so the locks it holds cover the GL work (execute
+keeps every job to one dispatch or less); a second interrupt does not wait. In
+direct mode the main thread holds a first SIGINT back while it runs a job.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
 import queue
+import signal
 import threading
+
+import _signal      # signal.signal without the enum conversions (about 4 us a call)
 from typing import Any, Callable
 
 log = logging.getLogger("vgpu")
@@ -71,14 +83,22 @@ class _Job:
 
 
 class GLThread:
+    prefer_direct = True            # False: always hand calls to the worker (measurements)
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._gl_lock = threading.Lock()    # direct mode: held while a thread has the context
+        self._holder: int | None = None      # the thread that has it (a job's own gl.call)
+        self.direct = False
         self._queue: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
         self._ready: threading.Event | None = None
         self.ctx = None
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+        # The context's storage-buffer binding points: (kernel, its buffer generation)
+        # whose buffers they hold (execute binds again only when another's are wanted).
+        self.bound_buffers: tuple | None = None
 
     # --- the worker -------------------------------------------------------------
     def _start(self) -> None:
@@ -97,6 +117,8 @@ class GLThread:
     def _loop(self) -> None:
         try:
             self._create()
+            if self.ctx is not None and self.prefer_direct:
+                self.direct = _release(self.ctx)
         finally:
             self._ready.set()
         while True:
@@ -114,6 +136,8 @@ class GLThread:
 
     def _after_fork_child(self) -> None:
         self._lock = threading.Lock()
+        self._gl_lock = threading.Lock()
+        self._holder = None
         if self._thread is None:        # GL never started (the child starts its own), or
             return                      # this process is a settled child itself
         if self.ctx is not None or self.error is None:
@@ -123,6 +147,7 @@ class GLThread:
                           f"(start it with multiprocessing's 'spawn' or 'forkserver' "
                           f"method to use GLSL there)")
         self.info = {}
+        self.bound_buffers = None
         self._queue = None
         self._thread = None
         self._ready = threading.Event()
@@ -158,15 +183,105 @@ class GLThread:
         return self.ctx is not None
 
     def call(self, fn: Callable, *args):
-        """Run ``fn(ctx, *args)`` on the GL thread and return its result."""
-        if self.on_worker():            # already there (a run calls its pieces so)
+        """Run ``fn(ctx, *args)`` with the context current, alone, and return its result."""
+        me = threading.get_ident()
+        if me == self._holder or self.on_worker():      # inside a job already
             return fn(self.ctx, *args)
         self._start()
-        if self.ctx is None:
+        ctx = self.ctx
+        if ctx is None:
             raise NoContext(self.error or "no OpenGL context")
-        job = _Job(fn, (self.ctx, *args))
+        if self.direct and not _other_context_current():
+            if me == _MAIN:                 # where SIGINT lands: hold it back
+                return _holding_sigint(self._direct, fn, args)
+            return self._direct(fn, args)
+        # worker mode; or a thread with a GL context of its own current, which making ours
+        # current would release: the worker runs the job (direct: making ours current there)
+        job = _Job(self._direct, (fn, args)) if self.direct else _Job(fn, (ctx, *args))
         self._queue.put(job)
         return job.wait()
+
+    def _direct(self, fn: Callable, args: tuple):
+        """Run ``fn`` on this thread with the context current here, alone."""
+        ctx = self.ctx
+        with self._gl_lock:
+            try:
+                ctx.__enter__()
+                self._holder = threading.get_ident()
+                return fn(ctx, *args)
+            finally:
+                self._holder = None
+                ctx.__exit__(None, None, None)
+
+
+_MAIN = threading.main_thread().ident
+_SIGINT = int(signal.SIGINT)
+
+
+def _release(ctx) -> bool:
+    """Make ``ctx`` current on no thread (it is on the one that made it); True when it can
+    then be made current on another (the worker checks on itself)."""
+    try:
+        ctx.__exit__(None, None, None)
+        ctx.__enter__()
+        ctx.__exit__(None, None, None)
+    except Exception as exc:       # noqa: BLE001 - any failure: stay on the worker
+        log.debug("OpenGL context stays on its thread: %s", exc)
+        try:
+            ctx.__enter__()
+        except Exception:          # noqa: BLE001
+            pass
+        return False
+    return True
+
+
+def _other_context_current() -> bool:
+    """True when this thread has a GL context current (the user's own: EGL, or GLX where
+    the process loaded it). moderngl's EGL ``__exit__`` releases the current context
+    rather than restoring the one before, so such a thread hands its job to the worker."""
+    return any(get() for get in _current_context_getters())
+
+
+@functools.lru_cache(maxsize=1)
+def _current_context_getters() -> tuple:
+    getters = []
+    for lib, name in (("libEGL.so.1", "eglGetCurrentContext"),
+                      ("libGLX.so.0", "glXGetCurrentContext"),
+                      ("libGL.so.1", "glXGetCurrentContext")):
+        try:        # only libraries the process has loaded already (RTLD_NOLOAD)
+            fn = getattr(ctypes.CDLL(lib, mode=os.RTLD_NOLOAD | os.RTLD_LAZY), name)
+        except (OSError, AttributeError):
+            continue
+        fn.restype, fn.argtypes = ctypes.c_void_p, []
+        address = ctypes.cast(fn, ctypes.c_void_p).value
+        if all(address != ctypes.cast(g, ctypes.c_void_p).value for g in getters):
+            getters.append(fn)          # (libGL's may be libGLX's own, under glvnd)
+    return tuple(getters)
+
+
+def _holding_sigint(run: Callable, fn: Callable, args: tuple):
+    """``run(fn, args)`` on the main thread with a first SIGINT held back until it ends
+    (a second one raises at once), then delivered as the handler in force would."""
+    held: list = []
+
+    def hold(signum, frame):
+        if held:
+            raise KeyboardInterrupt
+        held.append(frame)
+
+    try:
+        before = _signal.signal(_SIGINT, hold)
+    except ValueError:                  # not the main interpreter's main thread after all
+        return run(fn, args)
+    try:
+        return run(fn, args)
+    finally:
+        _signal.signal(_SIGINT, before)
+        if held:
+            if callable(before):
+                before(signal.SIGINT, held[0])
+            elif before == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
 
 def _describe(ctx) -> dict[str, Any]:

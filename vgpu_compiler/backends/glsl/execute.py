@@ -214,7 +214,16 @@ def _on_gl_thread(ctx, run, kernel, *args):
             return run(ctx, kernel, *args)
         finally:
             kernel.release(ctx)
-    return run(ctx, kernel, *args)
+    try:
+        return run(ctx, kernel, *args)
+    except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
+        _forget(kernel)             # GL state of the kernel's next run
+        raise
+
+
+def _forget(kernel) -> None:
+    kernel.uniform_values, kernel.chunk_uniforms, kernel.err_dirty = {}, None, True
+    gl.GL.bound_buffers = None
 
 
 def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict):
@@ -315,9 +324,6 @@ def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
     return writes
 
 
-_bound_buffers: list = [None]     # (kernel, its buffer generation) whose buffers are bound
-
-
 def _set_uniforms(kernel, uniforms: dict) -> None:
     """Only what changed since the last dispatch: uniforms persist in a program. Values
     are compared as the program sees them: -0.0 differs from 0.0 (``1 / p``), so a zero
@@ -342,10 +348,11 @@ def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarra
     prog = kernel.program
     # Binding points are global state: bind again unless this kernel's buffers, as they are
     # now, were the last bound (a repeated call of one kernel skips it).
-    if _bound_buffers[0] != (kernel, kernel.generation):
+    context = gl.GL
+    if context.bound_buffers != (kernel, kernel.generation):
         for b in kernel.meta["buffers"]:
             kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
-        _bound_buffers[0] = (kernel, kernel.generation)
+        context.bound_buffers = (kernel, kernel.generation)
     for buf, data in writes:
         buf.write(data)
     prog.run(*chunk.groups)

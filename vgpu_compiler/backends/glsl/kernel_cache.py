@@ -15,10 +15,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections import OrderedDict
-
 from . import device as gl
 from ...call.counters import COUNTERS
+from ...call.lru import LRU
 
 DEFAULT_CAPACITY = 32
 
@@ -96,79 +95,55 @@ class FieldView:
 
 
 class KernelCache:
-    """Kernels by key, least recently used evicted first."""
+    """Kernels by key, least recently used evicted first (and released: see holding)."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY):
-        self.capacity = capacity
-        self._lock = threading.Lock()
-        self._items: OrderedDict[str, GpuKernel] = OrderedDict()
+        self._lru: LRU[GpuKernel] = LRU(capacity, on_evict=_dropped)
         _CACHES.append(self)
 
+    @property
+    def capacity(self) -> int:
+        return self._lru.capacity
+
     def get(self, key: str) -> GpuKernel | None:
-        with self._lock:
-            k = self._items.get(key)
-            if k is not None:
-                self._items.move_to_end(key)
-            return k
+        return self._lru.get(key)
 
     def put(self, kernel: GpuKernel) -> GpuKernel:
         """Insert (or return the kernel another thread inserted first); evict beyond capacity."""
-        with self._lock:
-            have = self._items.get(kernel.key)
-            if have is not None:
-                victims = [kernel]
-                kernel = have
-            else:
-                self._items[kernel.key] = kernel
-                victims = []
-                while len(self._items) > self.capacity:
-                    _, old = self._items.popitem(last=False)
-                    victims.append(old)
-                    COUNTERS.add("evictions")
-        for v in victims:
-            _release(v)
-        return kernel
+        return self._lru.put(kernel.key, kernel)
 
     def evict(self, key: str) -> bool:
-        with self._lock:
-            k = self._items.pop(key, None)
+        k = self._lru.pop(key)
         if k is not None:
-            _release(k)
             COUNTERS.add("evictions")
         return k is not None
 
     def clear(self) -> int:
-        with self._lock:
-            items = list(self._items.values())
-            self._items.clear()
+        items = self._lru.clear()
         for k in items:
             _release(k)
         return len(items)
 
     def resize(self, capacity: int) -> None:
-        self.capacity = max(1, int(capacity))
-        with self._lock:
-            victims = []
-            while len(self._items) > self.capacity:
-                victims.append(self._items.popitem(last=False)[1])
-                COUNTERS.add("evictions")
-        for v in victims:
-            _release(v)
+        self._lru.resize(capacity)
 
     def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._items)
+        return self._lru.keys()
 
     def values(self) -> list[GpuKernel]:
-        with self._lock:
-            return list(self._items.values())
+        return self._lru.values()
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._lru)
 
     def nbytes(self) -> int:
-        with self._lock:
-            return sum(k.nbytes() for k in self._items.values())
+        return sum(k.nbytes() for k in self._lru.values())
+
+
+def _dropped(kernel: GpuKernel, pushed_out: bool) -> None:
+    if pushed_out:
+        COUNTERS.add("evictions")
+    _release(kernel)
 
 
 # Guards the hand-over between a run that holds a kernel and an eviction of it: the
@@ -215,9 +190,8 @@ def _after_fork_in_child() -> None:
     thread held at the fork): it forgets the kernels without releasing them."""
     global _RETIRE
     _RETIRE = threading.Lock()
-    for cache in _CACHES:
-        cache._lock = threading.Lock()
-        cache._items.clear()
+    for cache in _CACHES:        # (call/lru.py gives each LRU a fresh lock)
+        cache._lru._items.clear()
 
 
 _CACHES: list = []          # every KernelCache made (the runner's), for the fork handler

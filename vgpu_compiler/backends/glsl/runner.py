@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import threading
 import weakref
 from pathlib import Path
 
@@ -30,6 +29,8 @@ from ...errors import BackendError
 from ...ir.nodes import Field
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution
+from ...call.lru import LRU
+from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
 from .execute import execute, private_if_busy
@@ -37,9 +38,8 @@ from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
 DISK = DiskCache()
+_IDENTITIES = LRU(256)       # (id(field), dtype, pt, VGPU_REDUCTION) -> (weakref, identity)
 _DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64")}  # np.dtype.name is slow
-_key_lock = threading.Lock()
-_key_memo: dict[tuple, tuple[weakref.ref, tuple]] = {}
 FIELD_ID_CHARS = 16          # a disk key starts with this much of the field id (evict)
 
 
@@ -49,13 +49,15 @@ def available() -> bool:
     return gl.available()
 
 
-def run(bound: Bound, progress: Progress = None) -> Solution:
+def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
+    """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
+    its shapes) and its Data."""
+    bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
                            f"use {S.setting('backend', 'numpy')}")
-    if 0 in bound.grid_shape:       # an empty ensemble: nothing to dispatch, zero outputs
-        from ..numpy import runner as numpy_ref
-        return numpy_ref.run(bound, progress)
+    if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
+        raise ValueError("the GLSL runner was given an empty ensemble")
     kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
     with holding(kernel):
         sol = execute(kernel, bound, progress)
@@ -65,19 +67,36 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
 
 
 def _kernel(bound: Bound) -> GpuKernel | FieldView:
-    """The kernel for this call. Calls of one signature share ``bound.memo``: a repeated
-    call finds its kernel there, checking that the memory cache still holds it (not
-    evicted or cleared) and that VGPU_REDUCTION did not change."""
+    """The kernel for this call. Calls of one signature share their Prepared call
+    (``bound.prepared``): a repeated call finds its kernel in its slot, checking that the
+    memory cache still holds it (not evicted or cleared) and that VGPU_REDUCTION did not
+    change; the slot also keeps the field's identity (its disk key), digested once."""
     from . import REDUCTION_ENV
     env = os.environ.get(REDUCTION_ENV)
-    hit = bound.memo.get("glsl")
+    slots = bound.prepared.slots if bound.prepared is not None else {}
+    hit = slots.get("glsl")
     if hit is not None and hit[0] == env and MEMORY.get(hit[2].key) is hit[2]:
         COUNTERS.add("memory_hits")
         return hit[1]
-    kernel = kernel_for(bound.field, _DTYPE_NAMES[bound.dtype],
-                        tuple(sorted(bound.per_trajectory)), shape_signature(bound))
-    bound.memo["glsl"] = (env, kernel, kernel.base)
+    dtype, pt = _DTYPE_NAMES[bound.dtype], tuple(sorted(bound.per_trajectory))
+    ident = hit[3] if hit is not None and hit[0] == env else _identity(bound.field, dtype,
+                                                                       pt, env)
+    kernel = kernel_for(bound.field, dtype, pt, shape_signature(bound), ident)
+    slots["glsl"] = (env, kernel, kernel.base, ident)
     return kernel
+
+
+def _identity(field: Field, dtype: str, pt: tuple, env) -> tuple[str, str, str]:
+    """``identity``, kept per field object too: a call that no signature describes (a
+    list, a 0-d array) has a Prepared of its own each time, and digesting the field
+    takes about 0.5 ms for Lorenz."""
+    memo = (id(field), dtype, pt, env)
+    hit = _IDENTITIES.get(memo)
+    if hit is not None and hit[0]() is field:
+        return hit[1]
+    ident = identity(field, dtype, pt)
+    _IDENTITIES.put(memo, (weakref.ref(field), ident))
+    return ident
 
 
 def shape_signature(bound: Bound) -> tuple:
@@ -111,27 +130,18 @@ def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
 
 
 def identity(field: Field, dtype: str, pt: tuple[str, ...]) -> tuple[str, str, str]:
-    """(key, field id, positions digest), memoised per field object. The key holds no
-    source positions (comments and spacing do not matter); the field id, a digest of
-    the position-free IR alone, names every kernel of the field (evict)."""
-    from . import REDUCTION_ENV, device_reduction
-    memo = (id(field), dtype, pt, os.environ.get(REDUCTION_ENV))   # per call: keep it cheap
-    with _key_lock:
-        hit = _key_memo.get(memo)
-    if hit is not None and hit[0]() is field:
-        return hit[1]
+    """(key, field id, positions digest). The key holds no source positions (comments and
+    spacing do not matter); the field id, a digest of the position-free IR alone, names
+    every kernel of the field (evict). Linear in the IR: _kernel keeps it (in the call's
+    Prepared, and per field object)."""
+    from . import device_reduction
     fid, spans = canonical(field)
     dev = gl.device_info()
     parts = [compiler_fingerprint(), fid, dtype, ",".join(sorted(pt)),
              dev.get("vendor", ""), dev.get("renderer", ""), dev.get("version", ""),
              device_reduction()]
     key = hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:40]
-    out = (f"{fid[:FIELD_ID_CHARS]}-{key}", fid, spans)
-    with _key_lock:
-        if len(_key_memo) > 256:
-            _key_memo.clear()
-        _key_memo[memo] = (weakref.ref(field), out)
-    return out
+    return f"{fid[:FIELD_ID_CHARS]}-{key}", fid, spans
 
 
 @functools.lru_cache(maxsize=1024)
@@ -140,11 +150,11 @@ def memory_key(key: str, shapes: tuple) -> str:
     return hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
 
 
-def kernel_for(field: Field, dtype: str, pt: tuple[str, ...],
-               shapes: tuple = ()) -> GpuKernel | FieldView:
+def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = (),
+               ident: tuple | None = None) -> GpuKernel | FieldView:
     """The kernel of ``field`` (a GpuKernel, or a FieldView of one built from a text that
-    differs only in positions)."""
-    key, fid, spans = identity(field, dtype, pt)       # the GLSL text's key (disk)
+    differs only in positions); ``ident``: its ``identity``, if known."""
+    key, fid, spans = ident or identity(field, dtype, pt)   # the GLSL text's key (disk)
     kernel = _find_or_build(field, dtype, pt, shapes, key, fid, spans)
     if kernel.meta.get("spans") != spans:
         return FieldView(kernel, _ErrorTable(field, dtype, pt, kernel.meta))
@@ -210,7 +220,7 @@ def canonical(field: Field) -> tuple[str, str]:
     """(a digest of the field's IR without source positions, a digest of the positions).
     Iterative over the IR DAG (deep expressions do not recurse), each shared node
     digested once: linear in the DAG. Fields that take no part in equality (spans)
-    go to the second digest. kernel_key memoises it per field object."""
+    go to the second digest. A call's Prepared keeps it (runner._kernel)."""
     memo: dict[int, str] = {}
     spans = hashlib.sha256()
     stack = [field]

@@ -1,11 +1,12 @@
-"""Bind once per call signature: a repeated call with new data skips the checks.
+"""Prepare once per call signature: a repeated call with new data skips the checks.
 
 ``bind`` checks a call against its field: names, shapes, dims, defaults, the
 solve statement. None of that depends on the numbers in the arrays, only on
 the call's *signature*: which names were given, the shapes and dtypes of the
 arrays, and the scalars that the checks read. A call whose signature was bound
-before reuses that Bound as a template and only converts its new arrays, the
-"bind once, dispatch many" of the design.
+before reuses its Prepared call and only converts its new arrays (Data), the
+"bind once, dispatch many" of the design: a backend's ``run(prepared, data,
+progress)`` finds what it derived for the signature in ``prepared.slots``.
 
 ``signature`` returns None for anything it does not describe exactly (lists,
 0-d arrays, numpy scalars, a dims= mapping of odd types...): such a call is
@@ -16,22 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..ir.nodes import Field
 from .bound import Bound
 from .dims import free_params
+from .lru import LRU
 
 CAPACITY = 256
-_memo: OrderedDict = OrderedDict()
-_lock = threading.Lock()
-if hasattr(os, "register_at_fork"):     # a parent thread may hold it at the fork
-    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_lock", threading.Lock()))
+_memo: LRU = LRU(CAPACITY)                # signature -> Prepared
 _value_free: dict[int, tuple] = {}        # id(field) -> (field, True if no value is read)
 
 
@@ -111,44 +108,69 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
     return tuple(parts)
 
 
-@dataclass(frozen=True)
-class _Template:
-    bound: Bound                # the first call's Bound, its data taken out
+class Data(NamedTuple):
+    """One call's numbers, converted as bind converts them (C order, the working dtype)."""
+
+    h0: np.ndarray | None
+    params: dict            # every param: a float, or an array of the grid's shape
+    inputs: dict            # every input: an array of its declared shape
+
+
+@dataclass(eq=False)
+class Prepared:
+    """What a call's signature decides, made once and shared by every call of it: the
+    checked call without its data (``template``: dims, shapes, dt, steps, t0, defaults)
+    and a slot per backend for what it derives from the shapes alone (the GLSL backend:
+    which compiled kernel runs them). ``bound(data)`` is the Bound of one call."""
+
+    template: Bound                 # the first call's Bound, its data taken out
     h0_shape: tuple | None
+    slots: dict = dc_field(default_factory=dict, repr=False)   # backend name -> its own
+
+    @classmethod
+    def of(cls, bound: Bound, params) -> "Prepared":
+        """The Prepared call of ``bound`` (which keeps no user's array: see Data)."""
+        given = params or {}
+        light = dataclasses.replace(
+            bound, h0=None, inputs=dict.fromkeys(bound.inputs),
+            params={k: None if k in given else v for k, v in bound.params.items()})
+        return cls(light, None if bound.h0 is None else bound.h0.shape)
+
+    # what every backend reads, the same for every call of the signature
+    field = property(lambda self: self.template.field)
+    dtype = property(lambda self: self.template.dtype)
+    grid_shape = property(lambda self: self.template.grid_shape)
+    output_shapes = property(lambda self: self.template.output_shapes)
+
+    def convert(self, h0, params, inputs) -> Data:
+        """This call's data, converted as bind converts it (its checks passed: they
+        depend on the signature only)."""
+        t = self.template
+        dtype = t.dtype
+        arrays = {name: np.ascontiguousarray(inputs[name], dtype) for name in t.inputs}
+        values = t.params
+        if params:
+            values = dict(values)
+            for name, v in params.items():
+                values[name] = (np.ascontiguousarray(v, dtype) if type(v) is np.ndarray
+                                else float(v))
+        if h0 is not None:
+            h0 = np.ascontiguousarray(h0, dtype).reshape(self.h0_shape)
+        return Data(h0, values, arrays)
+
+    def bound(self, data: Data) -> Bound:
+        t = self.template
+        return Bound(field=t.field, dtype=t.dtype, grid_shape=t.grid_shape, dims=t.dims,
+                     h0=data.h0, params=data.params, inputs=data.inputs,
+                     output_shapes=t.output_shapes, dt=t.dt, steps=t.steps, t0=t.t0,
+                     save_every=t.save_every, prepared=self)
 
 
-def lookup(key: tuple, field: Field) -> _Template | None:
-    with _lock:
-        hit = _memo.get(key)
-        if hit is not None:
-            _memo.move_to_end(key)
-    return hit if hit is not None and hit.bound.field is field else None
+def lookup(key: tuple, field: Field) -> Prepared | None:
+    hit = _memo.get(key)
+    return hit if hit is not None and hit.template.field is field else None
 
 
-def store(key: tuple, bound: Bound, params) -> None:
-    """Keep ``bound`` without the call's data (the memo must not hold users' arrays)."""
-    given = params or {}
-    light = dataclasses.replace(
-        bound, h0=None, inputs=dict.fromkeys(bound.inputs),
-        params={k: None if k in given else v for k, v in bound.params.items()})
-    with _lock:
-        _memo[key] = _Template(light, None if bound.h0 is None else bound.h0.shape)
-        while len(_memo) > CAPACITY:
-            _memo.popitem(last=False)
-
-
-def rebind(template: _Template, h0, params, inputs) -> Bound:
-    """The template's Bound with this call's data, converted as bind converts it."""
-    t = template.bound
-    dtype = t.dtype
-    arrays = {name: np.ascontiguousarray(inputs[name], dtype) for name in t.inputs}
-    values = t.params
-    if params:
-        values = dict(values)
-        for name, v in params.items():
-            values[name] = np.ascontiguousarray(v, dtype) if type(v) is np.ndarray else float(v)
-    if h0 is not None:
-        h0 = np.ascontiguousarray(h0, dtype).reshape(template.h0_shape)
-    return Bound(field=t.field, dtype=dtype, grid_shape=t.grid_shape, dims=t.dims, h0=h0,
-                 params=values, inputs=arrays, output_shapes=t.output_shapes, dt=t.dt,
-                 steps=t.steps, t0=t.t0, save_every=t.save_every, memo=t.memo)
+def store(key: tuple, prepared: Prepared) -> Prepared:
+    """Keep ``prepared`` (or the one another thread kept first) for its signature."""
+    return _memo.put(key, prepared)

@@ -1,0 +1,125 @@
+"""The stages import only downward: a lower stage never imports a higher one, and a
+backend never imports another backend. Every import is read from the source (ast):
+absolute and relative ones, and those inside functions.
+
+Stages, low to high: errors, spelling, resources < ir, noise < frontend < call <
+backends < api < cli; ``vgpu`` (the public face) may import api and anything below.
+The package's own ``__init__`` is empty (every ``from .. import x`` imports it) and sits
+at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
+A backend may import the registry (``backends/__init__.py``), which imports none.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("vgpu_compiler", "vgpu")
+RANK = {"errors": 0, "spelling": 0, "resources": 0, "ir": 1, "noise": 1, "frontend": 2,
+        "call": 3, "backends": 4, "api": 5, "cli": 6, "__main__": 6, "__init__": 0}
+FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def _imports(path: Path, text: str | None = None) -> list[tuple[str, int]]:
+    """Every module ``path`` imports (absolute names), with its line."""
+    name = _name(path)
+    package = name.rpartition(".")[0]       # a package's __init__: the package itself
+    text = path.read_text(encoding="utf-8") if text is None else text
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((base, node.lineno))
+            found += [(f"{base}.{a.name}", node.lineno) for a in node.names  # from . import x
+                      if _is_module(f"{base}.{a.name}")]
+    return found
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _stage(module: str) -> tuple[int, str | None] | None:
+    """(rank, which backend) of a module of ours; None for anything else."""
+    parts = module.split(".")
+    if parts[0] == "vgpu":
+        return FACE, None
+    if parts[0] != "vgpu_compiler":
+        return None
+    if len(parts) == 1:
+        return RANK["__init__"], None
+    top = parts[1]
+    if top not in RANK:
+        return None             # a name imported from the package itself
+    backend = parts[2] if top == "backends" and len(parts) > 2 else None
+    return RANK[top], backend
+
+
+def _problems(path: Path, text: str | None = None) -> list[str]:
+    name = _name(path).removesuffix(".__init__")
+    here = _stage(name)
+    out = []
+    for target, line in _imports(path, text):
+        there = _stage(target.removesuffix(".__init__"))
+        if here is None or there is None:
+            continue
+        if there[0] > here[0]:
+            out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (a higher stage)")
+        elif here[0] == there[0] == RANK["backends"] and here[1] and there[1] \
+                and here[1] != there[1]:
+            out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (another backend)")
+    return out
+
+
+def test_imports_read_relative_and_nested_ones():
+    """The reader itself: relative imports resolve, imports in functions count."""
+    runner = ROOT / "vgpu_compiler" / "backends" / "glsl" / "runner.py"
+    targets = {t for t, _ in _imports(runner)}
+    assert "vgpu_compiler.errors" in targets                # from ...errors import
+    assert "vgpu_compiler.backends.glsl.device" in targets  # from . import device
+    assert "vgpu_compiler.backends.glsl" in targets         # from . import X, in a function
+    assert "vgpu_compiler.backends.glsl.REDUCTION_ENV" not in targets   # a name, not a module
+    api = {t for t, _ in _imports(ROOT / "vgpu_compiler" / "api.py")}
+    assert "vgpu_compiler.frontend.compile" in api          # inside a function
+
+
+def test_the_rule_catches_upward_and_sideways_imports():
+    bind = ROOT / "vgpu_compiler" / "call" / "bind.py"
+    assert _problems(bind, "def f():\n    from ..backends.glsl import runner\n") == [
+        "vgpu_compiler/call/bind.py:2 imports vgpu_compiler.backends.glsl (a higher stage)",
+        "vgpu_compiler/call/bind.py:2 imports vgpu_compiler.backends.glsl.runner "
+        "(a higher stage)"]
+    runner = ROOT / "vgpu_compiler" / "backends" / "glsl" / "runner.py"
+    assert _problems(runner, "from ..numpy import runner\n") == [
+        "vgpu_compiler/backends/glsl/runner.py:1 imports vgpu_compiler.backends.numpy "
+        "(another backend)",
+        "vgpu_compiler/backends/glsl/runner.py:1 imports vgpu_compiler.backends.numpy.runner "
+        "(another backend)"]
+    assert _problems(runner, "from .. import Backend\nimport vgpu_compiler.ir.nodes\n") == []
+    assert _imports(ROOT / "vgpu_compiler" / "__init__.py") == []   # empty: at the bottom
+    assert _stage("vgpu_compiler.call.bind")[0] < _stage("vgpu_compiler.api")[0]
+    assert _stage("vgpu_compiler.backends.glsl.runner") == (RANK["backends"], "glsl")
+    assert _stage("vgpu_compiler.backends") == (RANK["backends"], None)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_imports_upward_or_across_backends(path):
+    assert _problems(path) == []

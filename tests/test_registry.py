@@ -1,0 +1,176 @@
+"""The backend registry (vgpu_compiler/backends/__init__.py): one object per backend,
+read by the API (choice, auto's order and fallback), `vgpuc info` and --backend."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler import api
+from vgpu_compiler import backends as registry
+from vgpu_compiler.backends import Backend
+from vgpu_compiler.call.counters import COUNTERS
+from vgpu_compiler.cli.main import build_parser
+from vgpu_compiler.cli.system import backends_report
+
+from field_examples import LORENZ
+
+SCALE = """
+field scale {
+    state x
+    dx/dt = 0.0 * x
+    solve euler(dt = 0.1, steps = 1)
+}
+"""
+
+
+def _fake(name="fake", ok=True, why="", gpu=True, run=None):
+    calls = []
+
+    def default_run(prepared, data, progress=None):
+        calls.append(prepared.grid_shape)
+        sol = registry.get("numpy").run(prepared, data, progress)
+        sol.states = sol.states * 2          # a mark: the result came from here
+        return sol
+
+    features = frozenset({"gpu"}) if gpu else frozenset()
+    backend = Backend(name=name, description=f"a {name} backend for tests",
+                      available=lambda: (ok, why), run=run or default_run,
+                      dtypes=("float32",), features=features)
+    return backend, calls
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Register fakes for one test, and forget the fallback warnings given so far."""
+    added = []
+    monkeypatch.setattr(api, "_fallback_reasons", set())
+
+    def add(*args, **kw):
+        backend, calls = _fake(*args, **kw)
+        registry.register(backend)
+        added.append(backend.name)
+        return calls
+
+    yield add
+    for name in added:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def no_glsl():
+    """The GLSL backend, unavailable for one test (auto then tries the fakes): a stand-in
+    registered under its name."""
+    real = registry.get("glsl")
+    registry.register(dataclasses.replace(real, available=lambda: (False, "no GL")))
+    assert registry.get("glsl") is not real and registry.names()[0] == "glsl"
+    yield
+    registry.unregister("glsl")
+    assert registry.get("glsl") is real
+
+
+def test_builtin_order_puts_the_reference_last():
+    assert registry.names() == ("glsl", "numpy")
+    assert registry.choices() == ("auto", "glsl", "numpy")
+    for name in registry.names():
+        backend = registry.get(name)
+        assert backend.name == name and backend.description and backend.dtypes
+        ok, why = backend.available()
+        assert isinstance(ok, bool) and (ok or why)
+    assert registry.get("numpy").available() == (True, "")
+    assert registry.get("glsl").gpu and not registry.get("numpy").gpu
+
+
+def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
+    calls = fake("fake", gpu=True)
+    assert registry.names() == ("glsl", "fake", "numpy")
+    want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
+    got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
+    np.testing.assert_array_equal(got, want * 2)
+    assert calls == [(3,)]
+    np.testing.assert_array_equal(vgpu.run_field(LORENZ, np.ones((3, 3)), backend="fake",
+                                                 steps=2), want * 2)
+
+
+def test_a_registered_cpu_backend_comes_before_numpy_only(fake):
+    fake("slow", gpu=False)
+    assert registry.names() == ("glsl", "slow", "numpy")
+
+
+def test_a_registered_backend_shows_in_info_and_backend_choices(fake):
+    fake("fake", ok=False, why="the fake device is unplugged")
+    lines = backends_report()
+    text = "\n".join(lines)
+    assert "fake     not available: the fake device is unplugged" in text
+    assert "a fake backend for tests" in text
+    assert text.index("glsl ") < text.index("fake ") < text.index("numpy ")
+    assert "numpy    available" in text
+    args = build_parser().parse_args(["run", "x.field", "--backend", "fake"])
+    assert args.backend == "fake"
+
+
+def test_an_unavailable_backend_says_why(fake):
+    fake("fake", ok=False, why="the fake device is unplugged")
+    with pytest.raises(vgpu.BackendError, match=r"the fake backend is not available here "
+                                                r"\(the fake device is unplugged\)"):
+        vgpu.run_field(SCALE, np.ones(2), backend="fake")
+
+
+def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog, no_glsl):
+    fake("fake", ok=False, why="the fake device is unplugged")
+    want = vgpu.run_field(SCALE, np.ones(2), backend="numpy")
+    with caplog.at_level(logging.WARNING, logger="vgpu"):
+        for _ in range(3):
+            np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), want)
+    said = [r.getMessage() for r in caplog.records if "FAKE" in r.getMessage()]
+    assert len(said) == 1 and "the fake device is unplugged" in said[0]
+    assert len([r for r in caplog.records if "GLSL" in r.getMessage()]) == 1
+
+
+def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_glsl):
+    def refuse(prepared, data, progress=None):
+        raise vgpu.BackendError("the fake backend has no sin")
+
+    registry.register(_fake("fake", run=refuse)[0])
+    try:
+        want = vgpu.run_field(SCALE, np.ones(2), backend="numpy")
+        with caplog.at_level(logging.WARNING, logger="vgpu"):
+            np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), want)
+        assert "the fake backend has no sin" in caplog.text
+        with pytest.raises(vgpu.BackendError, match="no sin"):
+            vgpu.run_field(SCALE, np.ones(2), backend="fake")
+    finally:
+        registry.unregister("fake")
+
+
+def test_an_unknown_backend_lists_the_choices():
+    with pytest.raises(vgpu.ArgumentTypeError, match=r"backend must be one of 'auto', "
+                                                     r"'glsl', 'numpy', got 'cuda'"):
+        vgpu.run_field(SCALE, np.ones(2), backend="cuda")
+
+
+def test_fallback_to_numpy_is_counted(fake, no_glsl):
+    calls = fake("fake")
+    before = COUNTERS.snapshot()["cpu_fallbacks"]
+    vgpu.run_field(SCALE, np.ones(2))                   # on the fake: not a CPU fallback
+    assert calls and COUNTERS.snapshot()["cpu_fallbacks"] == before
+    registry.unregister("fake")
+    vgpu.run_field(SCALE, np.ones(2))                   # on numpy
+    assert COUNTERS.snapshot()["cpu_fallbacks"] == before + 1
+
+
+def test_no_backend_sees_an_empty_ensemble(fake):
+    """The API answers an empty ensemble itself: the same Solution on every backend,
+    and the backend's run is not called."""
+    calls = fake("fake")
+    for backend in ("fake", "numpy", "glsl"):
+        if not registry.get(backend).available()[0]:
+            continue
+        sol = vgpu.solve(LORENZ, np.ones((0, 3)), backend=backend, steps=5, save_every=2)
+        assert sol.states.shape == (0, 3) and sol.steps_taken.shape == (0,)
+        assert sol.history.shape == (4, 0, 3)
+        np.testing.assert_allclose(sol.times, [0.0, 0.02, 0.04, 0.05], rtol=1e-6)
+    assert calls == []

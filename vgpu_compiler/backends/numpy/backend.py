@@ -1,0 +1,23 @@
+"""The numpy reference backend as the registry sees it: always available."""
+from __future__ import annotations
+
+from .. import Backend
+
+
+def _available() -> tuple[bool, str]:
+    return True, ""
+
+
+def _run(prepared, data, progress=None):
+    from . import runner        # the reference interpreter, loaded when first used
+    return runner.run(prepared.bound(data), progress)
+
+
+BACKEND = Backend(
+    name="numpy",
+    description="the numpy reference interpreter (always available; the CPU fallback)",
+    available=_available,
+    run=_run,
+    dtypes=("float32", "float64"),
+    features=frozenset({"history", "flux", "reductions", "progress"}),
+)
