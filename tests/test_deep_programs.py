@@ -320,3 +320,17 @@ def test_a_mean_coupled_field_agrees_on_both_backends(glsl, fresh_cache):
     h0 = np.random.default_rng(40).uniform(size=(5, 40)).astype(np.float32)
     np.testing.assert_allclose(vgpu.run_field(src, h0, backend="glsl"),
                                vgpu.run_field(src, h0, backend="numpy"), rtol=1e-5, atol=1e-6)
+
+
+def test_a_long_chain_of_param_defaults(glsl):
+    """3,000 params, each defaulting to the next plus one, declared first to last: the
+    checker's cycle search and the call's default evaluation walk them on a stack."""
+    n = 3000
+    decls = "\n".join(f" param p{k} = p{k + 1} + 1" for k in range(n)) + f"\n param p{n} = 1"
+    src = f"field f {{\n{decls}\n state x\n dx/dt = p0\n solve euler(dt = 1, steps = 1)\n}}"
+    for backend in ("numpy", "glsl"):
+        np.testing.assert_array_equal(vgpu.run_field(src, np.zeros(2), backend=backend),
+                                      np.full(2, n + 1.0, np.float32))
+    # given in the call, p{n} changes every default above it
+    out = vgpu.run_field(src, np.zeros(2), params={f"p{n}": 5.0}, backend="numpy")
+    np.testing.assert_array_equal(out, np.full(2, n + 5.0, np.float32))

@@ -216,30 +216,34 @@ def _require_all(bound: Dims) -> None:
 
 # --- params and the solve statement ---------------------------------------------------------
 def _param_values(field: Field, given: dict, grid_shape: tuple, dtype, dims: dict) -> dict:
-    """Every param's value: given, or its default (which may use other params)."""
+    """Every param's value: given, or its default (which may use other params), each
+    default evaluated after the params it names (on an explicit stack: chains of
+    thousands of defaults are fine)."""
     decls = {p.name: p for p in field.params}
     values: dict = {}
-
-    def get(name: str, stack: tuple):
-        if name in values:
-            return values[name]
-        if name in given:
-            values[name] = given[name]
-            return values[name]
-        decl = decls[name]
-        if decl.default is None:
-            raise MissingError(f"param {name} has no default and was not given: "
-                               f"pass {S.give_entry('params', name)}")
-        if name in stack:
-            raise DeclarationError(f"the default of param {name} depends on itself",
-                                   span=decl.span)
-        v = _evaluate(decl.default, lambda p: get(p, stack + (name,)), dims)
-        values[name] = (np.ascontiguousarray(np.broadcast_to(v, grid_shape), dtype)
-                        if np.ndim(v) else float(v))
-        return values[name]
-
     for p in field.params:
-        get(p.name, ())
+        stack = [p.name]            # params being computed, the innermost last
+        while stack:
+            name = stack[-1]
+            if name in values or name in given:
+                values.setdefault(name, given.get(name))
+                stack.pop()
+                continue
+            decl = decls[name]
+            if decl.default is None:
+                raise MissingError(f"param {name} has no default and was not given: "
+                                   f"pass {S.give_entry('params', name)}")
+            needed = next((q for q in free_params(decl.default) if q not in values), None)
+            if needed is not None:
+                if needed in stack:
+                    raise DeclarationError(f"the default of param {needed} depends on itself",
+                                           span=decls[needed].span)
+                stack.append(needed)
+                continue
+            v = _evaluate(decl.default, values.__getitem__, dims)
+            values[name] = (np.ascontiguousarray(np.broadcast_to(v, grid_shape), dtype)
+                            if np.ndim(v) else float(v))
+            stack.pop()
     return values
 
 
