@@ -218,7 +218,7 @@ def test_exports():
 
 @pytest.mark.parametrize("progress", [3, "bar", [print]])
 def test_progress_must_be_callable(progress):
-    with pytest.raises(vgpu.ArgumentTypeError, match=r"^progress must be None or a function "
+    with pytest.raises(vgpu.ArgumentTypeError, match=r"^progress must be None, True or a function "
                                                      r"progress\(done, total\), got "):
         vgpu.solve(SCALE, np.ones(2), backend="numpy", progress=progress)
 

@@ -211,3 +211,30 @@ def test_backends_report_cumulative_steps_ending_at_the_total(name, backend, req
             steps(*call)
     total = calls[-1][1]
     assert f"{total}/{total}" in _lines(stream.getvalue())[-1]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "glsl"])
+def test_solve_with_progress_true_draws_a_bar_named_for_the_field(backend, monkeypatch,
+                                                                   request):
+    if backend == "glsl":
+        request.getfixturevalue("glsl")
+    stream = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(progress, "DELAY", 0.0)
+    src = (EXAMPLES / "lorenz.field").read_text()
+    h0 = np.ones((64, 3), np.float32)
+    sol = vgpu.solve(src, h0, backend=backend, steps=300, progress=True)
+    want = vgpu.run_field(src, h0, backend=backend, steps=300)
+    np.testing.assert_array_equal(sol.states, want)
+    shown = _lines(stream.getvalue())
+    assert shown and shown[-1].startswith("lorenz") and "300/300" in shown[-1]
+    assert stream.getvalue().endswith("\n")         # the bar was closed
+
+
+def test_solve_with_progress_false_draws_nothing(monkeypatch):
+    stream = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(progress, "DELAY", 0.0)
+    src = (EXAMPLES / "lorenz.field").read_text()
+    vgpu.solve(src, np.ones((4, 3)), backend="numpy", steps=50, progress=False)
+    assert stream.getvalue() == ""

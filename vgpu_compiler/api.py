@@ -74,9 +74,27 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
           progress: Progress = None) -> Solution:
-    """Like run_field, returning the whole Solution (outputs, steps_taken, history)."""
+    """Like run_field, returning the whole Solution (outputs, steps_taken, history).
+    ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
+    if progress is True or progress is False:
+        bar = _bar(src, field) if progress else None
+        try:
+            return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                          t0, save_every, bar)
+        finally:
+            if bar is not None:
+                bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
                   save_every, progress)
+
+
+def _bar(src, field):
+    """A progress bar labelled with the field's name (call/progress.py: tqdm, on stderr,
+    drawn only on a terminal and only for runs longer than a moment)."""
+    from .call.progress import bar
+    text, filename = _text(src)
+    with _located(text, filename):
+        return bar(_compiled(text, filename).select(field).name)
 
 
 def cache_stats() -> dict[str, int]:
@@ -239,7 +257,8 @@ def _numpy(prepared, data, progress) -> Solution:
 
 def _check_progress(progress) -> None:
     if progress is not None and not callable(progress):
-        raise ArgumentTypeError(f"progress must be None or a function progress(done, total), "
+        raise ArgumentTypeError(f"progress must be None, True or a function "
+                                f"progress(done, total), "
                                 f"got {type(progress).__name__} {progress!r}")
 
 
