@@ -1,4 +1,4 @@
-"""Every mistake in a call is a VgpuError subclass that names the problem (runtime.bind)."""
+"""Every mistake in a call is a VgpuError subclass that names the problem (call/bind.py)."""
 from __future__ import annotations
 
 import numpy as np

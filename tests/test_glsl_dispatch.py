@@ -1,4 +1,4 @@
-"""How the GLSL runtime splits a long integration over dispatches (runtime/glsl_exec.py)."""
+"""How the GLSL runtime splits a long integration over dispatches (backends/glsl/execute.py)."""
 import pathlib
 
 import numpy as np
