@@ -12,47 +12,12 @@ from fractions import Fraction
 
 from .nodes import ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
 from .ops import ARITH, COMPARE, LOGIC, Op, SymKind
-from .walk import children, field_roots, walk
+from .walk import Numbering, children, field_roots, walk
 
 _INFIX = (ARITH | COMPARE | LOGIC) - {Op.NEG, Op.NOT}
 
 
-def _shallow(node: Expr) -> tuple:
-    """What a node is, apart from its children (repr keeps -0.0 and nan apart)."""
-    if isinstance(node, Const):
-        return ("const", node.type, repr(node.value))
-    if isinstance(node, Sym):
-        return ("sym", node.kind, node.name, node.type)
-    if isinstance(node, Load):
-        return ("load", node.array)
-    if isinstance(node, CoupledAt):
-        return ("at", node.name)
-    if isinstance(node, Reduce):
-        return ("reduce", node.op, node.name)
-    return ("apply", node.op, node.type)
-
-
-class _Numbering:
-    """Value numbering: structurally equal nodes get one number, in linear time
-    (no recursive hashing of deep, shared IR). Spans aside: the copies of a read
-    at two places in the text are two nodes but one number, so the dump holds
-    no position."""
-
-    def __init__(self):
-        self._by_uid: dict[int, int] = {}
-        self._by_key: dict[tuple, int] = {}
-
-    def __call__(self, node: Expr) -> int:
-        hit = self._by_uid.get(node.uid)
-        if hit is not None:
-            return hit
-        for e in walk(node, skip=lambda x: x.uid in self._by_uid):
-            key = (_shallow(e), tuple(self._by_uid[c.uid] for c in children(e)))
-            self._by_uid[e.uid] = self._by_key.setdefault(key, len(self._by_key))
-        return self._by_uid[node.uid]
-
-
-def _shared(field: Field, number: _Numbering) -> set[int]:
+def _shared(field: Field, number: Numbering) -> set[int]:
     """Compound nodes referenced from more than one place (roots or distinct parents)."""
     roots = field_roots(field)
     refs: dict[int, int] = {}
@@ -73,7 +38,7 @@ def _shared(field: Field, number: _Numbering) -> set[int]:
 
 class _Printer:
     def __init__(self, field: Field):
-        self.number = _Numbering()
+        self.number = Numbering()
         self.shared = _shared(field, self.number)
         self.temps: dict[int, str] = {}
         self.pending: list[str] = []      # temp definitions not yet written out

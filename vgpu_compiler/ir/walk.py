@@ -12,6 +12,8 @@
 - ``field_roots(field)``: every expression of a field, in a fixed order.
 - ``rebuild(root, make, memo)``: a new expression bottom-up, ``make(node,
   new_children)`` called once per unique node (a fold, a substitution).
+- ``Numbering``: value numbers, one per structurally equal subtree (spans
+  aside), computed children first: hoisting and the IR dump share them.
 
 The order of the leaves is the same as a recursive left-to-right walk's, so
 "in order of first appearance" needs nothing more.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from .nodes import Apply, CoupledAt, Expr, Field, Load
+from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
 
 
 def children(node: Expr) -> tuple[Expr, ...]:
@@ -68,3 +70,35 @@ def rebuild(root: Expr, make: Callable[[Expr, tuple], Expr], memo: dict) -> Expr
     for node in walk(root, skip=lambda n: n.uid in memo):
         memo[node.uid] = make(node, tuple(memo[k.uid] for k in children(node)))
     return memo[root.uid]
+
+
+def shallow(node: Expr) -> tuple:
+    """What a node is apart from its children and span (repr keeps -0.0 and nan apart)."""
+    if isinstance(node, Const):
+        return ("const", node.type, repr(node.value))
+    if isinstance(node, Sym):
+        return ("sym", node.kind, node.name, node.type)
+    if isinstance(node, Load):
+        return ("load", node.array)
+    if isinstance(node, CoupledAt):
+        return ("at", node.name)
+    if isinstance(node, Reduce):
+        return ("reduce", node.op, node.name)
+    return ("apply", node.op, node.type)
+
+
+class Numbering:
+    """Value numbers: structurally equal nodes get one number (spans aside: the copies
+    of a read at two places in the text are two nodes but one number), computed
+    children first, in time linear in the DAG, without hashing deep trees."""
+
+    def __init__(self):
+        self._by_uid: dict[int, int] = {}
+        self._by_key: dict[tuple, int] = {}
+
+    def __call__(self, node: Expr) -> int:
+        numbers = self._by_uid
+        for e in walk(node, skip=lambda x: x.uid in numbers):
+            key = (shallow(e), tuple(numbers[c.uid] for c in children(e)))
+            numbers[e.uid] = self._by_key.setdefault(key, len(self._by_key))
+        return numbers[node.uid]

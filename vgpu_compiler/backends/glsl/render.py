@@ -37,11 +37,11 @@ from ...errors import BackendError, Span
 from ...ir.nodes import Apply, Const, CoupledAt, Expr, Load, Reduce, Sym
 from ...ir.ops import Op, SymKind, Type
 from ...ir.ranges import STEPS, Ranges, condition_text
+from ...ir.walk import Numbering as _Numbering
+from ...ir.walk import children as _children
 from .kernel import Context
-from .numbering import Numbering as _Numbering
-from .numbering import children as _children
-from .numbering import first_span as _first_span
-from .numbering import is_pure_node as _is_pure_node
+from .traits import first_span as _first_span
+from .traits import is_pure_node as _is_pure_node
 from .dialect import (DIALECTS, FLOAT32, FLOAT64, LOOP_HELPERS, Dialect, float64_error,
                       mangle)
 
