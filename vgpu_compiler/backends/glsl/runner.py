@@ -33,7 +33,8 @@ from ...call.lru import LRU
 from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
-from .execute import execute, private_if_busy
+from .execute import OneDispatch, _here, execute, private_if_busy
+from .plan import plan_for
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
@@ -51,19 +52,44 @@ def available() -> bool:
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
-    its shapes) and its Data."""
+    its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
+    its Data."""
+    if progress is None:
+        fast = prepared.slots.get("glsl_fast")
+        if fast is not None and _still(fast, prepared.slots):
+            COUNTERS.add("memory_hits")
+            sol = fast.call(data)
+            if sol is not None:
+                return sol
     bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
                            f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
-    kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
+    found = _kernel(bound)
+    kernel = private_if_busy(found)     # a progress callback's call: see glsl_exec
     with holding(kernel):
         sol = execute(kernel, bound, progress)
+        if kernel is found and bound.prepared is not None and kernel.program is not None:
+            plan = plan_for(kernel, bound)
+            if OneDispatch.fits(kernel, bound, plan):
+                bound.prepared.slots["glsl_fast"] = OneDispatch(kernel, bound, plan)
     if progress is not None:        # outside the lock: the callback may call run_field
         progress(bound.steps, bound.steps)
     return sol
+
+
+def _still(fast: OneDispatch, slots: dict) -> bool:
+    """True when ``fast`` still runs this call as ``run``'s full path would: the same
+    kernel, still in the memory cache, VGPU_REDUCTION unchanged, the same plan, a
+    context, and no progress callback of a run of this thread's underway (whose call
+    gets a private kernel: private_if_busy)."""
+    from . import REDUCTION_ENV
+    hit = slots.get("glsl")
+    return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
+            and not _here.kernels and fast.current()
+            and hit[0] == os.environ.get(REDUCTION_ENV) and MEMORY.get(hit[2].key) is hit[2])
 
 
 def _kernel(bound: Bound) -> GpuKernel | FieldView:
