@@ -466,6 +466,7 @@ class OneDispatch:
         self.pt = plan.pt
         self.collapse = bool(meta["collapse"])
         self.state_bytes = self.n_states * n * self.dtype.itemsize
+        self.taken = np.full(self.grid, self.steps, np.int32)   # copied for each call
 
     @staticmethod
     def fits(kernel, bound: Bound, plan: Plan) -> bool:
@@ -514,7 +515,7 @@ class OneDispatch:
             states = np.ascontiguousarray(raw.reshape(self.n_states, n).T).reshape(
                 self.grid + (self.n_states,))
         if steps is None:
-            steps = np.full(self.grid, self.steps, np.int32)
+            steps = self.taken.copy()
         else:
             steps = steps.reshape(self.grid)
         return Solution(states=states, outputs=outputs, steps_taken=steps)

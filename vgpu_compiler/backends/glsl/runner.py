@@ -34,6 +34,7 @@ from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
 from .execute import OneDispatch, _here, execute, private_if_busy
+from . import REDUCTION_ENV, plan as _plan
 from .plan import plan_for
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
@@ -85,10 +86,9 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
     kernel, still in the memory cache, VGPU_REDUCTION unchanged, the same plan, a
     context, and no progress callback of a run of this thread's underway (whose call
     gets a private kernel: private_if_busy)."""
-    from . import REDUCTION_ENV
     hit = slots.get("glsl")
     return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
-            and not _here.kernels and fast.current()
+            and not _here.kernels and _plan._in_force[0] is fast.limits
             and hit[0] == os.environ.get(REDUCTION_ENV) and MEMORY.get(hit[2].key) is hit[2])
 
 
@@ -97,7 +97,6 @@ def _kernel(bound: Bound) -> GpuKernel | FieldView:
     (``bound.prepared``): a repeated call finds its kernel in its slot, checking that the
     memory cache still holds it (not evicted or cleared) and that VGPU_REDUCTION did not
     change; the slot also keeps the field's identity (its disk key), digested once."""
-    from . import REDUCTION_ENV
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
     hit = slots.get("glsl")
