@@ -205,7 +205,9 @@ def _run(prepared, data, backend, progress) -> Solution:
         if not ok:
             raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
-        return _on(chosen, prepared, data, progress)
+        if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
+            return empty_solution(prepared.template, progress)
+        return chosen.run(prepared, data, progress)
     order = registry.auto_order()
     for i, candidate in enumerate(order):
         last = i == len(order) - 1

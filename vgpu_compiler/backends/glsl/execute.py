@@ -497,7 +497,7 @@ class OneDispatch:
         base = self.base
         base.lock.acquire()
         try:
-            got = gl.call(self._trip, data.inputs, state, params, uniforms)
+            got = gl.GL.call(self._trip, data.inputs, state, params, uniforms)
         finally:
             with _RETIRE:
                 if base.retired:
@@ -505,7 +505,7 @@ class OneDispatch:
                 base.lock.release()
         if got is None:
             return None
-        COUNTERS.add("dispatches")
+        COUNTERS.add_both("memory_hits", "dispatches")
         err, raw, steps, outputs = got
         if err is not None:
             _raise_error(err, _prepare(self.kernel.meta, self._bound(data), self.plan))

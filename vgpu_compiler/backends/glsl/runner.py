@@ -56,10 +56,10 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
     if progress is None:
-        fast = prepared.slots.get("glsl_fast")
-        if fast is not None and _still(fast, prepared.slots):
-            COUNTERS.add("memory_hits")
-            sol = fast.call(data)
+        slots = prepared.slots
+        fast = slots.get("glsl_fast")
+        if fast is not None and _still(fast, slots):
+            sol = fast.call(data)       # (it counts the memory hit and the dispatch)
             if sol is not None:
                 return sol
     bound = prepared.bound(data)
@@ -89,7 +89,30 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
     hit = slots.get("glsl")
     return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
             and not _here.kernels and _plan._in_force[0] is fast.limits
-            and hit[0] == os.environ.get(REDUCTION_ENV) and MEMORY.get(hit[2].key) is hit[2])
+            and _reduction_env() == hit[0] and MEMORY.get(hit[2].key) is hit[2])
+
+
+def _environ_reader(name: str):
+    """A function reading ``os.environ.get(name)``. On POSIX, os.environ keeps the
+    environment as bytes (``_data``) and encodes the name at each look-up: reading
+    its dict with the name encoded once is the same look-up, in a fraction of the
+    time."""
+    environ = os.environ
+    data, encode, decode = (getattr(environ, a, None)
+                            for a in ("_data", "encodekey", "decodevalue"))
+    if type(data) is not dict or encode is None or decode is None:
+        return lambda: environ.get(name)
+    key = encode(name)
+
+    def read():
+        if os.environ is not environ:       # replaced wholesale: read the new one
+            return os.environ.get(name)
+        raw = data.get(key)
+        return None if raw is None else decode(raw)
+    return read
+
+
+_reduction_env = _environ_reader(REDUCTION_ENV)
 
 
 def _kernel(bound: Bound) -> GpuKernel | FieldView:
