@@ -137,16 +137,24 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
            progress) -> Solution:
     text, filename = _text(src)
-    _check_progress(progress)
-    with _located(text, filename):
+    if progress is not None:
+        _check_progress(progress)
+    prepared = selected = None
+    try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
-        prepared = None
-        try:
-            prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                     t0, save_every)
-            sol = _run(prepared, data, backend, progress)
-        except MemoryError:
-            raise CallError(_out_of_memory(selected, prepared)) from None
+        prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
+                                 t0, save_every)
+        sol = _run(prepared, data, backend, progress)
+    except MemoryError:
+        if selected is None:
+            raise
+        error = CallError(_out_of_memory(selected, prepared))
+        error.with_source(text, filename)
+        raise error from None
+    except VgpuError as error:
+        if error.source is None:
+            error.with_source(text, filename)
+        raise
     _warn_nonfinite(sol, prepared.grid_shape)
     return sol
 
@@ -215,7 +223,9 @@ def _run(prepared, data, backend, progress) -> Solution:
         if not ok:
             raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
-        return _on(chosen, prepared, data, progress)
+        if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
+            return empty_solution(prepared.template, progress)
+        return chosen.run(prepared, data, progress)
     order = registry.auto_order()
     for i, candidate in enumerate(order):
         last = i == len(order) - 1

@@ -17,6 +17,13 @@ class Counters:
         with self._lock:
             self._values[name] += n
 
+    def add_both(self, first: str, second: str) -> None:
+        """add(first) and add(second) under one taking of the lock."""
+        with self._lock:
+            values = self._values
+            values[first] += 1
+            values[second] += 1
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._values)

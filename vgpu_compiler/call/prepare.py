@@ -71,11 +71,13 @@ def _exact(v):
 def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
               save_every) -> tuple | None:
     """A hashable description of everything bind reads, or None."""
-    if not (_plain(dt) and _plain(steps) and _plain(t0) and _plain(save_every)):
+    if not ((dt is None or _number(dt)) and (steps is None or _number(steps))
+            and (t0 is None or _number(t0)) and (save_every is None or _number(save_every))):
         return None
     if type(dtype) is not str and not isinstance(dtype, np.dtype):
         return None
-    parts: list = [id(field), dtype, _exact(dt), steps, _exact(t0), save_every]
+    parts: list = [id(field), dtype, dt if type(dt) is not float else _exact(dt), steps,
+                   t0 if type(t0) is not float else _exact(t0), save_every]
     for given in (inputs, params, dims):
         if given is None:
             parts.append(None)
@@ -87,12 +89,17 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
         parts.append((h0.shape, h0.dtype))
     elif h0 is not None:
         return None
-    for name, a in (inputs or {}).items():
-        if type(a) is not np.ndarray:
-            return None
-        parts.append((name, a.shape, a.dtype))
+    if inputs:
+        for name, a in inputs.items():
+            if type(a) is not np.ndarray:
+                return None
+            parts.append((name, a.shape, a.dtype))
+    if not params:
+        if dims:
+            return _with_dims(parts, dims)
+        return tuple(parts)
     values = not _reads_no_param_value(field)
-    for name, v in (params or {}).items():
+    for name, v in params.items():
         if type(v) is np.ndarray and v.ndim:
             if values:      # a default may be computed from this array's numbers
                 return None
@@ -101,7 +108,11 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
             parts.append((name, _exact(v)) if values else (name, float))
         else:
             return None
-    for name, v in (dims or {}).items():
+    return _with_dims(parts, dims) if dims else tuple(parts)
+
+
+def _with_dims(parts: list, dims: dict) -> tuple | None:
+    for name, v in dims.items():
         if type(v) is not int:
             return None
         parts.append((name, v))

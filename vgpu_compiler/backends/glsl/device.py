@@ -89,6 +89,7 @@ class GLThread:
         self._lock = threading.Lock()
         self._gl_lock = threading.Lock()    # direct mode: held while a thread has the context
         self._holder: int | None = None      # the thread that has it (a job's own gl.call)
+        self._worker: int | None = None      # the worker thread's ident, once it runs
         self.direct = False
         self._queue: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
@@ -115,6 +116,7 @@ class GLThread:
         self._ready.wait()          # every caller, not only the first, waits for the context
 
     def _loop(self) -> None:
+        self._worker = _get_ident()
         try:
             self._create()
             if self.ctx is not None and self.prefer_direct:
@@ -150,6 +152,7 @@ class GLThread:
         self.bound_buffers = None
         self._queue = None
         self._thread = None
+        self._worker = None
         self._ready = threading.Event()
         self._ready.set()               # settled: unavailable, for good
 
@@ -184,10 +187,12 @@ class GLThread:
 
     def call(self, fn: Callable, *args):
         """Run ``fn(ctx, *args)`` with the context current, alone, and return its result."""
-        me = threading.get_ident()
-        if me == self._holder or self.on_worker():      # inside a job already
+        me = _get_ident()
+        if me == self._holder or me == self._worker:    # inside a job already
             return fn(self.ctx, *args)
-        self._start()
+        ready = self._ready
+        if ready is None or not ready.is_set():
+            self._start()
         ctx = self.ctx
         if ctx is None:
             raise NoContext(self.error or "no OpenGL context")
@@ -207,7 +212,7 @@ class GLThread:
         with self._gl_lock:
             try:
                 ctx.__enter__()
-                self._holder = threading.get_ident()
+                self._holder = _get_ident()
                 return fn(ctx, *args)
             finally:
                 self._holder = None
@@ -215,6 +220,7 @@ class GLThread:
 
 
 _MAIN = threading.main_thread().ident
+_get_ident = threading.get_ident
 _SIGINT = int(signal.SIGINT)
 
 
@@ -239,7 +245,10 @@ def _other_context_current() -> bool:
     """True when this thread has a GL context current (the user's own: EGL, or GLX where
     the process loaded it). moderngl's EGL ``__exit__`` releases the current context
     rather than restoring the one before, so such a thread hands its job to the worker."""
-    return any(get() for get in _current_context_getters())
+    for get in _current_context_getters():
+        if get():
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=1)

@@ -35,6 +35,7 @@ class GpuKernel:
         self.uniform_names: frozenset[str] = frozenset()
         self.uniform_values: dict[str, object] = {}
         self.chunk_uniforms: dict | None = None
+        self.uniform_owner = None             # see compile
         self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
         self.capacity: dict[str, int] = {}
         self.generation = 0                   # bumped whenever a buffer is (re)made
@@ -46,6 +47,7 @@ class GpuKernel:
         self.uniform_names = frozenset(self.program)
         self.uniform_values = {}              # what the program's uniforms hold now
         self.chunk_uniforms = None            # the glsl_plan chunk whose uniforms it holds
+        self.uniform_owner = None             # the OneDispatch whose fixed uniforms it holds
 
     def ensure(self, ctx, name: str, nbytes: int):
         """The buffer ``name`` with room for ``nbytes`` (grown, never shrunk)."""

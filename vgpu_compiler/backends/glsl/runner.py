@@ -33,7 +33,9 @@ from ...call.lru import LRU
 from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
-from .execute import execute, private_if_busy
+from .execute import OneDispatch, _here, execute, private_if_busy
+from . import REDUCTION_ENV, plan as _plan
+from .plan import plan_for
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
 
 MEMORY = KernelCache()
@@ -51,19 +53,66 @@ def available() -> bool:
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
-    its shapes) and its Data."""
+    its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
+    its Data."""
+    if progress is None:
+        slots = prepared.slots
+        fast = slots.get("glsl_fast")
+        if fast is not None and _still(fast, slots):
+            sol = fast.call(data)       # (it counts the memory hit and the dispatch)
+            if sol is not None:
+                return sol
     bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
                            f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
-    kernel = private_if_busy(_kernel(bound))    # a progress callback's call: see glsl_exec
+    found = _kernel(bound)
+    kernel = private_if_busy(found)     # a progress callback's call: see glsl_exec
     with holding(kernel):
         sol = execute(kernel, bound, progress)
+        if kernel is found and bound.prepared is not None and kernel.program is not None:
+            plan = plan_for(kernel, bound)
+            if OneDispatch.fits(kernel, bound, plan):
+                bound.prepared.slots["glsl_fast"] = OneDispatch(kernel, bound, plan)
     if progress is not None:        # outside the lock: the callback may call run_field
         progress(bound.steps, bound.steps)
     return sol
+
+
+def _still(fast: OneDispatch, slots: dict) -> bool:
+    """True when ``fast`` still runs this call as ``run``'s full path would: the same
+    kernel, still in the memory cache, VGPU_REDUCTION unchanged, the same plan, a
+    context, and no progress callback of a run of this thread's underway (whose call
+    gets a private kernel: private_if_busy)."""
+    hit = slots.get("glsl")
+    return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
+            and not _here.kernels and _plan._in_force[0] is fast.limits
+            and _reduction_env() == hit[0] and MEMORY.get(hit[2].key) is hit[2])
+
+
+def _environ_reader(name: str):
+    """A function reading ``os.environ.get(name)``. On POSIX, os.environ keeps the
+    environment as bytes (``_data``) and encodes the name at each look-up: reading
+    its dict with the name encoded once is the same look-up, in a fraction of the
+    time."""
+    environ = os.environ
+    data, encode, decode = (getattr(environ, a, None)
+                            for a in ("_data", "encodekey", "decodevalue"))
+    if type(data) is not dict or encode is None or decode is None:
+        return lambda: environ.get(name)
+    key = encode(name)
+
+    def read():
+        if os.environ is not environ:       # replaced wholesale: read the new one
+            return os.environ.get(name)
+        raw = data.get(key)
+        return None if raw is None else decode(raw)
+    return read
+
+
+_reduction_env = _environ_reader(REDUCTION_ENV)
 
 
 def _kernel(bound: Bound) -> GpuKernel | FieldView:
@@ -71,7 +120,6 @@ def _kernel(bound: Bound) -> GpuKernel | FieldView:
     (``bound.prepared``): a repeated call finds its kernel in its slot, checking that the
     memory cache still holds it (not evicted or cleared) and that VGPU_REDUCTION did not
     change; the slot also keeps the field's identity (its disk key), digested once."""
-    from . import REDUCTION_ENV
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
     hit = slots.get("glsl")
