@@ -15,7 +15,6 @@ import importlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,9 +142,8 @@ def test_printed_glsl_stays_shallow(name):
     assert _nesting(text) <= 3 * MAX_NEST + 10
 
 
-def test_deep_printed_glsl_validates(tmp_path):
-    exe = shutil.which("glslangValidator")
-    assert exe, "glslangValidator is not installed"
+def test_deep_printed_glsl_validates(tmp_path, validator):
+    exe = validator
     src = cases(10)["sum2000"]
     path = tmp_path / "deep.comp"
     path.write_text(emit_glsl(compile_program(src).select(), source=src))
