@@ -168,3 +168,18 @@ def test_unknown_field_and_literal_grid_extent():
     }"""
     fails(vgpu.ShapeError, "h0", "4", "(5,)", src=src, h0=np.ones(5))
     np.testing.assert_array_equal(run(src, np.ones(4)), 1.0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: vgpu.load(None),
+    lambda: vgpu.load(3),
+    lambda: vgpu.evict("field f { state x\n dx/dt = -x\n solve euler(dt = 1, steps = 1) }",
+                       per_trajectory=5),
+    lambda: vgpu.evict("field f { state x\n dx/dt = -x\n solve euler(dt = 1, steps = 1) }",
+                       per_trajectory=[1]),
+    lambda: vgpu.run_field("field f { state x\n dx/dt = -x\n solve euler(dt = 1, steps = 1) }",
+                           [1.0], dtype=("f4", -1), backend="numpy"),
+])
+def test_odd_arguments_are_vgpu_errors(call):
+    with pytest.raises(vgpu.ArgumentTypeError):
+        call()

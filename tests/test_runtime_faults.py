@@ -340,3 +340,29 @@ def test_a_callback_that_evicts_its_own_runs_kernel_does_not_deadlock():
     """, timeout=120)
     assert out["ok"] == [True, True, True]
     assert out["nested"] == [[4.0] * 8, [4.0] * 8]
+
+
+@pytest.mark.parametrize("var, value", [
+    ("VGPU_MAX_STEPS_PER_DISPATCH", "ten"), ("VGPU_WORK_PER_DISPATCH", "-5"),
+    ("VGPU_MAX_BLOCK_BYTES", "1e6"), ("VGPU_REDUCTION", "bogus")])
+def test_a_bad_environment_value_is_a_backend_error_and_auto_moves_on(var, value):
+    """A typo in a GLSL tuning variable: backend="glsl" raises a BackendError naming the
+    variable, auto runs on numpy with one warning; never a raw ValueError."""
+    out = _python("""
+        import json, logging
+        import numpy as np, vgpu
+        src = "field f {\\n state x\\n dx/dt = -x\\n solve euler(dt = 0.5, steps = 2)\\n}"
+        seen = []
+        logging.getLogger("vgpu").addHandler(logging.Handler())
+        logging.getLogger("vgpu").handlers[-1].emit = lambda r: seen.append(r.getMessage())
+        try:
+            vgpu.run_field(src, np.ones(3), backend="glsl")
+            err = None
+        except vgpu.BackendError as e:
+            err = str(e)
+        got = [vgpu.run_field(src, np.ones(3)).tolist() for _ in range(2)]
+        print(json.dumps({"err": err, "got": got, "warnings": seen}))
+    """, timeout=120, **{var: value})
+    assert out["err"] is not None and var in out["err"]
+    assert out["got"] == [[0.25, 0.25, 0.25]] * 2
+    assert len(out["warnings"]) == 1 and var in out["warnings"][0]

@@ -45,6 +45,9 @@ class Source(str):
 
 def load(path) -> Source:
     """Read a ``.field`` file; errors in it will name the file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentTypeError(f"load() takes the path of a .field file (a str or a path), "
+                                f"got {type(path).__name__}")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -125,6 +128,11 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     from .call.bind import working_dtype
     if isinstance(per_trajectory, str):
         per_trajectory = (per_trajectory,)
+    if per_trajectory is not None and not (
+            isinstance(per_trajectory, (list, tuple, set, frozenset))
+            and all(isinstance(p, str) for p in per_trajectory)):
+        raise ArgumentTypeError(f"per_trajectory must be the names of params (str), "
+                                f"got {per_trajectory!r}")
     text, filename = _text(src)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)

@@ -81,7 +81,7 @@ def working_dtype(dtype) -> np.dtype:
         return _WORKING[dtype]
     try:
         d = None if dtype is None else np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         d = None
     if d is None or d.name not in ("float32", "float64"):
         raise ArgumentTypeError(f"{S.name('dtype')} must be 'float32' or 'float64', "

@@ -80,7 +80,8 @@ def reduction_for(renderer: str | None) -> str:
     forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
     if forced:
         if forced not in REDUCTIONS:
-            raise ValueError(f"{REDUCTION_ENV} must be one of {REDUCTIONS}, not {forced!r}")
+            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
+                               f"not {forced!r}")
         return forced
     return "serial" if renderer and SOFTWARE_RENDERERS.search(renderer) else "tree"
 

@@ -29,7 +29,7 @@ from . import device as gl
 from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from . import plan as _plan
-from .kernel_cache import _RETIRE, _free
+from .kernel_cache import let_go
 from .plan import Chunk, Plan, plan_for
 
 NO_ERROR = 0xFFFFFFFF
@@ -499,10 +499,7 @@ class OneDispatch:
         try:
             got = gl.GL.call(self._trip, data.inputs, state, params, uniforms)
         finally:
-            with _RETIRE:
-                if base.retired:
-                    _free(base)
-                base.lock.release()
+            let_go(base)
         if got is None:
             return None
         COUNTERS.add_both("memory_hits", "dispatches")

@@ -163,10 +163,20 @@ def holding(kernel):
     try:
         yield base
     finally:
-        with _RETIRE:
-            if base.retired:
-                _free(base)
+        let_go(base)
+
+
+def let_go(base: GpuKernel) -> None:
+    """End a run on ``base`` (whose lock the caller holds): free it first if it was
+    retired meanwhile. The GL work happens outside _RETIRE, under the kernel's own lock."""
+    with _RETIRE:
+        if not base.retired:
             base.lock.release()
+            return
+    try:
+        _free(base)
+    finally:
+        base.lock.release()
 
 
 def _release(kernel: GpuKernel) -> None:

@@ -37,11 +37,26 @@ LIMITS = {
                                     # paced by time; None: 2^27 (env VGPU_WORK_PER_DISPATCH)
     "max_steps": None,              # most steps per dispatch (env VGPU_MAX_STEPS_PER_DISPATCH)
 }
+VARIABLES = {"max_block": "VGPU_MAX_BLOCK_BYTES", "work_per_dispatch": "VGPU_WORK_PER_DISPATCH",
+             "max_steps": "VGPU_MAX_STEPS_PER_DISPATCH"}
+
+
+def _read_environment() -> tuple[dict, str]:
+    """The limits the environment sets, and what is wrong with it ("" when nothing):
+    a bad value is reported when a GLSL run is planned (a BackendError, so ``auto``
+    moves on), never at import."""
+    values, wrong = {}, []
+    for name, var in VARIABLES.items():
+        text = (os.environ.get(var) or "").strip()
+        values[name] = int(text) if text.isdigit() else None
+        if text and not text.isdigit():
+            wrong.append(f"{var} must be a whole number >= 0, not {text!r}")
+    return values, "; ".join(wrong)
+
+
 # The environment is read once, when vgpu is imported (a lookup per call costs
 # microseconds that a small repeated call notices).
-_ENV = {name: os.environ.get(var) or None for name, var in (
-    ("max_block", "VGPU_MAX_BLOCK_BYTES"), ("work_per_dispatch", "VGPU_WORK_PER_DISPATCH"),
-    ("max_steps", "VGPU_MAX_STEPS_PER_DISPATCH"))}
+_ENV, _ENV_WRONG = _read_environment()
 _DEFAULTS = {"max_block": 0, "work_per_dispatch": 1 << 27, "max_steps": 0}   # 0: none
 
 
@@ -108,6 +123,8 @@ class Plan:
 
 
 def plan_for(kernel, bound: Bound) -> Plan:
+    if _ENV_WRONG:
+        raise BackendError(_ENV_WRONG)
     limits = _in_force[0]
     plan = kernel.plans.get(limits)
     if plan is None:
