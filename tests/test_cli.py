@@ -272,6 +272,8 @@ def test_run_outputs_go_into_the_npz(vgpuc, tmp_path):
         assert out["counts"].shape == (32,)
         assert out["counts"].sum() == pytest.approx(1000)
         x = out["states"][:, 0].astype(np.float64)
+        w = 1.0 + 2.0 * np.arange(1000) / 1000          # the sweep of the example
+        np.testing.assert_allclose(x, np.cos(20 * w), atol=2e-3)   # the closed form
         expected = np.histogram(np.clip(x, -1, 1), bins=32, range=(-1, 1))[0]
         assert np.abs(out["counts"] - expected).sum() <= 2
 

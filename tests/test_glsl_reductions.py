@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vgpu_compiler.errors import BackendError
+
 import vgpu
 from vgpu_compiler.backends import glsl as glsl_backend
 from vgpu_compiler.backends.glsl import emit_glsl, lower, reduction_for
@@ -190,5 +192,5 @@ def test_reduction_env_override(monkeypatch):
     monkeypatch.setenv("VGPU_REDUCTION", "serial")
     assert reduction_for("NVIDIA") == "serial"
     monkeypatch.setenv("VGPU_REDUCTION", "bogus")
-    with pytest.raises(ValueError):
+    with pytest.raises(BackendError, match="VGPU_REDUCTION"):     # a user's setting: a VgpuError
         reduction_for("llvmpipe")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -30,6 +31,10 @@ log = logging.getLogger("vgpu")
 PARSE_CACHE_SIZE = 64
 _parsed: LRU = LRU(PARSE_CACHE_SIZE)        # (text, filename) -> Compiled
 _fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
+_fallback_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):     # a parent thread may hold it at the fork
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_fallback_lock",
+                                                                     threading.Lock()))
 
 
 class Source(str):
@@ -263,8 +268,10 @@ def _fell_back(backend, what: str, rest) -> None:
     if not rest:
         return
     reason = f"the {backend.name.upper()} backend {what}"
-    if reason not in _fallback_reasons:
+    with _fallback_lock:            # two threads falling back at once: one warning
+        first = reason not in _fallback_reasons
         _fallback_reasons.add(reason)
+    if first:
         log.warning("%s; running on the %s backend instead", reason,
                     "numpy reference" if rest[0].name == "numpy" else rest[0].name)
 

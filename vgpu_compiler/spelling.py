@@ -34,10 +34,6 @@ def command_line():
         _CLI.reset(token)
 
 
-def cli() -> bool:
-    return _CLI.get()
-
-
 def name(arg: str) -> str:
     """``h0`` / ``--h0``: the argument as the subject of a sentence."""
     return OPTIONS[arg] if _CLI.get() else arg

@@ -56,3 +56,11 @@ class Solution:
     steps_taken: np.ndarray                 # int32, grid_shape
     history: np.ndarray | None = None       # (n_saved,) + states.shape, when save_every is given
     times: np.ndarray | None = None         # (n_saved,)
+
+
+def saved_steps(steps: int, every: int) -> list[int]:
+    """The steps whose state a history keeps: 0, k, 2k, ... and the last one."""
+    saved = list(range(0, steps + 1, every))
+    if saved[-1] != steps:
+        saved.append(steps)
+    return saved

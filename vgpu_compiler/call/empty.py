@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bound import Bound, Progress, Solution
+from .bound import Bound, Progress, Solution, saved_steps
 
 
 def is_empty(call) -> bool:
@@ -30,10 +30,3 @@ def solution(bound: Bound, progress: Progress = None) -> Solution:
         progress(bound.steps, bound.steps)
     return sol
 
-
-def saved_steps(steps: int, every: int) -> list[int]:
-    """The steps whose state a history keeps: 0, k, 2k, ... and the last one."""
-    saved = list(range(0, steps + 1, every))
-    if saved[-1] != steps:
-        saved.append(steps)
-    return saved

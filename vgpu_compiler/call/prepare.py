@@ -53,10 +53,6 @@ def _reads_no_param_value(field: Field) -> bool:
 _INT_LOW, _INT_HIGH = -2**63, 2**64
 
 
-def _plain(v) -> bool:
-    return v is None or _number(v)
-
-
 def _number(v) -> bool:
     """A Python float, or an int that bind converts as a number."""
     return type(v) is float or (type(v) is int and _INT_LOW <= v < _INT_HIGH)

@@ -2,7 +2,7 @@
 
 This module is the meaning of every op, in one table. It knows nothing about
 basins or layouts: symbols, coupled reads and reductions come from callbacks,
-so the reference backend and ``runtime.bind`` (param defaults, ``dt``,
+so the reference backend and ``call.bind`` (param defaults, ``dt``,
 ``steps``, ``t0``) share it.
 
 Evaluation is split in two, so a value is computed once however many times a

@@ -70,8 +70,6 @@ FLOAT_FUNCS = frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.A
 POLY_FUNCS = frozenset({Op.ABS, Op.MIN, Op.MAX, Op.CLAMP, Op.SIGN})
 # Ops that can fail at run time when their operands are INT (division by zero).
 INT_TRAPPING = frozenset({Op.FLOORDIV, Op.MOD})
-# Ops whose later operands are evaluated only where the first one selects them.
-CONDITIONAL = frozenset({Op.WHERE, Op.AND, Op.OR})
 
 # Name in the language -> op, for calls f(...). `pow` is the function form of ^.
 FUNCTIONS = {op.value: op for op in FLOAT_FUNCS | POLY_FUNCS}

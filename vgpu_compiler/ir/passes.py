@@ -24,19 +24,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, Program, interning
+from .evaluate import FUNCS
+from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, interning
 from .ops import Op, Type
 from .walk import rebuild
 
-_NP = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.divide,
-       Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod, Op.NEG: np.negative,
-       Op.POW: lambda a, b: np.sqrt(a) if b == 0.5 else np.power(a, b),   # numpy_eval._power
-       Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater, Op.GE: np.greater_equal,
-       Op.EQ: np.equal, Op.NE: np.not_equal, Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan,
-       Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.ATAN2: np.arctan2,
-       Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log,
-       Op.LOG2: np.log2, Op.SQRT: np.sqrt, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
-       Op.ABS: np.abs, Op.MIN: np.minimum, Op.MAX: np.maximum, Op.SIGN: np.sign}
+# numpy's meaning of every op, as the reference evaluates it (ir/evaluate.py); folding
+# never divides an int by zero, so // and % are numpy's own here
+_NP = {**FUNCS, Op.FLOORDIV: np.floor_divide, Op.MOD: np.mod}
 _DTYPE = {Type.INT: np.int32, Type.FLOAT: np.float64, Type.BOOL: np.bool_}
 _PY = {Type.INT: int, Type.FLOAT: float, Type.BOOL: bool}
 
@@ -98,10 +93,7 @@ def _evaluate(node: Apply):
         return not values[0]
     arrays = [np.array(v, dtype=_DTYPE[t]) for v, t in zip(values, arg_types)]
     with np.errstate(all="ignore"):
-        if op is Op.CLAMP:
-            result = np.minimum(np.maximum(arrays[0], arrays[1]), arrays[2])
-        else:
-            result = _NP[op](*arrays)
+        result = _NP[op](*arrays)
     return _PY[node.type](result.astype(_DTYPE[node.type]))
 
 
@@ -131,7 +123,4 @@ def optimize(field: Field) -> Field:
     with interning():
         return fold_field(field)
 
-
-def optimize_program(program: Program) -> Program:
-    return replace(program, fields=tuple(optimize(f) for f in program.fields))
 

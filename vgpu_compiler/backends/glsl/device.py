@@ -178,9 +178,6 @@ class GLThread:
         self.info = _describe(self.ctx)
 
     # --- the public face -----------------------------------------------------------
-    def on_worker(self) -> bool:
-        return threading.current_thread() is self._thread
-
     def available(self) -> bool:
         self._start()
         return self.ctx is not None

@@ -4,7 +4,7 @@ A run that is one chunk and one dispatch (every small repeated call) is one trip
 to the GL thread that only writes, dispatches and reads: the host arrays are made
 before it and the Solution after it, on the caller's thread, so the GL thread
 holds the context no longer than the GL work takes. A longer run is driven from
-the caller's thread, one trip per dispatch: chunk by chunk (glsl_plan splits the
+the caller's thread, one trip per dispatch: chunk by chunk (plan.py splits the
 ensemble), dispatch by dispatch (paced to about 0.2 s each), saving the history's
 steps as they pass (other threads' calls may run between its trips). So:
 - progress is called on the caller's thread, between trips. The kernel's buffers
@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import ProgramIndexError, Span, ZeroDivision
 from . import device as gl
-from ...call.bound import Bound, Progress, Solution
+from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
 from . import plan as _plan
 from .kernel_cache import let_go
@@ -168,12 +168,7 @@ def _solution(call: _Call, outputs: dict) -> Solution:
 
 
 def _history_plan(bound: Bound) -> list[int] | None:
-    if not bound.save_every:
-        return None
-    saved = list(range(0, bound.steps + 1, bound.save_every))
-    if saved[-1] != bound.steps:
-        saved.append(bound.steps)
-    return saved
+    return saved_steps(bound.steps, bound.save_every) if bound.save_every else None
 
 
 class _Pacer:
@@ -427,8 +422,6 @@ def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(state.T).reshape(grid + (call.n_states,))
 
 
-
-
 # --- a signature's one-dispatch call, made ready once ------------------------------------
 class OneDispatch:
     """What every call of one signature (one Prepared) that runs as one chunk and one
@@ -474,10 +467,6 @@ class OneDispatch:
         return (not bound.save_every and plan.one_dispatch(bound.steps)
                 and not kernel.meta["n_deposits"] and plan.chunks[0].a == 0
                 and plan.chunks[0].b == bound.n_trajectories)
-
-    def current(self) -> bool:
-        """The plan in force is still the one this was made with."""
-        return _limits_in_force() is self.limits
 
     def call(self, data) -> Solution | None:
         dtype, n = self.dtype, self.n

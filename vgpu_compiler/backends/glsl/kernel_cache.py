@@ -27,7 +27,7 @@ class GpuKernel:
         self.key, self.source, self.meta = key, source, meta
         self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
         self.field_id, self.dtype, self.pt = "", "", ()   # whose kernel it is (evict)
-        self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (glsl_exec)
+        self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (plan.loop_cap)
         self.err_dirty = True                 # the error slot needs a reset before a run
         self.lock = threading.Lock()          # one run at a time on these buffers (holding)
         self.retired = False                  # evicted during a run: that run frees it
@@ -39,14 +39,14 @@ class GpuKernel:
         self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
         self.capacity: dict[str, int] = {}
         self.generation = 0                   # bumped whenever a buffer is (re)made
-        self.plans: dict = {}                 # limits -> glsl_exec's plan (shapes are fixed)
+        self.plans: dict = {}                 # limits -> its plan (plan.py; shapes are fixed)
 
     # --- on the GL thread ------------------------------------------------------
     def compile(self, ctx) -> None:
         self.program = ctx.compute_shader(self.source)
         self.uniform_names = frozenset(self.program)
         self.uniform_values = {}              # what the program's uniforms hold now
-        self.chunk_uniforms = None            # the glsl_plan chunk whose uniforms it holds
+        self.chunk_uniforms = None            # the plan.py chunk whose uniforms it holds
         self.uniform_owner = None             # the OneDispatch whose fixed uniforms it holds
 
     def ensure(self, ctx, name: str, nbytes: int):

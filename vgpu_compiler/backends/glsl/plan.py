@@ -6,7 +6,7 @@ Two kinds of splitting keep every dispatch within the driver's limits:
   workgroups would exceed the workgroup-count limit, runs as several chunks of
   whole basins (rows of basins along the first grid axis), one after another;
 - steps: a long integration runs as several dispatches of bounded length; the
-  first dispatch of a chunk gets a fixed budget of work (then glsl_exec paces
+  first dispatch of a chunk gets a fixed budget of work (then execute.py paces
   them by time), and on a software renderer no dispatch may run more steps than
   its loop limiter allows (``loop_cap``).
 

@@ -1,4 +1,4 @@
-"""The GLSL backend's ``run(bound, progress) -> Solution`` and its kernel caches.
+"""The GLSL backend's ``run(prepared, data, progress) -> Solution`` and its kernel caches.
 
 Compile once, bind once, dispatch many. A kernel (a compiled program and
 the buffers it runs on) is kept in memory per key = hash(compiler version,
@@ -69,7 +69,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
     found = _kernel(bound)
-    kernel = private_if_busy(found)     # a progress callback's call: see glsl_exec
+    kernel = private_if_busy(found)     # a progress callback's call: see execute.py
     with holding(kernel):
         sol = execute(kernel, bound, progress)
         if kernel is found and bound.prepared is not None and kernel.program is not None:
@@ -170,11 +170,6 @@ def compiler_fingerprint() -> str:
             if p.suffix in (".j2", ".py"):
                 h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
-
-
-def kernel_key(field: Field, dtype: str, pt: tuple[str, ...]) -> str:
-    """The key of the field's GLSL on disk (and, with shapes, of its kernel in memory)."""
-    return identity(field, dtype, pt)[0]
 
 
 def identity(field: Field, dtype: str, pt: tuple[str, ...]) -> tuple[str, str, str]:

@@ -19,7 +19,7 @@ import numpy as np
 from ...ir.nodes import CoupledAt, Reduce, Sym
 from ...ir.ops import SymKind
 from ...ir.step import Combination, step_program
-from ...call.bound import Bound, Progress, Solution
+from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...ir.evaluate import INT, Context, Frame, Plan, Schedule, check_index
 from .layout import Layout
 
@@ -304,14 +304,6 @@ class _Run:
     def pack(self, h: list) -> np.ndarray:
         states = np.stack([self.layout.to_grid(x) for x in h], axis=-1)
         return states[..., 0] if len(h) == 1 else states
-
-
-def saved_steps(steps: int, every: int) -> list[int]:
-    """The steps whose state a history keeps: 0, k, 2k, ... and the last one."""
-    saved = list(range(0, steps + 1, every))
-    if saved[-1] != steps:
-        saved.append(steps)
-    return saved
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
