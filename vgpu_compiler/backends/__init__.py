@@ -50,6 +50,7 @@ _loaded: dict[str, Backend] = {}            # name -> Backend, once its module i
 _extra: dict[str, Backend] = {}              # backends registered at run time (register)
 _order: dict[str, tuple] = {}               # names(), choices(), auto_order(), until a
                                             # register or unregister
+_generation = [0]                            # bumped by register / unregister
 
 
 def register(backend: Backend) -> None:
@@ -58,21 +59,33 @@ def register(backend: Backend) -> None:
     with _lock:
         _extra[backend.name] = backend
         _order.clear()
+        _generation[0] += 1
 
 
 def unregister(name: str) -> None:
     with _lock:
         _extra.pop(name, None)
         _order.clear()
+        _generation[0] += 1
+
+
+def _remember(key: str, value, generation: int):
+    """Keep a derived listing unless register/unregister changed the registry since it
+    was computed (then the next call computes it again)."""
+    with _lock:
+        if _generation[0] == generation:
+            _order.setdefault(key, value)
+    return value
 
 
 def names() -> tuple[str, ...]:
     """Every backend's name, in ``auto``'s order (GPU backends first, numpy last)."""
     hit = _order.get("names")
     if hit is None:
+        generation = _generation[0]
         everything = list(_PACKAGES) + [n for n in _extra if n not in _PACKAGES]
-        hit = tuple(sorted(everything, key=lambda n: (not _is_gpu(n), n == "numpy")))
-        _order["names"] = hit
+        hit = _remember("names", tuple(sorted(
+            everything, key=lambda n: (not _is_gpu(n), n == "numpy"))), generation)
     return hit
 
 
@@ -80,7 +93,8 @@ def choices() -> tuple[str, ...]:
     """What ``backend=`` and ``--backend`` accept: ``auto`` and every backend's name."""
     hit = _order.get("choices")
     if hit is None:
-        hit = _order["choices"] = ("auto",) + names()
+        generation = _generation[0]
+        hit = _remember("choices", ("auto",) + names(), generation)
     return hit
 
 
@@ -99,9 +113,8 @@ def auto_order() -> tuple[Backend, ...]:
     unregister start again)."""
     hit = _order.get("auto")
     if hit is None:
-        hit = tuple(get(n) for n in names())
-        with _lock:
-            _order.setdefault("auto", hit)
+        generation = _generation[0]
+        hit = _remember("auto", tuple(get(n) for n in names()), generation)
     return hit
 
 
