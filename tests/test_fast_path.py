@@ -1,4 +1,4 @@
-"""The one-dispatch fast path (glsl execute.OneDispatch, kept in a Prepared's slots).
+"""The one-dispatch fast path (glsl fast.OneDispatch, kept in a Prepared's slots).
 
 A repeated call of a signature whose run is one chunk and one dispatch skips the
 Bound, the plan and the host arrays: it must give exactly what the full path gives
@@ -15,7 +15,7 @@ import pytest
 
 import vgpu
 from field_examples import COLLAPSE, HISTOGRAM, LORENZ, MATMUL
-from vgpu_compiler.backends.glsl import execute as glsl_exec
+from vgpu_compiler.backends.glsl import fast as glsl_fast
 from vgpu_compiler.backends.glsl import runner as glsl_runner
 from vgpu_compiler.backends.glsl.plan import limits
 from vgpu_compiler.call.bind import prepare
@@ -63,7 +63,7 @@ def _fast_of(src, *args, **kwargs):
 def counted(monkeypatch):
     """How many calls took the full path (execute) and the fast one (OneDispatch.call)."""
     seen = {"full": 0, "fast": 0}
-    full, fast = glsl_runner.execute, glsl_exec.OneDispatch.call
+    full, fast = glsl_runner.execute, glsl_fast.OneDispatch.call
 
     def count_full(*a, **k):
         seen["full"] += 1
@@ -73,7 +73,7 @@ def counted(monkeypatch):
         seen["fast"] += 1
         return fast(self, data)
     monkeypatch.setattr(glsl_runner, "execute", count_full)
-    monkeypatch.setattr(glsl_exec.OneDispatch, "call", count_fast)
+    monkeypatch.setattr(glsl_fast.OneDispatch, "call", count_fast)
     return seen
 
 

@@ -33,7 +33,8 @@ from ...call.lru import LRU
 from ...call.prepare import Data, Prepared
 from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
-from .execute import OneDispatch, _here, execute, private_if_busy
+from .execute import _here, execute, private_if_busy
+from .fast import OneDispatch
 from . import REDUCTION_ENV, plan as _plan
 from .plan import plan_for
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
