@@ -65,3 +65,16 @@ field settle {
     solve heun(dt = 0.05, steps = 400, t0 = 0)
 }
 """
+
+
+def zero_shift(w, dr, dc):
+    """w[r + dr, c + dc] of a 2-D array, 0 outside it (a 2-D coupled read, edge zero,
+    written out by hand for the tests)."""
+    import numpy as np
+    out = np.zeros_like(w)
+    rows, cols = w.shape
+    for r in range(rows):
+        for c in range(cols):
+            if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                out[r, c] = w[r + dr, c + dc]
+    return out

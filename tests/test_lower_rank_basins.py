@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import vgpu
+from field_examples import zero_shift
 from vgpu_compiler.backends.glsl import build
 from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.errors import DeclarationError, NameError_, TypeError_
@@ -163,17 +164,6 @@ field planes {
     solve rk4(dt = 0.01, steps = 10)
 }
 """
-
-
-def zero_shift(w, dr, dc):
-    """w[r + dr, c + dc], 0 outside the box."""
-    out = np.zeros_like(w)
-    rows, cols = w.shape
-    for r in range(rows):
-        for c in range(cols):
-            if 0 <= r + dr < rows and 0 <= c + dc < cols:
-                out[r, c] = w[r + dr, c + dc]
-    return out
 
 
 def planes_by_hand(u0):

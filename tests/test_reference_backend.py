@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import vgpu
-from field_examples import MATMUL
+from field_examples import MATMUL, zero_shift
 
 
 def run(src, h0=None, **kw):
@@ -171,15 +171,6 @@ def test_two_dimensional_basin():
     boxes = [(slice(r, min(r + 4, m)), slice(c, min(c + 8, n)))
              for r in range(0, m, 4) for c in range(0, n, 8)]
     ab = np.add.outer(np.arange(m) % 4 * 10.0, np.arange(n) % 8)
-
-    def zero_shift(w, dr, dc):
-        out = np.zeros_like(w)
-        rows, cols = w.shape
-        for r in range(rows):
-            for c in range(cols):
-                if 0 <= r + dr < rows and 0 <= c + dc < cols:
-                    out[r, c] = w[r + dr, c + dc]
-        return out
 
     def f(t, u):
         out = np.empty_like(u)
