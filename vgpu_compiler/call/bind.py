@@ -15,13 +15,12 @@ import numpy as np
 from ..errors import (ArgumentTypeError, CallError, DeclarationError, MissingError, ShapeError,
                       UnknownNameError)
 from ..ir.nodes import Const, Expr, Field, Sym
-from ..ir.ops import SymKind, Type
+from ..ir.ops import INT32_MAX, SymKind, Type
 from .. import spelling as S
 from .prepare import Data, Prepared, lookup, signature, store
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 
-INT32_MAX = 2**31 - 1
 
 
 def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",

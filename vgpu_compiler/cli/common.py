@@ -14,9 +14,9 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import VgpuError
+from ..ir.ops import INT32_MAX
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-INT32_MAX = 2**31 - 1
 
 
 class UsageError(Exception):

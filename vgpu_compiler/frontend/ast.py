@@ -185,7 +185,6 @@ class ProgramAST:
 
 
 # --- tree -> AST --------------------------------------------------------------
-INT32_MAX = 2**31 - 1
 
 
 def span_of(item: Union[Tree, Token]) -> Span:

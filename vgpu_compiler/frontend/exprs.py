@@ -22,12 +22,12 @@ from typing import Iterator, NamedTuple
 
 from ..errors import NameError_, Span, TypeError_
 from ..ir import nodes as N
-from ..ir.ops import ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, POLY_FUNCS, Op, ReduceOp, SymKind, Type
+from ..ir.ops import (ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, INT32_MAX, INT32_MIN, POLY_FUNCS,
+                      Op, ReduceOp, SymKind, Type)
 from ..ir.walk import walk
 from . import ast as A
 from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _BUILTIN_SYMS = {"t": N.Sym(SymKind.TIME, "t", Type.FLOAT),
                  "dt": N.Sym(SymKind.DT, "dt", Type.FLOAT),
                  "step": N.Sym(SymKind.STEP, "step", Type.INT)}

@@ -20,7 +20,7 @@ from typing import Union
 
 from ..errors import DeclarationError, NameError_, Span
 from ..ir.nodes import Axis, Const, Expr
-from ..ir.ops import FUNCTIONS, Type
+from ..ir.ops import FUNCTIONS, INT32_MAX, Type
 from . import ast as A
 
 BUILTINS = frozenset({"t", "dt", "step"})
@@ -28,7 +28,6 @@ SPECIAL_FUNCTIONS = frozenset({"init", "sum", "mean"})
 RESERVED_FUNCTIONS = frozenset(FUNCTIONS) | SPECIAL_FUNCTIONS
 MAX_BASIN = 256
 MAX_GRID_RANK = 3
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,10 @@ from __future__ import annotations
 from enum import Enum
 
 
+# ints of the language are 32-bit (literals, dims, indices, steps)
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
 class Type(Enum):
     INT = "int"
     FLOAT = "float"

@@ -335,6 +335,17 @@ def _set_uniforms(kernel, uniforms: dict) -> None:
             last[name] = value
 
 
+def bind_buffers(kernel) -> None:
+    """Bind the kernel's buffers to their binding points, unless this kernel's buffers,
+    as they are now, were the last bound (binding points are the context's state)."""
+    context = gl.GL
+    bound = context.bound_buffers
+    if bound is None or bound[0] is not kernel or bound[1] != kernel.generation:
+        for b in kernel.meta["buffers"]:
+            kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
+        context.bound_buffers = (kernel, kernel.generation)
+
+
 def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarray:
     """Run ``chunk`` once with ``uniforms`` (and the chunk's own, unless they are the ones
     this kernel's program holds already) after ``writes``; returns the error slot."""
@@ -345,11 +356,7 @@ def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarra
     prog = kernel.program
     # Binding points are global state: bind again unless this kernel's buffers, as they are
     # now, were the last bound (a repeated call of one kernel skips it).
-    context = gl.GL
-    if context.bound_buffers != (kernel, kernel.generation):
-        for b in kernel.meta["buffers"]:
-            kernel.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
-        context.bound_buffers = (kernel, kernel.generation)
+    bind_buffers(kernel)
     for buf, data in writes:
         buf.write(data)
     prog.run(*chunk.groups)

@@ -13,7 +13,7 @@ from ...call.counters import COUNTERS
 from . import device as gl
 from . import plan as _plan
 from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment,
-                      _set_uniforms)
+                      _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
 from .plan import Plan
 
@@ -118,12 +118,7 @@ class OneDispatch:
             if uniforms is not None:
                 _set_uniforms(k, uniforms)
                 k.uniform_owner = self      # (only the scalars changed)
-            context = gl.GL
-            bound = context.bound_buffers
-            if bound is None or bound[0] is not k or bound[1] != k.generation:
-                for b in k.meta["buffers"]:
-                    k.buffers[b["name"]].bind_to_storage_buffer(b["binding"])
-                context.bound_buffers = (k, k.generation)
+            bind_buffers(k)
             buffers = k.buffers
             for buffer, name in self.inputs:
                 buffers[buffer].write(inputs[name])
