@@ -32,7 +32,7 @@ def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="f
         if prepared is not None:        # checked before: only this call's data is new
             return prepared, prepared.convert(h0, params, inputs)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-    prepared = Prepared.of(bound, params)
+    prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
     return prepared, Data(bound.h0, bound.params, bound.inputs)

@@ -118,6 +118,7 @@ class Dialect:
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
     # declarations and synchronisation, for the templates
     uniform_decl: str = "uniform {T} {name};"
+    constant_decl: str = "const {T} {name} = {value};"   # a uniform fixed at compile time
     shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
     barrier: str = "barrier();"                     # workgroup barrier (memory included)
     atomic_add: str = "atomicAdd({0}, {1})"
@@ -176,6 +177,22 @@ class Dialect:
 
     def reduce_neutral(self, op: ReduceOp) -> str:
         return self.float_literal(REDUCE_NEUTRAL[op])
+
+    # --- specialisation ----------------------------------------------------------------
+    def fix_ints(self, source: str, values: dict[str, int]) -> str | None:
+        """``source`` with each named int uniform declared as a constant of its value
+        (``uniform_decl`` -> ``constant_decl``), so that the driver folds what the
+        uniforms decide (loop trips, unchecked-access branches); None when one of them
+        is not declared exactly once as the templates declare it."""
+        T = self.types["int"]
+        for name, value in values.items():
+            decl = self.uniform_decl.format(T=T, name=name)
+            at = source.find("\n" + decl)
+            if at < 0 or source.find("\n" + decl, at + 1) >= 0:
+                return None
+            fixed = self.constant_decl.format(T=T, name=name, value=self.literal(value, Type.INT))
+            source = source[:at + 1] + fixed + source[at + 1 + len(decl):]
+        return source
 
 
 GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "")
