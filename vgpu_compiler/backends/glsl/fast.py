@@ -97,7 +97,7 @@ class OneDispatch:
         if err is not None:
             _raise_error(err, _prepare(self.kernel.meta, self._bound(data), self.plan))
         if self.n_states == 1:
-            states = raw.reshape(self.grid)
+            states = raw                # read in the grid's shape (_trip)
         else:
             states = np.ascontiguousarray(raw.reshape(self.n_states, n).T).reshape(
                 self.grid + (self.n_states,))
@@ -105,7 +105,7 @@ class OneDispatch:
             steps = self.taken.copy()
         else:
             steps = steps.reshape(self.grid)
-        return Solution(states=states, outputs=outputs, steps_taken=steps)
+        return Solution(states, outputs, steps)
 
     def _bound(self, data) -> Bound:
         return self.prepared.bound(data)
@@ -156,7 +156,8 @@ class OneDispatch:
             if err.read(4) != NO_ERROR_BYTES[:4]:
                 k.err_dirty = True
                 return np.frombuffer(err.read(16), np.uint32), None, None, None
-            raw = np.empty(self.n_states * self.n, self.dtype)
+            raw = np.empty(self.grid if self.n_states == 1 else self.n_states * self.n,
+                           self.dtype)
             buffers["b_state"].read_into(raw, self.state_bytes)
             steps = None
             if self.collapse:
