@@ -42,6 +42,31 @@ def glsl():
     return glsl_runner
 
 
+WGPU_MISSING = "no wgpu device here"
+
+
+@pytest.fixture(scope="session")
+def wgpu():
+    """The wgpu runner. Without a device (no wgpu, no Vulkan driver: Debian
+    mesa-vulkan-drivers) the test is skipped with the reason, except on CI (``CI`` set),
+    where .ci/run installs both and a missing device is a failure; VGPU_NO_WGPU skips."""
+    if os.environ.get("VGPU_NO_WGPU", "") not in ("", "0"):
+        pytest.skip("VGPU_NO_WGPU is set")
+    try:
+        from vgpu_compiler.backends.wgpu import runner as wgpu_runner
+        from vgpu_compiler.backends.wgpu import device
+        ok, why = wgpu_runner.available(), device.get().error
+    except ImportError as exc:
+        ok, why = False, f"cannot import wgpu ({exc})"
+    if not ok:
+        message = f"{WGPU_MISSING}: {why} (pip install wgpu; apt-get install mesa-vulkan-drivers)"
+        if os.environ.get("CI", "") not in ("", "0", "false"):
+            pytest.fail(f"{message}; CI must have it (.ci/run installs it)")
+        print(f"\nskipping a wgpu test: {message}")
+        pytest.skip(message)
+    return wgpu_runner
+
+
 @pytest.fixture
 def fresh_cache(tmp_path, glsl):
     """An empty disk cache folder and an empty memory cache, restored afterwards."""

@@ -21,7 +21,14 @@ from hypothesis import HealthCheck, given, settings
 import vgpu
 from strategies import cases, compare
 
-pytestmark = pytest.mark.usefixtures("glsl")
+GPUS = pytest.mark.parametrize("gpu", ["glsl", "wgpu"])
+
+
+@pytest.fixture
+def backend(gpu, request):
+    """The GPU backend under test (its fixture fails when missing on CI)."""
+    request.getfixturevalue(gpu)
+    return gpu
 
 CI = settings(max_examples=60, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck), print_blob=True)
@@ -31,35 +38,40 @@ SLOW = settings(max_examples=int(os.environ.get("VGPU_SLOW_PROGRAMS", "1500")), 
 
 @CI
 @given(cases(features=()))
-def test_plain_fields_agree(case):
+@GPUS
+def test_plain_fields_agree(case, backend):
     """States, params, inputs, lets, t, int index arithmetic, math functions; no basin."""
-    compare(case)
+    compare(case, backend)
 
 
 @CI
 @given(cases(features=("coupled", "grid2")))
-def test_coupled_fields_agree(case):
+@GPUS
+def test_coupled_fields_agree(case, backend):
     """Coupled values, neighbour reads under each edge rule, reductions, 1-D and 2-D basins."""
-    compare(case)
+    compare(case, backend)
 
 
 @settings(CI, max_examples=60)
 @given(cases(features=("collapse", "flux", "grid2", "f64")))
-def test_collapse_flux_and_float64_fields_agree(case):
-    compare(case)
+@GPUS
+def test_collapse_flux_and_float64_fields_agree(case, backend):
+    compare(case, backend)
 
 
 @settings(CI, max_examples=40)
 @given(cases())
-def test_everything_together_agrees(case):
-    compare(case)
+@GPUS
+def test_everything_together_agrees(case, backend):
+    compare(case, backend)
 
 
 @pytest.mark.slow
 @SLOW
 @given(cases())
-def test_many_generated_fields_agree(case):
-    compare(case)
+@GPUS
+def test_many_generated_fields_agree(case, backend):
+    compare(case, backend)
 
 
 # --- bugs the generator found, pinned -----------------------------------------------------------

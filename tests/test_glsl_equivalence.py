@@ -1,4 +1,6 @@
-"""The GLSL backend against the numpy reference, from program text.
+"""The GPU backends (GLSL and wgpu) against the numpy reference, from program text.
+
+Every test runs once per GPU backend (the autouse ``gpu`` fixture).
 
 Every case runs both backends through vgpu.solve and compares states,
 outputs, steps taken and histories. The stage combinations are emitted
@@ -16,10 +18,45 @@ import vgpu
 from vgpu_compiler.errors import BackendError, ProgramIndexError, ZeroDivision
 
 from field_examples import COLLAPSE, HEAT, HISTOGRAM, KURAMOTO, LORENZ, MATMUL
-from vgpu_compiler.backends.glsl.plan import limits
+from vgpu_compiler.backends.glsl.plan import limits as glsl_limits
 
-pytestmark = pytest.mark.usefixtures("glsl")
 RNG = np.random.default_rng(1234)
+GPU = "glsl"        # the backend under test (set by the gpu fixture)
+
+
+@pytest.fixture(autouse=True, params=["glsl", "wgpu"])
+def gpu(request):
+    """Run the test on each GPU backend (its fixture fails when it is missing on CI)."""
+    global GPU
+    request.getfixturevalue(request.param)
+    GPU = request.param
+    yield request.param
+    GPU = "glsl"
+
+
+def limits(**kw):
+    """The splitting limits of the backend under test (max_steps per dispatch)."""
+    if GPU == "wgpu":
+        from vgpu_compiler.backends.wgpu.runner import limits as wgpu_limits
+        return wgpu_limits(**kw)
+    return glsl_limits(**kw)
+
+
+def exact(gpu, ref):
+    """Bit for bit on GLSL (``precise``); on wgpu to the suite's float32 tolerance: WGSL
+    has no ``precise``, and the Vulkan driver may contract a * b + c into one fused
+    multiply-add."""
+    if GPU == "glsl":
+        np.testing.assert_array_equal(gpu.states, ref.states)
+    else:
+        np.testing.assert_allclose(gpu.states, ref.states, rtol=2e-5, atol=2e-6)
+
+
+def refuses_float64():
+    """wgpu has no float64 (WGSL): a BackendError naming the backend and the ways out."""
+    with pytest.raises(BackendError) as e:
+        vgpu.solve(LORENZ, np.zeros((2, 3)), dtype="float64", backend="wgpu")
+    assert "wgpu" in str(e.value) and "glsl" in str(e.value) and "numpy" in str(e.value)
 
 
 def _solve_noting_warnings(src, h0, backend, kw):
@@ -31,7 +68,7 @@ def _solve_noting_warnings(src, h0, backend, kw):
 
 def both(src, h0=None, rtol=2e-5, atol=2e-6, **kw):
     ref, ref_warned = _solve_noting_warnings(src, h0, "numpy", kw)
-    gpu, gpu_warned = _solve_noting_warnings(src, h0, "glsl", kw)
+    gpu, gpu_warned = _solve_noting_warnings(src, h0, GPU, kw)
     assert gpu_warned == ref_warned     # the same count of NaN / inf trajectories, once each
     np.testing.assert_allclose(gpu.states, ref.states, rtol=rtol, atol=atol)
     assert gpu.states.dtype == ref.states.dtype
@@ -48,7 +85,7 @@ def both(src, h0=None, rtol=2e-5, atol=2e-6, **kw):
 def test_lorenz_bitwise():
     h0 = RNG.normal(size=(3000, 3)).astype(np.float32)
     ref, gpu = both(LORENZ, h0, steps=300)
-    np.testing.assert_array_equal(gpu.states, ref.states)
+    exact(gpu, ref)
 
 
 def test_lorenz_per_trajectory_rho():
@@ -71,7 +108,7 @@ def test_decay_per_trajectory_rate(method):
     src = DECAY.replace("METHOD", method)
     h0 = RNG.uniform(0.5, 2, 1000).astype(np.float32)
     ref, gpu = both(src, h0, params={"rate": RNG.uniform(0, 3, 1000)})
-    np.testing.assert_array_equal(gpu.states, ref.states)
+    exact(gpu, ref)
     both(src, h0, params={"rate": 0.7}, t0=1.5)
 
 
@@ -191,7 +228,7 @@ def test_where_guards_an_index():
 def test_index_out_of_range_is_an_error():
     src = GUARD.replace("where(i > 0, v[i - 1], 0.0)", "v[i - 1]")
     v = np.ones(10, np.float32)
-    for backend in ("numpy", "glsl"):
+    for backend in ("numpy", GPU):
         with pytest.raises(ProgramIndexError) as e:
             vgpu.solve(src, inputs={"v": v}, backend=backend)
         assert e.value.line == 6 and "v[-1]" in str(e.value)
@@ -199,7 +236,7 @@ def test_index_out_of_range_is_an_error():
 
 def test_flux_out_of_range_is_an_error():
     src = HISTOGRAM.replace("clamp(int(x * 16), 0, 31)", "int(x * 16) + 30")
-    for backend in ("numpy", "glsl"):
+    for backend in ("numpy", GPU):
         with pytest.raises(ProgramIndexError):
             vgpu.solve(src, np.full(10, 5.0, np.float32), backend=backend)
 
@@ -218,11 +255,11 @@ field intdiv {
 def test_int_floor_division_and_modulo():
     ref, gpu = both(INTDIV.replace("(3 - i % 7)", "(3 - i % 3)").replace("% 5 - 2", "% 5 - 7"),
                     dims={"N": 30})
-    np.testing.assert_array_equal(gpu.states, ref.states)
+    exact(gpu, ref)
 
 
 def test_int_division_by_zero_is_an_error():
-    for backend in ("numpy", "glsl"):
+    for backend in ("numpy", GPU):
         with pytest.raises(ZeroDivision) as e:
             vgpu.solve(INTDIV, dims={"N": 30}, backend=backend)
         assert e.value.line == 5
@@ -263,17 +300,23 @@ def test_pow_signs():
 
 
 def test_float64_lorenz():
+    if GPU == "wgpu":
+        return refuses_float64()
     h0 = RNG.normal(size=(200, 3))
     ref, gpu = both(LORENZ, h0, dtype="float64", steps=200, rtol=1e-12, atol=1e-12)
     assert gpu.states.dtype == np.float64
 
 
 def test_float64_flux_and_collapse():
+    if GPU == "wgpu":
+        return refuses_float64()
     both(HISTOGRAM, RNG.uniform(-1, 2, 300), dtype="float64", rtol=0, atol=0)
     both(WELLS, RNG.uniform(-2, 2, 100), dtype="float64", rtol=1e-12, atol=1e-12)
 
 
 def test_float64_transcendental_is_refused():
+    if GPU == "wgpu":
+        return refuses_float64()
     with pytest.raises(BackendError) as e:
         vgpu.solve(OSCILLATOR, np.zeros(4), dtype="float64", backend="glsl")
     assert "sin" in str(e.value) and "numpy" in str(e.value)

@@ -135,6 +135,12 @@ class Dialect:
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)
+    # A language whose select evaluates both sides (WGSL's ``select``; GLSL's ``?:`` is
+    # lazy): the printer then passes each read and int ``//``/``%`` inside a branch of a
+    # ``where`` the condition under which its value is used (``{live}`` in ``int_ops``,
+    # ``loader_call``), so a branch not taken reports no error.
+    lazy_select: bool = False
+    loader_call: str = "{func}({args})"             # a checked input read
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:

@@ -78,6 +78,8 @@ class Printer:
         self.guards_used: list[Load] = []       # every read printed plain under a guard
         self.number = _Numbering()              # value numbers: the keys of ``temps``
         self._texts: dict | None = None         # id -> (node, text) in one expr() call
+        self._live: dict[int, str] = {}         # lazy_select: id -> when its value is used
+        self._pure_memo: dict = {}              # id -> (node, pure): kept alive with it
 
     # error sites ---------------------------------------------------------------
     def error_id(self, kind: str, what: str, span: Span | None) -> int:
@@ -102,6 +104,8 @@ class Printer:
     # printing ------------------------------------------------------------------
     def expr(self, e: Expr, ctx: Context, temps: dict | None = None) -> str:
         self._check_depth(e, temps or {})
+        if self.d.lazy_select and self._texts is None:
+            self._live = self._liveness(e, ctx, temps or {})
         text = self._expr(e, ctx, temps or {})
         if text.startswith("(") and _balanced_outer(text):
             return text[1:-1]
@@ -171,7 +175,9 @@ class Printer:
             if self._in_range(e, ctx):
                 return self._plain_read(e.array, idx)
             eid = self.error_id("index", e.array, e.span)
-            return f"{self._loader(e.array)}({', '.join(idx + [self.d.uint(eid)])})"
+            return self.d.loader_call.format(func=self._loader(e.array),
+                                             args=", ".join(idx + [self.d.uint(eid)]),
+                                             live=self._live.get(id(e), self.d.true))
         if isinstance(e, CoupledAt):
             idx = [self._expr(i, ctx, temps) for i in e.index]
             return f"{self._coupled_at(e.name)}({', '.join(idx)})"
@@ -260,7 +266,38 @@ class Printer:
         eid = ""
         if "{e}" in fmt:
             eid = self.error_id("zero", op.value, e.span)
-        return fmt.format(*args, e=eid, F=self.d.F)
+        return fmt.format(*args, e=eid, F=self.d.F, live=self._live.get(id(e), d.true))
+
+    def _liveness(self, e: Expr, ctx: Context, temps: dict) -> dict[int, str]:
+        """For a dialect whose select evaluates both sides: id -> the condition under
+        which each node that can fail (a checked read, an int ``//``/``%``) inside a
+        ``where`` branch is used (absent: always). A condition's own nodes get theirs
+        before it is printed (the stack is last in, first out)."""
+        live: dict[int, list] = {}
+        stack: list = [(e, (), False)]
+        while stack:
+            node, conds, second = stack.pop()
+            if second:          # the condition's subtree is done: print it, then branches
+                c, a, b = node.args
+                text = self._expr(c, ctx, temps)
+                stack.append((a, conds + (text,), False))
+                stack.append((b, conds + (f"!({text})",), False))
+                continue
+            if self._temp(node, temps) is not None or _is_pure(node, self._pure_memo):
+                continue
+            live.setdefault(id(node), []).append(conds)
+            if isinstance(node, Apply) and node.op is Op.WHERE:
+                stack.append((node, conds, True))
+                stack.append((node.args[0], conds, False))
+                continue
+            stack.extend((k, conds, False) for k in reversed(_children(node)))
+        out = {}
+        for key, paths in live.items():
+            if any(not p for p in paths):
+                continue
+            out[key] = " || ".join("(" + " && ".join(p) + ")" for p in paths) \
+                if len(paths) > 1 else " && ".join(paths[0])
+        return out
 
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
@@ -369,6 +406,22 @@ class Printer:
                 lazy = isinstance(e, Apply) and k > 0 and e.op in (Op.WHERE, Op.AND, Op.OR)
                 stack.append((c, maybe or lazy))
         return always
+
+
+def _is_pure(e: Expr, memo: dict) -> bool:
+    """No checked read and no int ``//``/``%`` in ``e`` (children first, no recursion)."""
+    stack = [(e, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = _children(node)
+        if ready or not kids:
+            memo[id(node)] = (node, _is_pure_node(node) and all(memo[id(k)][1] for k in kids))
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+    return memo[id(e)][1]
 
 
 def _too_deep(e: Expr) -> BackendError:

@@ -1,0 +1,64 @@
+"""The WGSL backend: IR Field -> one WGSL compute shader, run through wgpu.
+
+The same three stages as GLSL, shared in backends/shader: ``describe`` (the GPU
+mapping, in no language), ``print_kernel`` with the WGSL dialect (dialect.py), and
+``render_kernel`` through templates/field.wgsl.j2. WGSL has no float64: a float64
+call is a BackendError naming the backend (``auto`` moves on to GLSL or numpy).
+"""
+from __future__ import annotations
+
+from ... import spelling as S
+from ...errors import BackendError
+from ...ir.nodes import Field
+from ..shader.lower import REDUCTIONS, describe
+from ..shader.printing import PrintedKernel, print_kernel
+from ..shader.template import render_kernel
+from .dialect import DIALECTS, WGSL
+
+VERSION = "wgsl-1"
+MAX_STATES = 256        # as GLSL: the driver's compile time grows fast with the states
+
+
+def check_dtype(dtype: str, span=None) -> None:
+    if dtype not in DIALECTS:
+        raise BackendError(
+            f"the wgpu backend has no {dtype} (WGSL has no 64-bit floats); use "
+            f"{S.setting('dtype', 'float32')}, or {S.setting('backend', 'glsl')} or "
+            f"{S.setting('backend', 'numpy')} for {dtype}", span=span)
+
+
+def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+          source: str | None = None, reduction: str = "tree") -> PrintedKernel:
+    """The kernel description of ``field`` printed in WGSL."""
+    check_dtype(dtype, field.span)
+    kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                      source=source, reduction=reduction)
+    try:
+        return print_kernel(kernel, DIALECTS[dtype])
+    except RecursionError:
+        raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
+                           f"the wgpu backend; write it in smaller pieces, or use "
+                           f"{S.setting('backend', 'numpy')}", span=field.span) from None
+
+
+def emit_wgsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+              source: str | None = None, reduction: str = "tree") -> str:
+    """The WGSL compute shader of ``field`` (``source``: the program text, for comments)."""
+    return render_kernel(lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                               source=source, reduction=reduction))
+
+
+def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
+          reduction: str = "tree") -> tuple[str, PrintedKernel]:
+    """The WGSL text and the printed kernel (whose ``meta()`` the runtime reads)."""
+    if len(field.states) > MAX_STATES:
+        raise BackendError(f"field `{field.name}` has {len(field.states)} states; the wgpu "
+                           f"backend takes at most {MAX_STATES}; use "
+                           f"{S.setting('backend', 'numpy')}", span=field.span)
+    kernel = lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
+                   reduction=reduction)
+    return render_kernel(kernel), kernel
+
+
+__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "WGSL", "DIALECTS", "VERSION",
+           "REDUCTIONS"]

@@ -1,0 +1,40 @@
+"""The wgpu backend as the registry sees it: WGSL compute shaders through wgpu
+(Vulkan, Metal, Direct3D 12; Mesa lavapipe on a Linux machine without a GPU).
+
+Its runner (and with it wgpu) is imported when the backend is first asked whether it
+is available; an import failure makes it unavailable, saying why.
+"""
+from __future__ import annotations
+
+from .. import Backend
+
+
+def _available() -> tuple[bool, str]:
+    try:
+        from . import runner
+    except ImportError as e:
+        return False, f"cannot import it: {e}"
+    if runner.available():
+        return True, ""
+    from . import device
+    return False, device.get().error or "no wgpu device"
+
+
+def _run(prepared, data, progress=None):
+    from . import runner
+    return runner.run(prepared, data, progress)
+
+
+def _software() -> bool:
+    from . import device
+    return device.available() and device.software()
+
+
+BACKEND = Backend(
+    name="wgpu",
+    description="WGSL compute shaders through wgpu (Vulkan, Metal, Direct3D 12; float32)",
+    available=_available,
+    run=_run,
+    dtypes=("float32",),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+)

@@ -1,0 +1,412 @@
+"""The wgpu backend's ``run(prepared, data, progress) -> Solution``.
+
+Compile once, bind once, dispatch many, as GLSL: a kernel (the WGSL text, its
+compute pipeline and the buffers it runs on) is kept in memory per (WGSL key,
+shapes); the Prepared call's slot remembers it, so a repeated call writes its
+data and the uniform buffer, dispatches and reads back. The WGSL text and its
+meta are kept on disk (disk_cache.py) keyed by the field's IR, dtype,
+per-trajectory params, reduction strategy, this code and templates, and the
+adapter (vendor, device, driver, backend type).
+
+Splitting is GLSL's: an ensemble larger than a storage binding or the workgroup
+count runs in chunks (whole rows of basins); a long integration runs in
+dispatches paced to about 0.2 s each, capped on a CPU adapter by the loop limiter
+of llvmpipe's code generator (lavapipe): at most 65535 loop iterations per
+invocation and dispatch. Every saved step ends a dispatch.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ... import spelling as S
+from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
+from ...call.bound import Bound, Solution, saved_steps
+from ...call.counters import COUNTERS
+from ...call.lru import LRU
+from ...ir.dump import dump
+from ...ir.walk import field_roots, walk
+from . import VERSION, build, check_dtype
+from . import device as dev
+from .disk_cache import DISK
+
+NO_ERROR = 0xFFFFFFFF
+LOOP_LIMIT = 65535
+TARGET_SECONDS = 0.2
+FIRST_WORK = 1 << 25            # trajectory-stages in a chunk's first dispatch
+FLOAT_ROLES = {"dt", "t0", "param"}
+MEMORY = LRU(64)                # memory key -> Kernel
+_lock = threading.RLock()
+LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
+
+
+@contextlib.contextmanager
+def limits(max_steps=None):
+    """``with limits(max_steps=9): ...``: at most that many steps per dispatch."""
+    old = dict(LIMITS)
+    LIMITS["max_steps"] = max_steps
+    try:
+        yield
+    finally:
+        LIMITS.update(old)
+
+
+def available() -> bool:
+    return dev.available()
+
+
+# --- kernels ------------------------------------------------------------------------------
+class Kernel:
+    """A WGSL kernel compiled for the device, with its buffers for one set of shapes."""
+
+    def __init__(self, key: str, source: str, meta: dict):
+        self.key, self.source, self.meta = key, source, meta
+        d = dev.get()
+        device = d.device
+        import wgpu
+        self.module = device.create_shader_module(code=source)
+        entries = []
+        for b in meta["buffers"]:
+            kind = "read-only-storage" if b["readonly"] else "storage"
+            entries.append({"binding": b["binding"], "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": kind}})
+        self.ubinding = len(meta["buffers"])
+        entries.append({"binding": self.ubinding, "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": "uniform"}})
+        self.layout = device.create_bind_group_layout(entries=entries)
+        self.pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=[self.layout]),
+            compute={"module": self.module, "entry_point": "main"})
+        self.buffers: dict = {}
+        self.sizes: dict = {}
+        self.group = None
+        names = [u["name"] for u in meta["uniforms"]]
+        self.uniform_index = {n: i for i, n in enumerate(names)}
+        self.uniform_float = [u["role"] in FLOAT_ROLES for u in meta["uniforms"]]
+        n = len(names) + 1                      # + vg_zero
+        self.uniform_bytes = max(16, -(-n * 4 // 16) * 16)
+        self.ubuf = device.create_buffer(size=self.uniform_bytes,
+                                         usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+
+    def ensure(self, name: str, size: int):
+        """The storage buffer ``name`` of at least ``size`` bytes (new bind group if made)."""
+        import wgpu
+        size = max(16, -(-size // 16) * 16)
+        if self.sizes.get(name, 0) < size:
+            self.buffers[name] = dev.get().device.create_buffer(
+                size=size, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+                | wgpu.BufferUsage.COPY_DST)
+            self.sizes[name] = size
+            self.group = None
+        return self.buffers[name]
+
+    def bind_group(self):
+        if self.group is None:
+            for b in self.meta["buffers"]:
+                self.ensure(b["name"], 16)
+            entries = [{"binding": b["binding"], "resource": {
+                "buffer": self.buffers[b["name"]], "offset": 0,
+                "size": self.sizes[b["name"]]}} for b in self.meta["buffers"]]
+            entries.append({"binding": self.ubinding, "resource": {
+                "buffer": self.ubuf, "offset": 0, "size": self.uniform_bytes}})
+            self.group = dev.get().device.create_bind_group(layout=self.layout, entries=entries)
+        return self.group
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of the WGSL backend's code, the shared stages and the templates."""
+    from .. import shader, wgpu as this
+    from ..shader.template import environment
+    h = hashlib.sha256(VERSION.encode())
+    for folder in (Path(environment().loader.searchpath[0]), Path(this.__file__).parent,
+                   Path(shader.__file__).parent):
+        for p in sorted(folder.iterdir()):
+            if p.suffix in (".j2", ".py"):
+                h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
+    """The disk key of a field's WGSL: its IR (with positions: the error table names
+    lines), dtype, per-trajectory params, reduction, this compiler, the adapter."""
+    spans = hashlib.sha256()
+    for node in walk(*field_roots(field)):
+        span = getattr(node, "span", None)
+        if span is not None:
+            spans.update(f"{span.line}:{span.column};".encode())
+    parts = [compiler_fingerprint(), dump(field), spans.hexdigest(), dtype, ",".join(pt),
+             reduction, dev.identity()]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
+
+
+def reduction() -> str:
+    """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else tree."""
+    return "serial" if dev.software() else "tree"
+
+
+def kernel_for(bound: Bound) -> Kernel:
+    slots = bound.prepared.slots if bound.prepared is not None else {}
+    hit = slots.get("wgpu")
+    if hit is not None and MEMORY.get(hit.key) is hit:
+        COUNTERS.add("memory_hits")
+        return hit
+    dtype = bound.dtype.name
+    check_dtype(dtype, bound.field.span)
+    pt = tuple(sorted(bound.per_trajectory))
+    red = reduction()
+    key = identity(bound.field, dtype, pt, red)
+    shapes = (bound.grid_shape, tuple(sorted(bound.dims.items())),
+              tuple((k, v.shape) for k, v in bound.inputs.items()),
+              tuple(bound.output_shapes.items()))
+    mkey = hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
+    kernel = MEMORY.get(mkey)
+    if kernel is None:
+        found = DISK.load(key)
+        if found is not None:
+            COUNTERS.add("disk_hits")
+            source, meta = found
+        else:
+            source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
+                                    reduction=red)
+            meta = printed.meta()
+            DISK.store(key, source, meta)
+        with dev.get().lock:
+            try:
+                kernel = Kernel(mkey, source, meta)
+            except Exception as exc:        # naga refused the WGSL: a compiler bug
+                DISK.evict(key)
+                raise BackendError(f"wgpu rejected the WGSL of field `{bound.field.name}`: "
+                                   f"{exc}") from None
+        COUNTERS.add("compiles")
+        MEMORY.put(mkey, kernel)
+    slots["wgpu"] = kernel
+    return kernel
+
+
+# --- running ------------------------------------------------------------------------------
+def run(prepared, data, progress=None) -> Solution:
+    bound = prepared.bound(data)
+    if not available():
+        raise BackendError(f"no wgpu device here ({dev.get().error}); "
+                           f"use {S.setting('backend', 'numpy')}")
+    check_dtype(bound.dtype.name, bound.field.span)
+    kernel = kernel_for(bound)
+    with _lock:
+        sol = _execute(kernel, bound, progress)
+    if progress is not None:
+        progress(bound.steps, bound.steps)
+    return sol
+
+
+def _chunks(kernel: Kernel, bound: Bound) -> list[tuple[int, int]]:
+    """[a, b) trajectory ranges (whole rows of basins) within the device's limits."""
+    limits, meta, n = dev.get().limits, kernel.meta, bound.n_trajectories
+    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), 2)
+    most = max(1, limits.get("max_storage_buffer_binding_size", 1 << 27) // per)
+    groups = limits.get("max_compute_workgroups_per_dimension", 65535)
+    if meta["has_basin"]:
+        row = int(np.prod(bound.grid_shape[1:])) * meta["basin"][0]
+        most = min(max(1, most // row), groups) * row
+    else:
+        most = min(most, groups * groups * meta["local_size"][0])
+    return [(a, min(a + most, n)) for a in range(0, n, most)]
+
+
+def _groups(kernel: Kernel, bound: Bound, a: int, b: int) -> tuple[int, int, int]:
+    meta = kernel.meta
+    if not meta["has_basin"]:
+        total = -(-(b - a) // meta["local_size"][0])
+        limit = dev.get().limits.get("max_compute_workgroups_per_dimension", 65535)
+        x = min(total, limit)
+        return x, -(-total // x), 1
+    rank, basin = len(bound.grid_shape), meta["basin"]
+    rows = (b - a) // int(np.prod(bound.grid_shape[1:]))
+    extents = [rows] + list(bound.grid_shape[1:])
+    counts = [-(-e // s) for e, s in zip(extents, basin)]
+    out = [1, 1, 1]
+    for k in range(rank):
+        out[rank - 1 - k] = counts[k]
+    return tuple(out)
+
+
+def _loop_cap(meta: dict) -> int | None:
+    forced = LIMITS["max_steps"]
+    if not dev.software():
+        return forced
+    per, once = max(1, meta["loop_trips_per_step"]), meta["loop_trips_once"]
+    cap = max(1, (LOOP_LIMIT - 1 - once) // per)
+    return min(cap, forced) if forced else cap
+
+
+def _segments(steps: int, first: int, cap, history):
+    """(s0, s1) of each dispatch; every saved step ends one; paced by ``first`` (a list,
+    updated by the caller)."""
+    if history or steps == 0:
+        yield 0, 0
+    s0 = 0
+    for stop in sorted(set(history or ()) | {steps}):
+        while s0 < stop:
+            s1 = min(s0 + first[0], stop)
+            yield s0, s1
+            s0 = s1
+
+
+def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
+    d = dev.get()
+    device, queue, meta = d.device, d.device.queue, kernel.meta
+    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
+    n_states = len(f.states)
+    state = None
+    if bound.h0 is not None:
+        state = np.zeros((n_states, n), dtype)
+        free = np.asarray(bound.h0, dtype).reshape(n, -1)
+        state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+    out_state = np.zeros((n_states, n), dtype)
+    taken = np.full(n, bound.steps, np.int32)
+    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
+    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
+    roles = {b["role"]: b["name"] for b in meta["buffers"]}
+    # inputs and outputs, once per run
+    for b in meta["buffers"]:
+        if b["role"] == "input":
+            arr = np.ascontiguousarray(bound.inputs[b["array"]], dtype)
+            queue.write_buffer(kernel.ensure(b["name"], arr.nbytes), 0, arr.tobytes() or bytes(16))
+        elif b["role"] == "output":
+            size = 4 * int(np.prod(bound.output_shapes[b["array"]]))
+            queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
+    err = kernel.ensure("b_err", 16)
+    values = [0.0] * (len(kernel.uniform_index) + 1)
+    u = kernel.uniform_index
+
+    def put(name, value):
+        if name in u:
+            values[u[name]] = value
+
+    put("u_dt", float(np.float32(bound.dt)))
+    put("u_t0", float(np.float32(bound.t0)))
+    put("u_steps", int(bound.steps))
+    for x in meta["uniforms"]:
+        if x["role"] == "grid":
+            put(x["name"], int(bound.grid_shape[int(x["of"])]))
+        elif x["role"] == "dim":
+            put(x["name"], int(bound.dims[x["of"]]))
+        elif x["role"] == "param":
+            put(x["name"], float(np.float32(bound.params[x["of"]])))
+    cap = _loop_cap(meta)
+    row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+    chunks = _chunks(kernel, bound)
+    for ci, (a, b) in enumerate(chunks):
+        count = b - a
+        put("u_count", count)
+        put("u_origin", a // row if meta["has_basin"] else a)
+        buf = kernel.ensure("b_state", n_states * count * 4)
+        if state is not None:
+            queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
+        if meta["uses_init"]:
+            kernel.ensure("b_init", n_states * count * 4)
+        if meta["collapse"]:
+            kernel.ensure("b_steps", 2 * count * 4)
+        if pt:
+            p = np.stack([np.asarray(bound.params[name], dtype).reshape(n)[a:b] for name in pt])
+            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
+        group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
+        stages = max(1, len(meta.get("buffers")) and 1)
+        first = [max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))]
+        for s0, s1 in _segments(bound.steps, first, cap, history):
+            put("u_step0", s0)
+            put("u_nsteps", s1 - s0)
+            put("u_final", int(s1 == bound.steps and (s1 > s0 or bound.steps == 0)))
+            packed = np.zeros(kernel.uniform_bytes // 4, np.uint32)
+            for i, v in enumerate(values[:-1]):
+                packed[i] = (np.float32(v).view(np.uint32) if kernel.uniform_float[i]
+                             else np.int32(v).view(np.uint32))
+            began = time.perf_counter()
+            with d.lock:
+                queue.write_buffer(kernel.ubuf, 0, packed.tobytes())
+                queue.write_buffer(err, 0, np.full(4, NO_ERROR, np.uint32).tobytes())
+                enc = device.create_command_encoder()
+                cp = enc.begin_compute_pass()
+                cp.set_pipeline(kernel.pipeline)
+                cp.set_bind_group(0, group)
+                cp.dispatch_workgroups(*groups)
+                cp.end()
+                queue.submit([enc.finish()])
+                e = np.frombuffer(queue.read_buffer(err, 0, 16), np.uint32)
+            COUNTERS.add("dispatches")
+            seconds = time.perf_counter() - began
+            if s1 > s0 and seconds > 0:
+                want = int((s1 - s0) * TARGET_SECONDS / seconds)
+                first[0] = max(1, min(want, 4 * first[0], cap or want))
+            _raise_error(e, meta, bound)
+            if history and s1 in history and (s1 > s0 or s1 == 0):
+                saved[history.index(s1)][:, a:b] = _read(queue, buf, n_states, count)
+            if progress is not None and s1 > s0 and s1 < bound.steps:
+                progress((ci * bound.steps + s1) // len(chunks), bound.steps)
+        out_state[:, a:b] = _read(queue, buf, n_states, count)
+        if meta["collapse"]:
+            taken[a:b] = np.frombuffer(queue.read_buffer(kernel.buffers["b_steps"], 0, count * 4),
+                                       np.int32)
+    outputs = {}
+    for b in meta["buffers"]:
+        if b["role"] == "output":
+            shape = bound.output_shapes[b["array"]]
+            size = 4 * int(np.prod(shape))
+            raw = queue.read_buffer(kernel.buffers[b["name"]], 0, size) if size else b""
+            outputs[b["array"]] = np.frombuffer(raw, np.float32).reshape(shape).copy()
+    sol = Solution(states=_pack(out_state, bound), outputs=outputs,
+                   steps_taken=taken.reshape(bound.grid_shape))
+    if history:
+        sol.history = np.stack([_pack(h, bound) for h in saved])
+        sol.times = (np.float32(bound.t0) + np.asarray(history).astype(np.float32)
+                     * np.float32(bound.dt)).astype(np.float32)
+    return sol
+
+
+def _read(queue, buf, n_states: int, count: int) -> np.ndarray:
+    raw = queue.read_buffer(buf, 0, n_states * count * 4)
+    return np.frombuffer(raw, np.float32).reshape(n_states, count)
+
+
+def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
+    grid = bound.grid_shape
+    if state.shape[0] == 1:
+        return state.reshape(grid).copy()
+    return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
+
+
+def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
+    if int(err[0]) == NO_ERROR:
+        return
+    kind, what, line, column = meta["errors"][int(err[0])]
+    span = Span(line, column) if line else None
+    where = f" (line {line})" if line else ""
+    if kind != "index":
+        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
+    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
+        "output", bound.output_shapes[what])
+    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
+    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
+                            f"{tuple(shape)}{where}", span=span)
+
+
+# --- cache management ----------------------------------------------------------------------
+def cache_info() -> dict:
+    return {"memory_entries": len(MEMORY), **DISK.info()}
+
+
+def clear_cache(memory: bool = True, disk: bool = True) -> dict:
+    out = {}
+    if memory:
+        out["memory"] = len(MEMORY)
+        MEMORY.clear()
+    if disk:
+        out["disk"] = DISK.clear()
+    return out
