@@ -21,14 +21,15 @@ from hypothesis import HealthCheck, given, settings
 import vgpu
 from strategies import cases, compare
 
-GPUS = pytest.mark.parametrize("gpu", ["glsl", "wgpu"])
+GPUS = pytest.mark.parametrize("backend", ["glsl", "wgpu"], indirect=True)
 
 
 @pytest.fixture
-def backend(gpu, request):
+def backend(request):
     """The GPU backend under test (its fixture fails when missing on CI)."""
-    request.getfixturevalue(gpu)
-    return gpu
+    request.getfixturevalue(request.param)
+    return request.param
+
 
 CI = settings(max_examples=60, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck), print_blob=True)
@@ -36,41 +37,41 @@ SLOW = settings(max_examples=int(os.environ.get("VGPU_SLOW_PROGRAMS", "1500")), 
                 database=None, suppress_health_check=list(HealthCheck), print_blob=True)
 
 
+@GPUS
 @CI
 @given(cases(features=()))
-@GPUS
-def test_plain_fields_agree(case, backend):
+def test_plain_fields_agree(backend, case):
     """States, params, inputs, lets, t, int index arithmetic, math functions; no basin."""
     compare(case, backend)
 
 
+@GPUS
 @CI
 @given(cases(features=("coupled", "grid2")))
-@GPUS
-def test_coupled_fields_agree(case, backend):
+def test_coupled_fields_agree(backend, case):
     """Coupled values, neighbour reads under each edge rule, reductions, 1-D and 2-D basins."""
     compare(case, backend)
 
 
+@GPUS
 @settings(CI, max_examples=60)
 @given(cases(features=("collapse", "flux", "grid2", "f64")))
-@GPUS
-def test_collapse_flux_and_float64_fields_agree(case, backend):
+def test_collapse_flux_and_float64_fields_agree(backend, case):
     compare(case, backend)
 
 
+@GPUS
 @settings(CI, max_examples=40)
 @given(cases())
-@GPUS
-def test_everything_together_agrees(case, backend):
+def test_everything_together_agrees(backend, case):
     compare(case, backend)
 
 
+@GPUS
 @pytest.mark.slow
 @SLOW
 @given(cases())
-@GPUS
-def test_many_generated_fields_agree(case, backend):
+def test_many_generated_fields_agree(backend, case):
     compare(case, backend)
 
 

@@ -1,6 +1,6 @@
 """``vgpuc``: the command line of VGPU.
 
-    vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--emit glsl|ir]
+    vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--target glsl|wgsl|ir]
     vgpuc run FILE.field [--h0 h0.npy] [--param k=0.5 | k=k.npy] [--input A=a.npy] ...
     vgpuc check FILE...
     vgpuc ir FILE [--field NAME]
@@ -54,7 +54,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         try:
             text = emit_glsl_text(field, dtype=args.dtype, dims=parse_dims(args.dim),
-                                  per_trajectory=args.per_trajectory or (), source=source)
+                                  per_trajectory=args.per_trajectory or (), source=source,
+                                  language=args.emit)
         except VgpuError as err:        # located in the text: show the file, line and caret
             raise attach_file(err, source, args.file)
     _write_text(text, args.output)
@@ -144,8 +145,9 @@ def _add_compile(sub) -> None:
                         "shader is the same for every size (sizes are uniforms)")
     p.add_argument("--per-trajectory", action="append", metavar="PARAM",
                    help="emit the variant where PARAM is one value per trajectory (an array)")
-    p.add_argument("--emit", choices=("glsl", "ir"), default="glsl",
-                   help="what to emit (default: glsl)")
+    p.add_argument("--emit", "--target", dest="emit", choices=("glsl", "wgsl", "ir"),
+                   default="glsl",
+                   help="what to emit: glsl (OpenGL), wgsl (wgpu) or ir (default: glsl)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of the shader (default: float32)")
     p.set_defaults(func=cmd_compile)

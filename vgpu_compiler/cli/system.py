@@ -23,10 +23,13 @@ EXTENSIONS_OF_NOTE = (
 
 # --- compile --------------------------------------------------------------------------
 def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=(),
-                   source: str | None = None) -> str:
-    """The GLSL of a field. Grid extents and dims are uniforms of the shader, so the text
-    is the same for every size: ``dims`` are only checked against the field."""
+                   source: str | None = None, language: str = "glsl") -> str:
+    """The GLSL (or, ``language="wgsl"``, the WGSL) of a field. Grid extents and dims are
+    uniforms of the shader, so the text is the same for every size: ``dims`` are only
+    checked against the field."""
     from ..backends.glsl import emit_glsl
+    if language == "wgsl":
+        from ..backends.wgpu import emit_wgsl as emit_glsl
 
     unknown = sorted(set(dims) - set(field.dims))
     if unknown:
@@ -60,7 +63,22 @@ def backends_report() -> list[str]:
         lines.append(f"  {backend.name:<8} {state}")
         lines.append(f"  {'':<8} {backend.description}")
         lines.append(f"  {'':<8} dtypes: {', '.join(backend.dtypes)}")
+        if ok and backend.name == "wgpu":
+            lines += [f"  {'':<8} {line}" for line in wgpu_report()]
     return lines
+
+
+def wgpu_report() -> list[str]:
+    """The wgpu adapter and the limits the device was made with."""
+    from ..backends.wgpu import device
+    d = device.get()
+    i, lim = d.info, d.limits
+    return [f"adapter: {i.get('device')} ({i.get('vendor')}; {i.get('backend_type')}, "
+            f"{i.get('adapter_type')}; driver {i.get('driver')})",
+            f"largest storage binding: {_bytes(lim.get('max_storage_buffer_binding_size'))}, "
+            f"invocations per workgroup: {lim.get('max_compute_invocations_per_workgroup')}, "
+            f"workgroups per dimension: {lim.get('max_compute_workgroups_per_dimension')}, "
+            f"workgroup memory: {_bytes(lim.get('max_compute_workgroup_storage_size'))}"]
 
 
 def device_report() -> list[str]:

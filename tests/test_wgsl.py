@@ -1,0 +1,135 @@
+"""The WGSL backend: golden WGSL of every example (byte for byte, validated by wgpu's
+own shader compiler, naga), and what WGSL does differently from GLSL (a select that
+evaluates both sides, no float64, a uniform buffer, no float atomics)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.backends.wgpu import emit_wgsl
+from vgpu_compiler.errors import BackendError, ProgramIndexError, ZeroDivision
+from vgpu_compiler.frontend.compile import compile_program
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.field"))
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def emit(path: Path, reduction: str = "tree") -> str:
+    src = path.read_text()
+    field = compile_program(src, path.name).select(None)
+    return emit_wgsl(field, source=src, reduction=reduction)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_golden_wgsl(path, update_golden):
+    text = emit(path)
+    golden = GOLDEN / f"{path.stem}.wgsl"
+    if update_golden:
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file for {path.name}: run pytest --update-golden"
+    assert text == golden.read_text(), f"{golden.name} differs: run pytest --update-golden"
+    assert emit(path) == text           # byte-stable
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("reduction", ["tree", "serial"])
+def test_wgsl_validates_with_naga(path, reduction, wgpu):
+    from vgpu_compiler.backends.wgpu import device
+    golden = GOLDEN / f"{path.stem}.wgsl"
+    text = golden.read_text() if reduction == "tree" and golden.exists() else emit(path, reduction)
+    device.get().device.create_shader_module(code=text)     # raises on any WGSL error
+
+
+def test_naga_rejects_broken_wgsl(wgpu):
+    """The validation above can fail: naga raises on a wrong shader."""
+    from vgpu_compiler.backends.wgpu import device
+    text = emit(ROOT / "examples" / "lorenz.field").replace("let u_dt: f32", "let u_dt: i32")
+    with pytest.raises(Exception):
+        device.get().device.create_shader_module(code=text)
+
+
+LAZY = """
+field lazy {
+    input v[N]
+    grid i < N
+    state x = 0, y = 0
+    dx/dt = where(i > 0, v[i - 1], 0.0) + where(i < N - 1, v[i + 1], -1.0)
+    dy/dt = where(i % 2 == 0, float(7 // (i % 2)), 1.0)
+    solve euler(dt = 1, steps = 2)
+}
+"""
+
+
+def test_where_stays_lazy_though_select_is_not(wgpu):
+    """The branch a lane does not take reports no error (WGSL's select evaluates both
+    sides: the reads and int divisions inside carry the condition they are used under)."""
+    src = LAZY.replace("i % 2 == 0", "i % 2 == 1")     # even lanes would divide by 0
+    text = emit_wgsl(compile_program(src, "lazy.field").select(None))
+    division = text[text.index("vg_ifloordiv(7, "):].split(";")[0]
+    assert "select(" in text and not division.endswith("u, true)))")  # used only when == 1
+    assert "u, (g_i > 0))" in text      # a read carries the condition it is used under
+    v = np.arange(6, dtype=np.float32)
+    ref = vgpu.solve(src, inputs={"v": v}, backend="numpy")
+    got = vgpu.solve(src, inputs={"v": v}, backend="wgpu")
+    np.testing.assert_allclose(got.states, ref.states)
+    with pytest.raises(ZeroDivision):           # the taken branch still raises
+        vgpu.solve(LAZY, inputs={"v": v}, backend="wgpu")
+    with pytest.raises(ProgramIndexError) as e:
+        vgpu.solve(LAZY.replace("where(i > 0, v[i - 1], 0.0)", "v[i - 1]"),
+                   inputs={"v": v}, backend="wgpu")
+    assert "v[-1]" in str(e.value)
+
+
+def test_float64_is_refused_naming_the_backend(wgpu):
+    with pytest.raises(BackendError) as e:
+        vgpu.solve(LAZY, inputs={"v": np.ones(3)}, dtype="float64", backend="wgpu")
+    assert "wgpu" in str(e.value) and "glsl" in str(e.value) and "numpy" in str(e.value)
+    # auto moves on to a backend that has float64
+    sol = vgpu.solve(LAZY.replace("7 // (i % 2)", "7"), inputs={"v": np.ones(3)},
+                     dtype="float64")
+    assert sol.states.dtype == np.float64
+
+
+def test_uniforms_live_in_a_uniform_buffer_and_flux_uses_compare_and_swap():
+    text = emit(ROOT / "examples" / "histogram.field")
+    assert "var<uniform> vg_u: VgUniforms;" in text
+    assert "atomicCompareExchangeWeak" in text and "array<atomic<u32>>" in text
+    assert "?" not in text.replace("// ", "")  or "?" not in "".join(
+        line.split("//")[0] for line in text.splitlines())
+
+
+def test_cli_compiles_to_wgsl(capsys):
+    from vgpu_compiler.cli import main
+    assert main(["compile", str(ROOT / "examples" / "lorenz.field"), "--target", "wgsl"]) == 0
+    out = capsys.readouterr().out
+    assert out == (GOLDEN / "lorenz.wgsl").read_text()
+
+
+def test_info_lists_the_wgpu_adapter_and_limits(capsys, wgpu):
+    from vgpu_compiler.cli import main
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "wgpu" in out and "adapter:" in out and "largest storage binding" in out
+
+
+def test_kernels_are_cached_in_memory_and_on_disk(wgpu, tmp_path, monkeypatch):
+    from vgpu_compiler.backends.wgpu import disk_cache, runner
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    runner.clear_cache()
+    h0 = np.ones((4, 3), np.float32)
+    src = (ROOT / "examples" / "lorenz.field").read_text()
+    vgpu.solve(src, h0, backend="wgpu", steps=3)
+    assert len(disk_cache.DISK.entries()) == 1
+    assert (tmp_path / "wgsl").is_dir()
+    kernel = next(iter(runner.MEMORY.values())) if hasattr(runner.MEMORY, "values") else None
+    vgpu.solve(src, h0 * 2, backend="wgpu", steps=3)
+    if kernel is not None:
+        assert next(iter(runner.MEMORY.values())) is kernel     # one pipeline, reused
+    runner.clear_cache(memory=True, disk=False)
+    before = dict(runner.COUNTERS.snapshot())
+    vgpu.solve(src, h0, backend="wgpu", steps=3)
+    assert runner.COUNTERS.snapshot().get("disk_hits", 0) > before.get("disk_hits", 0)
