@@ -35,6 +35,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "reliability.json"
 KEEP = 10                   # failing examples kept in the report
 
 
+GPU = ["glsl"]              # the GPU backend compared with numpy (--gpu)
+
+
 def fuzz(n: int, seed: int, run_compiled: int, log) -> dict:
     import strategies as S
     from vgpu_compiler.errors import VgpuError
@@ -70,7 +73,7 @@ def fuzz(n: int, seed: int, run_compiled: int, log) -> dict:
             seen.add(key)
             ran += 1
             try:
-                problem = S.run_both(src, prog)
+                problem = S.run_both(src, prog, gpu=GPU[0])
             except Exception as exc:        # noqa: BLE001
                 problem = f"run_both crashed: {type(exc).__name__}: {exc}"
             if problem:
@@ -102,7 +105,10 @@ def programs(n: int, seed: int, log) -> dict:
         stats["run"] += 1
         features.update(case.features or ("plain",))
         try:
-            worst, problem = S.measure(case)
+            if GPU[0] == "wgpu" and case.dtype == "float64":    # refused, as it must be
+                worst, problem = S.compare(case, "wgpu"), None
+            else:
+                worst, problem = S.measure(case, GPU[0])
         except Exception as exc:            # noqa: BLE001 - an error on a well-formed program
             stats["errors"] += 1
             failures.append({"case": repr(case), "problem": f"{type(exc).__name__}: {exc}"})
@@ -127,8 +133,8 @@ def programs(n: int, seed: int, log) -> dict:
 
 
 def _gl_available() -> bool:
-    from vgpu_compiler.backends.glsl import runner as glsl_runner
-    return glsl_runner.available()
+    from vgpu_compiler import backends
+    return backends.get(GPU[0]).available()[0]
 
 
 def main(argv=None) -> int:
@@ -139,11 +145,14 @@ def main(argv=None) -> int:
     ap.add_argument("--run-compiled", type=int, default=600,
                     help="at most this many compiling mutants run on both backends")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gpu", choices=("glsl", "wgpu"), default="glsl",
+                    help="the GPU backend compared with the numpy reference (default glsl)")
     ap.add_argument("--quick", action="store_true", help="--fuzz 2000 --programs 30")
     ap.add_argument("--json", type=Path, default=RESULTS, help=f"default {RESULTS}")
     args = ap.parse_args(argv)
     if args.quick:
         args.fuzz, args.programs, args.run_compiled = 2000, 30, 20
+    GPU[0] = args.gpu
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
     os.environ.setdefault("VGPU_CACHE_DIR", tempfile.mkdtemp(prefix="vgpu-reliability-"))
 
@@ -157,7 +166,7 @@ def main(argv=None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "gl": gl.device_info().get("renderer", "no GL context")},
-        "version": getattr(vgpu_compiler, "__version__", ""),
+        "version": getattr(vgpu_compiler, "__version__", ""), "gpu_backend": args.gpu,
     }
     log(f"fuzzing {args.fuzz} inputs ...")
     report["fuzz"] = fuzz(args.fuzz, args.seed, args.run_compiled, log)

@@ -643,9 +643,10 @@ def call_arguments(fld, n: int = 3):
     return h0, params, inputs, dims
 
 
-def run_both(src: str, compiled, steps: int = 2) -> str | None:
-    """Run every field of a compiled program on both backends (tiny grid, ``steps`` steps).
-    None when they agree (same numbers, or the same kind of VgpuError), else what differs."""
+def run_both(src: str, compiled, steps: int = 2, gpu: str = "glsl") -> str | None:
+    """Run every field of a compiled program on numpy and the GPU backend ``gpu`` (tiny
+    grid, ``steps`` steps). None when they agree (same numbers, or the same kind of
+    VgpuError), else what differs."""
     import warnings
 
     import vgpu
@@ -656,7 +657,7 @@ def run_both(src: str, compiled, steps: int = 2) -> str | None:
             continue
         h0, params, inputs, dims = args
         outcomes = []
-        for backend in ("numpy", "glsl"):
+        for backend in ("numpy", gpu):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -664,7 +665,7 @@ def run_both(src: str, compiled, steps: int = 2) -> str | None:
                                      field=fld.name, backend=backend, steps=steps)
                 outcomes.append(("ok", sol))
             except VgpuError as err:
-                if "rejected the shader" in err.message:
+                if "rejected the shader" in err.message or "rejected the WGSL" in err.message:
                     return f"{backend}: {err.message}"
                 outcomes.append((type(err).__name__, err))
             except Exception as exc:        # noqa: BLE001 - an internal error
@@ -672,7 +673,7 @@ def run_both(src: str, compiled, steps: int = 2) -> str | None:
         (k1, a), (k2, b) = outcomes
         if k1 != k2:
             return (f"field {fld.name}: numpy {k1} ({a if k1 != 'ok' else ''}), "
-                    f"glsl {k2} ({b if k2 != 'ok' else ''})")
+                    f"{gpu} {k2} ({b if k2 != 'ok' else ''})")
         if k1 == "ok":
             try:
                 np.testing.assert_allclose(b.states, a.states, rtol=1e-3, atol=1e-3)

@@ -96,7 +96,9 @@ def test_errors_through_the_api_are_vgpu_errors():
 
 
 # --- mutants that compile run on both backends ----------------------------------------------------
-def test_compiled_mutants_run_on_both_backends(glsl):
+@pytest.mark.parametrize("gpu", ["glsl", "wgpu"])
+def test_compiled_mutants_run_on_both_backends(gpu, request):
+    request.getfixturevalue(gpu)        # fails on CI without it
     rng = random.Random(4242)
     seen, ran, found = set(), 0, []
     for _ in range(3000):
@@ -108,7 +110,7 @@ def test_compiled_mutants_run_on_both_backends(glsl):
         if key in seen:
             continue
         seen.add(key)
-        problem = run_both(src, compiled)
+        problem = run_both(src, compiled, gpu=gpu)
         ran += 1
         if problem:
             found.append((src, problem))
