@@ -27,7 +27,7 @@ field scale {
 """
 
 
-def _fake(name="fake", ok=True, why="", gpu=True, run=None):
+def _fake(name="fake", ok=True, why="", gpu=True, run=None, software=None):
     calls = []
 
     def default_run(prepared, data, progress=None):
@@ -39,7 +39,7 @@ def _fake(name="fake", ok=True, why="", gpu=True, run=None):
     features = frozenset({"gpu"}) if gpu else frozenset()
     backend = Backend(name=name, description=f"a {name} backend for tests",
                       available=lambda: (ok, why), run=run or default_run,
-                      dtypes=("float32",), features=features)
+                      dtypes=("float32",), features=features, software=software)
     return backend, calls
 
 
@@ -62,31 +62,34 @@ def fake(monkeypatch):
 
 @pytest.fixture
 def no_glsl():
-    """The GLSL backend, unavailable for one test (auto then tries the fakes): a stand-in
-    registered under its name."""
-    real = registry.get("glsl")
-    registry.register(dataclasses.replace(real, available=lambda: (False, "no GL")))
-    assert registry.get("glsl") is not real and registry.names()[0] == "glsl"
+    """The built-in GPU backends (GLSL, wgpu), unavailable for one test (auto then tries
+    the fakes): stand-ins registered under their names."""
+    real = {n: registry.get(n) for n in ("glsl", "wgpu")}
+    for name, backend in real.items():
+        registry.register(dataclasses.replace(backend, available=lambda: (False, "no GPU")))
+    assert registry.get("glsl") is not real["glsl"] and registry.names()[0] == "glsl"
     yield
-    registry.unregister("glsl")
-    assert registry.get("glsl") is real
+    for name in real:
+        registry.unregister(name)
+    assert registry.get("glsl") is real["glsl"]
 
 
 def test_builtin_order_puts_the_reference_last():
-    assert registry.names() == ("glsl", "numpy")
-    assert registry.choices() == ("auto", "glsl", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "numpy")
+    assert registry.choices() == ("auto", "glsl", "wgpu", "numpy")
     for name in registry.names():
         backend = registry.get(name)
         assert backend.name == name and backend.description and backend.dtypes
         ok, why = backend.available()
         assert isinstance(ok, bool) and (ok or why)
     assert registry.get("numpy").available() == (True, "")
-    assert registry.get("glsl").gpu and not registry.get("numpy").gpu
+    assert registry.get("glsl").gpu and registry.get("wgpu").gpu
+    assert not registry.get("numpy").gpu
 
 
 def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
     calls = fake("fake", gpu=True)
-    assert registry.names() == ("glsl", "fake", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "fake", "numpy")
     want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
     got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
     np.testing.assert_array_equal(got, want * 2)
@@ -97,7 +100,26 @@ def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
 
 def test_a_registered_cpu_backend_comes_before_numpy_only(fake):
     fake("slow", gpu=False)
-    assert registry.names() == ("glsl", "slow", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "slow", "numpy")
+
+
+def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, monkeypatch):
+    """auto's order: GPU backends on a real GPU, then those on a CPU renderer (llvmpipe,
+    lavapipe), registry order within each, numpy last; one INFO line says which it ran
+    on and why."""
+    fake("soft", software=lambda: True)
+    fake("real", software=lambda: False)
+    names = [b.name for b in registry.auto_order()]
+    assert names.index("real") < names.index("soft") and names[-1] == "numpy"
+    for builtin in ("glsl", "wgpu"):        # here they run on llvmpipe / lavapipe
+        if registry.get(builtin).available()[0] and registry.get(builtin).software():
+            assert names.index("real") < names.index(builtin)
+    monkeypatch.setattr(api, "_chosen", set())
+    with caplog.at_level(logging.INFO, logger="vgpu"):
+        vgpu.run_field(SCALE, np.ones(2))
+        vgpu.run_field(SCALE, np.ones(2))
+    said = [r.getMessage() for r in caplog.records if "backend=auto" in r.getMessage()]
+    assert said == ["backend=auto runs on real (a real GPU)"]
 
 
 def test_a_registered_backend_shows_in_info_and_backend_choices(fake):
@@ -148,7 +170,7 @@ def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_
 
 def test_an_unknown_backend_lists_the_choices():
     with pytest.raises(vgpu.ArgumentTypeError, match=r"backend must be one of 'auto', "
-                                                     r"'glsl', 'numpy', got 'cuda'"):
+                                                     r"'glsl', 'wgpu', 'numpy', got 'cuda'"):
         vgpu.run_field(SCALE, np.ones(2), backend="cuda")
 
 

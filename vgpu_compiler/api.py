@@ -250,12 +250,29 @@ def _run(prepared, data, backend, progress) -> Solution:
         if i and not candidate.gpu:
             COUNTERS.add("cpu_fallbacks")       # auto came down to a CPU backend
         try:
-            return _on(candidate, prepared, data, progress)
+            sol = _on(candidate, prepared, data, progress)
         except BackendError as e:
             if last:
                 raise
             _fell_back(candidate, f"cannot run this: {e.message}", order[i + 1:])
+            continue
+        if candidate.name not in _chosen:
+            _say_chosen(candidate)
+        return sol
     raise BackendError("no backend is available here")      # numpy always is
+
+
+_chosen: set = set()
+
+
+def _say_chosen(backend) -> None:
+    """One logged line (INFO, logger "vgpu") per backend that ``auto`` first runs on:
+    which it is and why (registry.why_chosen)."""
+    with _fallback_lock:
+        if backend.name in _chosen:
+            return
+        _chosen.add(backend.name)
+    log.info("%s", registry.why_chosen(backend))
 
 
 def _on(backend, prepared, data, progress) -> Solution:

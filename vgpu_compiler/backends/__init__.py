@@ -2,8 +2,11 @@
 
 Each backend is a package under ``backends/`` whose ``backend.py`` defines one
 ``Backend`` object (``BACKEND``). This module lists them, in ``auto``'s order:
-GPU backends first, the numpy reference last (it is always available). Adding
-a backend is adding its package and one line to ``_PACKAGES``.
+GPU backends on a real GPU first, then GPU backends on a CPU renderer (Mesa
+llvmpipe for GL, lavapipe for Vulkan: a backend's ``software()`` says so), in
+``_PACKAGES`` order within each group, then the other CPU backends, the numpy
+reference last (it is always available). Adding a backend is adding its package
+and one line to ``_PACKAGES``.
 
 A backend's ``run(prepared, data, progress) -> Solution`` receives a call that
 ``call.bind`` has already checked, never an empty ensemble (the API answers
@@ -25,7 +28,7 @@ from typing import Callable
 # whether it runs on a GPU). The order is ``auto``'s: GPU backends first, numpy last.
 _PACKAGES = {
     "glsl": ("vgpu_compiler.backends.glsl.backend", True),
-    "wgpu": ("vgpu_compiler.backends.wgpu.backend", True),
+    "wgpu": ("vgpu_compiler.backends.wgpu.backend", True),     # WGSL: Vulkan, Metal, D3D12
     "numpy": ("vgpu_compiler.backends.numpy.backend", False),
 }
 
@@ -40,6 +43,9 @@ class Backend:
     run: Callable       # run(prepared, data, progress) -> Solution (call/prepare.py)
     dtypes: tuple[str, ...] = ("float32", "float64")
     features: frozenset = _field(default_factory=frozenset)   # e.g. {"gpu", "history"}
+    # software() -> True when this (available) GPU backend runs on a CPU renderer here
+    # (llvmpipe, lavapipe, SwiftShader, WARP): auto then tries real GPUs first
+    software: Callable[[], bool] | None = None
 
     @property
     def gpu(self) -> bool:
@@ -111,12 +117,48 @@ def get(name: str) -> Backend:
 
 def auto_order() -> tuple[Backend, ...]:
     """Every backend, in the order ``auto`` tries them (loaded once; register and
-    unregister start again)."""
+    unregister start again): GPU backends on a real GPU, then GPU backends on a CPU
+    renderer, then the CPU backends (numpy last)."""
     hit = _order.get("auto")
     if hit is None:
         generation = _generation[0]
-        hit = _remember("auto", tuple(get(n) for n in names()), generation)
+        listed = [get(n) for n in names()]
+        rank = {b.name: (not b.gpu, _on_software(b) or not _usable(b), i)
+                for i, b in enumerate(listed)}
+        hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit
+
+
+def _on_software(backend: Backend) -> bool:
+    """Does this GPU backend run on a CPU renderer here (False when unknown or absent)?"""
+    if not backend.gpu or backend.software is None:
+        return False
+    try:
+        return bool(backend.available()[0] and backend.software())
+    except Exception:           # noqa: BLE001 - a probe that fails ranks as a real GPU
+        return False
+
+
+def _usable(backend: Backend) -> bool:
+    try:
+        return bool(backend.available()[0])
+    except Exception:           # noqa: BLE001
+        return False
+
+
+def why_chosen(backend: Backend) -> str:
+    """Why ``auto`` runs on ``backend``: what it runs on, and what came before it."""
+    order = auto_order()
+    before = order[:order.index(backend)] if backend in order else ()
+    kind = ("a CPU renderer" if _on_software(backend) else "a real GPU") if backend.gpu \
+        else "the CPU"
+    text = f"backend=auto runs on {backend.name} ({kind})"
+    if before:
+        text += "; before it: " + ", ".join(
+            f"{b.name} ({'available' if b.available()[0] else 'not available'})" for b in before)
+    if backend.gpu and _on_software(backend):
+        text += "; no GPU backend has a real GPU adapter here"
+    return text
 
 
 def _is_gpu(name: str) -> bool:

@@ -49,6 +49,12 @@ def _run(prepared, data, progress=None):
     return _runner().run(prepared, data, progress)
 
 
+def _software() -> bool:
+    """Is the OpenGL renderer a CPU one (llvmpipe, SwiftShader, WARP ...)?"""
+    from . import SOFTWARE_RENDERERS, device as gl
+    return bool(SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")))
+
+
 BACKEND = Backend(
     name="glsl",
     description="OpenGL 4.3 compute shaders (moderngl; a GPU, or Mesa llvmpipe on the CPU)",
@@ -56,4 +62,5 @@ BACKEND = Backend(
     run=_run,
     dtypes=("float32", "float64"),
     features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+    software=_software,
 )

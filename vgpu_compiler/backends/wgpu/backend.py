@@ -37,4 +37,5 @@ BACKEND = Backend(
     run=_run,
     dtypes=("float32",),
     features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+    software=_software,
 )

@@ -8,6 +8,7 @@ invocations). ``VGPU_NO_WGPU=1`` turns the backend off.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -59,7 +60,8 @@ def _make() -> None:
         DEV.error = f"cannot import wgpu ({exc}); pip install wgpu"
         return
     try:
-        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        with _quiet_stderr():
+            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     except Exception as exc:            # no Vulkan / Metal / D3D12 driver at all
         DEV.error = f"no wgpu adapter: {exc}"
         return
@@ -69,7 +71,8 @@ def _make() -> None:
     have = {k.replace("-", "_"): v for k, v in dict(adapter.limits).items()}
     wanted = {k.replace("_", "-"): have[k] for k in LIMITS if k in have}
     try:
-        device = adapter.request_device_sync(required_limits=wanted)
+        with _quiet_stderr():
+            device = adapter.request_device_sync(required_limits=wanted)
     except Exception as exc:
         DEV.error = f"the wgpu adapter gave no device: {exc}"
         return
@@ -80,6 +83,29 @@ def _make() -> None:
                 "driver": str(info.get("description", "")),
                 "backend_type": str(info.get("backend_type", "")),
                 "adapter_type": str(info.get("adapter_type", ""))}
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 on /dev/null while the driver starts: Mesa's Vulkan loader
+    prints lines such as "error: XDG_RUNTIME_DIR is invalid" that are no error of ours
+    (a failure is reported through the exception). VGPU_DEBUG=1 keeps them."""
+    if os.environ.get("VGPU_DEBUG", "") not in ("", "0"):
+        yield
+        return
+    try:
+        saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def available() -> bool:
