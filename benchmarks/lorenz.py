@@ -14,7 +14,7 @@ import numpy as np
 
 from .common import (Config, Result, Table, Target, describe_error, loadavg, log, max_rel_err,
                      measure_round_robin, ratio_target, vgpu_module)
-from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4
+from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4, wgsl_hand
 
 NAME = "lorenz"
 SRC_PATH = pathlib.Path(__file__).resolve().parent.parent / "examples" / "lorenz.field"
@@ -23,6 +23,7 @@ DEFAULT_N = [4096, 65536, 262144]
 QUICK_N = [512]
 QUICK_STEPS = 100
 TARGET_N, REF_TARGET_N = 262144, 65536
+WGPU_TARGET_N = 65536           # issue 15: wgpu >= 0.8x the hand WGSL kernel at this N
 TOL = 1e-3
 
 
@@ -43,6 +44,8 @@ COLUMNS = [
     ("VGPU numpy ref", _vgpu("numpy"), "vgpu.run_field(backend='numpy')"),
     ("hand numpy RK4", numpy_rk4.make, "vectorised over N, float32"),
     ("hand GLSL", glsl_hand.make, "raw moderngl, cached program, 1 dispatch"),
+    ("VGPU wgpu", _vgpu("wgpu"), "vgpu.run_field(backend='wgpu'): WGSL through wgpu (Vulkan)"),
+    ("hand WGSL", wgsl_hand.make, "raw wgpu, cached pipeline and bind group, 1 dispatch"),
     ("numba", numba_rk4.make, "parallel=True prange, float32"),
     ("numba blocked (SIMD)", numba_rk4.make_blocked,
      "prange over blocks of 64, lanes innermost: LLVM vectorises across trajectories"),
@@ -155,10 +158,14 @@ def _targets(runs, ns, steps) -> list[Target]:
     rn = REF_TARGET_N if REF_TARGET_N in ns else max(ns)
     at = f"N = {tn:,}" + ("" if tn == TARGET_N else f" (not the target N = {TARGET_N:,})")
     g = _rate(runs, tn, "VGPU GLSL")
+    wn = WGPU_TARGET_N if WGPU_TARGET_N in ns else max(ns)
+    wat = f"N = {wn:,}" + ("" if wn == WGPU_TARGET_N else f" (not the target N = {WGPU_TARGET_N:,})")
     out = [
         ratio_target(f"VGPU GLSL >= 5x VGPU numpy ref, {at}", g, _rate(runs, tn, "VGPU numpy ref"), 5),
         ratio_target(f"VGPU GLSL >= 0.8x hand GLSL, {at}", g, _rate(runs, tn, "hand GLSL"), 0.8),
         ratio_target(f"VGPU GLSL >= 3x numba, {at}", g, _rate(runs, tn, "numba"), 3),
+        ratio_target(f"VGPU wgpu >= 0.8x hand WGSL, {wat}", _rate(runs, wn, "VGPU wgpu"),
+                     _rate(runs, wn, "hand WGSL"), 0.8),
         _info(ratio_target(f"VGPU GLSL vs numba blocked (SIMD), {at}", g,
                            _rate(runs, tn, "numba blocked (SIMD)"), 1)),
         ratio_target(f"VGPU GLSL >= 5x torchdiffeq, {at}", g, _rate(runs, tn, "torchdiffeq"), 5),

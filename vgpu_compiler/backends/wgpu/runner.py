@@ -31,6 +31,7 @@ from ...call.bound import Bound, Solution, saved_steps
 from ...call.counters import COUNTERS
 from ...call.lru import LRU
 from ...ir.dump import dump
+from ...ir.step import step_program
 from ...ir.walk import field_roots, walk
 from . import VERSION, build, check_dtype
 from . import device as dev
@@ -38,8 +39,9 @@ from .disk_cache import DISK
 
 NO_ERROR = 0xFFFFFFFF
 LOOP_LIMIT = 65535
-TARGET_SECONDS = 0.2
-FIRST_WORK = 1 << 25            # trajectory-stages in a chunk's first dispatch
+TARGET_SECONDS = 0.2            # a dispatch's time on a GPU (watchdogs kill long ones)
+TARGET_CPU_SECONDS = 1.0        # on a CPU adapter (no watchdog; fewer syncs)
+FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
 FLOAT_ROLES = {"dt", "t0", "param"}
 MEMORY = LRU(64)                # memory key -> Kernel
 _lock = threading.RLock()
@@ -105,6 +107,18 @@ class Kernel:
             self.sizes[name] = size
             self.group = None
         return self.buffers[name]
+
+    def staging(self, size: int):
+        """A MAP_READ buffer of at least ``size`` bytes: every read-back of a dispatch
+        (the error slot, and at the end the states, steps and outputs) is copied into it
+        in the dispatch's own command buffer, then mapped once: one sync per dispatch."""
+        import wgpu
+        size = max(16, -(-size // 16) * 16)
+        if self.sizes.get("_staging", 0) < size:
+            self.buffers["_staging"] = dev.get().device.create_buffer(
+                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            self.sizes["_staging"] = size
+        return self.buffers["_staging"]
 
     def bind_group(self):
         if self.group is None:
@@ -301,6 +315,11 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
         elif x["role"] == "param":
             put(x["name"], float(np.float32(bound.params[x["of"]])))
     cap = _loop_cap(meta)
+    outputs: dict = {}
+    out_sizes = {b["array"]: 4 * int(np.prod(bound.output_shapes[b["array"]]))
+                 for b in meta["buffers"] if b["role"] == "output"}
+    stages = len(step_program(f.solver.tableau).stages)
+    target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
     row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
     chunks = _chunks(kernel, bound)
     for ci, (a, b) in enumerate(chunks):
@@ -318,49 +337,45 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             p = np.stack([np.asarray(bound.params[name], dtype).reshape(n)[a:b] for name in pt])
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
         group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
-        stages = max(1, len(meta.get("buffers")) and 1)
         first = [max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))]
         for s0, s1 in _segments(bound.steps, first, cap, history):
             put("u_step0", s0)
             put("u_nsteps", s1 - s0)
             put("u_final", int(s1 == bound.steps and (s1 > s0 or bound.steps == 0)))
-            packed = np.zeros(kernel.uniform_bytes // 4, np.uint32)
-            for i, v in enumerate(values[:-1]):
-                packed[i] = (np.float32(v).view(np.uint32) if kernel.uniform_float[i]
-                             else np.int32(v).view(np.uint32))
+            packed = _pack_uniforms(kernel, values)
             began = time.perf_counter()
+            end = s1 == bound.steps
+            save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
+            reads = [(err, 16)]
+            if save or end:
+                reads.append((buf, n_states * count * 4))
+            if end and meta["collapse"]:
+                reads.append((kernel.buffers["b_steps"], count * 4))
+            if end and ci == len(chunks) - 1:
+                reads += [(kernel.buffers[b["name"]], out_sizes[b["array"]])
+                          for b in meta["buffers"] if b["role"] == "output"]
             with d.lock:
-                queue.write_buffer(kernel.ubuf, 0, packed.tobytes())
-                queue.write_buffer(err, 0, np.full(4, NO_ERROR, np.uint32).tobytes())
-                enc = device.create_command_encoder()
-                cp = enc.begin_compute_pass()
-                cp.set_pipeline(kernel.pipeline)
-                cp.set_bind_group(0, group)
-                cp.dispatch_workgroups(*groups)
-                cp.end()
-                queue.submit([enc.finish()])
-                e = np.frombuffer(queue.read_buffer(err, 0, 16), np.uint32)
+                got = _dispatch(kernel, device, queue, packed, group, groups, reads)
+            e = np.frombuffer(got[0], np.uint32)
             COUNTERS.add("dispatches")
             seconds = time.perf_counter() - began
             if s1 > s0 and seconds > 0:
-                want = int((s1 - s0) * TARGET_SECONDS / seconds)
+                want = int((s1 - s0) * target / seconds)
                 first[0] = max(1, min(want, 4 * first[0], cap or want))
             _raise_error(e, meta, bound)
-            if history and s1 in history and (s1 > s0 or s1 == 0):
-                saved[history.index(s1)][:, a:b] = _read(queue, buf, n_states, count)
+            if save:
+                saved[history.index(s1)][:, a:b] = _states(got[1], n_states, count)
+            if end:
+                out_state[:, a:b] = _states(got[1], n_states, count)
+                if meta["collapse"]:
+                    taken[a:b] = np.frombuffer(got[2], np.int32)
+                if ci == len(chunks) - 1:
+                    for x, raw in zip([b for b in meta["buffers"] if b["role"] == "output"],
+                                      got[2 + bool(meta["collapse"]):]):
+                        outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
+                            bound.output_shapes[x["array"]]).copy()
             if progress is not None and s1 > s0 and s1 < bound.steps:
                 progress((ci * bound.steps + s1) // len(chunks), bound.steps)
-        out_state[:, a:b] = _read(queue, buf, n_states, count)
-        if meta["collapse"]:
-            taken[a:b] = np.frombuffer(queue.read_buffer(kernel.buffers["b_steps"], 0, count * 4),
-                                       np.int32)
-    outputs = {}
-    for b in meta["buffers"]:
-        if b["role"] == "output":
-            shape = bound.output_shapes[b["array"]]
-            size = 4 * int(np.prod(shape))
-            raw = queue.read_buffer(kernel.buffers[b["name"]], 0, size) if size else b""
-            outputs[b["array"]] = np.frombuffer(raw, np.float32).reshape(shape).copy()
     sol = Solution(states=_pack(out_state, bound), outputs=outputs,
                    steps_taken=taken.reshape(bound.grid_shape))
     if history:
@@ -370,8 +385,51 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     return sol
 
 
-def _read(queue, buf, n_states: int, count: int) -> np.ndarray:
-    raw = queue.read_buffer(buf, 0, n_states * count * 4)
+_NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
+
+
+def _pack_uniforms(kernel: Kernel, values: list) -> bytes:
+    """The uniform buffer's bytes: f32 or i32 per uniform, in declaration order, then
+    vg_zero (0), padded to 16 bytes."""
+    f = np.array(values[:-1], np.float64)
+    out = np.zeros(kernel.uniform_bytes // 4, np.uint32)
+    floats = np.asarray(kernel.uniform_float, bool)
+    k = len(f)
+    out[:k][floats] = f[floats].astype(np.float32).view(np.uint32)
+    out[:k][~floats] = f[~floats].astype(np.int64).astype(np.int32).view(np.uint32)
+    return out.tobytes()
+
+
+def _dispatch(kernel: Kernel, device, queue, uniforms: bytes, group, groups, reads) -> list:
+    """One dispatch and its read-backs: the uniforms and a cleared error slot are
+    written, the pass runs, each (buffer, size) of ``reads`` is copied into the kernel's
+    staging buffer in the same command buffer, which is then mapped once."""
+    queue.write_buffer(kernel.ubuf, 0, uniforms)
+    queue.write_buffer(reads[0][0], 0, _NO_ERROR_BYTES)
+    enc = device.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    cp.set_pipeline(kernel.pipeline)
+    cp.set_bind_group(0, group)
+    cp.dispatch_workgroups(*groups)
+    cp.end()
+    offsets, at = [], 0
+    for _, size in reads:
+        offsets.append(at)
+        at += -(-size // 4) * 4
+    staging = kernel.staging(at)
+    for (buf, size), off in zip(reads, offsets):
+        if size:
+            enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
+    queue.submit([enc.finish()])
+    staging.map_sync(1)         # wgpu.MapMode.READ
+    try:
+        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
+    finally:
+        staging.unmap()
+    return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
+
+
+def _states(raw: bytes, n_states: int, count: int) -> np.ndarray:
     return np.frombuffer(raw, np.float32).reshape(n_states, count)
 
 
