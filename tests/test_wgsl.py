@@ -133,3 +133,22 @@ def test_kernels_are_cached_in_memory_and_on_disk(wgpu, tmp_path, monkeypatch):
     before = dict(runner.COUNTERS.snapshot())
     vgpu.solve(src, h0, backend="wgpu", steps=3)
     assert runner.COUNTERS.snapshot().get("disk_hits", 0) > before.get("disk_hits", 0)
+
+
+NESTED = """
+field nested {
+    grid i < N
+    state x
+    dx/dt = where(not (where(1 != 0, 7 // (1), -1) < where(i != 0, 7 // (i), -1)), 1.0, 2.0)
+    solve euler(dt = 0.1, steps = 1)
+}
+"""
+
+
+def test_a_where_inside_a_condition_keeps_its_own_condition(wgpu):
+    """Found by the reliability run: a condition printed as another read's liveness
+    carried no conditions of its own, so 7 // i raised on the lane with i = 0."""
+    h0 = np.zeros(5, np.float32)
+    ref = vgpu.solve(NESTED, h0, backend="numpy")
+    got = vgpu.solve(NESTED, h0, backend="wgpu")
+    np.testing.assert_array_equal(got.states, ref.states)

@@ -272,8 +272,10 @@ class Printer:
         """For a dialect whose select evaluates both sides: id -> the condition under
         which each node that can fail (a checked read, an int ``//``/``%``) inside a
         ``where`` branch is used (absent: always). A condition's own nodes get theirs
-        before it is printed (the stack is last in, first out)."""
-        live: dict[int, list] = {}
+        before it is printed (the stack is last in, first out, and ``self._live`` is
+        filled as it goes), so a condition's text carries its own nodes' conditions."""
+        self._live = live = {}
+        paths: dict[int, list] = {}
         stack: list = [(e, (), False)]
         while stack:
             node, conds, second = stack.pop()
@@ -285,19 +287,20 @@ class Printer:
                 continue
             if self._temp(node, temps) is not None or _is_pure(node, self._pure_memo):
                 continue
-            live.setdefault(id(node), []).append(conds)
+            seen = paths.setdefault(id(node), [])
+            seen.append(conds)
+            if any(not p for p in seen):
+                live.pop(id(node), None)
+            elif len(seen) == 1:
+                live[id(node)] = " && ".join(conds)
+            else:
+                live[id(node)] = " || ".join("(" + " && ".join(p) + ")" for p in seen)
             if isinstance(node, Apply) and node.op is Op.WHERE:
                 stack.append((node, conds, True))
                 stack.append((node.args[0], conds, False))
                 continue
             stack.extend((k, conds, False) for k in reversed(_children(node)))
-        out = {}
-        for key, paths in live.items():
-            if any(not p for p in paths):
-                continue
-            out[key] = " || ".join("(" + " && ".join(p) + ")" for p in paths) \
-                if len(paths) > 1 else " && ".join(paths[0])
-        return out
+        return live
 
     def _pow(self, e: Apply, ctx: Context, temps: dict) -> str:
         base, expo = e.args
