@@ -135,7 +135,18 @@ def _fake_runner(monkeypatch, available=True, run=None):
                          api._numpy(prepared, data, progress))
     monkeypatch.setitem(sys.modules, RUNNER, module)
     monkeypatch.setattr(api, "_fallback_reasons", set())
+    _hide_wgpu(monkeypatch)
     return module
+
+
+def _hide_wgpu(monkeypatch):
+    """The wgpu backend, unavailable for one test (these tests are about GLSL and numpy):
+    a stand-in under its name, and a fresh order cache, both undone afterwards."""
+    import dataclasses
+    from vgpu_compiler import backends as registry
+    standin = dataclasses.replace(registry.get("wgpu"), available=lambda: (False, "hidden"))
+    monkeypatch.setitem(registry._extra, "wgpu", standin)
+    monkeypatch.setattr(registry, "_order", {})
 
 
 def test_auto_falls_back_to_numpy_with_one_logged_warning(monkeypatch, caplog):
@@ -145,7 +156,9 @@ def test_auto_falls_back_to_numpy_with_one_logged_warning(monkeypatch, caplog):
         for _ in range(3):
             x = vgpu.run_field(SCALE, np.ones(2))
     np.testing.assert_array_equal(x, 2.0)
-    assert len([r for r in caplog.records if r.name == "vgpu"]) == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "vgpu"]
+    assert len([m for m in said if "GLSL" in m]) == 1     # one per backend moved past
+    assert len(said) == 2 and "WGPU" in said[1] and "numpy" in said[1]
     assert COUNTERS.snapshot()["cpu_fallbacks"] == before + 3
     with pytest.raises(vgpu.BackendError, match="numpy"):
         vgpu.run_field(SCALE, np.ones(2), backend="glsl")

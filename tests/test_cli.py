@@ -470,9 +470,12 @@ def test_info(vgpuc):
 
 
 def test_info_without_gl(vgpuc):
-    proc = vgpuc("info", env={"VGPU_NO_GL": "1"})
+    proc = vgpuc("info", env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1"})
     assert proc.returncode == 0
     assert proc.stdout.startswith("no OpenGL 4.3 context: the numpy backend will be used")
+    proc = vgpuc("info", env={"VGPU_NO_GL": "1"})
+    if "wgpu     available" in proc.stdout:      # auto's next backend, named
+        assert proc.stdout.startswith("no OpenGL 4.3 context: the wgpu backend will be used")
 
 
 # --- the progress bar ------------------------------------------------------------------
@@ -617,9 +620,11 @@ def test_glsl_unavailable_names_the_reason_and_the_option(vgpuc):
     assert proc.returncode == 1
     assert "VGPU_NO_GL" in proc.stderr and "use --backend numpy" in proc.stderr
     auto = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=3", "-q",
-                 env={"VGPU_NO_GL": "1"})
+                 env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1"})
     assert auto.returncode == 0, auto.stderr
-    assert auto.stderr.count("vgpuc: warning:") == 1 and "VGPU_NO_GL" in auto.stderr
+    # one warning per backend auto moved past: GLSL, then wgpu (VGPU_NO_WGPU here)
+    assert auto.stderr.count("vgpuc: warning:") == 2 and "VGPU_NO_GL" in auto.stderr
+    assert auto.stderr.count("VGPU_NO_WGPU") == 1
 
 
 def test_glsl_unavailable_from_python_names_the_reason(tmp_path):

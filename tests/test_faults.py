@@ -94,6 +94,7 @@ def test_no_gl_context_falls_back_to_numpy_once(how):
     else:                   # a real driver failure: EGL finds no vendor library, no X display
         env = _env(__EGL_VENDOR_LIBRARY_FILENAMES="/nonexistent/egl_vendor.json")
         env.pop("DISPLAY", None)
+    env["VGPU_NO_WGPU"] = "1"       # no GPU backend at all (else auto runs on wgpu)
     out, stderr = _python(NO_GL, env)
     assert out["equal"] == [True] * 4
     assert out["stats"]["cpu_fallbacks"] == 4

@@ -8,7 +8,7 @@ import os
 
 from .common import EXIT_OK, UsageError
 
-NO_CONTEXT = "no OpenGL 4.3 context: the numpy backend will be used"
+NO_CONTEXT = "no OpenGL 4.3 context: the {next} backend will be used"
 
 # glGetIntegerv names that moderngl's ctx.info does not report.
 GL_MAX_COMPUTE_SHARED_MEMORY_SIZE = 0x8262
@@ -88,9 +88,17 @@ def device_report() -> list[str]:
 
     if not glsl_runner.available():
         why = gl.GL.error or ("VGPU_NO_GL is set" if os.environ.get("VGPU_NO_GL") else "")
-        return [f"{NO_CONTEXT} ({why})" if why else NO_CONTEXT]
+        text = NO_CONTEXT.format(next=_next_backend())
+        return [f"{text} ({why})" if why else text]
     info, extensions, shared = gl.call(_query)
     return _describe(info, extensions, shared)
+
+
+def _next_backend() -> str:
+    """The backend ``auto`` runs on when GL is unavailable: the first available other one."""
+    from .. import backends as registry
+    return next((b.name for b in registry.auto_order()
+                 if b.name != "glsl" and b.available()[0]), "numpy")
 
 
 def _query(ctx):
