@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -123,7 +124,11 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     """Drop every compiled kernel from memory and/or every lowered kernel from disk;
     returns how many of each were dropped. Always safe: kernels are rebuilt on demand."""
     from .backends.glsl import runner as glsl_runner
-    return glsl_runner.clear_cache(memory=memory, disk=disk)
+    out = glsl_runner.clear_cache(memory=memory, disk=disk)
+    wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
+    if wgpu_runner is not None:         # loaded: its kernels go too (never imports wgpu)
+        out["wgpu"] = wgpu_runner.clear_cache(memory=memory, disk=disk)
+    return out
 
 
 def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
