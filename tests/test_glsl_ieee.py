@@ -1,4 +1,11 @@
-"""IEEE meaning on the GLSL backend: what the driver's compiler must not change.
+"""IEEE meaning on the GPU backends: what the driver's compiler must not change.
+
+Every test runs on GLSL and on wgpu. WGSL lets an implementation assume that no
+NaN or infinity occurs in arithmetic (WGSL spec, floating-point evaluation) and
+has no ``precise``: on wgpu, algebra such as ``x - x -> 0`` or ``x + x - x -> x``
+may be applied, so the cases in WGPU_ALGEBRA are expected to differ there (xfail,
+documented in docs/language.md); the helpers test NaN by its bits, so functions
+and ``%``/``//`` keep numpy's meaning on wgpu too.
 
 Mesa's GLSL compiler folds constants with non-IEEE algebra (``x * 0 -> 0``,
 ``x / 0 -> 0``, ``0 + x -> x``) and traps (SIGFPE) when its folder meets
@@ -17,7 +24,33 @@ import pytest
 
 import vgpu
 
-pytestmark = pytest.mark.usefixtures("glsl")
+GPU = "glsl"        # the backend under test (set by the gpu fixture)
+WGPU_ALGEBRA = {"x + x - x", "(x - x) * 2", "(x - x) / 0.0", "(x - x - 1) ^ 2147483647"}
+WGPU_POW_RTOL = 4e-6    # docs/language.md: x ^ y is exp(y log x) in float32 on wgpu
+
+
+def wgpu_algebra(expr: str) -> bool:
+    """On wgpu, is ``expr`` one whose IEEE meaning the driver may fold away?"""
+    return GPU == "wgpu" and expr in WGPU_ALGEBRA
+
+
+def rtol_for(expr: str, rtol: float) -> float:
+    return max(rtol, WGPU_POW_RTOL) if GPU == "wgpu" and "^" in expr else rtol
+
+
+@pytest.fixture(autouse=True, params=["glsl", "wgpu"])
+def gpu(request):
+    """Each test on each GPU backend; on wgpu a float64 case is refused (WGSL has no f64)."""
+    global GPU
+    request.getfixturevalue(request.param)
+    if request.param == "wgpu" and request.node.callspec.params.get("dtype") == "float64":
+        with pytest.raises(vgpu.BackendError, match="wgpu"):
+            vgpu.run_field("field f { state z\n dz/dt = 1\n solve euler(dt = 1, steps = 1) }",
+                           np.zeros(2), backend="wgpu", dtype="float64")
+        pytest.skip("float64 on wgpu: refused, as it must be (checked here)")
+    GPU = request.param
+    yield request.param
+    GPU = "glsl"
 
 
 def run_both(expr: str, x, y=None, dtype="float32"):
@@ -30,7 +63,7 @@ def run_both(expr: str, x, y=None, dtype="float32"):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return tuple(vgpu.run_field(src, inputs=inputs, backend=b, dtype=dtype)
-                     for b in ("numpy", "glsl"))
+                     for b in ("numpy", GPU))
 
 
 def assert_same(got, want, what=""):
@@ -170,6 +203,8 @@ def assert_ieee_close(got, want, rtol, what):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("expr", EXACT_UNARY)
 def test_exact_operations_on_special_inputs(expr, dtype):
+    if wgpu_algebra(expr):
+        pytest.xfail("WGSL may assume no NaN/inf in arithmetic (x - x -> 0)")
     x = specials(dtype)
     ref, out = run_both(expr, x, dtype=dtype)
     assert_same(out, ref, f"{expr} ({dtype}) at {x}")
@@ -181,7 +216,7 @@ def test_functions_on_special_inputs(expr):
     if expr[:3] in ("sin", "cos", "tan"):
         x = x[~(np.abs(x) > 1e5)]
     ref, out = run_both(expr, x)
-    assert_ieee_close(out, ref, 6e-7, f"{expr} at {x}")
+    assert_ieee_close(out, ref, rtol_for(expr, 6e-7), f"{expr} at {x}")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -205,7 +240,7 @@ def test_binary_functions_on_special_pairs(expr, dtype, rtol):
     s = specials(dtype)
     x, y = (v.ravel() for v in np.meshgrid(s, s))
     ref, out = run_both(expr, x, y, dtype=dtype)
-    assert_ieee_close(out, ref, rtol, expr)
+    assert_ieee_close(out, ref, rtol_for(expr, rtol), expr)
 
 
 def test_issue_examples_keep_ieee_meaning():
@@ -223,7 +258,8 @@ def test_issue_examples_keep_ieee_meaning():
     for expr, want in cases:
         ref, out = run_both(expr, x)
         assert_same(ref, want, f"{expr} (numpy backend)")
-        assert_ieee_close(out, ref, 6e-7, expr)
+        if not wgpu_algebra(expr):
+            assert_ieee_close(out, ref, rtol_for(expr, 6e-7), expr)
 
 
 J = "int(x - x)"      # 0, unknown to the folder
@@ -238,6 +274,8 @@ J = "int(x - x)"      # 0, unknown to the folder
     ("3.0 // (1.0 / 0.0)", "3.0 // (x / 0.0)"), ("-3.0 % (1.0 / 0.0)", "-3.0 % (x / 0.0)")])
 def test_folded_and_unfolded_constants_agree(folded, unfolded):
     """The folding pass (numpy in float64) gives the IEEE answer the backends compute (x = 1)."""
+    if wgpu_algebra(unfolded):
+        pytest.xfail("WGSL may assume no NaN/inf in arithmetic (x - x -> 0)")
     x = np.ones(2, np.float32)
     ref_f, out_f = run_both(folded, x)
     ref_u, out_u = run_both(unfolded, x)

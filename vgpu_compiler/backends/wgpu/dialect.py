@@ -29,7 +29,7 @@ HELPER_DEPS = {**GLSL_FLOAT32.helper_deps,
                "vg_min": ("vg_nan", "vg_isnan"), "vg_max": ("vg_nan", "vg_isnan"),
                "vg_sign": ("vg_nan", "vg_isnan"), "vg_sqrt": ("vg_nan",),
                "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos",
-                          "vg_isnan", "vg_isinf"),
+                          "vg_isnan", "vg_isinf", "vg_powi"),
                "vg_powpos": ("vg_inf", "vg_log", "vg_exps"),
                "vg_log": ("vg_nan", "vg_inf", "vg_logpoly", "vg_isinf"),
                "vg_log2": ("vg_nan", "vg_inf", "vg_logpoly", "vg_isinf"),
@@ -38,11 +38,12 @@ HELPER_DEPS = {**GLSL_FLOAT32.helper_deps,
                "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf", "vg_isnan"),
                "vg_cosh": ("vg_exps", "vg_inf", "vg_isnan"),
                "vg_tanh": ("vg_signbit", "vg_exps", "vg_isnan"),
-               "vg_cfmod": ("vg_nan", "vg_signbit", "vg_isnan", "vg_isinf"),
-               "vg_fmod": ("vg_nan", "vg_cfmod"),
-               "vg_floordiv": ("vg_cfmod", "vg_signbit")}
+               "vg_cfmod": ("vg_nan",),
+               "vg_fmod": ("vg_nan", "vg_cfmod", "vg_isnan"),
+               "vg_floordiv": ("vg_cfmod", "vg_signbit", "vg_isnan")}
 # Helpers with a loop and their most iterations (lavapipe is llvmpipe's code generator).
-LOOP_HELPERS = {"vg_powi": 32, "vg_cfmod": 280}
+LOOP_HELPERS = {"vg_powi": 32, "vg_pow": 8, "vg_fmod": 330, "vg_floordiv": 330}   # fmod, //: vg_cfmod
+# (277 binary digits + 2 x 24 normalising); pow: vg_powi for |y| <= 64
 
 WGSL = replace(
     GLSL_FLOAT32, language="wgsl", F="f32", suffix="",
