@@ -27,6 +27,20 @@ def pytest_configure(config):
         os.environ["VGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="vgpu-test-cache-")
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test parametrised over GPU backends (``gpu``) and dtypes has no float64 case on
+    wgpu (WGSL has no 64-bit floats; tests/test_wgsl.py checks the refusal): those
+    combinations are deselected, not skipped."""
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        wgpu64 = params.get("gpu") == "wgpu" and params.get("dtype") == "float64"
+        (drop if wgpu64 else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture
 def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden"))
