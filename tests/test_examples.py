@@ -25,7 +25,16 @@ def _glsl_available() -> bool:
 
 
 BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
-    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend"))]
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "wgpu"]
+
+
+@pytest.fixture(autouse=True)
+def _wgpu_device(request):
+    """A wgpu case needs the device (the wgpu fixture: skipped with the reason locally,
+    a failure on CI)."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("backend") == "wgpu":
+        request.getfixturevalue("wgpu")
 
 
 def load(name):

@@ -32,15 +32,22 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 LOOP_LIMIT = 65535          # llvmpipe's LP_MAX_TGSI_LOOP_ITERATIONS
 
 
-@pytest.fixture(params=["tree", "serial"])
+@pytest.fixture(params=[("glsl", "tree"), ("glsl", "serial"), ("wgpu", "tree"),
+                        ("wgpu", "serial")], ids=lambda p: "-".join(p))
 def strategy(request, fresh_cache, monkeypatch):
     """Kernels built with one reduction strategy (the runtime's own override), run with
-    the runtime's own step cap per dispatch (llvmpipe's loop limiter)."""
-    name = request.param
+    the runtime's own step cap per dispatch (llvmpipe's loop limiter), on each GPU
+    backend (eq.GPU: the backend eq.both compares with numpy)."""
+    gpu, name = request.param
     monkeypatch.setenv("VGPU_REDUCTION", name)
+    if gpu == "wgpu":
+        runner = request.getfixturevalue("wgpu")
+        runner.clear_cache(memory=True, disk=False)
+    else:
+        from vgpu_compiler.backends.glsl import runner
+    monkeypatch.setattr(eq, "GPU", gpu)
     yield name
-    from vgpu_compiler.backends.glsl import runner as glsl_runner
-    built = [k.source for k in glsl_runner.MEMORY.values()]
+    built = [k.source for k in runner.MEMORY.values()]
     assert built, "no kernel ran"
     mark = {"tree": "tree reduction over", "serial": "serial reduction:"}
     other = mark["serial" if name == "tree" else "tree"]
@@ -120,7 +127,7 @@ def test_collapse_on_a_reduction(strategy):
 @pytest.mark.parametrize("example", ["kuramoto_synchronises", "heat_is_conserved_and_diffuses",
                                      "barrier_basins_stop_together"])
 def test_examples_with_basins(strategy, example):
-    getattr(test_examples, f"test_{example}")("glsl")
+    getattr(test_examples, f"test_{example}")(eq.GPU)
 
 
 # --- the emitted text --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from ...call.lru import LRU
 from ...ir.dump import dump
 from ...ir.step import step_program
 from ...ir.walk import field_roots, walk
-from . import VERSION, build, check_dtype
+from . import REDUCTIONS, VERSION, build, check_dtype
 from . import device as dev
 from .disk_cache import DISK
 
@@ -160,17 +161,28 @@ def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
 
 
+REDUCTION_ENV = "VGPU_REDUCTION"
+
+
 def reduction() -> str:
-    """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else tree."""
+    """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else
+    tree; VGPU_REDUCTION=tree|serial overrides it, as for GLSL (part of the kernel key)."""
+    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    if forced:
+        if forced not in REDUCTIONS:
+            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
+                               f"not {forced!r}")
+        return forced
     return "serial" if dev.software() else "tree"
 
 
 def kernel_for(bound: Bound) -> Kernel:
     slots = bound.prepared.slots if bound.prepared is not None else {}
     hit = slots.get("wgpu")
-    if hit is not None and MEMORY.get(hit.key) is hit:
+    env = os.environ.get(REDUCTION_ENV)
+    if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
         COUNTERS.add("memory_hits")
-        return hit
+        return hit[1]
     dtype = bound.dtype.name
     check_dtype(dtype, bound.field.span)
     pt = tuple(sorted(bound.per_trajectory))
@@ -200,7 +212,7 @@ def kernel_for(bound: Bound) -> Kernel:
                                    f"{exc}") from None
         COUNTERS.add("compiles")
         MEMORY.put(mkey, kernel)
-    slots["wgpu"] = kernel
+    slots["wgpu"] = (env, kernel)
     return kernel
 
 
