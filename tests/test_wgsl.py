@@ -171,3 +171,21 @@ def test_wgpu_powers_and_remainders_meet_the_stated_accuracy(wgpu):
     rel = np.abs(got - ref) / np.maximum(np.abs(ref), 1e-30)
     assert rel[:, 0].max() < 4e-6 and rel[:, 1].max() < 1e-6
     np.testing.assert_array_equal(got[:, 2], ref[:, 2])
+
+
+def test_evict_drops_a_fields_wgpu_kernels(wgpu, tmp_path, monkeypatch):
+    from vgpu_compiler.backends.wgpu import disk_cache, runner
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    runner.clear_cache()
+    src = (ROOT / "examples" / "lorenz.field").read_text()
+    other = (ROOT / "examples" / "vanderpol.field").read_text()
+    vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu", steps=2)
+    vgpu.solve(other, np.ones((4, 2), np.float32), backend="wgpu", steps=2)
+    assert len(runner.MEMORY) == 2 and len(disk_cache.DISK.entries()) == 2
+    vgpu.evict(src, dtype="float64")            # never built in float64: nothing goes
+    assert len(runner.MEMORY) == 2 and len(disk_cache.DISK.entries()) == 2
+    assert vgpu.evict(src) is True
+    assert len(runner.MEMORY) == 1 and len(disk_cache.DISK.entries()) == 1   # vanderpol stays
+    before = runner.COUNTERS.snapshot().get("compiles", 0)
+    vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu", steps=2)
+    assert runner.COUNTERS.snapshot()["compiles"] == before + 1

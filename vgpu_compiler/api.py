@@ -147,9 +147,13 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     text, filename = _text(src)
     with _located(text, filename):
         selected = _compiled(text, filename).select(field)
-        return glsl_runner.evict(selected, None if dtype is None else working_dtype(dtype).name,
-                                 None if per_trajectory is None else
-                                 tuple(sorted(per_trajectory)))
+        args = (None if dtype is None else working_dtype(dtype).name,
+                None if per_trajectory is None else tuple(sorted(per_trajectory)))
+        dropped = glsl_runner.evict(selected, *args)
+        wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
+        if wgpu_runner is not None:     # loaded: its kernels of the field go too
+            dropped = wgpu_runner.evict(selected, *args) or dropped
+        return dropped
 
 
 # --- the pipeline ------------------------------------------------------------------

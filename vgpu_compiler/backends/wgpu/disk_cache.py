@@ -76,6 +76,18 @@ class DiskCache:
         except OSError:
             return False
 
+    def evict_where(self, prefix: str, chosen) -> int:
+        """Drop the entries whose key starts with ``prefix`` and whose meta ``chosen``
+        accepts; how many went."""
+        n = 0
+        for p in self.entries():
+            if not p.name.startswith(prefix):
+                continue
+            found = self.load(p.name[:-len(SUFFIX)])
+            if found is None or chosen(found[1]):
+                n += _unlink(p)
+        return n
+
     def entries(self) -> list[Path]:
         f = folder()
         return sorted(f.glob("*" + SUFFIX)) if f.is_dir() else []

@@ -46,6 +46,7 @@ FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch 
 FLOAT_ROLES = {"dt", "t0", "param"}
 MEMORY = LRU(64)                # memory key -> Kernel
 _lock = threading.RLock()
+FIELD_ID_CHARS = 16
 LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
 
 
@@ -158,7 +159,14 @@ def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
             spans.update(f"{span.line}:{span.column};".encode())
     parts = [compiler_fingerprint(), dump(field), spans.hexdigest(), dtype, ",".join(pt),
              reduction, dev.identity()]
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
+    key = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
+    return f"{field_id(field)}-{key}"
+
+
+def field_id(field) -> str:
+    """A digest of the field's IR without positions: the start of every key of its
+    kernels (evict)."""
+    return hashlib.sha256(dump(field).encode()).hexdigest()[:FIELD_ID_CHARS]
 
 
 REDUCTION_ENV = "VGPU_REDUCTION"
@@ -201,7 +209,7 @@ def kernel_for(bound: Bound) -> Kernel:
         else:
             source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
                                     reduction=red)
-            meta = printed.meta()
+            meta = dict(printed.meta(), dtype=dtype, pt=list(pt))
             DISK.store(key, source, meta)
         with dev.get().lock:
             try:
@@ -210,6 +218,7 @@ def kernel_for(bound: Bound) -> Kernel:
                 DISK.evict(key)
                 raise BackendError(f"wgpu rejected the WGSL of field `{bound.field.name}`: "
                                    f"{exc}") from None
+        kernel.field_id, kernel.dtype, kernel.pt = field_id(bound.field), dtype, pt
         COUNTERS.add("compiles")
         MEMORY.put(mkey, kernel)
     slots["wgpu"] = (env, kernel)
@@ -470,6 +479,22 @@ def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
 # --- cache management ----------------------------------------------------------------------
 def cache_info() -> dict:
     return {"memory_entries": len(MEMORY), **DISK.info()}
+
+
+def evict(field, dtype: str | None = None, per_trajectory_params=None) -> bool:
+    """Drop a field's kernels (every shape; ``dtype``, ``per_trajectory_params`` narrow it)
+    from memory, and its WGSL from disk. True if anything was dropped."""
+    fid = field_id(field)
+    pt = None if per_trajectory_params is None else tuple(sorted(per_trajectory_params))
+
+    def chosen(d, p) -> bool:
+        return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
+
+    dropped = [MEMORY.pop(k.key) is not None for k in MEMORY.values()
+               if k.field_id == fid and chosen(k.dtype, k.pt)]
+    on_disk = DISK.evict_where(fid + "-", lambda meta: chosen(meta.get("dtype"),
+                                                             meta.get("pt", ())))
+    return any(dropped) or on_disk > 0
 
 
 def clear_cache(memory: bool = True, disk: bool = True) -> dict:
