@@ -189,3 +189,24 @@ def test_evict_drops_a_fields_wgpu_kernels(wgpu, tmp_path, monkeypatch):
     before = runner.COUNTERS.snapshot().get("compiles", 0)
     vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu", steps=2)
     assert runner.COUNTERS.snapshot()["compiles"] == before + 1
+
+
+def test_a_progress_callback_may_call_run_field_on_wgpu(wgpu):
+    """A call made from a progress callback, of the same kernel, runs on buffers of its
+    own: neither run disturbs the other."""
+    from vgpu_compiler.backends.wgpu.runner import limits
+    src = (ROOT / "examples" / "lorenz.field").read_text()
+    h0 = np.random.default_rng(1).normal(size=(40, 3)).astype(np.float32)
+    nested = []
+
+    def progress(done, total):
+        if done < total and len(nested) < 2:
+            got = vgpu.run_field(src, h0 * 2, backend="wgpu", steps=12)
+            nested.append(np.allclose(got, vgpu.run_field(src, h0 * 2, backend="numpy",
+                                                          steps=12), rtol=2e-5, atol=2e-6))
+
+    with limits(max_steps=7):
+        sol = vgpu.solve(src, h0, backend="wgpu", steps=30, progress=progress)
+    ref = vgpu.solve(src, h0, backend="numpy", steps=30)
+    np.testing.assert_allclose(sol.states, ref.states, rtol=2e-5, atol=2e-6)
+    assert nested == [True, True]

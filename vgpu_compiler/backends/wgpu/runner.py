@@ -98,6 +98,17 @@ class Kernel:
         self.ubuf = device.create_buffer(size=self.uniform_bytes,
                                          usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
 
+    def private(self) -> "Kernel":
+        """The same pipeline with buffers of its own: for a call made by a progress
+        callback of a run of this kernel (whose buffers hold that run's state)."""
+        import wgpu
+        k = object.__new__(Kernel)
+        k.__dict__.update(self.__dict__)
+        k.buffers, k.sizes, k.group = {}, {}, None
+        k.ubuf = dev.get().device.create_buffer(
+            size=self.uniform_bytes, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        return k
+
     def ensure(self, name: str, size: int):
         """The storage buffer ``name`` of at least ``size`` bytes (new bind group if made)."""
         import wgpu
@@ -233,11 +244,31 @@ def run(prepared, data, progress=None) -> Solution:
                            f"use {S.setting('backend', 'numpy')}")
     check_dtype(bound.dtype.name, bound.field.span)
     kernel = kernel_for(bound)
+    if any(k is kernel for k in _here.kernels):     # inside a progress callback of its run
+        kernel = kernel.private()
     with _lock:
         sol = _execute(kernel, bound, progress)
     if progress is not None:
         progress(bound.steps, bound.steps)
     return sol
+
+
+class _Here(threading.local):
+    kernels: tuple = ()         # those whose run's progress callback this thread is in
+
+
+_here = _Here()
+
+
+def _report(kernel: Kernel, progress, done: int, total: int) -> None:
+    """Call ``progress`` between dispatches; a call it makes of the same kernel gets a
+    private copy (run)."""
+    outer = _here.kernels
+    _here.kernels = outer + (kernel,)
+    try:
+        progress(done, total)
+    finally:
+        _here.kernels = outer
 
 
 def _chunks(kernel: Kernel, bound: Bound) -> list[tuple[int, int]]:
@@ -396,7 +427,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
                         outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
                             bound.output_shapes[x["array"]]).copy()
             if progress is not None and s1 > s0 and s1 < bound.steps:
-                progress((ci * bound.steps + s1) // len(chunks), bound.steps)
+                _report(kernel, progress, (ci * bound.steps + s1) // len(chunks), bound.steps)
     sol = Solution(states=_pack(out_state, bound), outputs=outputs,
                    steps_taken=taken.reshape(bound.grid_shape))
     if history:
