@@ -210,3 +210,23 @@ def test_a_progress_callback_may_call_run_field_on_wgpu(wgpu):
     ref = vgpu.solve(src, h0, backend="numpy", steps=30)
     np.testing.assert_allclose(sol.states, ref.states, rtol=2e-5, atol=2e-6)
     assert nested == [True, True]
+
+
+def test_a_basin_past_the_adapters_limits_is_a_backend_error(wgpu, monkeypatch):
+    """Workgroup size and memory come from the adapter's limits: past them the call is a
+    BackendError naming the limit, and auto runs the field elsewhere."""
+    from vgpu_compiler.backends.wgpu import device, runner
+    runner.clear_cache(memory=True, disk=False)
+    src = (ROOT / "examples" / "kuramoto.field").read_text()
+    theta = np.zeros(512, np.float32)
+    omega = np.zeros(512, np.float32)
+    limits = dict(device.get().limits)
+    monkeypatch.setitem(device.get().limits, "max_compute_invocations_per_workgroup", 128)
+    with pytest.raises(BackendError, match="invocations"):
+        vgpu.run_field(src, theta, inputs={"omega": omega}, backend="wgpu", steps=1)
+    monkeypatch.setitem(device.get().limits, "max_compute_invocations_per_workgroup",
+                        limits["max_compute_invocations_per_workgroup"])
+    monkeypatch.setitem(device.get().limits, "max_compute_workgroup_storage_size", 1024)
+    runner.clear_cache(memory=True, disk=False)
+    with pytest.raises(BackendError, match="workgroup storage"):
+        vgpu.run_field(src, theta, inputs={"omega": omega}, backend="wgpu", steps=1)

@@ -220,8 +220,13 @@ def kernel_for(bound: Bound) -> Kernel:
         else:
             source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
                                     reduction=red)
-            meta = dict(printed.meta(), dtype=dtype, pt=list(pt))
+            k = printed.kernel
+            shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
+                          + k.results + (8 if k.collapse is not None else 0)) \
+                if k.has_basin else 0
+            meta = dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
             DISK.store(key, source, meta)
+        _check_limits(meta, bound.field)
         with dev.get().lock:
             try:
                 kernel = Kernel(mkey, source, meta)
@@ -234,6 +239,24 @@ def kernel_for(bound: Bound) -> Kernel:
         MEMORY.put(mkey, kernel)
     slots["wgpu"] = (env, kernel)
     return kernel
+
+
+def _check_limits(meta: dict, field) -> None:
+    """A basin larger than the adapter's workgroups, or whose basin memory exceeds its
+    workgroup storage, is a BackendError naming the limit (auto moves on)."""
+    limits = dev.get().limits
+    lanes = int(np.prod(meta["local_size"]))
+    most = limits.get("max_compute_invocations_per_workgroup", 256)
+    if lanes > most:
+        raise BackendError(f"a basin of {lanes} lanes is larger than this wgpu adapter's "
+                           f"workgroups ({most} invocations); use a smaller basin or "
+                           f"{S.setting('backend', 'glsl')}", span=field.span)
+    need, have = meta.get("workgroup_bytes", 0), limits.get(
+        "max_compute_workgroup_storage_size", 16384)
+    if need > have:
+        raise BackendError(f"the basin memory of field `{field.name}` ({need} bytes) exceeds "
+                           f"this wgpu adapter's workgroup storage ({have} bytes); use a "
+                           f"smaller basin or fewer coupled values", span=field.span)
 
 
 # --- running ------------------------------------------------------------------------------
