@@ -19,7 +19,9 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .call.adaptive import overrides as adaptive_overrides
 from .call.bind import prepare
+from .call.status import complete_status, warn_status
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
 from .call.lru import LRU
@@ -73,27 +75,37 @@ def compile(src, field: str | None = None):
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-              backend="auto", dtype="float32", dt=None, steps=None, t0=None) -> np.ndarray:
-    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,))."""
-    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None, t1=None,
+              rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None) -> np.ndarray:
+    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
+    ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments."""
+    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
+                 extra)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
-          progress: Progress = None) -> Solution:
-    """Like run_field, returning the whole Solution (outputs, steps_taken, history).
-    ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
+          progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
+          max_steps=None, save_at=None) -> Solution:
+    """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
+    steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
+    True for a terminal bar. ``save_at``: times whose states the history holds (the
+    method's continuous extension)."""
+    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    if save_at is not None:
+        extra["save_at"] = save_at
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
             return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                          t0, save_every, bar)
+                          t0, save_every, bar, extra)
         finally:
             if bar is not None:
                 bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, progress)
+                  save_every, progress, extra)
 
 
 def _bar(src, field):
@@ -148,16 +160,18 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress) -> Solution:
+           progress, extra=None) -> Solution:
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
     prepared = selected = None
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
+        extra = dict(extra or {})
+        save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every)
-        sol = _run(prepared, data, backend, progress)
+                                 t0, save_every, extra, save_at)
+        sol = complete_status(_run(prepared, data, backend, progress), prepared.template)
     except MemoryError:
         if selected is None:
             raise
@@ -169,6 +183,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
+    warn_status(sol, prepared.grid_shape)
     return sol
 
 

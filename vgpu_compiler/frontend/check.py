@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import DeclarationError, NameError_, Span, TypeError_
 from ..ir import nodes as N
 from ..ir.ops import Edge, Type
+from ..ir.embedded import ADAPTIVE
 from ..ir.tableau import TABLEAUX
 from . import ast as A
 from .exprs import ALL, Context, ExprChecker, uses
@@ -24,6 +25,7 @@ INIT_ALLOWED = frozenset({"param", "dim", "grid", "basin", "input", "t", "state"
 INIT_RULE = ("; a start value may use params, dims, grid and basin indices, inputs, `t` "
              "and the states declared before it")
 SOLVE_ARGS = ("dt", "steps", "t0")
+ADAPTIVE_ARGS = ("t0",) + N.Adaptive.NAMES
 
 
 def check_program(program: A.ProgramAST) -> N.Program:
@@ -218,8 +220,10 @@ def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
                                span=scope.solve[1].span)
     decl = scope.solve[0]
     method = decl.method.name
+    if method in ADAPTIVE:
+        return _adaptive_solver(decl, exprs)
     if method not in TABLEAUX:
-        names = ", ".join(TABLEAUX)
+        names = ", ".join(list(TABLEAUX) + list(ADAPTIVE))
         raise NameError_(f"unknown method `{method}`; use one of {names}",
                          span=decl.method.span)
     args = _solve_args(decl)
@@ -228,6 +232,36 @@ def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
     t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
         else N.Const(0.0, Type.FLOAT)
     return N.Solver(method, TABLEAUX[method], dt, steps, t0, decl.span)
+
+
+def _adaptive_solver(decl: A.SolveDecl, exprs: ExprChecker) -> N.Solver:
+    """``solve dopri5(t1 = .., rtol = .., ...)``: every argument optional here (t1 may
+    come at call time), dt and steps refused (the method chooses its steps)."""
+    method = decl.method.name
+    args: dict[str, A.SolveArg] = {}
+    for arg in decl.args:
+        name = arg.name.name
+        if name in ("dt", "steps"):
+            hint = "dt0 = (a first step) or dtmax = " if name == "dt" else "max_steps = "
+            raise DeclarationError(f"`{name}` is not an argument of the adaptive method "
+                                   f"{method}: it chooses its own steps (give t1 = ..., "
+                                   f"and {hint}... if you need to)", span=arg.span)
+        if name not in ADAPTIVE_ARGS:
+            raise NameError_(f"unknown argument `{name}` of solve {method}; it takes "
+                             f"{', '.join(ADAPTIVE_ARGS)}", span=arg.name.span)
+        if name in args:
+            raise DeclarationError(f"`{name}` is given twice", span=arg.span)
+        args[name] = arg
+    given = {}
+    for name in N.Adaptive.NAMES:
+        if name in args:
+            value = args[name].value
+            given[name] = (exprs.int(value, SOLVE_CTX, "`max_steps`") if name == "max_steps"
+                           else exprs.float(value, SOLVE_CTX))
+    t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
+        else N.Const(0.0, Type.FLOAT)
+    return N.Solver(method, ADAPTIVE[method], N.Const(0.0, Type.FLOAT), N.Const(0, Type.INT),
+                    t0, decl.span, adaptive=N.Adaptive(**given))
 
 
 def _solve_args(decl: A.SolveDecl) -> dict[str, A.SolveArg]:

@@ -245,13 +245,31 @@ class Flux:
 
 
 @dataclass(frozen=True)
+class Adaptive:
+    """The arguments of an adaptive method's solve statement (None: not written there;
+    its default or a call-time value applies)."""
+    t1: Expr | None = None
+    rtol: Expr | None = None
+    atol: Expr | None = None
+    dt0: Expr | None = None
+    dtmax: Expr | None = None
+    max_steps: Expr | None = None   # INT
+
+    NAMES = ("t1", "rtol", "atol", "dt0", "dtmax", "max_steps")
+
+    def exprs(self) -> list:
+        return [getattr(self, n) for n in self.NAMES]
+
+
+@dataclass(frozen=True)
 class Solver:
     method: str
     tableau: Tableau
-    dt: Expr                    # over Const, Sym(PARAM) (scalar) and Sym(DIM)
-    steps: Expr                 # INT
+    dt: Expr                    # over Const, Sym(PARAM) (scalar) and Sym(DIM); adaptive: 0
+    steps: Expr                 # INT; adaptive: 0
     t0: Expr
     span: Span | None = _span()
+    adaptive: Adaptive | None = None    # an adaptive method's arguments (ir/embedded.py)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ def field_roots(field: Field) -> list[Expr]:
     for f in field.flux:
         roots += list(f.index) + [f.value]
     roots += [field.solver.dt, field.solver.steps, field.solver.t0]
+    if field.solver.adaptive is not None:
+        roots += field.solver.adaptive.exprs()
     return [r for r in roots if r is not None]
 
 

@@ -46,6 +46,12 @@ def _no_context_reason() -> str:
 
 
 def _run(prepared, data, progress=None):
+    t = prepared.template
+    if t.adaptive is not None or t.save_at is not None:
+        from ...errors import BackendError
+        what = (f"the adaptive method {t.field.solver.method}" if t.adaptive is not None
+                else "save_at")
+        raise BackendError(f"the GLSL backend does not run {what} yet; use backend='numpy'")
     return _runner().run(prepared, data, progress)
 
 

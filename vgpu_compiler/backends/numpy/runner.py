@@ -307,5 +307,8 @@ class _Run:
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
+    if bound.adaptive is not None:
+        from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
+        return run_adaptive(bound, progress)
     with np.errstate(all="ignore"):
         return _Run(bound, progress).solve()
