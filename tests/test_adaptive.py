@@ -265,3 +265,23 @@ def test_auto_runs_adaptive_methods_on_the_reference():
     sol = vgpu.solve(DECAY.replace("METHOD", "dopri5"), np.ones(2), params={"k": 1.0},
                      dtype="float64")
     np.testing.assert_allclose(sol.states, np.exp(-1.0), rtol=1e-3)
+
+
+@pytest.mark.parametrize("method, bound", [("rk4", 1e-7), ("heun", 1e-3), ("euler", 1e-1)])
+def test_fixed_step_save_at_is_cubic_hermite(method, bound):
+    """A fixed-step method's save_at values: the cubic Hermite interpolant of its own
+    steps, as accurate as the method allows (vs. DOP853), the steps unchanged, and
+    exactly the step's state at a step end."""
+    src = VDP.replace("METHOD(t1 = 6)", f"{method}(dt = 0.01, steps = 300)")
+    mu, h0 = np.array([0.5, 2.0]), np.tile([2.0, 0.0], (2, 1))
+    times = np.array([0.0, 0.005, 0.123, 1.0, 2.2222, 2.999, 3.0])
+    sol = vgpu.solve(src, h0, params={"mu": mu}, backend="numpy", dtype="float64",
+                     save_at=times)
+    every = vgpu.solve(src, h0, params={"mu": mu}, backend="numpy", dtype="float64",
+                       save_every=100)
+    np.testing.assert_array_equal(sol.states, every.states)
+    np.testing.assert_array_equal(sol.history[[0, 3, 6]], every.history[[0, 1, 3]])
+    for i, m in enumerate(mu):
+        want = truth(lambda t, y, m=m: [y[1], m * (1 - y[0] ** 2) * y[1] - y[0]], h0[i], 3.0,
+                     t_eval=times)
+        assert np.abs(sol.history[:, i] - want.T).max() < bound, method

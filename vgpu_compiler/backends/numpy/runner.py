@@ -310,5 +310,8 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if bound.adaptive is not None:
         from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
         return run_adaptive(bound, progress)
+    if bound.save_at is not None:
+        from .dense_fixed import run as run_saving      # fixed-step save_at (Hermite)
+        return run_saving(bound, progress)
     with np.errstate(all="ignore"):
         return _Run(bound, progress).solve()
