@@ -47,11 +47,10 @@ def _no_context_reason() -> str:
 
 def _run(prepared, data, progress=None):
     t = prepared.template
-    if t.adaptive is not None or t.save_at is not None:
+    if t.adaptive is None and t.save_at is not None:
         from ...errors import BackendError
-        what = (f"the adaptive method {t.field.solver.method}" if t.adaptive is not None
-                else "save_at")
-        raise BackendError(f"the GLSL backend does not run {what} yet; use backend='numpy'")
+        raise BackendError("the GLSL backend does not run save_at with a fixed-step method "
+                           "yet (save_every it does); use backend='numpy'")
     return _runner().run(prepared, data, progress)
 
 

@@ -105,6 +105,7 @@ class _AdaptiveRun(_Run):
             h0 = np.where(small, d(1e-6), d(0.01) * d0 / d1)
         h0 = row_min(np.minimum(h0, span))      # one stage time per row (coupled values)
         y1 = [a + h0 * b for a, b in zip(h, k0)]
+        self.dt = self.dt_0d = h0                  # `dt` in F: the trial step
         f1 = np.stack([x.copy() for x in self.F(y1, t + h0, np.zeros(t.shape, INT), mask, 1)])
         with np.errstate(all="ignore"):
             d2 = C.rms((f1 - f0) / sc) / h0
