@@ -86,10 +86,9 @@ def test_params_in_the_solve_statement_and_a_zero_length_run():
     assert same.history.shape == (1, 1)
 
 
-def test_glsl_says_it_does_not_run_adaptive_methods_yet():
-    from vgpu_compiler import backends
-    ok, _ = backends.get("glsl").available()
-    if not ok:
-        pytest.skip("no OpenGL 4.3 context here")
-    with pytest.raises(vgpu.BackendError, match="adaptive method dopri5"):
-        vgpu.solve(src("dopri5(t1 = 1)"), np.ones(2), backend="glsl")
+def test_glsl_says_it_does_not_run_fixed_step_save_at_and_auto_falls_back(glsl):
+    prog = src("rk4(dt = 0.1, steps = 10)")
+    with pytest.raises(vgpu.BackendError, match="save_at with a fixed-step method"):
+        vgpu.solve(prog, np.ones(2), backend="glsl", save_at=[0.0, 0.5])
+    sol = vgpu.solve(prog, np.ones(2), save_at=[0.0, 0.5], dtype="float64")
+    np.testing.assert_allclose(sol.history[1], np.exp(-0.5), rtol=1e-6)

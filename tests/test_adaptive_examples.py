@@ -1,7 +1,5 @@
-"""examples/adaptive/*.field: what their comments claim, on the numpy reference, against scipy.
-
-(They live in their own folder: the GLSL backend does not run adaptive methods yet,
-and examples/*.field are the ones every backend runs.)"""
+"""examples/vanderpol_adaptive.field and examples/lorenz_tsit5.field: what their comments
+claim, on both backends, against scipy; and ``vgpuc run`` on them."""
 from __future__ import annotations
 
 import pathlib
@@ -12,18 +10,23 @@ import pytest
 import vgpu
 
 solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
-FOLDER = pathlib.Path(__file__).resolve().parent.parent / "examples" / "adaptive"
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+BACKENDS = ["numpy", "glsl"]
 
 
-def test_every_adaptive_example_is_tested():
-    assert {p.stem for p in FOLDER.glob("*.field")} == {"vanderpol_adaptive", "lorenz_tsit5"}
+def backend_fixture(backend, request):
+    if backend == "glsl":
+        request.getfixturevalue("glsl")
+    return backend
 
 
-def test_vanderpol_step_counts_differ_a_hundredfold():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vanderpol_step_counts_differ_a_hundredfold(backend, request):
+    backend_fixture(backend, request)
     mu = np.array([0.1, 1.0, 300.0])
     h0 = np.tile([2.0, 0.0], (3, 1))
-    sol = vgpu.solve(vgpu.load(FOLDER / "vanderpol_adaptive.field"), h0, params={"mu": mu},
-                     dtype="float64", backend="numpy", save_at=np.linspace(0, 20, 21))
+    sol = vgpu.solve(vgpu.load(EXAMPLES / "vanderpol_adaptive.field"), h0, params={"mu": mu},
+                     dtype="float64", backend=backend, save_at=np.linspace(0, 20, 21))
     assert (sol.status == 0).all()
     assert sol.steps_taken[2] > 50 * sol.steps_taken[0]
     for i in range(2):
@@ -33,12 +36,14 @@ def test_vanderpol_step_counts_differ_a_hundredfold():
         assert np.abs(sol.history[:, i] - r.y.T).max() < 1e-3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype, tol", [("float64", 1e-4), ("float32", 1e-3)])
-def test_lorenz_tsit5_sweep(dtype, tol):
+def test_lorenz_tsit5_sweep(backend, dtype, tol, request):
+    backend_fixture(backend, request)
     rho = np.linspace(0, 21, 6)
     h0 = np.tile([1.0, 0.0, 0.0], (6, 1))
-    sol = vgpu.solve(vgpu.load(FOLDER / "lorenz_tsit5.field"), h0, params={"rho": rho},
-                     dtype=dtype, backend="numpy")
+    sol = vgpu.solve(vgpu.load(EXAMPLES / "lorenz_tsit5.field"), h0, params={"rho": rho},
+                     dtype=dtype, backend=backend)
     assert sol.states.dtype == np.dtype(dtype) and (sol.status == 0).all()
     for i, r in enumerate(rho):
         want = solve_ivp(lambda t, y, r=r: [10 * (y[1] - y[0]), y[0] * (r - y[2]) - y[1],
@@ -52,7 +57,7 @@ def test_vgpuc_run_prints_a_status_line_and_writes_the_arrays(tmp_path, capsys):
     h0 = tmp_path / "h0.npy"
     np.save(h0, np.tile([2.0, 0.0], (3, 1)))
     out = tmp_path / "out.npz"
-    code = main(["run", str(FOLDER / "vanderpol_adaptive.field"), "--h0", str(h0),
+    code = main(["run", str(EXAMPLES / "vanderpol_adaptive.field"), "--h0", str(h0),
                  "--param", "mu=3", "--backend", "numpy", "--dtype", "float64",
                  "--t1", "2", "--rtol", "1e-8", "--save-at", "0:2:5", "-o", str(out)])
     assert code == 0

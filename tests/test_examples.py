@@ -35,7 +35,7 @@ def load(name):
 def test_every_example_is_covered():
     names = {p.stem for p in EXAMPLES.glob("*.field")}
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
-                     "histogram", "vanderpol"}
+                     "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5"}
     for name in names:
         vgpu.compile(load(name))
 

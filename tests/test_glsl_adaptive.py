@@ -1,0 +1,182 @@
+"""The GLSL adaptive kernel against the numpy reference (the oracle): accepted-step counts,
+states, save_at values, statuses, basins, flux, dispatch pacing, chunks and uniforms."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import vgpu
+from conftest import find_validator
+from vgpu_compiler.backends.glsl import emit_glsl
+from vgpu_compiler.backends.glsl import adaptive_run
+from vgpu_compiler.backends.glsl.plan import limits
+
+LORENZ = """
+field lorenz {
+    param sigma = 10.0
+    param rho = 28.0
+    param beta = 8.0 / 3.0
+    state x, y, z
+    dx/dt = sigma * (y - x)
+    dy/dt = x * (rho - z) - y
+    dz/dt = x * y - beta * z
+    solve METHOD(t1 = 1, rtol = 1e-8, atol = 1e-8)
+}
+"""
+
+BASIN = """
+field pair {
+    param k
+    input w[N]
+    output tot[2]
+    grid i < N
+    basin b < 4
+    state x
+    coupled xc = x
+    dx/dt = -k * x + 0.01 * mean(xc) + w[i] * t + 0 * dt
+    solve bs3(t1 = 1, rtol = 1e-7, atol = 1e-9)
+    flux tot[i % 2] += x + float(step) * 0
+}
+"""
+
+
+def both(src, *args, **kwargs):
+    a = vgpu.solve(src, *args, backend="numpy", **kwargs)
+    b = vgpu.solve(src, *args, backend="glsl", **kwargs)
+    return a, b
+
+
+@pytest.mark.parametrize("method", ["bs3", "dopri5", "tsit5"])
+def test_float64_lorenz_sweep_matches_the_reference(glsl, method):
+    n = 256
+    rho = np.linspace(0, 21, n)
+    h0 = np.tile([1.0, 0.0, 0.0], (n, 1))
+    times = np.linspace(0, 1, 9)
+    a, b = both(LORENZ.replace("METHOD", method), h0, params={"rho": rho}, dtype="float64",
+                save_at=times)
+    assert (a.steps_taken == b.steps_taken).mean() >= 0.99
+    assert (a.steps_rejected == b.steps_rejected).mean() >= 0.99
+    scale = 1e-8 * (1 + np.abs(a.states))
+    assert (np.abs(a.states - b.states) / scale).max() < 10
+    assert np.abs(a.history - b.history).max() < 1e-6
+    np.testing.assert_array_equal(b.status, 0)
+    np.testing.assert_array_equal(b.t, 1.0)
+    np.testing.assert_array_equal(b.times, times)
+
+
+def test_float32_at_a_float32_tolerance(glsl):
+    """float32 meets rtol = atol = 1e-5 (the floor: below ~1e-6 the error estimate is
+    rounding noise, steps grow and the status may be 3)."""
+    n = 64
+    rho = np.linspace(0, 21, n)
+    h0 = np.tile([1.0, 0.0, 0.0], (n, 1))
+    src = LORENZ.replace("METHOD", "tsit5")
+    a64 = vgpu.solve(src, h0, params={"rho": rho}, dtype="float64", backend="numpy",
+                     rtol=1e-12, atol=1e-12)
+    a, b = both(src, h0, params={"rho": rho}, dtype="float32", rtol=1e-5, atol=1e-5)
+    assert b.states.dtype == np.float32 and (b.status == 0).all()
+    for s in (a, b):
+        assert np.abs(s.states - a64.states).max() < 1e-3 * (1 + np.abs(a64.states).max())
+    assert (a.steps_taken == b.steps_taken).mean() >= 0.9
+    assert np.abs(a.steps_taken - b.steps_taken).max() <= 2
+
+
+def test_basin_shares_a_step_with_coupling_inputs_flux_t_and_dt(glsl):
+    n = 10
+    k = np.linspace(0.1, 20, n)
+    w = np.linspace(-1, 1, n)
+    for dtype in ("float64", "float32"):
+        a, b = both(BASIN, np.ones(n), params={"k": k}, inputs={"w": w}, dtype=dtype,
+                    save_at=[0.0, 0.3, 1.0])
+        np.testing.assert_array_equal(a.steps_taken, b.steps_taken)
+        assert len(set(b.steps_taken[:4])) == 1 and len(set(b.steps_taken[4:8])) == 1
+        tol = 1e-12 if dtype == "float64" else 1e-5
+        np.testing.assert_allclose(b.states, a.states, rtol=tol, atol=tol)
+        np.testing.assert_allclose(b.history, a.history, rtol=tol, atol=tol)
+        np.testing.assert_allclose(b.outputs["tot"], a.outputs["tot"], rtol=10 * tol)
+
+
+def test_statuses_on_glsl(glsl):
+    blow = "field blow {\n state x\n dx/dt = x * x\n solve dopri5(t1 = 2)\n}"
+    with pytest.warns(vgpu.StatusWarning):
+        a, b = both(blow, np.array([1.0, -1.0]), dtype="float64")
+    assert b.status.tolist() == a.status.tolist() == [3, 0]
+    np.testing.assert_allclose(b.t, a.t, rtol=1e-14)
+    src = LORENZ.replace("METHOD", "dopri5")
+    h0 = np.tile([1.0, 0.0, 0.0], (3, 1))
+    with pytest.warns(vgpu.StatusWarning, match="reached max_steps"):
+        a, b = both(src, h0, dtype="float64", max_steps=4, save_at=[0.0, 0.5, 1.0])
+    assert b.status.tolist() == [2, 2, 2] and b.steps_taken.tolist() == [4, 4, 4]
+    # (not bit for bit: an embedded error estimate cancels ~8 digits, so one ulp in a
+    # stage, or in the controller's root, moves the next step by ~1e-11)
+    np.testing.assert_allclose(b.t, a.t, rtol=1e-9)
+    np.testing.assert_array_equal(b.history[-1], b.states)     # repeats its last state
+    b = vgpu.solve(src, h0, backend="glsl", dtype="float64", t1=0.0, save_at=[0.0])
+    assert b.steps_taken.tolist() == [0, 0, 0] and b.status.tolist() == [0, 0, 0]
+    np.testing.assert_array_equal(b.history[0], h0)
+
+
+@pytest.mark.filterwarnings("ignore::vgpu.StatusWarning")
+def test_call_time_values_are_uniforms(glsl):
+    src = LORENZ.replace("METHOD", "tsit5")
+    h0 = np.tile([1.0, 0.0, 0.0], (8, 1))
+    vgpu.solve(src, h0, backend="glsl", dtype="float64")
+    before = vgpu.cache_stats()["compiles"]
+    runs = [dict(rtol=1e-6), dict(atol=1e-4, t1=0.5), dict(dt0=1e-3, dtmax=0.05),
+            dict(max_steps=7), dict(t0=0.25, save_at=[0.5, 1.0])]
+    for kw in runs:
+        a, b = both(src, h0, dtype="float64", **kw)
+        np.testing.assert_array_equal(a.steps_taken, b.steps_taken)
+        np.testing.assert_allclose(b.states, a.states, rtol=1e-6, atol=1e-6)
+        assert b.t.tolist() == a.t.tolist() or kw.get("max_steps")
+    assert vgpu.cache_stats()["compiles"] == before
+
+
+def test_paced_dispatches_and_chunks_change_nothing(glsl, monkeypatch):
+    src = LORENZ.replace("METHOD", "dopri5")
+    n = 300
+    h0 = np.tile([1.0, 0.0, 0.0], (n, 1))
+    rho = np.linspace(0, 21, n)
+    whole = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",
+                       save_at=[0.5])
+    monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
+    monkeypatch.setattr(adaptive_run._Pacer, "TARGET_SECONDS", 1e-9)  # one attempt each
+    before = vgpu.cache_stats()["dispatches"]
+    with limits(max_block=4096):
+        split = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",
+                           save_at=[0.5])
+    # one attempt per dispatch, two chunks: at least the most attempts of each chunk
+    assert (vgpu.cache_stats()["dispatches"] - before
+            >= whole.steps_taken.max() + whole.steps_taken.min())
+    np.testing.assert_array_equal(split.states, whole.states)
+    np.testing.assert_array_equal(split.history, whole.history)
+    np.testing.assert_array_equal(split.steps_taken, whole.steps_taken)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["tree", "serial"])
+def test_adaptive_shaders_validate(dtype, reduction, tmp_path):
+    exe = find_validator()
+    field = vgpu.compile(BASIN).select(None)
+    f = tmp_path / "kernel.comp"
+    f.write_text(emit_glsl(field, dtype=dtype, reduction=reduction))
+    run = subprocess.run([exe, "-S", "comp", str(f)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_collapse_with_an_adaptive_method_runs_on_the_reference(glsl):
+    src = """
+    field c {
+        basin b < 2
+        state x
+        dx/dt = -x
+        collapse when x < 0.5
+        solve dopri5(t1 = 5)
+    }"""
+    with pytest.raises(vgpu.BackendError, match="collapse"):
+        vgpu.solve(src, np.ones(4), backend="glsl")
+    sol = vgpu.solve(src, np.ones(4), backend="numpy", dtype="float64")
+    assert (sol.t < 5.0).all() and (sol.states < 0.5).all() and (sol.status == 0).all()
+    np.testing.assert_allclose(sol.states, np.exp(-sol.t), rtol=1e-2)
