@@ -92,3 +92,10 @@ def test_glsl_says_it_does_not_run_fixed_step_save_at_and_auto_falls_back(glsl):
         vgpu.solve(prog, np.ones(2), backend="glsl", save_at=[0.0, 0.5])
     sol = vgpu.solve(prog, np.ones(2), save_at=[0.0, 0.5], dtype="float64")
     np.testing.assert_allclose(sol.history[1], np.exp(-0.5), rtol=1e-6)
+
+
+def test_vgpuc_ir_shows_the_adaptive_arguments():
+    from vgpu_compiler.ir.dump import dump
+    text = dump(vgpu.compile(src("tsit5(t1 = 2, rtol = 1e-7)")).select(None))
+    assert "method tsit5" in text and "t1 = 2.0" in text and "rtol = 1e-07" in text
+    assert "dt = " not in text and "embedded pair tsit5: q = 4" in text
