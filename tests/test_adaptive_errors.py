@@ -98,4 +98,4 @@ def test_vgpuc_ir_shows_the_adaptive_arguments():
     from vgpu_compiler.ir.dump import dump
     text = dump(vgpu.compile(src("tsit5(t1 = 2, rtol = 1e-7)")).select(None))
     assert "method tsit5" in text and "t1 = 2.0" in text and "rtol = 1e-07" in text
-    assert "dt = " not in text and "embedded pair tsit5: q = 4" in text
+    assert "    dt = " not in text and "embedded pair tsit5: q = 4" in text
