@@ -180,3 +180,23 @@ def test_collapse_with_an_adaptive_method_runs_on_the_reference(glsl):
     sol = vgpu.solve(src, np.ones(4), backend="numpy", dtype="float64")
     assert (sol.t < 5.0).all() and (sol.states < 0.5).all() and (sol.status == 0).all()
     np.testing.assert_allclose(sol.states, np.exp(-sol.t), rtol=1e-2)
+
+
+def test_start_expressions_init_and_basin_indices(glsl):
+    src = """
+    field pair {
+        param k
+        grid i < N
+        basin b < 2
+        state x, v = x * 0.5
+        coupled xc = x
+        dx/dt = -k * x + 0.01 * mean(xc) + v
+        dv/dt = -v + 0.1 * init(x) + 0.001 * float(b)
+        solve tsit5(t1 = 2, rtol = 1e-8, atol = 1e-10)
+    }"""
+    n = 9
+    k = np.logspace(-1, 2, n)
+    a, b = both(src, np.ones(n), params={"k": k}, dtype="float64", save_at=[0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(a.steps_taken, b.steps_taken)
+    np.testing.assert_allclose(b.states, a.states, rtol=1e-7, atol=1e-9)    # (tolerance 1e-8)
+    np.testing.assert_allclose(b.history, a.history, rtol=1e-7, atol=1e-9)
