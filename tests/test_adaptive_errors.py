@@ -99,3 +99,9 @@ def test_vgpuc_ir_shows_the_adaptive_arguments():
     text = dump(vgpu.compile(src("tsit5(t1 = 2, rtol = 1e-7)")).select(None))
     assert "method tsit5" in text and "t1 = 2.0" in text and "rtol = 1e-07" in text
     assert "    dt = " not in text and "embedded pair tsit5: q = 4" in text
+
+
+def test_an_empty_ensemble_with_an_adaptive_method():
+    sol = vgpu.solve(src("dopri5(t1 = 1)"), np.ones(0), save_at=[0.0, 1.0])
+    assert sol.states.shape == (0,) and sol.status.shape == (0,) and sol.t.shape == (0,)
+    assert sol.history.shape == (2, 0) and sol.steps_rejected.shape == (0,)
