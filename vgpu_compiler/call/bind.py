@@ -39,7 +39,7 @@ def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="f
             return prepared, prepared.convert(h0, params, inputs)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
                   adaptive, save_at)
-    prepared = Prepared.of(bound, params)
+    prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
     return prepared, Data(bound.h0, bound.params, bound.inputs)
