@@ -155,6 +155,18 @@ def test_paced_dispatches_and_chunks_change_nothing(glsl, monkeypatch):
     np.testing.assert_array_equal(split.steps_taken, whole.steps_taken)
 
 
+def test_a_history_larger_than_a_storage_block_runs_on_the_reference(glsl):
+    src = LORENZ.replace("METHOD", "dopri5")
+    h0 = np.tile([1.0, 0.0, 0.0], (300, 1))
+    times = np.linspace(0, 1, 50)
+    with limits(max_block=8192):
+        with pytest.raises(vgpu.BackendError, match="save_at history"):
+            vgpu.solve(src, h0, backend="glsl", dtype="float64", save_at=times)
+        auto = vgpu.solve(src, h0, dtype="float64", save_at=times)
+    ref = vgpu.solve(src, h0, backend="numpy", dtype="float64", save_at=times)
+    np.testing.assert_array_equal(auto.history, ref.history)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reduction", ["tree", "serial"])
 def test_adaptive_shaders_validate(dtype, reduction, tmp_path):

@@ -80,9 +80,11 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
               rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None) -> np.ndarray:
     """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
     ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments."""
-    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
+             and dtmax is None and max_steps is None
+             else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
     sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
-                 extra)
+                 extra, full=False)
     return sol.states
 
 
@@ -161,18 +163,24 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress, extra=None) -> Solution:
+           progress, extra=None, full=True) -> Solution:
+    """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
+    the Solution (run_field reads only the states)."""
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
     prepared = selected = None
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
-        extra = dict(extra or {})
-        save_at = extra.pop("save_at", None)
+        save_at = None
+        if extra:
+            extra = dict(extra)
+            save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at)
-        sol = complete_status(_run(prepared, data, backend, progress), prepared.template)
+        sol = _run(prepared, data, backend, progress)
+        if full:
+            complete_status(sol, prepared.template)
     except MemoryError:
         if selected is None:
             raise
@@ -184,7 +192,8 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
-    warn_status(sol, prepared.grid_shape)
+    if prepared.template.adaptive is not None:      # (fixed steps end with status 0)
+        warn_status(sol, prepared.grid_shape)
     return sol
 
 

@@ -24,7 +24,7 @@ from . import device as gl
 from .adaptive import COUNTERS as ROWS
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
-from .plan import LOOP_LIMIT, plan_for
+from .plan import LOOP_LIMIT, _in_force, plan_for
 
 FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 
@@ -54,9 +54,13 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
     m = bound.field.solver.tableau.q + 1
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
-    once = meta["loop_trips_once"] + 3 * basin + 6 * m + len(bound.save_at if bound.save_at
-                                                                 is not None else ()) + 16
-    return max(1, (LOOP_LIMIT - 1 - once) // per)
+    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
+    if LOOP_LIMIT - 1 - once < per:         # the save loop alone could hit the limiter
+        raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
+                           f"this software renderer (its loop limiter); use fewer times or "
+                           f"backend='numpy'")
+    return (LOOP_LIMIT - 1 - once) // per
 
 
 def _uniforms(call, plan, bound: Bound) -> dict:
@@ -80,6 +84,13 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     n_save = len(save_at)
     times = save_at.astype(bound.dtype)
     cap = _attempt_cap(kernel, bound)
+    biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
+    block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
+    if n_save * n_states * biggest * item > block:
+        raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
+                           f"{biggest} trajectories) is larger than the largest storage block "
+                           f"of this driver ({block} bytes); save fewer times, run fewer "
+                           f"trajectories per call, or use backend='numpy'")
     ad = np.zeros((2 + n_states, n), bound.dtype)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
