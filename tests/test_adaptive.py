@@ -54,6 +54,16 @@ field decay {
 """
 
 
+BACKENDS = ["numpy", "glsl"]
+
+
+def on(backend, request):
+    """The backend name; the GLSL tests need a context (the conftest ``glsl`` fixture)."""
+    if backend == "glsl":
+        request.getfixturevalue("glsl")
+    return backend
+
+
 def truth(f, y0, t1, t_eval=None):
     r = solve_ivp(f, (0.0, t1), y0, method="DOP853", rtol=1e-12, atol=1e-12, t_eval=t_eval)
     assert r.success
@@ -94,14 +104,15 @@ def test_tableaux_are_consistent(name):
 
 
 # --- accuracy against DOP853 --------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", METHODS)
-def test_lorenz_sweep_matches_scipy(method):
+def test_lorenz_sweep_matches_scipy(method, backend, request):
     n = 12
     rho = np.linspace(0, 21, n)
     h0 = np.tile([1.0, 0.0, 0.0], (n, 1))
     tol = 1e-8
     sol = vgpu.solve(LORENZ.replace("METHOD", method), h0, params={"rho": rho},
-                     backend="numpy", dtype="float64", rtol=tol, atol=tol)
+                     backend=on(backend, request), dtype="float64", rtol=tol, atol=tol)
     assert (sol.status == 0).all() and np.all(sol.t == 1.0)
     for i, r in enumerate(rho):
         def f(t, y, r=r):
@@ -111,14 +122,16 @@ def test_lorenz_sweep_matches_scipy(method):
         assert err.max() < 200, (method, r, err)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", METHODS)
-def test_vanderpol_mu_sweep_matches_scipy_with_save_at(method):
+def test_vanderpol_mu_sweep_matches_scipy_with_save_at(method, backend, request):
     mu = np.array([0.1, 0.5, 1.0, 2.0, 5.0, 10.0])
     h0 = np.tile([2.0, 0.0], (len(mu), 1))
     times = np.linspace(0, 6, 13)
     tol = 1e-7
-    sol = vgpu.solve(VDP.replace("METHOD", method), h0, params={"mu": mu}, backend="numpy",
-                     dtype="float64", rtol=tol, atol=tol, save_at=times)
+    sol = vgpu.solve(VDP.replace("METHOD", method), h0, params={"mu": mu},
+                     backend=on(backend, request), dtype="float64", rtol=tol, atol=tol,
+                     save_at=times)
     assert sol.history.shape == (13, len(mu), 2)
     np.testing.assert_array_equal(sol.times, times)
     for i, m in enumerate(mu):
@@ -144,23 +157,25 @@ def test_saving_never_changes_the_steps():
     np.testing.assert_array_equal(plain.steps_rejected, saved.steps_rejected)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", METHODS)
-def test_decay_rates_over_four_decades(method):
+def test_decay_rates_over_four_decades(method, backend, request):
     k = np.logspace(-2, 2, 9)
     tol = 1e-8
     sol = vgpu.solve(DECAY.replace("METHOD", method), np.ones(9), params={"k": k},
-                     backend="numpy", dtype="float64", rtol=tol, atol=tol)
+                     backend=on(backend, request), dtype="float64", rtol=tol, atol=tol)
     err = np.abs(sol.states - np.exp(-k)) / (tol + tol * np.exp(-k))
     assert err.max() < 100, err
 
 
-def test_decay_steps_follow_each_rate_like_scipy_rk45():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decay_steps_follow_each_rate_like_scipy_rk45(backend, request):
     """Per-trajectory adaptivity: each rate's accepted steps are within 1.5x of scipy's
     RK45 for that rate alone, and the ensemble's total is far below N x the hardest."""
     k = np.logspace(-2, 2, 17)
     rtol, atol = 1e-6, 1e-9
     sol = vgpu.solve(DECAY.replace("METHOD", "dopri5"), np.ones(len(k)), params={"k": k},
-                     backend="numpy", dtype="float64", rtol=rtol, atol=atol)
+                     backend=on(backend, request), dtype="float64", rtol=rtol, atol=atol)
     for i, kk in enumerate(k):
         r = solve_ivp(lambda t, y, kk=kk: -kk * y, (0, 1), [1.0], method="RK45",
                       rtol=rtol, atol=atol)
