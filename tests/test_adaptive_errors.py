@@ -86,14 +86,6 @@ def test_params_in_the_solve_statement_and_a_zero_length_run():
     assert same.history.shape == (1, 1)
 
 
-def test_glsl_says_it_does_not_run_fixed_step_save_at_and_auto_falls_back(glsl):
-    prog = src("rk4(dt = 0.1, steps = 10)")
-    with pytest.raises(vgpu.BackendError, match="save_at with a fixed-step method"):
-        vgpu.solve(prog, np.ones(2), backend="glsl", save_at=[0.0, 0.5])
-    sol = vgpu.solve(prog, np.ones(2), save_at=[0.0, 0.5], dtype="float64")
-    np.testing.assert_allclose(sol.history[1], np.exp(-0.5), rtol=1e-6)
-
-
 def test_vgpuc_ir_shows_the_adaptive_arguments():
     from vgpu_compiler.ir.dump import dump
     text = dump(vgpu.compile(src("tsit5(t1 = 2, rtol = 1e-7)")).select(None))

@@ -270,6 +270,9 @@ class Solver:
     t0: Expr
     span: Span | None = _span()
     adaptive: Adaptive | None = None    # an adaptive method's arguments (ir/embedded.py)
+    # a fixed-step method run for save_at (dense output): a backend may build another
+    # kernel for it (the GLSL backend: templates/adaptive.glsl.j2 with fixed steps)
+    dense: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,14 @@ COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
 @dataclass(frozen=True)
 class AdaptiveParts:
     q: int                      # the pair's lower order
-    error: Combination
-    dense: tuple[Combination, ...]
+    error: Combination | None   # None: a fixed-step method run for save_at
+    dense: tuple[Combination, ...] | None   # None: cubic Hermite through the step's ends
     n_ad: int                   # rows of b_ad: t, dt, then the FSAL derivative per state
+
+    @property
+    def fixed(self) -> bool:
+        """A fixed-step method (t_n = t0 + n dt, every step accepted), run for save_at."""
+        return self.error is None
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class PrintedAdaptive:
     last: tuple[str, ...]               # per state: the FSAL stage's k
     root: int                           # the controller's root: q + 1
     consts: dict                        # printed constants
+    fixed: bool = False                 # a fixed-step method run for save_at
 
 
 def check(field: Field) -> None:
@@ -74,7 +80,8 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
         Uniform("int", "u_max_steps", "most accepted steps", "max_steps"),
         Uniform("int", "u_attempts", "most step attempts in this dispatch", "attempts"),
         Uniform("int", "u_nsave", "save_at times", "nsave")]
-    parts = AdaptiveParts(q=program.q, error=program.error, dense=program.dense, n_ad=2 + n)
+    parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
+                          n_ad=2 + n)
     return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
                                adaptive=parts)
 
@@ -90,7 +97,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
                  for j, w in comb.terms]
         return " + ".join(terms) if terms else lit(0.0)
 
-    consts = {"safety": lit(C.SAFETY), "fmin": lit(C.FACTOR_MIN), "fmax": lit(C.FACTOR_MAX),
+    consts = {"two": lit(2.0), "three": lit(3.0), "safety": lit(C.SAFETY), "fmin": lit(C.FACTOR_MIN), "fmax": lit(C.FACTOR_MAX),
               "under": lit(C.UNDERFLOW[k.dtype]), "n": lit(float(n_states)),
               "one": lit(1.0), "zero": lit(0.0), "small": lit(1e-5), "tiny": lit(1e-15),
               "h_small": lit(1e-6), "h_frac": lit(1e-3), "hundred": lit(100.0),
@@ -98,6 +105,8 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS),
               "underflow": str(C.STEP_UNDERFLOW)}
+    if parts.fixed:
+        return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True)
     return PrintedAdaptive(
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),

@@ -11,6 +11,7 @@ max_steps are uniforms: a new value never recompiles.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -30,11 +31,15 @@ FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced b
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
+    """An adaptive method's call, or a fixed-step method's with save_at (its field's
+    ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     from . import runner
     from .adaptive import check
     from .kernel_cache import holding
     bound = prepared.bound(data)
     check(bound.field)
+    if bound.adaptive is None:
+        bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
     if not runner.available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
     kernel = runner._kernel(bound)
@@ -42,6 +47,22 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
         if kernel.program is None:
             gl.call(kernel.compile)
         return _run(kernel, bound, progress)
+
+
+_VARIANTS: dict = {}         # id(field) -> (field, its dense variant)
+
+
+def _dense_variant(field):
+    """The field with ``solver.dense`` set (one object per field: its kernel key is
+    digested once per field object)."""
+    hit = _VARIANTS.get(id(field))
+    if hit is None or hit[0] is not field:
+        if len(_VARIANTS) > 256:
+            _VARIANTS.clear()
+        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
+                                                                        dense=True))
+        hit = _VARIANTS[id(field)] = (field, variant)
+    return hit[1]
 
 
 def _attempt_cap(kernel, bound: Bound) -> int | None:
@@ -52,7 +73,7 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
         return None
     meta = kernel.meta
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    m = bound.field.solver.tableau.q + 1
+    m = getattr(bound.field.solver.tableau, "q", 1) + 1
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
     n_save = 0 if bound.save_at is None else len(bound.save_at)
     once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
@@ -66,6 +87,12 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
 def _uniforms(call, plan, bound: Bound) -> dict:
     a, cast = bound.adaptive, bound.dtype.type
     u = _call_uniforms(call, plan)
+    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    if a is None:                   # a fixed-step method run for save_at
+        u.update({"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
+                  "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
+                  "u_final": 0})
+        return u
     u.update({"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
               "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
               "u_dtmax": float(cast(a.dtmax)), "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),

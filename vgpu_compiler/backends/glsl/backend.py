@@ -46,11 +46,6 @@ def _no_context_reason() -> str:
 
 
 def _run(prepared, data, progress=None):
-    t = prepared.template
-    if t.adaptive is None and t.save_at is not None:
-        from ...errors import BackendError
-        raise BackendError("the GLSL backend does not run save_at with a fixed-step method "
-                           "yet (save_every it does); use backend='numpy'")
     return _runner().run(prepared, data, progress)
 
 
