@@ -262,3 +262,19 @@ def test_fixed_step_save_at_shader_validates(dtype, tmp_path):
     f.write_text(emit_glsl(field, dtype=dtype))
     run = subprocess.run([exe, "-S", "comp", str(f)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_collapse_with_save_at_runs_on_the_reference(glsl):
+    src = """
+    field c {
+        basin b < 2
+        state x
+        dx/dt = -x
+        collapse when x < 0.5
+        solve rk4(dt = 0.1, steps = 50)
+    }"""
+    with pytest.raises(vgpu.BackendError, match="collapse.*save_at"):
+        vgpu.solve(src, np.ones(4), backend="glsl", save_at=[0.0, 1.0])
+    sol = vgpu.solve(src, np.ones(4), dtype="float64", save_at=[0.0, 1.0, 5.0])   # auto
+    np.testing.assert_array_equal(sol.history[2], sol.states)   # collapsed: the end repeats
+    assert (sol.states < 0.5).all() and sol.steps_taken.tolist() == [7] * 4

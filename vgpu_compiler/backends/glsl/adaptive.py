@@ -52,9 +52,10 @@ class PrintedAdaptive:
 def check(field: Field) -> None:
     """What the GLSL adaptive kernel does not do yet: a BackendError (auto: numpy)."""
     if field.collapse is not None:
-        raise BackendError(f"the GLSL backend does not run `collapse when` with the adaptive "
-                           f"method {field.solver.method} yet; use backend='numpy'",
-                           span=field.span)
+        what = (f"the adaptive method {field.solver.method}" if field.solver.adaptive
+                else "save_at")
+        raise BackendError(f"the GLSL backend does not run `collapse when` with {what} yet; "
+                           f"use backend='numpy'", span=field.span)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
