@@ -20,7 +20,7 @@ from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.nodes import Field
 from ...ir.step import Combination, step_program
-from .kernel import Buffer, Kernel, Uniform
+from ..shader.kernel import Buffer, Kernel, Uniform
 
 RUNNING = -1                # b_cnt status while a trajectory still steps
 COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows

@@ -135,6 +135,7 @@ class Dialect:
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)
+    adaptive_template: str = "adaptive.glsl.j2"     # ... of an adaptive method's kernel
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:

@@ -30,7 +30,7 @@ def render_kernel(kernel, template: str | None = None) -> str:
     template (``k``: the kernel, ``d``: the dialect)."""
     d = kernel.dialect
     if template is None and getattr(kernel, "adaptive", None) is not None:
-        template = "adaptive.glsl.j2"           # an adaptive method's kernel
+        template = d.adaptive_template          # an adaptive method's kernel
     text = environment().get_template(template or d.template).render(k=kernel, d=d)
     lines = [line.rstrip() for line in text.splitlines()]
     out: list[str] = []
