@@ -68,24 +68,28 @@ def rms(x, axis=0):
     return np.sqrt(np.mean(np.square(x), axis=axis))
 
 
-def initial_step(f, t0, y0, f0, t1, q: int, rtol, atol, dtmax):
-    """Hairer's starting step (HNW I, II.4; scipy's select_initial_step), per lane.
+def initial_step(f, t0, y0, f0, span, q: int, rtol, atol, dtmax, smallest=lambda x: x):
+    """Hairer's starting step (HNW I, II.4; scipy's select_initial_step).
 
-    ``y0``, ``f0``: arrays (n_states, ...); ``f(t, y)`` evaluates F at every lane.
-    Returns an array of the lanes' shape (without the state axis)."""
-    dtype = y0.dtype
+    ``y0``, ``f0``: arrays (n_states, ...) of the state and F there; ``span``: t1 - t0;
+    ``f(t, y, h0)`` evaluates F at the trial point (h0: the trial step);
+    ``smallest(x)``: the value a group of lanes shares (a basin: the smallest of its
+    lanes'), applied to the trial step and to the result. The GLSL kernel prints
+    the same steps (templates/adaptive.glsl.j2)."""
+    d = y0.dtype.type
     sc = atol + np.abs(y0) * rtol
     d0, d1 = rms(y0 / sc), rms(f0 / sc)
     small = (d0 < 1e-5) | (d1 < 1e-5)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h0 = np.where(small, dtype.type(1e-6), dtype.type(0.01) * d0 / d1)
-    h0 = np.minimum(h0, t1 - t0)
-    f1 = f(t0 + h0, y0 + h0 * f0)
-    d2 = rms((f1 - f0) / sc) / h0
-    big = np.maximum(d1, d2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h1 = np.where(big <= 1e-15, np.maximum(dtype.type(1e-6), h0 * dtype.type(1e-3)),
-                      np.power(dtype.type(0.01) / big, dtype.type(1.0 / (q + 1))))
-    h = np.minimum(np.minimum(dtype.type(100) * h0, h1), t1 - t0)
-    h = np.minimum(h, dtmax)
-    return np.where(np.isfinite(h) & (h > 0), h, np.minimum(t1 - t0, dtmax)).astype(dtype)
+    with np.errstate(all="ignore"):
+        h0 = np.where(small, d(1e-6), d(0.01) * d0 / d1)
+    h0 = smallest(np.minimum(h0, span))
+    f1 = f(t0 + h0, [a + h0 * b for a, b in zip(y0, f0)], h0)
+    with np.errstate(all="ignore"):
+        d2 = rms((f1 - f0) / sc) / h0
+        big = np.maximum(d1, d2)
+        h1 = np.where(big <= 1e-15, np.maximum(d(1e-6), h0 * d(1e-3)),
+                      np.power(d(0.01) / big, d(1.0 / (q + 1))))
+    step = smallest(np.minimum(np.minimum(d(100) * h0, h1), span))
+    step = np.minimum(step, dtmax)
+    ok = np.isfinite(step) & (step > 0)
+    return np.where(ok, step, np.minimum(span, dtmax)).astype(y0.dtype)

@@ -88,34 +88,22 @@ class _AdaptiveRun(_Run):
 
     # --- the starting step ---------------------------------------------------------
     def first_step(self, h: list, k0: list, t, mask) -> np.ndarray:
-        """Hairer's starting step per lane, the smallest of each row's active lanes."""
+        """The first step per row: dt0, or Hairer's (ir/controller.py), the smallest of
+        each row's active lanes."""
         lay, d = self.layout, self.dtype.type
         if self.bound.adaptive.dt0 is not None:
             return np.minimum(np.full(t.shape, d(self.bound.adaptive.dt0)), self.dtmax)
-        y0, f0 = np.stack(h), np.stack(k0)
-        span = self.t1 - t
 
-        def row_min(x):
+        def smallest(x):
             return np.where(lay.active, x, d(np.inf)).min(axis=1, keepdims=True)
 
-        sc = self.atol + np.abs(y0) * self.rtol
-        d0, d1 = C.rms(y0 / sc), C.rms(f0 / sc)
-        small = (d0 < 1e-5) | (d1 < 1e-5)
-        with np.errstate(all="ignore"):
-            h0 = np.where(small, d(1e-6), d(0.01) * d0 / d1)
-        h0 = row_min(np.minimum(h0, span))      # one stage time per row (coupled values)
-        y1 = [a + h0 * b for a, b in zip(h, k0)]
-        self.dt = self.dt_0d = h0                  # `dt` in F: the trial step
-        f1 = np.stack([x.copy() for x in self.F(y1, t + h0, np.zeros(t.shape, INT), mask, 1)])
-        with np.errstate(all="ignore"):
-            d2 = C.rms((f1 - f0) / sc) / h0
-            big = np.maximum(d1, d2)
-            h1 = np.where(big <= 1e-15, np.maximum(d(1e-6), h0 * d(1e-3)),
-                          np.power(d(0.01) / big, d(1.0 / (self.program.q + 1))))
-        step = row_min(np.minimum(np.minimum(d(100) * h0, h1), span))
-        step = np.minimum(step, self.dtmax)
-        ok = np.isfinite(step) & (step > 0)
-        return np.where(ok, step, np.minimum(span, self.dtmax)).astype(self.dtype)
+        def trial(t_trial, y1, h0):
+            self.dt = self.dt_0d = h0                  # `dt` in F: the trial step
+            return np.stack([x.copy() for x in
+                             self.F(y1, t_trial, np.zeros(t.shape, INT), mask, 1)])
+
+        return C.initial_step(trial, t, np.stack(h), np.stack(k0), self.t1 - t,
+                              self.program.q, self.rtol, self.atol, self.dtmax, smallest)
 
     # --- the whole run -------------------------------------------------------------
     def solve(self) -> Solution:
