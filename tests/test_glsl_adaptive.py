@@ -167,31 +167,49 @@ def test_a_history_larger_than_a_storage_block_runs_on_the_reference(glsl):
     np.testing.assert_array_equal(auto.history, ref.history)
 
 
+@pytest.mark.parametrize("src", ["basin", "collapse"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reduction", ["tree", "serial"])
-def test_adaptive_shaders_validate(dtype, reduction, tmp_path):
+def test_adaptive_shaders_validate(src, dtype, reduction, tmp_path):
     exe = find_validator()
-    field = vgpu.compile(BASIN).select(None)
+    text = BASIN if src == "basin" else COLLAPSE.replace("METHOD", "tsit5(t1 = 1)")
+    field = vgpu.compile(text).select(None)
     f = tmp_path / "kernel.comp"
     f.write_text(emit_glsl(field, dtype=dtype, reduction=reduction))
     run = subprocess.run([exe, "-S", "comp", str(f)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def test_collapse_with_an_adaptive_method_runs_on_the_reference(glsl):
-    src = """
-    field c {
-        basin b < 2
-        state x
-        dx/dt = -x
-        collapse when x < 0.5
-        solve dopri5(t1 = 5)
-    }"""
-    with pytest.raises(vgpu.BackendError, match="collapse"):
-        vgpu.solve(src, np.ones(4), backend="glsl")
-    sol = vgpu.solve(src, np.ones(4), backend="numpy", dtype="float64")
-    assert (sol.t < 5.0).all() and (sol.states < 0.5).all() and (sol.status == 0).all()
-    np.testing.assert_allclose(sol.states, np.exp(-sol.t), rtol=1e-2)
+COLLAPSE = """
+field c {
+    param k = 1.0
+    basin b < 2
+    state x
+    dx/dt = -k * x
+    collapse when x < 0.5 and t > 0.1 and step > 1
+    solve METHOD
+}"""
+
+
+@pytest.mark.parametrize("method, kw", [
+    ("dopri5(t1 = 5)", {}),
+    ("tsit5(t1 = 5, rtol = 1e-8)", dict(save_at=[0.0, 0.5, 1.0, 4.0])),
+    ("rk4(dt = 0.1, steps = 50)", dict(save_at=[0.0, 0.5, 1.0, 4.0]))])
+def test_collapse_with_adaptive_methods_and_save_at(glsl, method, kw):
+    """A basin collapses after the accepted step where all its active lanes hold the
+    condition (the last basin has one idle lane); later save_at times repeat the end."""
+    k = np.array([1.0, 1.5, 3.0, 0.5, 2.0])
+    a, b = both(COLLAPSE.replace("METHOD", method), np.ones(5), params={"k": k},
+                dtype="float64", **kw)
+    np.testing.assert_array_equal(b.steps_taken, a.steps_taken)
+    assert b.steps_taken[0] == b.steps_taken[1] and b.steps_taken[2] == b.steps_taken[3]
+    np.testing.assert_allclose(b.t, a.t, rtol=1e-9)     # (see test_statuses_on_glsl)
+    np.testing.assert_allclose(b.states, a.states, rtol=1e-9, atol=1e-12)
+    assert (b.status == 0).all() and (b.t < 5.0).all()
+    if kw:
+        np.testing.assert_allclose(b.history, a.history, rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(b.history[-1], b.states)
+
 
 
 def test_start_expressions_init_and_basin_indices(glsl):
@@ -262,19 +280,3 @@ def test_fixed_step_save_at_shader_validates(dtype, tmp_path):
     f.write_text(emit_glsl(field, dtype=dtype))
     run = subprocess.run([exe, "-S", "comp", str(f)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
-
-
-def test_collapse_with_save_at_runs_on_the_reference(glsl):
-    src = """
-    field c {
-        basin b < 2
-        state x
-        dx/dt = -x
-        collapse when x < 0.5
-        solve rk4(dt = 0.1, steps = 50)
-    }"""
-    with pytest.raises(vgpu.BackendError, match="collapse.*save_at"):
-        vgpu.solve(src, np.ones(4), backend="glsl", save_at=[0.0, 1.0])
-    sol = vgpu.solve(src, np.ones(4), dtype="float64", save_at=[0.0, 1.0, 5.0])   # auto
-    np.testing.assert_array_equal(sol.history[2], sol.states)   # collapsed: the end repeats
-    assert (sol.states < 0.5).all() and sol.steps_taken.tolist() == [7] * 4

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.nodes import Field
 from ...ir.step import Combination, step_program
@@ -49,17 +48,7 @@ class PrintedAdaptive:
     fixed: bool = False                 # a fixed-step method run for save_at
 
 
-def check(field: Field) -> None:
-    """What the GLSL adaptive kernel does not do yet: a BackendError (auto: numpy)."""
-    if field.collapse is not None:
-        what = (f"the adaptive method {field.solver.method}" if field.solver.adaptive
-                else "save_at")
-        raise BackendError(f"the GLSL backend does not run `collapse when` with {what} yet; "
-                           f"use backend='numpy'", span=field.span)
-
-
 def extend(kernel: Kernel, field: Field) -> Kernel:
-    check(field)
     program = step_program(field.solver.tableau)
     n = len(field.states)
     buffers = list(kernel.buffers)

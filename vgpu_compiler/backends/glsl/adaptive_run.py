@@ -34,10 +34,8 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     from . import runner
-    from .adaptive import check
     from .kernel_cache import holding
     bound = prepared.bound(data)
-    check(bound.field)
     if bound.adaptive is None:
         bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
     if not runner.available():
