@@ -115,6 +115,8 @@ def fold_field(field: Field) -> Field:
         flux=tuple(replace(x, index=tuple(f(e) for e in x.index), value=f(x.value))
                    for x in field.flux),
         solver=replace(solver, dt=f(solver.dt), steps=f(solver.steps), t0=f(solver.t0)),
+        noises=tuple(replace(n, diffusion=tuple(f(g) for g in n.diffusion),
+                             slope=tuple(f(g) for g in n.slope)) for n in field.noises),
     )
 
 
