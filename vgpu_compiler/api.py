@@ -73,27 +73,30 @@ def compile(src, field: str | None = None):
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-              backend="auto", dtype="float32", dt=None, steps=None, t0=None) -> np.ndarray:
-    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,))."""
-    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None,
+              seed=0) -> np.ndarray:
+    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64))."""
+    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
+                 seed)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
-          progress: Progress = None) -> Solution:
+          progress: Progress = None, seed=0) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, history).
     ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
             return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                          t0, save_every, bar)
+                          t0, save_every, bar, seed)
         finally:
             if bar is not None:
                 bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, progress)
+                  save_every, progress, seed)
 
 
 def _bar(src, field):
@@ -148,7 +151,7 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress) -> Solution:
+           progress, seed=0) -> Solution:
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
@@ -156,7 +159,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every)
+                                 t0, save_every, seed)
         sol = _run(prepared, data, backend, progress)
     except MemoryError:
         if selected is None:

@@ -20,28 +20,33 @@ from .. import spelling as S
 from .prepare import Data, Prepared, lookup, signature, store
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
+from .noise import seed_of
 
 
 
 def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-            dt=None, steps=None, t0=None, save_every=None) -> tuple[Prepared, Data]:
+            dt=None, steps=None, t0=None, save_every=None,
+            seed=0) -> tuple[Prepared, Data]:
     """The call's Prepared (memoised per signature: call/prepare.py) and its Data."""
+    seed = seed_of(seed)            # checked per call: a seed is data, not signature
     key = signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
     if key is not None:
         prepared = lookup(key, field)
         if prepared is not None:        # checked before: only this call's data is new
-            return prepared, prepared.convert(h0, params, inputs)
+            data = prepared.convert(h0, params, inputs)
+            return prepared, (data._replace(seed=seed) if seed else data)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
     prepared = Prepared.of(bound, params)
     if key is not None:
         prepared = store(key, prepared)
-    return prepared, Data(bound.h0, bound.params, bound.inputs)
+    return prepared, Data(bound.h0, bound.params, bound.inputs, seed)
 
 
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-         dt=None, steps=None, t0=None, save_every=None) -> Bound:
+         dt=None, steps=None, t0=None, save_every=None, seed=0) -> Bound:
     """The call as one Bound (its Prepared call in ``bound.prepared``)."""
-    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
+                             seed)
     return prepared.bound(data)
 
 

@@ -35,6 +35,7 @@ class Bound:
     steps: int
     t0: float
     save_every: int | None = None
+    seed: int = 0                           # the Philox key of noise: a call argument, never a recompile
     # The Prepared call (call/prepare.py) shared by every call of this one's signature.
     prepared: object = _field(default=None, repr=False, compare=False)
 

@@ -70,6 +70,7 @@ HELPER_DEPS = {
     "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
+    "vg_normal": ("vg_philox",), "vg_philox": (),
 }
 # Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
 # counts them: see plan.loop_cap); no other helper loops.

@@ -224,3 +224,5 @@ class Kernel:
     reduce_trips_once: int = 0      # ... and once per dispatch (flux)
     reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
+    noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
+    traj: str = ""                  # ... the trajectory's flat grid index (uint), for Philox
