@@ -4,6 +4,7 @@ Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
 that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
 shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
 taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
+``--seed`` is also the key of a stochastic field's noise (``seed=``).
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ def _solve(args, source, field, h0, dims, params, inputs):
         return vgpu.solve(program_text(source, args.file), h0, params=params or None,
                           inputs=inputs or None, dims=dims or None, field=args.field,
                           backend=args.backend, dtype=args.dtype, dt=args.dt, steps=args.steps, t0=args.t0,
-                          save_every=args.save_every, progress=bar)
+                          save_every=args.save_every, progress=bar, seed=args.seed)
     except VgpuError as err:
         raise attach_file(err, source, args.file)
     finally:
