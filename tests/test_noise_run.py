@@ -213,3 +213,26 @@ def test_glsl_philox_words_bit_for_bit():
     want = np.stack([vgpu.philox(ctr[i], keys[i]) for i in range(n)])
     np.testing.assert_array_equal(got, want)
     assert tuple(got[0]) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)
+
+
+@pytest.mark.usefixtures("glsl")
+def test_kernel_key_holds_the_noise():
+    """Fields alike but for a noise coefficient or the method get kernels of their own."""
+    h0 = np.ones(64, np.float32)
+    runs = [vgpu.run_field(OU.replace("sigma * xi", text).replace("euler", method), h0,
+                           backend="glsl", seed=1)
+            for text, method in (("sigma * xi", "euler"), ("2 * sigma * xi", "euler"),
+                                 ("sigma * x * xi", "euler"), ("sigma * x * xi", "milstein"))]
+    for a in range(4):
+        for b in range(a):
+            assert not np.array_equal(runs[a], runs[b]), (a, b)
+
+
+def test_save_at_is_refused_with_noise_in_one_place():
+    from vgpu_compiler.call.noise import refuse_with_noise
+    noisy = vgpu.compile(OU).select()
+    plain = vgpu.compile(OU.replace(" + sigma * xi", "")).select()
+    with pytest.raises(vgpu.CallError, match="save_at cannot be used with field ou.*`xi`"):
+        refuse_with_noise(noisy, "save_at", [0.1, 0.2])
+    refuse_with_noise(noisy, "save_at", None)
+    refuse_with_noise(plain, "save_at", [0.1])
