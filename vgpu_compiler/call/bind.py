@@ -36,7 +36,7 @@ def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="f
             data = prepared.convert(h0, params, inputs)
             return prepared, (data._replace(seed=seed) if seed else data)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
-    prepared = Prepared.of(bound, params)
+    prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
     return prepared, Data(bound.h0, bound.params, bound.inputs, seed)
