@@ -236,3 +236,44 @@ def test_save_at_is_refused_with_noise_in_one_place():
         refuse_with_noise(noisy, "save_at", [0.1, 0.2])
     refuse_with_noise(noisy, "save_at", None)
     refuse_with_noise(plain, "save_at", [0.1])
+
+
+@pytest.mark.usefixtures("glsl")
+def test_repeated_short_calls_take_each_seed():
+    """A short one-dispatch call takes the fast path (and a specialised program): the
+    seed is still this call's."""
+    src = Z_FIELD.replace("steps = 1", "steps = 3")
+    runs = {}
+    for seed in (1, 2, 1, 2**33 + 1, 2):
+        got = vgpu.run_field(src, dims={"N": 4, "M": 40}, backend="glsl", seed=seed)
+        ref = vgpu.run_field(src, dims={"N": 4, "M": 40}, backend="numpy", seed=seed)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+        if seed in runs:
+            np.testing.assert_array_equal(got, runs[seed])
+        runs[seed] = got
+    assert not np.array_equal(runs[1], runs[2]) and not np.array_equal(runs[1], runs[2**33 + 1])
+
+
+@pytest.mark.parametrize("method", ["euler", "milstein"])
+def test_noise_with_basin_coupling_and_collapse(backend, method):
+    """Noise beside a basin's coupled mean and a collapse vote: the backends agree, and the
+    collapse (on the step count) stops every basin after the same step."""
+    src = """field f {
+      param sigma = 0.2
+      noise xi
+      grid i < N
+      basin l < 16
+      state x
+      coupled c = x
+      dx/dt = mean(c) - x + sigma * x * xi
+      collapse when step >= 7
+      solve %s(dt = 0.05, steps = 20)
+    }""" % method
+    h0 = np.linspace(0.5, 1.5, 100, dtype=np.float32)
+    sol = vgpu.solve(src, h0, backend=backend, seed=8)
+    ref = vgpu.solve(src, h0, backend="numpy", seed=8)
+    assert (sol.steps_taken == 7).all()
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    plain = vgpu.solve(src.replace(" + sigma * x * xi", "").replace("noise xi", ""), h0,
+                       backend="numpy")
+    assert not np.allclose(sol.states, plain.states, atol=1e-3)   # the noise did something

@@ -176,7 +176,7 @@ void main() {
         s_s = b_state.v[0 * u_count + lane];
     }
 
-    // --- the step loop: 1-stage explicit Runge-Kutta ---
+    // --- the step loop: Milstein (the drift step, then the noise) ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
         float k0_s = 0.0;
         float vg_g_0_s = 0.0;

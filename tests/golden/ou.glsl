@@ -99,7 +99,7 @@ void main() {
         s_x = b_state.v[0 * u_count + lane];
     }
 
-    // --- the step loop: 1-stage explicit Runge-Kutta ---
+    // --- the step loop: Euler-Maruyama (the drift step, then the noise) ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
         float k0_x = 0.0;
         float vg_g_0_x = 0.0;

@@ -263,4 +263,4 @@ class Kernel:
     reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
     noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
-    traj: str = ""                  # ... the trajectory's flat grid index (uint), for Philox
+    traj: Term = 0                  # ... the trajectory's flat grid index, for Philox

@@ -112,7 +112,7 @@ class _Lowering:
             init_names=tuple(mangle("s0", s.name) for s in f.states),
             stages=stages, update=program.update, collapse=collapse, flux=flux,
             n_deposits=sum(1 for x in fluxers if x.deposit >= 0), ranges=Ranges(f),
-            noise=_noise.terms(f), traj=_noise.traj(axes) if f.noises else "",
+            noise=_noise.terms(f), traj=_noise.traj(axes) if f.noises else 0,
         )
 
     def _trips(self, block: Block | None) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ...ir.nodes import Field
 from .dialect import mangle
-from .kernel import Let, Uniform
+from .kernel import Let, Term, Uniform, flat
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,15 @@ def uniforms(f: Field) -> list[Uniform]:
             Uniform("uint", "u_key1", "noise key: seed div 2^32", "key", "1")]
 
 
-def traj(axes) -> str:
-    """The trajectory's flat row-major index in the grid, as a uint (the counter's word 0)."""
-    text = f"uint({axes[0].index})"
-    for k, a in enumerate(axes[1:], start=1):
-        text = f"{text} * uint(u_grid{k}) + uint({a.index})"
-    return text
+def traj(axes) -> Term:
+    """The trajectory's flat row-major index in the grid (the counter's word 0), an index
+    term over the grid indices the program sees: in int, whose wrap-around keeps the
+    bits that the uint of the counter takes (the index mod 2^32, as in numpy)."""
+    return flat([a.index for a in axes], [f"u_grid{k}" for k in range(len(axes))])
+
+
+def printed_traj(kernel, dialect) -> str:
+    return f"uint({dialect.index(kernel.traj)})" if kernel.noise else ""
 
 
 def printed(kernel, dialect) -> tuple[tuple, tuple]:
