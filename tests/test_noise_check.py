@@ -2,6 +2,7 @@
 coefficients, and every misuse the language lists (an error naming the noise, at it)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from vgpu_compiler.errors import DeclarationError, NameError_, TypeError_
@@ -113,3 +114,49 @@ def test_unknown_method_error_wins_and_lists_milstein():
     with pytest.raises(NameError_) as e:
         field("  dx/dt = xi\n  dy/dt = 0", "foo")
     assert "milstein" in e.value.message
+
+
+def _eval(expr, x, y):
+    from vgpu_compiler.ir.evaluate import Context, evaluate
+
+    class Values(Context):
+        def symbol(self, node):
+            return {"x": x, "y": y, "a": np.float64(2.0), "b": np.float64(0.5),
+                    "t": np.float64(0.25)}[node.name]
+
+    return np.broadcast_to(evaluate(expr, Values(), np.float64), x.shape)
+
+
+def _rand_text(rng, depth=3):
+    if depth == 0 or rng.random() < 0.3:
+        return ["x", "y", "a", "b", "t", "1.5", "2"][rng.integers(7)]
+    op = rng.integers(5)
+    l, r = _rand_text(rng, depth - 1), _rand_text(rng, depth - 1)
+    return [f"({l} + {r})", f"({l} - {r})", f"({l} * {r})", f"sin({l})",
+            f"({l}) / (2 + {r} * {r})"][op]
+
+
+SHAPES = ["{F} + {G} * xi", "{G} * xi + {F}", "{F} - xi * {G}", "-({G} * xi) + {F}",
+          "({F} + xi * {G}) * 3", "{F} + 0.5 * ({G} * xi - {F})", "{G} * (xi + {F})"]
+# the drift and coefficient each shape means, as (F, G) texts over {F}, {G}
+MEANING = [("{F}", "{G}"), ("{F}", "{G}"), ("{F}", "-({G})"), ("{F}", "-({G})"),
+           ("({F}) * 3", "({G}) * 3"), ("{F} - 0.5 * ({F})", "0.5 * ({G})"),
+           ("({G}) * ({F})", "{G}")]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_split_of_generated_linear_derivatives(seed):
+    """The split's drift and coefficient equal what the text means, at random states."""
+    rng = np.random.default_rng(seed)
+    F, G = _rand_text(rng), _rand_text(rng)
+    k = seed % len(SHAPES)
+    F, G = f"({F})", f"({G})"
+    f = field("  dx/dt = " + SHAPES[k].format(F=F, G=G) + "\n  dy/dt = eta * y")
+    want_f, want_g = (m.format(F=F, G=G) for m in MEANING[k])
+    ref = field(f"  dx/dt = {want_f}\n  dy/dt = {want_g}")       # (no noise used)
+    x, y = rng.uniform(-2, 2, 50), rng.uniform(-2, 2, 50)
+    np.testing.assert_allclose(_eval(f.derivs[0], x, y), _eval(ref.derivs[0], x, y),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_eval(f.noises[0].diffusion[0], x, y),
+                               _eval(ref.derivs[1], x, y), rtol=1e-12, atol=1e-12)
+    assert f.noises[1].diffusion == (None, Sym(SymKind.STATE, "y", Type.FLOAT))
