@@ -87,7 +87,8 @@ def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, back
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
           progress: Progress = None, seed=0) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, history).
-    ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
+    ``progress``: a function ``progress(done, total)``, or True for a terminal bar;
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64))."""
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:

@@ -8,7 +8,7 @@ not defined), for the code that adds such an argument to call.
 """
 from __future__ import annotations
 
-from ..errors import ArgumentTypeError, CallError
+from ..errors import CallError
 from ..ir.nodes import Field
 from ..noise.normal import key_of
 
@@ -27,5 +27,3 @@ def refuse_with_noise(field: Field, argument: str, value) -> None:
                         f"(`{field.noises[0].name}`): a noisy path has no continuous extension "
                         "between steps; use save_every")
 
-
-__all__ = ["seed_of", "refuse_with_noise", "ArgumentTypeError"]

@@ -117,7 +117,7 @@ def split(expr: N.Expr) -> tuple[N.Expr, dict[str, N.Expr]]:
         if node.uid not in noisy:
             continue
         if isinstance(node, N.Sym):
-            parts[node.uid] = (D.ZERO, {node.name: D._c(1.0)})
+            parts[node.uid] = (D.ZERO, {node.name: N.Const(1.0, Type.FLOAT)})
             continue
         op = node.op
         if op is Op.NEG:

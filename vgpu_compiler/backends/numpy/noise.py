@@ -29,19 +29,17 @@ class Noise:
         self.sqrt_dt = np.sqrt(run.dt)                  # in the working dtype
         self.half = run.dtype.type(0.5)
         self.milstein = f.solver.method == "milstein"
-        # (noise index, state index, slot of G, slot of G_x or None)
+        # (noise index, state index, root of G, root of G_x or None), in the update's order
         self.terms, roots = [], []
         for n in f.noises:
             for i, g in enumerate(n.diffusion):
                 if g is None:
                     continue
-                s = None
+                g_at, roots = len(roots), roots + [g]
+                s_at = None
                 if self.milstein:
-                    s = len(roots) + 1
-                    roots += [g, n.slope[i]]
-                else:
-                    roots.append(g)
-                self.terms.append((n.index, i, len(roots) - (2 if self.milstein else 1), s))
+                    s_at, roots = len(roots), roots + [n.slope[i]]
+                self.terms.append((n.index, i, g_at, s_at))
         self.roots = roots
 
     def add(self, h: list, new: list, n: int, mask) -> list:
