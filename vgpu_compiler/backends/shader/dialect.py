@@ -136,6 +136,11 @@ class Dialect:
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)
+    # stochastic fields (shader/noise.py): the float32 normal of the counter
+    # (trajectory, step, noise k, 0), and the trajectory's flat index as a uint
+    normal: str = "vg_normal(uvec4({traj}, uint({step}), {k}, 0u))"
+    normal_type: str = "float"          # the normal is float32 for every working dtype
+    to_uint: str = "uint({0})"
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:

@@ -1,12 +1,13 @@
-"""Noise in the GPU kernel: what lowering adds for a stochastic field, and how it prints.
+"""Noise in the shader kernel: what lowering adds for a stochastic field, and how it prints.
 
 The increments are those of the reference (backends/numpy/noise.py and
 docs/language.md, Noise): after the drift update, noise ``k`` adds
 ``G * dW_k`` (``milstein``: plus ``((0.5 * G) * G_x) * (dW_k * dW_k - dt)``) to
 each state it drives, with ``G`` and ``G_x`` evaluated in stage 0 (the state at
 the step's start, ``t = t_n``) and ``dW_k = sqrt(dt) * Z``; ``Z`` is the
-float32 ``vg_normal`` of templates/helpers.glsl.j2 (Philox4x32-10 with
-``umulExtended``, the same words as ``vgpu.philox``) of the counter
+float32 normal of the dialect's ``normal`` (GLSL: ``vg_normal`` of
+templates/helpers.glsl.j2, Philox4x32-10 with ``umulExtended``, the same words
+as ``vgpu.philox``) of the counter
 ``(i, n, k, 0)``: ``i`` the trajectory's flat row-major index in the grid,
 computed from the grid indices the kernel gives the program (so every
 chunk, dispatch and offset keeps it), ``n`` the global step number. The key is
@@ -69,7 +70,7 @@ def traj(axes) -> Term:
 
 
 def printed_traj(kernel, dialect) -> str:
-    return f"uint({dialect.index(kernel.traj)})" if kernel.noise else ""
+    return dialect.to_uint.format(dialect.index(kernel.traj)) if kernel.noise else ""
 
 
 def printed(kernel, dialect) -> tuple[tuple, tuple]:
@@ -80,8 +81,8 @@ def printed(kernel, dialect) -> tuple[tuple, tuple]:
     for t in kernel.noise:
         if t.k not in seen:
             seen.add(t.k)
-            z = f"vg_normal(uvec4(vg_traj, uint(n), {t.k}u, 0u))"
-            z = z if F == "float" else f"{F}({z})"
+            z = dialect.normal.format(traj="vg_traj", step="n", k=dialect.uint(t.k))
+            z = z if F == dialect.normal_type else dialect.cast.format(z, F=F)
             draws.append(Assign(f"vg_dw{t.k}", f"vg_sqdt * {z}", t.comment))
         s = kernel.states[t.state][0]
         text = f"{s} + {t.g} * vg_dw{t.k}"
