@@ -280,3 +280,15 @@ def test_noise_with_basin_coupling_and_collapse(backend, method):
     plain = vgpu.solve(src.replace(" + sigma * x * xi", "").replace("noise xi", ""), h0,
                        backend="numpy")
     assert not np.allclose(sol.states, plain.states, atol=1e-3)   # the noise did something
+
+
+def test_three_axes_lower_rank_basin_and_row_chunks(backend):
+    """A 3-D grid in basins along its last axis, split into chunks of rows on GLSL:
+    the counter still takes the row-major index over the whole grid."""
+    src = Z_FIELD.replace("grid i < N, j < M", "grid i < N, j < M, q < Q\n  basin l < 8")
+    dims = {"N": 40, "M": 5, "Q": 13}
+    want = z_ref(np.arange(40 * 5 * 13).reshape(40, 5, 13), 0, 0, 9)
+    with limits(max_block=2048, max_steps=1):
+        x = vgpu.run_field(src, dims=dims, backend=backend, seed=9)[..., 0]
+    tol = 0 if backend == "numpy" else ZTOL
+    np.testing.assert_allclose(x, want, rtol=tol, atol=tol)
