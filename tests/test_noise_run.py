@@ -182,6 +182,9 @@ def test_numpy_integer_seed():
     a = vgpu.run_field(OU, np.zeros(8, np.float32), backend="numpy", seed=np.uint64(2**63))
     b = vgpu.run_field(OU, np.zeros(8, np.float32), backend="numpy", seed=2**63)
     np.testing.assert_array_equal(a, b)
+    none = vgpu.run_field(OU, np.zeros(8, np.float32), backend="numpy", seed=None)
+    zero = vgpu.run_field(OU, np.zeros(8, np.float32), backend="numpy", seed=0)
+    np.testing.assert_array_equal(none, zero)                  # None means the default 0
 
 
 @pytest.mark.usefixtures("glsl")
