@@ -32,6 +32,7 @@ BENCHMARKS = {
     "matmul": "benchmarks.matmul",
     "kuramoto": "benchmarks.kuramoto",
     "lorenz_adaptive": "benchmarks.lorenz_adaptive",
+    "ou": "benchmarks.ou",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

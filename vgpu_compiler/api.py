@@ -77,25 +77,28 @@ def compile(src, field: str | None = None):
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
               backend="auto", dtype="float32", dt=None, steps=None, t0=None, t1=None,
-              rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None) -> np.ndarray:
+              rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None,
+              seed=0) -> np.ndarray:
     """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
-    ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments."""
+    ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64))."""
     extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
              and dtmax is None and max_steps is None
              else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
     sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
-                 extra, full=False)
+                 extra, full=False, seed=seed)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
           progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
-          max_steps=None, save_at=None) -> Solution:
+          max_steps=None, save_at=None, seed=0) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
     steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
     True for a terminal bar. ``save_at``: times whose states the history holds (the
-    method's continuous extension)."""
+    method's continuous extension). ``seed``: the key of a stochastic field's noise
+    (an int in [0, 2^64))."""
     extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
     if save_at is not None:
         extra["save_at"] = save_at
@@ -103,12 +106,12 @@ def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, back
         bar = _bar(src, field) if progress else None
         try:
             return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                          t0, save_every, bar, extra)
+                          t0, save_every, bar, extra, seed=seed)
         finally:
             if bar is not None:
                 bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, progress, extra)
+                  save_every, progress, extra, seed=seed)
 
 
 def _bar(src, field):
@@ -163,9 +166,9 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress, extra=None, full=True) -> Solution:
+           progress, extra=None, full=True, seed=0) -> Solution:
     """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
-    the Solution (run_field reads only the states)."""
+    the Solution (run_field reads only the states); ``seed``: the noise's key."""
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
@@ -177,7 +180,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every, extra, save_at)
+                                 t0, save_every, extra, save_at, seed)
         sol = _run(prepared, data, backend, progress)
         if full:
             complete_status(sol, prepared.template)

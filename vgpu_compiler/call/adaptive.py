@@ -27,9 +27,13 @@ def overrides(t1=None, rtol=None, atol=None, dt0=None, dtmax=None, max_steps=Non
     return {k: v for k, v in given.items() if v is not None}
 
 
-def check_method_args(field: Field, given: dict, dt, steps, save_every) -> None:
+def check_method_args(field: Field, given: dict, dt, steps, save_every, save_at=None) -> None:
     """Arguments that do not belong to the field's kind of method."""
     method = field.solver.method
+    if save_at is not None and field.noises:
+        raise CallError(f"{S.name('save_at')} needs a continuous extension, which a "
+                        f"stochastic field has none of (field {field.name} has noise "
+                        f"`{field.noises[0].name}`): pass {S.name('save_every')} instead")
     if field.solver.adaptive is None:
         if given:
             name = next(iter(given))

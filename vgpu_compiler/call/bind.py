@@ -21,34 +21,38 @@ from .prepare import Data, Prepared, lookup, signature, store
 from .adaptive import bind_adaptive, bind_save_at, check_method_args
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
+from .noise import seed_of
 
 
 
 def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
             dt=None, steps=None, t0=None, save_every=None, adaptive=None,
-            save_at=None) -> tuple[Prepared, Data]:
+            save_at=None, seed=0) -> tuple[Prepared, Data]:
     """The call's Prepared (memoised per signature: call/prepare.py) and its Data.
     ``adaptive``: the adaptive-method arguments given (call/adaptive.py's overrides)."""
     adaptive = adaptive or {}
+    seed = seed_of(seed)            # checked per call: a seed is data, not signature
     key = signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
     if key is not None and (adaptive or save_at is not None):
         key = _adaptive_key(key, adaptive, save_at)
     if key is not None:
         prepared = lookup(key, field)
         if prepared is not None:        # checked before: only this call's data is new
-            return prepared, prepared.convert(h0, params, inputs)
+            data = prepared.convert(h0, params, inputs)
+            return prepared, (data._replace(seed=seed) if seed else data)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
                   adaptive, save_at)
     prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
-    return prepared, Data(bound.h0, bound.params, bound.inputs)
+    return prepared, Data(bound.h0, bound.params, bound.inputs, seed)
 
 
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-         dt=None, steps=None, t0=None, save_every=None) -> Bound:
+         dt=None, steps=None, t0=None, save_every=None, seed=0) -> Bound:
     """The call as one Bound (its Prepared call in ``bound.prepared``)."""
-    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
+                             seed=seed)
     return prepared.bound(data)
 
 
@@ -68,7 +72,7 @@ def _adaptive_key(key: tuple, adaptive: dict, save_at) -> tuple | None:
 def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
           adaptive=None, save_at=None) -> Bound:
     adaptive = adaptive or {}
-    check_method_args(field, adaptive, dt, steps, save_every)
+    check_method_args(field, adaptive, dt, steps, save_every, save_at)
     if save_every is not None and save_at is not None:
         raise CallError(f"give {S.name('save_every')} or {S.name('save_at')}, not both")
     dtype = working_dtype(dtype)

@@ -37,6 +37,7 @@ class Bound:
     save_every: int | None = None
     adaptive: "AdaptiveCall | None" = None  # an adaptive method's values (call/adaptive.py)
     save_at: np.ndarray | None = None       # float64, sorted, within [t0, t1]
+    seed: int = 0                           # the Philox key of noise: a call argument, never a recompile
     # The Prepared call (call/prepare.py) shared by every call of this one's signature.
     prepared: object = _field(default=None, repr=False, compare=False)
 

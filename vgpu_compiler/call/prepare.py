@@ -123,6 +123,7 @@ class Data(NamedTuple):
     h0: np.ndarray | None
     params: dict            # every param: a float, or an array of the grid's shape
     inputs: dict            # every input: an array of its declared shape
+    seed: int = 0           # stochastic fields: the generator's key (not in the signature)
 
 
 @dataclass(eq=False)
@@ -179,7 +180,7 @@ class Prepared:
                      h0=data.h0, params=data.params, inputs=data.inputs,
                      output_shapes=t.output_shapes, dt=t.dt, steps=t.steps, t0=t.t0,
                      save_every=t.save_every, adaptive=t.adaptive, save_at=t.save_at,
-                     prepared=self)
+                     prepared=self, seed=data.seed)
 
 
 def lookup(key: tuple, field: Field) -> Prepared | None:

@@ -190,7 +190,8 @@ def _add_run(sub) -> None:
     p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="where to save the result")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw a phase portrait / distribution (needs vgpu[plot])")
-    p.add_argument("--seed", type=int, default=0, help="seed of the default h0 (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the default h0 and of the field's noise (default 0)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=cmd_run)
 

@@ -4,6 +4,7 @@ Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
 that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
 shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
 taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
+``--seed`` is also the key of a stochastic field's noise (``seed=``).
 """
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ def _solve(args, source, field, h0, dims, params, inputs):
                           atol=getattr(args, "atol", None), dt0=getattr(args, "dt0", None),
                           dtmax=getattr(args, "dtmax", None),
                           max_steps=getattr(args, "max_steps", None),
-                          save_at=_save_at(getattr(args, "save_at", None)))
+                          save_at=_save_at(getattr(args, "save_at", None)), seed=args.seed)
     except VgpuError as err:
         raise attach_file(err, source, args.file)
     finally:

@@ -130,6 +130,13 @@ def dump(field: Field) -> str:
     out.append("  derivatives:")
     for state, deriv in zip(field.states, field.derivs):
         out += p.lines(f"d{state.name}/dt = ", deriv)
+    for n in field.noises:      # (stochastic fields: the derivatives above are the drifts)
+        out.append(f"  noise {n.name} (counter word k = {n.index}): dW = sqrt(dt) * Z")
+        for k, state in enumerate(field.states):
+            if n.diffusion[k] is not None:
+                out += p.lines(f"d{state.name} += dW * ", n.diffusion[k])
+            if n.slope and n.slope[k] is not None:
+                out += p.lines(f"d/d{state.name} of that = ", n.slope[k])
     out += p.lines("collapse when ", field.collapse, "  ") if field.collapse is not None \
         else ["  collapse: none"]
     out.append("  flux:")

@@ -262,6 +262,21 @@ class Adaptive:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """``noise xi``: a standard white noise, independent per trajectory. The Ito SDE is
+    ``dX_i = F_i dt + sum_k G_ik dW_k``: ``Field.derivs`` hold the drifts F, and each
+    noise its column G_k (``diffusion``, one entry per state, None where the noise
+    is absent). ``slope`` (``milstein`` only): dG_ik/dx_i, per state, None where absent.
+    ``index`` is the noise's position in declaration order (the counter word k)."""
+
+    name: str
+    index: int
+    diffusion: tuple["Expr | None", ...]
+    slope: tuple["Expr | None", ...] = ()
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class Solver:
     method: str
     tableau: Tableau
@@ -291,6 +306,7 @@ class Field:
     flux: tuple[Flux, ...]
     solver: Solver
     span: Span | None = _span()
+    noises: tuple[Noise, ...] = ()      # stochastic fields (declaration order)
 
     @property
     def free_states(self) -> tuple[State, ...]:

@@ -118,6 +118,8 @@ def fold_field(field: Field) -> Field:
                        adaptive=None if solver.adaptive is None else replace(
                            solver.adaptive, **{n: f(getattr(solver.adaptive, n))
                                                for n in solver.adaptive.NAMES})),
+        noises=tuple(replace(n, diffusion=tuple(f(g) for g in n.diffusion),
+                             slope=tuple(f(g) for g in n.slope)) for n in field.noises),
     )
 
 

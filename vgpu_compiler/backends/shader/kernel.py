@@ -263,3 +263,5 @@ class Kernel:
     reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads
     adaptive: object = None         # an adaptive method's pieces (adaptive.AdaptiveParts)
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
+    noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
+    traj: Term = 0                  # ... the trajectory's flat grid index, for Philox
