@@ -18,11 +18,11 @@ from vgpu_compiler.noise.normal import box_muller
 ZTOL = 1.5e-4
 
 
-@pytest.fixture(params=["numpy", "glsl"])
+@pytest.fixture(params=["numpy", "glsl", "wgpu"])
 def backend(request):
     """Each backend; the GLSL one needs its context (the conftest fixture)."""
-    if request.param == "glsl":
-        request.getfixturevalue("glsl")
+    if request.param != "numpy":
+        request.getfixturevalue(request.param)
     return request.param
 
 

@@ -13,10 +13,10 @@ from vgpu_compiler.noise.normal import normals
 SIGMAS = 5.0        # every tolerance: 5 standard errors (a false alarm about 1 in 10^6)
 
 
-@pytest.fixture(params=["numpy", "glsl"])
+@pytest.fixture(params=["numpy", "glsl", "wgpu"])
 def backend(request):
-    if request.param == "glsl":
-        request.getfixturevalue("glsl")
+    if request.param != "numpy":
+        request.getfixturevalue(request.param)
     return request.param
 
 

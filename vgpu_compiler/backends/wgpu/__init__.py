@@ -31,6 +31,13 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree") -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
+    if field.solver.adaptive is not None or field.solver.dense:
+        raise BackendError(
+            f"the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet "
+            f"(field `{field.name}` solves with {field.solver.method}"
+            f"{' and save_at' if field.solver.dense else ''}); use "
+            f"{S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}",
+            span=field.solver.span or field.span)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
     try:

@@ -33,6 +33,7 @@ from ...call.counters import COUNTERS
 from ...call.lru import LRU
 from ...ir.dump import dump
 from ...ir.step import step_program
+from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
 from . import REDUCTIONS, VERSION, build, check_dtype
 from . import device as dev
@@ -261,6 +262,11 @@ def _check_limits(meta: dict, field) -> None:
 
 # --- running ------------------------------------------------------------------------------
 def run(prepared, data, progress=None) -> Solution:
+    t = prepared.template
+    if t.adaptive is not None or t.save_at is not None:
+        raise BackendError(
+            "the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet; "
+            f"use {S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}")
     bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
@@ -382,6 +388,11 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     put("u_dt", float(np.float32(bound.dt)))
     put("u_t0", float(np.float32(bound.t0)))
     put("u_steps", int(bound.steps))
+    if any(x["role"] == "key" for x in meta["uniforms"]):
+        words = key_of(bound.seed)          # the noise key: a uniform, never a recompile
+        for x in meta["uniforms"]:
+            if x["role"] == "key":
+                put(x["name"], int(words[int(x["of"])]))
     for x in meta["uniforms"]:
         if x["role"] == "grid":
             put(x["name"], int(bound.grid_shape[int(x["of"])]))
@@ -471,7 +482,7 @@ def _pack_uniforms(kernel: Kernel, values: list) -> bytes:
     floats = np.asarray(kernel.uniform_float, bool)
     k = len(f)
     out[:k][floats] = f[floats].astype(np.float32).view(np.uint32)
-    out[:k][~floats] = f[~floats].astype(np.int64).astype(np.int32).view(np.uint32)
+    out[:k][~floats] = f[~floats].astype(np.int64).astype(np.uint32)    # i32 or u32 bits
     return out.tobytes()
 
 
