@@ -326,8 +326,9 @@ def _fell_back(backend, what: str, rest) -> None:
         first = reason not in _fallback_reasons
         _fallback_reasons.add(reason)
     if first:
+        after = next((b for b in rest if b.available()[0]), rest[-1])
         log.warning("%s; running on the %s backend instead", reason,
-                    "numpy reference" if rest[0].name == "numpy" else rest[0].name)
+                    "numpy reference" if after.name == "numpy" else after.name)
 
 
 def _numpy(prepared, data, progress) -> Solution:

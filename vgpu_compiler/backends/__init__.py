@@ -20,6 +20,7 @@ Backend packages are imported only when a backend is first wanted, so that
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from dataclasses import dataclass, field as _field
 from typing import Callable
@@ -159,6 +160,25 @@ def why_chosen(backend: Backend) -> str:
     if backend.gpu and _on_software(backend):
         text += "; no GPU backend has a real GPU adapter here"
     return text
+
+
+_forked_from: set = set()      # GPU backends the process this one was forked from had used
+
+
+def _after_fork_in_child() -> None:
+    """Remember which GPU backends were loaded (so, likely started a driver) when this
+    process was forked: Mesa's drivers (llvmpipe, lavapipe) and GPU drivers do not
+    survive a fork, so a GPU backend must not start in the child (forked_after_gpu)."""
+    _forked_from.update(n for n, b in list(_loaded.items()) if b.gpu)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked_after_gpu() -> tuple[str, ...]:
+    """The GPU backends an ancestor of this process had loaded before forking it ()."""
+    return tuple(sorted(_forked_from))
 
 
 def _is_gpu(name: str) -> bool:

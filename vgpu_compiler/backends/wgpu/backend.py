@@ -10,6 +10,12 @@ from .. import Backend
 
 
 def _available() -> tuple[bool, str]:
+    from .. import forked_after_gpu
+    used = forked_after_gpu()
+    if used:
+        return False, (f"this process was forked from one that had used the "
+                       f"{' and '.join(used)} backend (GPU drivers do not survive a fork: "
+                       f"start workers with multiprocessing's \"spawn\" method)")
     try:
         from . import runner
     except ImportError as e:
