@@ -305,3 +305,34 @@ def test_a_new_seed_is_not_a_recompile_on_wgpu(wgpu):
     np.testing.assert_array_equal(a, c)
     ref = vgpu.run_field(OU, h0, backend="numpy", seed=1)
     np.testing.assert_allclose(a, ref, rtol=1e-4, atol=1e-5)
+
+
+DECAY_ADAPTIVE = """field decay {
+  param rate = 1.0
+  state x
+  dx/dt = -rate * x
+  solve tsit5(t1 = 1)
+}"""
+
+
+def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog):
+    """Not on wgpu yet: an adaptive method or save_at is a BackendError saying so, and
+    auto runs the call on the next backend (GLSL here, or numpy)."""
+    h0 = np.linspace(0.5, 2, 16).astype(np.float32)
+    with pytest.raises(BackendError, match="no adaptive methods"):
+        vgpu.solve(DECAY_ADAPTIVE, h0, backend="wgpu")
+    src = (ROOT / "examples" / "lorenz.field").read_text()
+    with pytest.raises(BackendError, match="save_at"):
+        vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu",
+                   save_at=np.linspace(0, 0.01, 3))
+    import dataclasses
+    from vgpu_compiler import backends as registry
+    glsl = registry.get("glsl")         # GLSL hidden: auto tries wgpu, then numpy
+    registry.register(dataclasses.replace(glsl, available=lambda: (False, "hidden")))
+    try:
+        with caplog.at_level("WARNING", logger="vgpu"):
+            sol = vgpu.solve(DECAY_ADAPTIVE, h0)
+        np.testing.assert_allclose(sol.states, h0 * np.exp(-1.0), rtol=1e-4)
+        assert "the WGPU backend cannot run this" in caplog.text
+    finally:
+        registry.unregister("glsl")
