@@ -315,7 +315,8 @@ DECAY_ADAPTIVE = """field decay {
 }"""
 
 
-def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog):
+def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog,
+                                                                   monkeypatch):
     """Not on wgpu yet: an adaptive method or save_at is a BackendError saying so, and
     auto runs the call on the next backend (GLSL here, or numpy)."""
     h0 = np.linspace(0.5, 2, 16).astype(np.float32)
@@ -327,6 +328,8 @@ def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog
                    save_at=np.linspace(0, 0.01, 3))
     import dataclasses
     from vgpu_compiler import backends as registry
+    from vgpu_compiler import api
+    monkeypatch.setattr(api, "_fallback_reasons", set())   # warnings given so far
     glsl = registry.get("glsl")         # GLSL hidden: auto tries wgpu, then numpy
     registry.register(dataclasses.replace(glsl, available=lambda: (False, "hidden")))
     try:
