@@ -73,17 +73,30 @@ def compile(src, field: str | None = None):
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-              backend="auto", dtype="float32", dt=None, steps=None, t0=None) -> np.ndarray:
-    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,))."""
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None,
+              chunks=None) -> np.ndarray:
+    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
+    Dask arrays for h0 or params, or ``chunks=``: a lazy dask array (distributed/)."""
+    if chunks is not None or _lazy(h0, params):
+        return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                            t0, None, chunks).states
     sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
-          progress: Progress = None) -> Solution:
+          progress: Progress = None, chunks=None) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, history).
-    ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
+    ``progress``: a function ``progress(done, total)``, or True for a terminal bar.
+    Dask arrays for h0 or params, or ``chunks=``: a Solution of lazy dask arrays
+    (distributed/; ``progress`` is not available there)."""
+    if chunks is not None or _lazy(h0, params):
+        if progress not in (None, False):
+            raise ArgumentTypeError("progress is not available for a run on a Dask cluster "
+                                    "(dask.distributed's dashboard shows its tasks)")
+        return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                            t0, save_every, chunks)
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
@@ -146,9 +159,38 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
                                  tuple(sorted(per_trajectory)))
 
 
+# --- a run on a Dask cluster (distributed/) -----------------------------------------
+def _lazy(h0, params) -> bool:
+    """True when h0 or a param is a Dask collection (checked without importing dask)."""
+    if h0 is not None and hasattr(type(h0), "__dask_graph__"):
+        return True
+    return type(params) is dict and any(hasattr(type(v), "__dask_graph__")
+                                        for v in params.values())
+
+
+def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                 save_every, chunks) -> Solution:
+    from .distributed import ensemble
+    text, filename = _text(src)
+    with _located(text, filename):
+        return ensemble.solve(Source(text, filename), h0, params, inputs, dims, field, backend,
+                              dtype, dt, steps, t0, save_every, chunks)
+
+
+def solve_window(src, window, h0=None, *, params=None, inputs=None, dims=None, field=None,
+                 backend="auto", dtype="float32", dt=None, steps=None, t0=None,
+                 save_every=None) -> Solution:
+    """Run one window of a call (call/window.py): rows [window.start, window.stop) of the
+    first grid axis of a grid of window.rows rows; h0 and per-trajectory params hold
+    those rows only; everything else is the whole call's. The result is exactly those
+    rows of the whole call's (flux: this window's deposits). Used by distributed/."""
+    return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                  save_every, None, window)
+
+
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress) -> Solution:
+           progress, window=None) -> Solution:
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
@@ -156,7 +198,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every)
+                                 t0, save_every, window)
         sol = _run(prepared, data, backend, progress)
     except MemoryError:
         if selected is None:
@@ -237,8 +279,11 @@ def _run(prepared, data, backend, progress) -> Solution:
             raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
         if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
-            return empty_solution(prepared.template, progress)
-        return chosen.run(prepared, data, progress)
+            sol = empty_solution(prepared.template, progress)
+        else:
+            sol = chosen.run(prepared, data, progress)
+        sol.backend = backend
+        return sol
     order = registry.auto_order()
     for i, candidate in enumerate(order):
         last = i == len(order) - 1
@@ -259,8 +304,11 @@ def _run(prepared, data, backend, progress) -> Solution:
 
 def _on(backend, prepared, data, progress) -> Solution:
     if is_empty(prepared):      # nothing to dispatch: no backend needs to know
-        return empty_solution(prepared.template, progress)
-    return backend.run(prepared, data, progress)
+        sol = empty_solution(prepared.template, progress)
+    else:
+        sol = backend.run(prepared, data, progress)
+    sol.backend = backend.name
+    return sol
 
 
 def _fell_back(backend, what: str, rest) -> None:

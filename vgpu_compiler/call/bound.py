@@ -37,10 +37,25 @@ class Bound:
     save_every: int | None = None
     # The Prepared call (call/prepare.py) shared by every call of this one's signature.
     prepared: object = _field(default=None, repr=False, compare=False)
+    # A window of a larger grid (call/window.py): the first row of the first grid axis
+    # this call runs. grid_shape is the window's; dims (and whole_shape) the whole grid's.
+    origin: int = 0
 
     @property
     def n_trajectories(self) -> int:
         return math.prod(self.grid_shape)
+
+    @property
+    def whole_shape(self) -> tuple[int, ...]:
+        """The whole grid's shape: grid_shape, unless this call is a window of it."""
+        return tuple(self.dims[e] if isinstance(e, str) else int(e)
+                     for e in (a.extent for a in self.field.grid))
+
+    @property
+    def first_trajectory(self) -> int:
+        """The whole grid's flat (row-major) index of this call's first trajectory: the
+        one offset every backend adds to a trajectory's index in the call."""
+        return self.origin * math.prod(self.grid_shape[1:])
 
     @property
     def per_trajectory(self) -> tuple[str, ...]:
@@ -56,6 +71,7 @@ class Solution:
     steps_taken: np.ndarray                 # int32, grid_shape
     history: np.ndarray | None = None       # (n_saved,) + states.shape, when save_every is given
     times: np.ndarray | None = None         # (n_saved,)
+    backend: str | None = None              # the backend that ran it (set by the API)
 
 
 def saved_steps(steps: int, every: int) -> list[int]:

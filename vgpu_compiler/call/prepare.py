@@ -121,6 +121,7 @@ class Data(NamedTuple):
     h0: np.ndarray | None
     params: dict            # every param: a float, or an array of the grid's shape
     inputs: dict            # every input: an array of its declared shape
+    origin: int = 0         # a window's first row of the whole grid (call/window.py)
 
 
 @dataclass(eq=False)
@@ -170,7 +171,7 @@ class Prepared:
         return Bound(field=t.field, dtype=t.dtype, grid_shape=t.grid_shape, dims=t.dims,
                      h0=data.h0, params=data.params, inputs=data.inputs,
                      output_shapes=t.output_shapes, dt=t.dt, steps=t.steps, t0=t.t0,
-                     save_every=t.save_every, prepared=self)
+                     save_every=t.save_every, prepared=self, origin=data.origin)
 
 
 def lookup(key: tuple, field: Field) -> Prepared | None:

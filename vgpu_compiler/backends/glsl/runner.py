@@ -56,7 +56,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
-    if progress is None:
+    if progress is None and not data.origin:     # (a window's place is not in its slot)
         slots = prepared.slots
         fast = slots.get("glsl_fast")
         if fast is not None and _still(fast, slots):
@@ -73,7 +73,8 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     kernel = private_if_busy(found)     # a progress callback's call: see execute.py
     with holding(kernel):
         sol = execute(kernel, bound, progress)
-        if kernel is found and bound.prepared is not None and kernel.program is not None:
+        if (kernel is found and bound.prepared is not None and kernel.program is not None
+                and not bound.origin):
             plan = plan_for(kernel, bound)
             if OneDispatch.fits(kernel, bound, plan):
                 bound.prepared.slots["glsl_fast"] = OneDispatch(kernel, bound, plan)
