@@ -146,3 +146,25 @@ def test_a_worker_killed_during_a_run_leaves_the_result_identical(client):
     np.testing.assert_array_equal(got, local)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)                     # that worker is gone: others did its work
+
+
+def test_vgpuc_run_on_a_scheduler_and_on_a_local_cluster(client, tmp_path, capsys):
+    """--scheduler ADDRESS --chunks N: the same arrays as a local `vgpuc run`; the
+    summary says where the blocks ran; --scheduler local starts a cluster of its own."""
+    from vgpu_compiler.cli.main import main
+    field = str(ROOT / "examples" / "histogram.field")
+    common = [field, "--dim", "N=3000", "--steps", "300"]
+    assert main(["run", *common, "-o", str(tmp_path / "local.npz")]) == 0
+    address = client.scheduler.address
+    assert main(["run", *common, "-o", str(tmp_path / "cluster.npz"),
+                 "--scheduler", address, "--chunks", "5"]) == 0
+    local, cluster = np.load(tmp_path / "local.npz"), np.load(tmp_path / "cluster.npz")
+    assert sorted(local.files) == sorted(cluster.files)
+    for name in local.files:
+        np.testing.assert_array_equal(cluster[name], local[name])
+    capsys.readouterr()
+    assert main(["run", *common, "--scheduler", "local", "--chunks", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "blocks: 3 (3 on " in out and "output counts" in out
+    assert main(["run", *common, "--chunks", "3"]) == 2         # --chunks needs --scheduler
+    assert "give --scheduler" in capsys.readouterr().err
