@@ -31,6 +31,7 @@ BENCHMARKS = {
     "compile": "benchmarks.compile_latency",
     "matmul": "benchmarks.matmul",
     "kuramoto": "benchmarks.kuramoto",
+    "cluster": "benchmarks.cluster",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

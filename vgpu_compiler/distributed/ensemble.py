@@ -56,17 +56,20 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
     probe = empty_solution(prepared.template)
     spec = dict(source=src, field=selected.name, params=scalars, pt=tuple(lazy),
                 inputs=inputs, dims=dims, backend=backend, dtype=dtype, dt=dt, steps=steps,
-                t0=t0, save_every=save_every, rows=rows)
-    arrays = ([] if h0 is None else [_blocks(da, h0, bounds)]) + [
-        _blocks(da, v, bounds) for v in lazy.values()]
-    spec_d = dask.delayed(spec, pure=True)
-    parts = []
-    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        pieces = [x[k] for x in arrays]
-        if h0 is None:
-            pieces.insert(0, None)
-        parts.append(dask.delayed(block.run, pure=True)(spec_d, a, b, *pieces))
-    return _assemble(da, dask, probe, parts, bounds, len(selected.grid))
+                t0=t0, save_every=save_every, rows=rows, bounds=tuple(bounds),
+                h0_shape=None if h0 is None else tuple(np.shape(h0)[1:]),
+                pt_shapes=tuple(tuple(np.shape(v)[1:]) for v in lazy.values()))
+    lengths = tuple(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+    # every grid-sized array as (rows, everything else), cut at the block boundaries;
+    # with none (a grid from dims alone) an array of no columns gives the blocks
+    columns = [_columns(da, x, rows, lengths) for x in ([h0] if h0 is not None else [])
+               + list(lazy.values())]
+    if not columns:
+        columns = [da.zeros((rows, 0), chunks=(lengths, (0,)), dtype=np.float32)]
+    solutions = da.map_blocks(block.run_blocks, *columns, spec=spec, has_h0=h0 is not None,
+                              drop_axis=[1], chunks=((1,) * len(lengths),), dtype=object,
+                              meta=np.empty((0,), object))
+    return _assemble(da, probe, solutions, lengths)
 
 
 def _array(v):
@@ -131,59 +134,66 @@ def _bounds(rows: int, unit: int, h0, lazy: dict, chunks) -> list[int]:
     return out
 
 
-def _blocks(da, a, bounds: list[int]) -> list:
-    """The Delayed blocks of ``a`` (numpy or dask) cut at ``bounds`` on its first axis,
-    whole on every other axis."""
-    lengths = tuple(b - a_ for a_, b in zip(bounds[:-1], bounds[1:]))
+def _columns(da, a, rows: int, lengths: tuple):
+    """``a`` (numpy or dask) as a dask array (rows, everything else), chunked at the
+    block boundaries on its rows and whole on the rest."""
     if not hasattr(type(a), "__dask_graph__"):
-        a = da.from_array(np.asarray(a), chunks=(lengths,) + tuple(-1 for _ in np.shape(a)[1:]))
-    elif tuple(a.chunks[0]) != lengths or any(len(c) > 1 for c in a.chunks[1:]):
+        a = np.asarray(a)
+        return da.from_array(a.reshape(rows, -1), chunks=(lengths, -1))
+    if tuple(a.chunks[0]) != lengths or any(len(c) > 1 for c in a.chunks[1:]):
         a = a.rechunk((lengths,) + tuple(-1 for _ in a.shape[1:]))
-    return list(a.to_delayed().reshape(-1))
+    return a.reshape(rows, -1) if a.ndim != 2 else a
 
 
-def _assemble(da, dask, probe: Solution, parts: list, bounds: list[int], rank: int) -> Solution:
-    """The Solution of dask arrays (see the module docstring)."""
-    lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+def _assemble(da, probe: Solution, solutions, lengths: tuple) -> Solution:
+    """The Solution of dask arrays (see the module docstring), each taken from the
+    blocks' Solutions by a blockwise operation (fused with the run: one task a block)."""
+    grid = probe.steps_taken.shape
     values = {}
     for f in dataclasses.fields(probe):
         name, v = f.name, getattr(probe, f.name)
         if name in PER_BLOCK:
-            values[name] = da.concatenate([
-                da.from_delayed(dask.delayed(block.label)(p, name), (1,), object)
-                for p in parts])
+            values[name] = solutions.map_blocks(block.label, name, dtype=object,
+                                                meta=np.empty((0,), object))
         elif isinstance(v, dict):
-            values[name] = {k: _summed(da, dask, parts, f"outputs/{k}", o)
+            values[name] = {k: _summed(da, solutions, f"outputs/{k}", o)
                             for k, o in v.items()}
         elif isinstance(v, np.ndarray):
-            axis = _trajectory_axis(v, probe.steps_taken.shape, rank)
-            if axis is None:        # the same for every block (e.g. times)
-                values[name] = da.from_delayed(dask.delayed(block.part)(parts[0], name),
-                                               v.shape, v.dtype)
+            axis = _trajectory_axis(v, grid)
+            out = tuple(range(v.ndim))
+            if axis is None:        # the same for every block (e.g. times): the first's
+                first = solutions.blocks[:1]
+                values[name] = da.blockwise(
+                    block.part, out, first, (v.ndim,), name, None, concatenate=True,
+                    new_axes=dict(enumerate(v.shape)), dtype=v.dtype,
+                    meta=np.empty((0,) * v.ndim, v.dtype))
             else:
-                values[name] = da.concatenate([
-                    da.from_delayed(dask.delayed(block.part)(p, name),
-                                    v.shape[:axis] + (n,) + v.shape[axis + 1:], v.dtype)
-                    for p, n in zip(parts, lengths)], axis=axis)
+                values[name] = da.blockwise(
+                    block.part, out, solutions, (axis,), name, None,
+                    new_axes={k: n for k, n in enumerate(v.shape) if k != axis},
+                    adjust_chunks={axis: lengths}, dtype=v.dtype,
+                    meta=np.empty((0,) * v.ndim, v.dtype))
         else:
             values[name] = v
     return Solution(**values)
 
 
-def _trajectory_axis(v: np.ndarray, grid: tuple, rank: int) -> int | None:
+def _trajectory_axis(v: np.ndarray, grid: tuple) -> int | None:
     """Where an array of an empty window's Solution has the grid's axes (0 rows), if
     it has them: at axis 0 (per trajectory) or 1 (a history)."""
     for axis in (0, 1):
-        if v.shape[axis:axis + rank] == grid:
+        if v.shape[axis:axis + len(grid)] == grid:
             return axis
     return None
 
 
-def _summed(da, dask, parts: list, name: str, like: np.ndarray):
-    """An output summed over the blocks, as a tree reduction."""
-    stacked = da.stack([da.from_delayed(dask.delayed(block.part)(p, name), like.shape,
-                                        like.dtype) for p in parts])
-    return stacked.sum(axis=0, split_every=SPLIT_EVERY, dtype=like.dtype)
+def _summed(da, solutions, name: str, like: np.ndarray):
+    """An output summed over the blocks: one (1, *shape) piece per block, then a tree
+    reduction (``SPLIT_EVERY`` pieces a node)."""
+    pieces = da.blockwise(block.piece, tuple(range(like.ndim + 1)), solutions, (0,), name, None,
+                          new_axes={k + 1: n for k, n in enumerate(like.shape)},
+                          dtype=like.dtype, meta=np.empty((0,) * (like.ndim + 1), like.dtype))
+    return pieces.sum(axis=0, split_every=SPLIT_EVERY, dtype=like.dtype)
 
 
 def compute(solution: Solution, **kwargs) -> Solution:
