@@ -168,3 +168,17 @@ def test_vgpuc_run_on_a_scheduler_and_on_a_local_cluster(client, tmp_path, capsy
     assert "blocks: 3 (3 on " in out and "output counts" in out
     assert main(["run", *common, "--chunks", "3"]) == 2         # --chunks needs --scheduler
     assert "give --scheduler" in capsys.readouterr().err
+
+
+def test_vgpu_never_imports_dask_for_a_local_call():
+    """dask is imported only by a call given dask arrays or chunks=."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, vgpu\n"
+            "vgpu.run_field('field f { state x\\n dx/dt = -x\\n solve euler(dt = 0.1, steps = 2) }',"
+            " np.ones(4, np.float32), backend='numpy')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -161,11 +161,18 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- a run on a Dask cluster (distributed/) -----------------------------------------
 def _lazy(h0, params) -> bool:
-    """True when h0 or a param is a Dask collection (checked without importing dask)."""
-    if h0 is not None and hasattr(type(h0), "__dask_graph__"):
+    """True when h0 or a param is a Dask collection (checked without importing dask;
+    numpy arrays and numbers, the usual case, are passed over first: this runs on every
+    call)."""
+    t = type(h0)
+    if t is not np.ndarray and h0 is not None and hasattr(t, "__dask_graph__"):
         return True
-    return type(params) is dict and any(hasattr(type(v), "__dask_graph__")
-                                        for v in params.values())
+    if type(params) is dict:
+        for v in params.values():
+            t = type(v)
+            if t is not float and t is not np.ndarray and hasattr(t, "__dask_graph__"):
+                return True
+    return False
 
 
 def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
