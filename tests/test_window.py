@@ -143,3 +143,15 @@ def test_a_window_must_lie_in_its_grid():
         Window(5, 40, 30)
     with pytest.raises(vgpu.ArgumentTypeError):
         Window(0, 1.5, 30)
+
+
+def test_the_numpy_layout_numbers_a_windows_lanes_in_the_whole_grid():
+    """Layout.trajectory: every active lane's row-major index in the whole grid (what a
+    per-trajectory counter must use), and the grid index of axis 0 counted from origin."""
+    from vgpu_compiler.backends.numpy.layout import Layout
+    lay = Layout((10, 8), (4, 8), origin=20)         # rows 20..29 of a larger grid
+    assert sorted(lay.trajectory[lay.active].tolist()) == list(range(160, 240))
+    rows = lay.global_index[0][lay.active]
+    assert rows.min() == 20 and rows.max() == 29
+    plain = Layout((10, 8), (4, 8))
+    np.testing.assert_array_equal(plain.trajectory[plain.active], plain.flat[plain.active])

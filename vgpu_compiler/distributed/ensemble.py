@@ -80,9 +80,6 @@ def _array(v):
 def _empty(a):
     """An empty window's part of an array (its first axis cut to no row), as numpy."""
     shape = tuple(int(n) for n in np.shape(a))
-    if any(np.isnan(n) for n in shape if isinstance(n, float)):
-        raise ShapeError("a dask array of unknown chunk sizes: call compute_chunk_sizes() "
-                         "on it first")
     return np.zeros((0,) + shape[1:], getattr(a, "dtype", np.float64))
 
 
@@ -92,6 +89,9 @@ def _rows(field, h0, lazy: dict, chunks, src, inputs, dims, dtype, dt, steps, t0
     passed per trajectory) from binding the call, which then holds no grid-sized array."""
     for a in ([h0] if h0 is not None else []) + list(lazy.values()):
         shape = np.shape(a)
+        if any(isinstance(n, float) and np.isnan(n) for n in shape):
+            raise ShapeError("a dask array of unknown chunk sizes: call its "
+                             "compute_chunk_sizes() first")
         if len(shape) >= 1:
             return int(shape[0])
     prepared, _ = prepare(field, None, None, inputs, dims, dtype, dt, steps, t0, save_every)
@@ -137,12 +137,12 @@ def _bounds(rows: int, unit: int, h0, lazy: dict, chunks) -> list[int]:
 def _columns(da, a, rows: int, lengths: tuple):
     """``a`` (numpy or dask) as a dask array (rows, everything else), chunked at the
     block boundaries on its rows and whole on the rest."""
+    width = int(np.prod(np.shape(a)[1:], dtype=np.int64))
     if not hasattr(type(a), "__dask_graph__"):
-        a = np.asarray(a)
-        return da.from_array(a.reshape(rows, -1), chunks=(lengths, -1))
+        return da.from_array(np.asarray(a).reshape(rows, width), chunks=(lengths, -1))
     if tuple(a.chunks[0]) != lengths or any(len(c) > 1 for c in a.chunks[1:]):
         a = a.rechunk((lengths,) + tuple(-1 for _ in a.shape[1:]))
-    return a.reshape(rows, -1) if a.ndim != 2 else a
+    return a if a.ndim == 2 else a.reshape(rows, width)
 
 
 def _assemble(da, probe: Solution, solutions, lengths: tuple) -> Solution:
