@@ -4,10 +4,12 @@ absolute and relative ones, and those inside functions.
 
 Stages, low to high: errors, spelling, resources < ir, noise < frontend < call <
 backends < api, distributed < cli (a call given dask arrays goes from the API to
-distributed/, whose blocks call the API on the workers); ``vgpu`` (the public face) may import api and anything below.
+distributed/, whose blocks call the API on the workers); ``vgpu`` (the public face)
+may import api and anything below.
 The package's own ``__init__`` is empty (every ``from .. import x`` imports it) and sits
 at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
-A backend may import the registry (``backends/__init__.py``), which imports none.
+A backend may import the registry (``backends/__init__.py``), which imports none, and
+the shared shading-language stages (``backends/shader/``), which import no backend.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ PACKAGES = ("vgpu_compiler", "vgpu")
 RANK = {"errors": 0, "spelling": 0, "resources": 0, "ir": 1, "noise": 1, "frontend": 2,
         "call": 3, "backends": 4, "api": 5, "distributed": 5, "cli": 6, "__main__": 6,
         "__init__": 0}
+SHARED = frozenset({"shader"})   # backends/ packages every backend may import
 FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
 
 
@@ -86,7 +89,7 @@ def _problems(path: Path, text: str | None = None) -> list[str]:
         if there[0] > here[0]:
             out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (a higher stage)")
         elif here[0] == there[0] == RANK["backends"] and here[1] and there[1] \
-                and here[1] != there[1]:
+                and here[1] != there[1] and there[1] not in SHARED:
             out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (another backend)")
     return out
 
@@ -116,6 +119,13 @@ def test_the_rule_catches_upward_and_sideways_imports():
         "vgpu_compiler/backends/glsl/runner.py:1 imports vgpu_compiler.backends.numpy.runner "
         "(another backend)"]
     assert _problems(runner, "from .. import Backend\nimport vgpu_compiler.ir.nodes\n") == []
+    assert _problems(runner, "from ..shader import lower\n") == []     # shared stages
+    shared = ROOT / "vgpu_compiler" / "backends" / "shader" / "lower.py"
+    assert _problems(shared, "from ..glsl import device\n") == [
+        "vgpu_compiler/backends/shader/lower.py:1 imports vgpu_compiler.backends.glsl "
+        "(another backend)",
+        "vgpu_compiler/backends/shader/lower.py:1 imports vgpu_compiler.backends.glsl.device "
+        "(another backend)"]
     assert _imports(ROOT / "vgpu_compiler" / "__init__.py") == []   # empty: at the bottom
     assert _stage("vgpu_compiler.call.bind")[0] < _stage("vgpu_compiler.api")[0]
     assert _stage("vgpu_compiler.backends.glsl.runner") == (RANK["backends"], "glsl")

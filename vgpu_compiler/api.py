@@ -11,6 +11,7 @@ file name attached, so they print the line with a caret.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import warnings
@@ -344,8 +345,9 @@ def _check_progress(progress) -> None:
 
 def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:
     states = np.asarray(sol.states)
-    if np.isfinite(states).all():           # the usual case, cheaply
-        return
+    if states.dtype.kind == "f" and math.isfinite(np.add.reduce(states, None)):
+        return      # the usual case, cheaply: a NaN or inf makes the sum one (an overflow
+                    # of finite values too, which the exact check below then clears)
     bad = ~np.isfinite(states)
     if states.ndim > len(grid_shape):
         bad = bad.any(axis=-1)

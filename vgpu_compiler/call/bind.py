@@ -40,7 +40,7 @@ def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="f
             check_origin(prepared, window)
             return prepared, data._replace(origin=window.start)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every, window)
-    prepared = Prepared.of(bound, params)
+    prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
     return prepared, Data(bound.h0, bound.params, bound.inputs, bound.origin)

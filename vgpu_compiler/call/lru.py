@@ -27,11 +27,17 @@ class LRU(Generic[V]):
         _ALL.add(self)
 
     def get(self, key: Hashable) -> V | None:
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-            return hit
+        # Without the lock: each OrderedDict operation is one step under the GIL (C code
+        # calling no Python), and a key another thread drops between the two steps is a
+        # hit made just before the drop. The per-call path does three of these.
+        items = self._items
+        hit = items.get(key)
+        if hit is not None:
+            try:
+                items.move_to_end(key)
+            except KeyError:
+                pass
+        return hit
 
     def put(self, key: Hashable, value: V) -> V:
         """Store ``value`` (or return the one another thread stored first); the least

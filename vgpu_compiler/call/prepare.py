@@ -134,15 +134,21 @@ class Prepared:
     template: Bound                 # the first call's Bound, its data taken out
     h0_shape: tuple | None
     slots: dict = dc_field(default_factory=dict, repr=False)   # backend name -> its own
+    # True when ``steps`` is the solve statement's and names no param: then it is the same
+    # for every call whose dims are these (a backend may fold it into a kernel per shape)
+    fixed_steps: bool = False
 
     @classmethod
-    def of(cls, bound: Bound, params) -> "Prepared":
-        """The Prepared call of ``bound`` (which keeps no user's array: see Data)."""
+    def of(cls, bound: Bound, params, steps=None) -> "Prepared":
+        """The Prepared call of ``bound`` (which keeps no user's array: see Data);
+        ``steps``: the call's own steps argument (None: the solve statement's)."""
         given = params or {}
         light = dataclasses.replace(
             bound, h0=None, inputs=dict.fromkeys(bound.inputs),
             params={k: None if k in given else v for k, v in bound.params.items()})
-        return cls(light, None if bound.h0 is None else bound.h0.shape)
+        expr = bound.field.solver.steps
+        fixed = steps is None and (expr is None or not free_params(expr))
+        return cls(light, None if bound.h0 is None else bound.h0.shape, fixed_steps=fixed)
 
     # what every backend reads, the same for every call of the signature
     field = property(lambda self: self.template.field)

@@ -27,15 +27,24 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
-from .dialect import DIALECTS, Dialect
-from .kernel import Kernel
-from .lower import REDUCTIONS, VERSION, describe
-from .printing import PrintedKernel, print_kernel
-from .template import render_kernel
+from ..shader import dialect, kernel, lower as _lowering, printing, render, template, traits
+
+# The language-neutral stages live in backends/shader (shared with the WGSL backend);
+# their old names here (backends.glsl.lower, .kernel, .dialect ...) stay importable.
+for _m in (dialect, kernel, _lowering, printing, render, template, traits):
+    sys.modules[f"{__name__}.{_m.__name__.rpartition('.')[2]}"] = _m
+del _m
+
+from .dialect import DIALECTS, Dialect  # noqa: E402
+from .kernel import Kernel  # noqa: E402
+from .lower import REDUCTIONS, VERSION, describe  # noqa: E402
+from .printing import PrintedKernel, print_kernel  # noqa: E402
+from .template import render_kernel  # noqa: E402
 
 # GL_RENDERER strings of CPU (software) renderers: Mesa llvmpipe / softpipe / swrast,
 # Google SwiftShader, Microsoft's WARP-based GL ("D3D12 (Microsoft Basic Render Driver)").

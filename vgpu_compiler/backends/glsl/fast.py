@@ -16,6 +16,7 @@ from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
 from .plan import Plan
+from .special import fixed_values, program_for
 
 # --- a signature's one-dispatch call, made ready once ------------------------------------
 class OneDispatch:
@@ -45,6 +46,11 @@ class OneDispatch:
         cast = self.cast
         self.fixed = {"u_dt": float(cast(bound.dt)), "u_t0": float(cast(bound.t0)),
                       "u_steps": int(bound.steps), **_segment(0, bound.steps, bound.steps)}
+        # the int uniforms a specialised program may hold as constants (special.py)
+        self.special = fixed_values(
+            bound.prepared.fixed_steps, bound.steps,
+            {**chunk.uniforms, "u_steps": int(bound.steps),
+             **_segment(0, bound.steps, bound.steps)})
         self.scalars = plan.scalars
         self.inputs = plan.inputs
         self.outputs = tuple((buffer, name, size, bound.output_shapes[name])
@@ -91,7 +97,7 @@ class OneDispatch:
         if err is not None:
             _raise_error(err, _prepare(self.kernel.meta, self._bound(data), self.plan))
         if self.n_states == 1:
-            states = raw.reshape(self.grid)
+            states = raw                # read in the grid's shape (_trip)
         else:
             states = np.ascontiguousarray(raw.reshape(self.n_states, n).T).reshape(
                 self.grid + (self.n_states,))
@@ -99,7 +105,7 @@ class OneDispatch:
             steps = self.taken.copy()
         else:
             steps = steps.reshape(self.grid)
-        return Solution(states=states, outputs=outputs, steps_taken=steps)
+        return Solution(states, outputs, steps)
 
     def _bound(self, data) -> Bound:
         return self.prepared.bound(data)
@@ -109,15 +115,28 @@ class OneDispatch:
         if k.program is None:       # released since found: the full path copes
             return None
         try:
-            if k.uniform_owner is not self:
-                if k.chunk_uniforms is not self.chunk.uniforms:
-                    _set_uniforms(k, self.chunk.uniforms)
-                    k.chunk_uniforms = self.chunk.uniforms
-                _set_uniforms(k, self.fixed)
-                k.uniform_owner = self
-            if uniforms is not None:
-                _set_uniforms(k, uniforms)
-                k.uniform_owner = self      # (only the scalars changed)
+            special = None
+            if self.special is not None:
+                special = program_for(ctx, k, self.special)
+            if special is not None:     # the chunk's and steps' uniforms are constants
+                if special.uniform_owner is not self:
+                    _set_uniforms(special, self.fixed)
+                    special.uniform_owner = self
+                if uniforms is not None:
+                    _set_uniforms(special, uniforms)
+                    special.uniform_owner = self
+                program = special.program
+            else:
+                if k.uniform_owner is not self:
+                    if k.chunk_uniforms is not self.chunk.uniforms:
+                        _set_uniforms(k, self.chunk.uniforms)
+                        k.chunk_uniforms = self.chunk.uniforms
+                    _set_uniforms(k, self.fixed)
+                    k.uniform_owner = self
+                if uniforms is not None:
+                    _set_uniforms(k, uniforms)
+                    k.uniform_owner = self      # (only the scalars changed)
+                program = k.program
             bind_buffers(k)
             buffers = k.buffers
             for buffer, name in self.inputs:
@@ -132,12 +151,13 @@ class OneDispatch:
                 buffers["b_state"].write(state)
             if params is not None:
                 buffers["b_params"].write(params)
-            k.program.run(*self.groups)
+            program.run(*self.groups)
             ctx.memory_barrier()
             if err.read(4) != NO_ERROR_BYTES[:4]:
                 k.err_dirty = True
                 return np.frombuffer(err.read(16), np.uint32), None, None, None
-            raw = np.empty(self.n_states * self.n, self.dtype)
+            raw = np.empty(self.grid if self.n_states == 1 else self.n_states * self.n,
+                           self.dtype)
             buffers["b_state"].read_into(raw, self.state_bytes)
             steps = None
             if self.collapse:
@@ -151,6 +171,9 @@ class OneDispatch:
             return None, raw, steps, outputs
         except BaseException:       # stopped part way: trust no cached GL state
             _forget(k)
+            for special in k.specials.values():
+                if special is not None:
+                    special.uniform_values, special.uniform_owner = {}, None
             raise
 
 

@@ -40,6 +40,7 @@ class GpuKernel:
         self.capacity: dict[str, int] = {}
         self.generation = 0                   # bumped whenever a buffer is (re)made
         self.plans: dict = {}                 # limits -> its plan (plan.py; shapes are fixed)
+        self.specials: dict = {}              # fixed int uniforms -> Special or None (special.py)
 
     # --- on the GL thread ------------------------------------------------------
     def compile(self, ctx) -> None:
@@ -71,6 +72,10 @@ class GpuKernel:
         if self.program is not None:
             self.program.release()
             self.program = None
+        for special in self.specials.values():
+            if special is not None:
+                special.release()
+        self.specials.clear()
 
     def nbytes(self) -> int:
         return sum(self.capacity.values())

@@ -162,11 +162,12 @@ def shape_signature(bound: Bound) -> tuple:
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """A hash of the backend's templates and code: a change to either is a new kernel."""
-    from .. import glsl
+    from .. import glsl, shader
     from . import VERSION
     from .template import environment
     h = hashlib.sha256(VERSION.encode())
-    folders = [Path(environment().loader.searchpath[0]), Path(glsl.__file__).parent]
+    folders = [Path(environment().loader.searchpath[0]), Path(glsl.__file__).parent,
+               Path(shader.__file__).parent]
     for folder in folders:
         for p in sorted(folder.iterdir()):
             if p.suffix in (".j2", ".py"):

@@ -8,8 +8,8 @@ reductions) and records it here as plain frozen data. Expressions stay IR
 state and the update are ``ir.step.Combination``), types are neutral (``float``:
 the working dtype, ``int``, ``uint``, ``bool``). Names are identifiers shared by
 every C-like GPU language (a prefix and the user's name, ``dialect.mangle``);
-index arithmetic (a lane's trajectory, the active box, flat offsets) is integer
-C-syntax text that GLSL, WGSL, CUDA and Metal all read alike.
+index arithmetic (a lane's trajectory, the active box, flat offsets) is data too
+(``Ix``, ``Below``), which the dialect spells (``Dialect.index``).
 
 ``printing.print_kernel(kernel, dialect)`` prints it (printing.py); the templates
 lay the printed kernel out and the runtime reads ``meta()`` of the printed kernel.
@@ -24,6 +24,44 @@ from ...ir.nodes import Expr, Reduce
 from ...ir.ops import ReduceOp
 from ...ir.ranges import Ranges, Where
 from ...ir.step import Combination
+
+
+# --- index arithmetic: integer expressions in no language --------------------------------
+@dataclass(frozen=True)
+class Ix:
+    """``a op b`` on integer index terms; ``op`` is add, sub, mul, div or mod, and a term
+    is a name (str), an int or another Ix. ``Dialect.index`` spells it."""
+
+    op: str
+    a: "Term"
+    b: "Term"
+
+
+@dataclass(frozen=True)
+class Below:
+    """Every ``a < b`` of ``pairs`` holds (a lane inside its basin's active box)."""
+
+    pairs: tuple[tuple["Term", "Term"], ...]
+
+
+Term = str | int | Ix
+
+
+def flat(index, dims) -> "Term":
+    """Row-major offset of ``index`` in an array of extents ``dims`` (Horner form)."""
+    index = list(index)
+    term = index[0]
+    for i, d in zip(index[1:], list(dims)[1:]):
+        term = Ix("add", Ix("mul", term, d), i)
+    return term
+
+
+def product(terms) -> "Term":
+    terms = list(terms)
+    out = terms[0]
+    for t in terms[1:]:
+        out = Ix("mul", out, t)
+    return out
 
 
 @dataclass(frozen=True)
@@ -148,7 +186,7 @@ class Loader:
     buffer: str
     dims: tuple[str, ...]
     array: str
-    flat: str           # row-major offset of (i0, i1, ...)
+    flat: Term          # row-major offset of (i0, i1, ...)
 
     @property
     def index(self) -> tuple[str, ...]:
@@ -161,7 +199,7 @@ class Fluxer:
     buffer: str
     dims: tuple[str, ...]
     array: str
-    flat: str
+    flat: Term
     deposit: int        # float64: the deposit slot of this flux statement; -1: atomic
 
     @property
@@ -174,7 +212,7 @@ class CoupledArray:
     name: str           # shared array
     func: str           # the accessor s[e]
     edge: str
-    flat: str           # basin offset of (e0, e1, ...)
+    flat: Term          # basin offset of (e0, e1, ...)
     accessor: bool = True   # read as s[e] (else only reduced: no accessor function)
 
 
@@ -196,9 +234,9 @@ class Kernel:
     has_basin: bool
     basin_size: int
     pow2: int
-    nactive: str        # active lanes of this basin (an expression)
-    active: str         # is this lane active (an expression)
-    lane: str           # this lane's trajectory within the dispatch
+    nactive: Term       # active lanes of this basin
+    active: Below       # is this lane active
+    lane: Term          # this lane's trajectory within the dispatch
     axes: tuple[Axis, ...]
     buffers: tuple[Buffer, ...]
     uniforms: tuple[Uniform, ...]
@@ -219,7 +257,7 @@ class Kernel:
     n_deposits: int
     reduction: str = "tree"     # how basins reduce: tree (GPU) or serial (software renderer)
     results: int = 0            # serial: slots of the results array
-    box: str = "vg_j"           # serial: basin offset of the vg_j-th active lane
+    box: Term = "vg_j"          # serial: basin offset of the vg_j-th active lane
     reduce_trips_per_step: int = 0  # loop iterations of the basin reductions, per step
     reduce_trips_once: int = 0      # ... and once per dispatch (flux)
     reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads

@@ -25,6 +25,7 @@ import numpy as np
 from ... import spelling as S
 from ...errors import BackendError, Span
 from ...ir.ops import Op, ReduceOp, Type
+from .kernel import Below, Ix
 
 # --- GLSL's tables --------------------------------------------------------------------
 BINARY = {
@@ -75,6 +76,11 @@ HELPER_DEPS = {
 # counts them: see plan.loop_cap); no other helper loops.
 LOOP_HELPERS = {"vg_powi": 32}
 # How two partial results of a basin reduction combine, and what an idle lane holds.
+# Index arithmetic (kernel.Ix): the C family spells it alike. A left operand is put in
+# parentheses where INDEX_GROUPED names (its op, the op it is an operand of).
+INDEX_OPS = {"add": "{0} + {1}", "sub": "({0} - {1})", "mul": "{0} * {1}",
+             "div": "{0} / {1}", "mod": "{0} % {1}"}
+INDEX_GROUPED = frozenset({("add", "mul"), ("div", "div")})
 REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
                   ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
 REDUCE_NEUTRAL = {ReduceOp.SUM: 0.0, ReduceOp.MEAN: 0.0,
@@ -116,8 +122,14 @@ class Dialect:
     helper_deps: dict = field(default_factory=lambda: dict(HELPER_DEPS))
     loop_helpers: dict = field(default_factory=lambda: dict(LOOP_HELPERS))
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
+    index_ops: dict = field(default_factory=lambda: dict(INDEX_OPS))
+    index_grouped: frozenset = INDEX_GROUPED
+    group: str = "({0})"
+    below: str = "{0} < {1}"
+    all_of: str = " && "                # joins conditions that must all hold
     # declarations and synchronisation, for the templates
     uniform_decl: str = "uniform {T} {name};"
+    constant_decl: str = "const {T} {name} = {value};"   # a uniform fixed at compile time
     shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
     barrier: str = "barrier();"                     # workgroup barrier (memory included)
     atomic_add: str = "atomicAdd({0}, {1})"
@@ -161,6 +173,20 @@ class Dialect:
         """The index vector of an error report (missing axes 0)."""
         return self.index3.format(*(list(index) + ["0"] * (3 - len(index))))
 
+    # --- index arithmetic --------------------------------------------------------------
+    def index(self, term) -> str:
+        """An index term of the kernel description (kernel.Ix, kernel.Below, a name or an
+        int) as text."""
+        if isinstance(term, Below):
+            return self.all_of.join(self.below.format(self.index(a), self.index(b))
+                                    for a, b in term.pairs)
+        if not isinstance(term, Ix):
+            return str(term)
+        left = self.index(term.a)
+        if isinstance(term.a, Ix) and (term.a.op, term.op) in self.index_grouped:
+            left = self.group.format(left)
+        return self.index_ops[term.op].format(left, self.index(term.b))
+
     # --- helpers ---------------------------------------------------------------------
     def helper_names(self, text: str) -> list[str]:
         """The helpers a format or a printed piece calls."""
@@ -176,6 +202,22 @@ class Dialect:
 
     def reduce_neutral(self, op: ReduceOp) -> str:
         return self.float_literal(REDUCE_NEUTRAL[op])
+
+    # --- specialisation ----------------------------------------------------------------
+    def fix_ints(self, source: str, values: dict[str, int]) -> str | None:
+        """``source`` with each named int uniform declared as a constant of its value
+        (``uniform_decl`` -> ``constant_decl``), so that the driver folds what the
+        uniforms decide (loop trips, unchecked-access branches); None when one of them
+        is not declared exactly once as the templates declare it."""
+        T = self.types["int"]
+        for name, value in values.items():
+            decl = self.uniform_decl.format(T=T, name=name)
+            at = source.find("\n" + decl)
+            if at < 0 or source.find("\n" + decl, at + 1) >= 0:
+                return None
+            fixed = self.constant_decl.format(T=T, name=name, value=self.literal(value, Type.INT))
+            source = source[:at + 1] + fixed + source[at + 1 + len(decl):]
+        return source
 
 
 GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "")

@@ -20,8 +20,8 @@ from ...ir.step import Stage as StepStage
 from ...ir.step import step_program
 from ...ir.walk import children, walk
 from .dialect import mangle
-from .kernel import (Axis, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit, Fluxer,
-                     Kernel, Let, Loader, Reduction, Stage, Uniform)
+from .kernel import (Axis, Below, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit,
+                     Fluxer, Ix, Kernel, Let, Loader, Reduction, Stage, Uniform, flat, product)
 
 VERSION = "glsl-1"
 FLAT_GROUP = 64
@@ -86,10 +86,10 @@ class _Lowering:
             name=f.name, version=VERSION, dtype=self.dtype,
             source_name=f.name, local_size=local, has_basin=f.basin is not None,
             basin_size=size, pow2=1 << (size - 1).bit_length(), axes=axes,
-            nactive=" * ".join(f"vg_ext{k}" for k in range(len(axes))),
-            active=" && ".join(f"{a.basin} < vg_ext{k}" for k, a in enumerate(axes)),
-            lane=_flat(["(" + axes[0].index + " - u_origin)"] + [a.index for a in axes[1:]],
-                       [f"u_grid{k}" for k in range(len(axes))]),
+            nactive=product(f"vg_ext{k}" for k in range(len(axes))),
+            active=Below(tuple((a.basin, f"vg_ext{k}") for k, a in enumerate(axes))),
+            lane=flat([Ix("sub", axes[0].index, "u_origin")] + [a.index for a in axes[1:]],
+                      [f"u_grid{k}" for k in range(len(axes))]),
             buffers=self._buffers(fluxers), uniforms=self._uniforms(),
             loaders=self._loaders(), fluxers=fluxers, coupled_arrays=self._coupled_arrays(),
             reductions=(tuple(f"vg_red{i}" for i in range(len(self.reduces)))
@@ -261,30 +261,22 @@ class _Lowering:
         sizes = [str(int(a.extent)) for a in self.f.basin or ()]
         if not sizes:
             return ()
-        flat = _flat([f"e{k}" for k in range(len(sizes))], sizes)
+        offset = flat([f"e{k}" for k in range(len(sizes))], sizes)
         return tuple(CoupledArray(name=mangle("sh", c.name), func=mangle("ca", c.name),
-                                  edge=c.edge.value, flat=flat, accessor=c.name in self.read_at)
+                                  edge=c.edge.value, flat=offset, accessor=c.name in self.read_at)
                      for c in self.f.coupled if c.name in self.shared)
 
 
-def _flat(index: list[str], dims: list[str]) -> str:
-    """Row-major offset of ``index`` in an array of extents ``dims`` (Horner form)."""
-    text = index[0]
-    for i, d in zip(index[1:], dims[1:]):
-        text = f"({text}) * {d} + {i}" if " + " in text else f"{text} * {d} + {i}"
-    return text
-
-
-def _box(axes: tuple[Axis, ...]) -> str:
+def _box(axes: tuple[Axis, ...]):
     """Basin offset of the ``vg_j``-th active lane (row-major over the active box)."""
     if len(axes) <= 1:
         return "vg_j"
     idx, rest = [], "vg_j"
     for k in range(len(axes) - 1, 0, -1):
-        idx.append(f"{rest} % vg_ext{k}")
-        rest = f"{rest} / vg_ext{k}" if rest == "vg_j" else f"({rest}) / vg_ext{k}"
+        idx.append(Ix("mod", rest, f"vg_ext{k}"))
+        rest = Ix("div", rest, f"vg_ext{k}")
     idx.append(rest)
-    return _flat(list(reversed(idx)), [str(a.size) for a in axes])
+    return flat(reversed(idx), [a.size for a in axes])
 
 
 def _roots(f: Field) -> list[Expr]:
@@ -293,8 +285,8 @@ def _roots(f: Field) -> list[Expr]:
     return roots + [x for fl in f.flux for x in (*fl.index, fl.value)]
 
 
-def _index_flat(dims: tuple[str, ...]) -> str:
-    return _flat([f"i{k}" for k in range(len(dims))], list(dims))
+def _index_flat(dims: tuple[str, ...]):
+    return flat([f"i{k}" for k in range(len(dims))], dims)
 
 
 def _extent(x) -> str:

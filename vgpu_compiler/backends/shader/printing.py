@@ -149,13 +149,19 @@ class _Printing:
             k, d, F=d.F, zero=d.float_literal(0.0),
             buffers=tuple(dataclasses.replace(b, type=d.type(b.type)) for b in k.buffers),
             uniforms=tuple(dataclasses.replace(u, type=d.type(u.type)) for u in k.uniforms),
+            lane=d.index(k.lane), active=d.index(k.active), nactive=d.index(k.nactive),
+            box=d.index(k.box),
+            loaders=tuple(dataclasses.replace(x, flat=d.index(x.flat)) for x in k.loaders),
+            fluxers=tuple(dataclasses.replace(x, flat=d.index(x.flat)) for x in k.fluxers),
+            coupled_arrays=tuple(dataclasses.replace(x, flat=d.index(x.flat))
+                                 for x in k.coupled_arrays),
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
             collapse=collapse, flux=flux,
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
                          for kind, w, s in self.p.errors),
-            guard=" && ".join(self.p.guards),
+            guard=d.all_of.join(self.p.guards),
             guard_note=", ".join(r for why in self.p.guards.values() for r in why),
             loop_trips_per_step=1 + k.reduce_trips_per_step + trips(per_step),
             loop_trips_once=k.reduce_trips_once + trips(once),
