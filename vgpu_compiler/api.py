@@ -20,7 +20,9 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .call.adaptive import overrides as adaptive_overrides
 from .call.bind import prepare
+from .call.status import complete_status, warn_status
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
 from .call.lru import LRU
@@ -74,40 +76,53 @@ def compile(src, field: str | None = None):
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-              backend="auto", dtype="float32", dt=None, steps=None, t0=None,
-              chunks=None) -> np.ndarray:
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None, t1=None,
+              rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None,
+              seed=0, chunks=None) -> np.ndarray:
     """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
+    ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64)).
     Dask arrays for h0 or params, or ``chunks=``: a lazy dask array (distributed/)."""
+    extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
+             and dtmax is None and max_steps is None
+             else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
     if chunks is not None or _lazy(h0, params):
         return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                            t0, None, chunks).states
-    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
+                            t0, None, chunks, extra, seed).states
+    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
+                 extra, full=False, seed=seed)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
-          progress: Progress = None, chunks=None) -> Solution:
-    """Like run_field, returning the whole Solution (outputs, steps_taken, history).
-    ``progress``: a function ``progress(done, total)``, or True for a terminal bar.
-    Dask arrays for h0 or params, or ``chunks=``: a Solution of lazy dask arrays
-    (distributed/; ``progress`` is not available there)."""
+          progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
+          max_steps=None, save_at=None, seed=0, chunks=None) -> Solution:
+    """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
+    steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
+    True for a terminal bar. ``save_at``: times whose states the history holds (the
+    method's continuous extension). ``seed``: the key of a stochastic field's noise
+    (an int in [0, 2^64)). Dask arrays for h0 or params, or ``chunks=``: a Solution of
+    lazy dask arrays (distributed/; ``progress`` is not available there)."""
+    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    if save_at is not None:
+        extra["save_at"] = save_at
     if chunks is not None or _lazy(h0, params):
         if progress not in (None, False):
             raise ArgumentTypeError("progress is not available for a run on a Dask cluster "
                                     "(dask.distributed's dashboard shows its tasks)")
         return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                            t0, save_every, chunks)
+                            t0, save_every, chunks, extra, seed)
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
             return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                          t0, save_every, bar)
+                          t0, save_every, bar, extra, seed=seed)
         finally:
             if bar is not None:
                 bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, progress)
+                  save_every, progress, extra, seed=seed)
 
 
 def _bar(src, field):
@@ -177,37 +192,47 @@ def _lazy(h0, params) -> bool:
 
 
 def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                 save_every, chunks) -> Solution:
+                 save_every, chunks, extra=None, seed=0) -> Solution:
     from .distributed import ensemble
     text, filename = _text(src)
     with _located(text, filename):
         return ensemble.solve(Source(text, filename), h0, params, inputs, dims, field, backend,
-                              dtype, dt, steps, t0, save_every, chunks)
+                              dtype, dt, steps, t0, save_every, chunks, extra or None, seed)
 
 
 def solve_window(src, window, h0=None, *, params=None, inputs=None, dims=None, field=None,
                  backend="auto", dtype="float32", dt=None, steps=None, t0=None,
-                 save_every=None) -> Solution:
+                 save_every=None, extra=None, seed=0) -> Solution:
     """Run one window of a call (call/window.py): rows [window.start, window.stop) of the
     first grid axis of a grid of window.rows rows; h0 and per-trajectory params hold
     those rows only; everything else is the whole call's. The result is exactly those
-    rows of the whole call's (flux: this window's deposits). Used by distributed/."""
+    rows of the whole call's (flux: this window's deposits). ``extra``: the adaptive
+    arguments and save_at, as solve passes them on. Used by distributed/."""
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, None, window)
+                  save_every, None, extra, seed=seed, window=window)
 
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress, window=None) -> Solution:
+           progress, extra=None, full=True, seed=0, window=None) -> Solution:
+    """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
+    the Solution (run_field reads only the states); ``seed``: the noise's key;
+    ``window``: rows of the first grid axis of a larger grid (call/window.py)."""
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
     prepared = selected = None
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
+        save_at = None
+        if extra:
+            extra = dict(extra)
+            save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every, window)
+                                 t0, save_every, extra, save_at, seed, window)
         sol = _run(prepared, data, backend, progress)
+        if full:
+            complete_status(sol, prepared.template)
     except MemoryError:
         if selected is None:
             raise
@@ -219,6 +244,8 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
+    if prepared.template.adaptive is not None:      # (fixed steps end with status 0)
+        warn_status(sol, prepared.grid_shape)
     return sol
 
 

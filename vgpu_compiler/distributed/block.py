@@ -45,7 +45,7 @@ def run(spec: dict, start: int, stop: int, h0, *pt):
                        h0, params=params, inputs=spec["inputs"], dims=spec["dims"],
                        field=spec["field"], backend=spec["backend"], dtype=spec["dtype"],
                        dt=spec["dt"], steps=spec["steps"], t0=spec["t0"],
-                       save_every=spec["save_every"])
+                       save_every=spec["save_every"], extra=spec["extra"], seed=spec["seed"])
     log.info("vgpu: rows [%d, %d) of %d ran on the %s backend (pid %d)", start, stop,
              spec["rows"], sol.backend, os.getpid())
     return sol

@@ -27,6 +27,7 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..call.empty import solution as empty_solution
+from ..call.status import complete_status
 from ..call.window import Window
 from . import block
 
@@ -35,7 +36,7 @@ PER_BLOCK = ("backend",)     # Solution attributes that are one value per block
 
 
 def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-          chunks) -> Solution:
+          chunks, extra=None, seed=0) -> Solution:
     import dask
     import dask.array as da
     from ..api import compile as compile_program
@@ -51,12 +52,16 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
     # the call checked on the client, on an empty window: its mistakes are raised here
     window = Window(0, 0, rows)
     empty = {k: _empty(v) for k, v in lazy.items()}
+    extra = dict(extra or {})
+    adaptive = {k: v for k, v in extra.items() if k != "save_at"}
     prepared, _ = prepare(selected, None if h0 is None else _empty(h0), {**scalars, **empty},
-                          inputs, dims, dtype, dt, steps, t0, save_every, window)
-    probe = empty_solution(prepared.template)
+                          inputs, dims, dtype, dt, steps, t0, save_every, adaptive,
+                          extra.get("save_at"), seed, window)
+    probe = complete_status(empty_solution(prepared.template), prepared.template)
     spec = dict(source=src, field=selected.name, params=scalars, pt=tuple(lazy),
                 inputs=inputs, dims=dims, backend=backend, dtype=dtype, dt=dt, steps=steps,
-                t0=t0, save_every=save_every, rows=rows, bounds=tuple(bounds),
+                t0=t0, save_every=save_every, extra=extra or None, seed=seed, rows=rows,
+                bounds=tuple(bounds),
                 h0_shape=None if h0 is None else tuple(np.shape(h0)[1:]),
                 pt_shapes=tuple(tuple(np.shape(v)[1:]) for v in lazy.values()))
     lengths = tuple(b - a for a, b in zip(bounds[:-1], bounds[1:]))
