@@ -182,3 +182,21 @@ def test_vgpu_never_imports_dask_for_a_local_call():
                          cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_noisy_field_and_an_adaptive_one_on_the_cluster_are_the_local_run(client):
+    """Noise: each block's Philox counters take the global trajectory index; tsit5: every
+    per-trajectory array of the Solution (t, status, steps rejected) comes back blocked."""
+    ou = (ROOT / "examples" / "ou.field").read_text()
+    x0 = np.zeros(3000, np.float32)
+    local = vgpu.run_field(ou, x0, steps=100, seed=42)
+    got = vgpu.run_field(ou, da.from_array(x0, chunks=700), steps=100, seed=42).compute()
+    np.testing.assert_array_equal(got, local)
+    tsit5 = (ROOT / "examples" / "lorenz_tsit5.field").read_text()
+    h0 = RNG.normal(size=(1000, 3)).astype(np.float32)
+    local = vgpu.solve(tsit5, h0, t1=0.3)
+    lazy = vgpu.solve(tsit5, h0, t1=0.3, chunks=300)
+    assert lazy.t.chunks == ((300, 300, 300, 100),)
+    got = compute(lazy)
+    for name in ("states", "t", "status", "steps_taken", "steps_rejected"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(local, name), err_msg=name)

@@ -14,6 +14,7 @@ import vgpu
 from field_examples import LORENZ, SETTLE_COUNT
 from vgpu_compiler import backends as registry
 from vgpu_compiler.api import solve_window
+from vgpu_compiler.call.adaptive import overrides as adaptive_overrides
 from vgpu_compiler.backends.glsl.plan import limits
 from vgpu_compiler.call.bind import prepare
 from vgpu_compiler.call.window import Window
@@ -42,6 +43,8 @@ def _windows(src, backend, cuts, rows, arrays=(), **call):
         if "params" in call:
             kw["params"] = {k: v[a:b] if isinstance(v, np.ndarray) else v
                             for k, v in call["params"].items()}
+        if "t1" in kw:          # an adaptive method's argument, as solve passes it on
+            kw["extra"] = adaptive_overrides(kw.pop("t1"), None, None, None, None, None)
         sol = solve_window(src, Window(a, b, rows), backend=backend, **kw)
         assert sol.backend == backend
         out.append(sol)
@@ -155,3 +158,30 @@ def test_the_numpy_layout_numbers_a_windows_lanes_in_the_whole_grid():
     assert rows.min() == 20 and rows.max() == 29
     plain = Layout((10, 8), (4, 8))
     np.testing.assert_array_equal(plain.trajectory[plain.active], plain.flat[plain.active])
+
+
+OU = (Path(__file__).resolve().parent.parent / "examples" / "ou.field").read_text()
+TSIT5 = (Path(__file__).resolve().parent.parent / "examples" / "lorenz_tsit5.field").read_text()
+
+
+def test_noise_in_a_window_is_the_whole_runs_noise(backend):
+    """The Philox counter takes the trajectory's global index: a window's paths are
+    those rows of the whole run's, for a seed given."""
+    x0 = np.zeros(600, np.float32)
+    whole = vgpu.solve(OU, x0, backend=backend, steps=50, seed=7)
+    parts = _windows(OU, backend, [0, 200, 600], 600, ("h0",), h0=x0, steps=50, seed=7)
+    np.testing.assert_array_equal(np.concatenate([p.states for p in parts]), whole.states)
+    alone = vgpu.solve(OU, x0[200:], backend=backend, steps=50, seed=7)   # can fail
+    assert not np.array_equal(alone.states, whole.states[200:])
+
+
+def test_an_adaptive_method_in_windows(backend):
+    """tsit5 (per-trajectory steps): states, t, status, steps taken and rejected."""
+    h0 = RNG.normal(size=(300, 3)).astype(np.float32)
+    rho = np.linspace(0, 30, 300).astype(np.float32)
+    call = dict(h0=h0, params={"rho": rho}, t1=0.3)
+    whole = vgpu.solve(TSIT5, backend=backend, **call)
+    parts = _windows(TSIT5, backend, [0, 100, 300], 300, ("h0",), **call)
+    for name in ("states", "t", "status", "steps_taken", "steps_rejected"):
+        np.testing.assert_array_equal(np.concatenate([getattr(p, name) for p in parts]),
+                                      getattr(whole, name), err_msg=name)
