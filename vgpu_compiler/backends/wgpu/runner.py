@@ -394,8 +394,8 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             if x["role"] == "key":
                 put(x["name"], int(words[int(x["of"])]))
     for x in meta["uniforms"]:
-        if x["role"] == "grid":
-            put(x["name"], int(bound.grid_shape[int(x["of"])]))
+        if x["role"] == "grid":     # the whole grid's extents: a window indexes it globally
+            put(x["name"], int(bound.whole_shape[int(x["of"])]))
         elif x["role"] == "dim":
             put(x["name"], int(bound.dims[x["of"]]))
         elif x["role"] == "param":
@@ -411,7 +411,10 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     for ci, (a, b) in enumerate(chunks):
         count = b - a
         put("u_count", count)
-        put("u_origin", a // row if meta["has_basin"] else a)
+        # the chunk's place in the whole grid (a window of it: call/window.py): rows with a
+        # basin, trajectories without
+        put("u_origin", a // row + bound.origin if meta["has_basin"]
+            else a + bound.first_trajectory)
         buf = kernel.ensure("b_state", n_states * count * 4)
         if state is not None:
             queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
