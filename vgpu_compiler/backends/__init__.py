@@ -25,6 +25,7 @@ from typing import Callable
 # whether it runs on a GPU). The order is ``auto``'s: GPU backends first, numpy last.
 _PACKAGES = {
     "glsl": ("vgpu_compiler.backends.glsl.backend", True),
+    "cpu": ("vgpu_compiler.backends.cpu.backend", False),
     "numpy": ("vgpu_compiler.backends.numpy.backend", False),
 }
 

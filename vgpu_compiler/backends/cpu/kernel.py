@@ -1,0 +1,96 @@
+"""A field as a compiled C kernel: describe (backends/shader), print with the C dialect,
+lay out with templates/field.c.j2, compile and load (toolchain.py), cached in memory
+and on disk (the disk key: the C text, the compiler, its flags and the CPU).
+
+Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectories
+(a few of the CPU's widest vectors: the compiler unrolls across them).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from dataclasses import dataclass
+
+from ...errors import BackendError
+from ..shader import lower, printing, template
+from . import toolchain
+from .dialect import DIALECTS
+
+VERSION = "c-1"
+LANES = {"float32": 64, "float64": 32}
+MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
+
+
+@dataclass
+class CpuKernel:
+    source: str
+    meta: dict
+    lanes: int
+    n_int: int              # int uniforms before the deposit-slot count
+    fn: object              # vg_kernel(const double *, const int *, void **, int)
+    lib: object
+
+
+_memory: dict[str, CpuKernel] = {}
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _environment():
+    env = template.environment().overlay()
+    env.tests["number_text"] = lambda s: str(s).lstrip("-").isdigit()
+    return env
+
+
+def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
+    """(C text, meta, lanes per block, int uniforms) of ``field``."""
+    desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
+                          reduction="serial")
+    if desc.has_basin and desc.basin_size > MAX_BASIN:
+        raise BackendError(f"a basin of {desc.basin_size} trajectories is more than the cpu "
+                           f"backend holds per block ({MAX_BASIN})")
+    printed = printing.print_kernel(desc, DIALECTS[dtype])
+    lanes = desc.basin_size if desc.has_basin else LANES[dtype]
+    ints = [u.name for u in desc.uniforms if u.type == "int"]
+    floats = [u.name for u in desc.uniforms if u.type != "int"]
+    coupled = sorted({v.target for b in _blocks(desc) if b and b.coupled for v in b.coupled.values})
+    split = any(st.block.coupled is not None for st in desc.stages)
+    text = _environment().get_template("field.c.j2").render(
+        k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
+        int_slot={n: i for i, n in enumerate(ints)},
+        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints))
+    text = text.replace("(c-1", "(c-1").replace(f"({desc.version},", f"({VERSION},")
+    meta = printed.meta()
+    meta["version"] = VERSION
+    return text, meta, lanes, len(ints)
+
+
+def _blocks(desc):
+    return [st.block for st in desc.stages] + [desc.collapse, desc.flux]
+
+
+def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
+    text, meta, lanes, n_int = source(field, dtype, per_trajectory)
+    key = toolchain.key(text)
+    hit = _memory.get(key)
+    if hit is not None:
+        return hit
+    try:
+        lib = toolchain.build(text, "field")
+    except RuntimeError as e:
+        raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
+                           f"{str(e).strip()[:2000]}") from None
+    fn = lib.vg_kernel
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    out = CpuKernel(text, meta, lanes, n_int, fn, lib)
+    with _lock:
+        if len(_memory) >= 256:
+            _memory.pop(next(iter(_memory)))
+        return _memory.setdefault(key, out)
+
+
+def clear_memory() -> None:
+    with _lock:
+        _memory.clear()

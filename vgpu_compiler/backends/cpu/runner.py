@@ -1,0 +1,174 @@
+"""Running a bound call on the cpu backend: buffers as numpy arrays, the kernel called
+once per segment (a segment ends where a history keeps the state, or progress is
+reported), run-time errors raised as the GLSL backend raises them, flux deposits
+summed in the reference's lane order (bit for bit the reference's sums).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from ...call.bound import Bound, Progress, Solution, saved_steps
+from ...errors import ProgramIndexError, Span, ZeroDivision
+from .kernel import CpuKernel, kernel
+
+NO_ERROR = 0xFFFFFFFF
+
+
+def run(prepared, data, progress: Progress = None) -> Solution:
+    bound = prepared.bound(data)
+    slot = prepared.slots.setdefault("cpu", {})
+    pt = bound.per_trajectory
+    key = (bound.dtype.name, pt)
+    k = slot.get(key)
+    if k is None:
+        k = slot[key] = kernel(bound.field, bound.dtype.name, pt)
+    return _Call(k, bound).solve(progress)
+
+
+class _Call:
+    def __init__(self, k: CpuKernel, bound: Bound):
+        self.k, self.bound = k, bound
+        f, dt = bound.field, bound.dtype
+        self.n = n = bound.n_trajectories
+        grid = bound.grid_shape
+        if f.basin:
+            self.nblocks = math.prod(-(-g // int(a.extent)) for g, a in zip(grid, f.basin))
+        else:
+            self.nblocks = -(-n // k.lanes)
+        self.nslots = self.nblocks * k.lanes
+        self.state = np.zeros((len(f.states), n), dt)
+        free = [i for i, s in enumerate(f.states) if s.init is None]
+        if free:
+            h0 = bound.h0.reshape(n, len(free))
+            self.state[free] = h0.T
+        meta = k.meta
+        self.floats, self.ints = [], []
+        values = {"dt": bound.dt, "t0": bound.t0, "steps": bound.steps, "count": n,
+                  "origin": 0}
+        for u in meta["uniforms"]:
+            role, of = u["role"], u["of"]
+            if role == "grid":
+                v = grid[int(of)]
+            elif role == "dim":
+                v = bound.dims[of]
+            elif role == "param":
+                v = bound.params[of]
+            else:
+                v = values.get(role, 0)
+            (self.ints if _is_int(u, meta) else self.floats).append(v)
+        self.ints.append(self.nslots)
+        self.buffers = []
+        for b in meta["buffers"]:
+            self.buffers.append(self._buffer(b))
+        nflux = len(f.flux)
+        self.dep_at = np.full(max(nflux, 1) * self.nslots, -1, np.int32)
+        self.dep_value = np.zeros(max(nflux, 1) * self.nslots, dt)
+        self.err = next(a for a, b in zip(self.buffers, meta["buffers"]) if b["role"] == "err")
+        self.steps_buf = next((a for a, b in zip(self.buffers, meta["buffers"])
+                               if b["role"] == "steps"), None)
+        ptrs = [a.ctypes.data for a in self.buffers] + [self.dep_at.ctypes.data,
+                                                        self.dep_value.ctypes.data]
+        self.ptrs = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        self.role = {u["role"]: i for i, u in enumerate(u for u in meta["uniforms"]
+                                                         if _is_int(u, meta))}
+
+    def _buffer(self, b: dict) -> np.ndarray:
+        bound, dt, n = self.bound, self.bound.dtype, self.n
+        role = b["role"]
+        if role == "state":
+            return self.state
+        if role == "err":
+            return np.array([NO_ERROR, 0, 0, 0], np.uint32)
+        if role == "init":
+            return np.zeros((len(bound.field.states), n), dt)
+        if role == "steps":
+            return np.zeros(2 * n, np.int32)
+        if role == "params":
+            return np.ascontiguousarray(np.stack(
+                [np.asarray(bound.params[p], dt).reshape(n) for p in bound.per_trajectory]))
+        if role == "input":
+            return np.ascontiguousarray(bound.inputs[b["array"]], dt)
+        if role == "output":
+            return np.zeros(max(1, math.prod(bound.output_shapes[b["array"]])), dt)
+        return np.zeros(2, dt)          # deposits (GLSL's float64 flux): not used here
+
+    def _call(self, step0: int, nsteps: int, final: bool) -> None:
+        ints = list(self.ints)
+        ints[self.role["step0"]] = step0
+        ints[self.role["nsteps"]] = nsteps
+        ints[self.role["final"]] = int(final)
+        fu = np.array(self.floats or [0.0], np.float64)
+        iu = np.array(ints, np.int32)
+        self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+        if int(self.err[0]) != NO_ERROR:
+            _raise_error(self.err, self.k.meta, self.bound)
+
+    def solve(self, progress: Progress) -> Solution:
+        bound, dt = self.bound, self.bound.dtype
+        steps, every = bound.steps, bound.save_every
+        ends = set(saved_steps(steps, every)[1:]) if every else set()
+        if progress is not None:
+            tick = max(1, steps // 100)
+            ends |= set(range(tick, steps, tick))
+        ends = sorted(e for e in ends | {steps} if e > 0)
+        if every:                   # the start values (of states with a start expression too)
+            self._call(0, 0, steps == 0)
+        history = [self._pack()] if every else []
+        keep = set(saved_steps(steps, every)[1:]) if every else set()
+        if not ends and not every:          # no step: the start values, flux on them
+            self._call(0, 0, True)
+        start = 0
+        for end in ends:
+            self._call(start, end - start, end == steps)
+            if end in keep:
+                history.append(self._pack())
+            if progress is not None:
+                progress(end, steps)
+            start = end
+        f = bound.field
+        if f.collapse is not None:
+            taken = self.steps_buf[:self.n].reshape(bound.grid_shape).copy()
+        else:
+            taken = np.full(bound.grid_shape, steps, np.int32)
+        sol = Solution(states=self._pack(), outputs=self._outputs(), steps_taken=taken)
+        if every:
+            sol.history = np.stack(history)
+            saved = np.asarray(saved_steps(steps, every))
+            sol.times = (dt.type(bound.t0) + saved.astype(dt) * dt.type(bound.dt)).astype(dt)
+        return sol
+
+    def _pack(self) -> np.ndarray:
+        grid = self.bound.grid_shape
+        if len(self.state) == 1:
+            return self.state[0].reshape(grid).copy()
+        return np.ascontiguousarray(self.state.T).reshape(grid + (len(self.state),))
+
+    def _outputs(self) -> dict:
+        bound = self.bound
+        out = {k: np.zeros(s, bound.dtype) for k, s in bound.output_shapes.items()}
+        for i, fl in enumerate(bound.field.flux):
+            at = self.dep_at[i * self.nslots:(i + 1) * self.nslots]
+            val = self.dep_value[i * self.nslots:(i + 1) * self.nslots]
+            keep = at >= 0
+            np.add.at(out[fl.output].reshape(-1), at[keep].astype(np.intp), val[keep])
+        return out
+
+
+def _is_int(u: dict, meta: dict) -> bool:
+    return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim")
+
+
+def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
+    kind, what, line, column = meta["errors"][int(err[0])]
+    span = Span(line, column) if line else None
+    where = f" (line {line})" if line else ""
+    if kind != "index":
+        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
+    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
+        "output", bound.output_shapes[what])
+    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
+    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
+                            f"{tuple(shape)}{where}", span=span)
