@@ -457,14 +457,15 @@ def cases(draw, features=("coupled", "collapse", "flux", "f64", "grid2")):
 
 
 # --- running a case on both backends -----------------------------------------------------------
-def compare(case: Case) -> float:
-    """Run ``case`` on numpy and GLSL; assert they agree; the worst error / tolerance."""
-    worst, problem = measure(case)
+def compare(case: Case, backend: str = "glsl") -> float:
+    """Run ``case`` on numpy and a compiled backend; assert they agree; the worst error /
+    tolerance."""
+    worst, problem = measure(case, backend)
     assert problem is None, problem
     return worst
 
 
-def measure(case: Case) -> tuple[float, str | None]:
+def measure(case: Case, backend: str = "glsl") -> tuple[float, str | None]:
     """(worst error / tolerance, None) when both backends agree, else (worst, what differs)."""
     import warnings
 
@@ -473,7 +474,7 @@ def measure(case: Case) -> tuple[float, str | None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", vgpu.NonFiniteWarning)
         ref = vgpu.solve(case.src, case.h0, backend="numpy", **case.kwargs())
-        gpu = vgpu.solve(case.src, case.h0, backend="glsl", **case.kwargs())
+        gpu = vgpu.solve(case.src, case.h0, backend=backend, **case.kwargs())
     if sorted(gpu.outputs) != sorted(ref.outputs):
         return np.inf, f"outputs {sorted(gpu.outputs)} != {sorted(ref.outputs)}"
     pairs = [("states", gpu.states, ref.states, atol)]

@@ -72,9 +72,19 @@ def no_glsl():
     assert registry.get("glsl") is real
 
 
+@pytest.fixture
+def no_cpu():
+    """The cpu backend, unavailable for one test (a stand-in under its name)."""
+    real = registry.get("cpu")
+    registry.register(dataclasses.replace(real, available=lambda: (False, "no compiler")))
+    yield
+    registry.unregister("cpu")
+    assert registry.get("cpu") is real
+
+
 def test_builtin_order_puts_the_reference_last():
-    assert registry.names() == ("glsl", "numpy")
-    assert registry.choices() == ("auto", "glsl", "numpy")
+    assert registry.names() == ("glsl", "cpu", "numpy")
+    assert registry.choices() == ("auto", "glsl", "cpu", "numpy")
     for name in registry.names():
         backend = registry.get(name)
         assert backend.name == name and backend.description and backend.dtypes
@@ -86,7 +96,7 @@ def test_builtin_order_puts_the_reference_last():
 
 def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
     calls = fake("fake", gpu=True)
-    assert registry.names() == ("glsl", "fake", "numpy")
+    assert registry.names() == ("glsl", "fake", "cpu", "numpy")
     want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
     got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
     np.testing.assert_array_equal(got, want * 2)
@@ -97,7 +107,27 @@ def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
 
 def test_a_registered_cpu_backend_comes_before_numpy_only(fake):
     fake("slow", gpu=False)
-    assert registry.names() == ("glsl", "slow", "numpy")
+    assert registry.names() == ("glsl", "cpu", "slow", "numpy")
+
+
+def test_auto_tries_a_real_gpu_then_cpu_then_a_software_rasteriser_then_numpy(fake):
+    """A GPU backend on llvmpipe / lavapipe goes after the native CPU backends."""
+    registry.register(dataclasses.replace(_fake("real")[0], software=lambda: False))
+    registry.register(dataclasses.replace(_fake("soft")[0], software=lambda: True))
+    try:
+        order = [b.name for b in registry.auto_order()]
+        assert order.index("real") < order.index("cpu") < order.index("soft") < \
+            order.index("numpy") == len(order) - 1
+        glsl = registry.get("glsl")
+        if glsl.available()[0]:         # this machine's GL: where it goes says what it is
+            soft = glsl.software()
+            assert (order.index("glsl") > order.index("cpu")) == soft
+            text = "\n".join(backends_report())
+            assert ("glsl     available (on a software rasteriser here" in text) == soft
+            assert text.index("cpu ") < text.index("glsl ") if soft else True
+    finally:
+        registry.unregister("real")
+        registry.unregister("soft")
 
 
 def test_a_registered_backend_shows_in_info_and_backend_choices(fake):
@@ -106,7 +136,8 @@ def test_a_registered_backend_shows_in_info_and_backend_choices(fake):
     text = "\n".join(lines)
     assert "fake     not available: the fake device is unplugged" in text
     assert "a fake backend for tests" in text
-    assert text.index("glsl ") < text.index("fake ") < text.index("numpy ")
+    assert text.index("fake ") < text.index("cpu ") < text.index("numpy ")    # a real GPU first
+    assert text.index("glsl ") < text.index("numpy ")
     assert "numpy    available" in text
     args = build_parser().parse_args(["run", "x.field", "--backend", "fake"])
     assert args.backend == "fake"
@@ -127,7 +158,9 @@ def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog
             np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), want)
     said = [r.getMessage() for r in caplog.records if "FAKE" in r.getMessage()]
     assert len(said) == 1 and "the fake device is unplugged" in said[0]
-    assert len([r for r in caplog.records if "GLSL" in r.getMessage()]) == 1
+    order = [b.name for b in registry.auto_order()]      # glsl on llvmpipe: after cpu
+    tried = order.index("glsl") < order.index("cpu")
+    assert len([r for r in caplog.records if "GLSL" in r.getMessage()]) == int(tried)
 
 
 def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_glsl):
@@ -148,11 +181,11 @@ def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_
 
 def test_an_unknown_backend_lists_the_choices():
     with pytest.raises(vgpu.ArgumentTypeError, match=r"backend must be one of 'auto', "
-                                                     r"'glsl', 'numpy', got 'cuda'"):
+                                                     r"'glsl', 'cpu', 'numpy', got 'cuda'"):
         vgpu.run_field(SCALE, np.ones(2), backend="cuda")
 
 
-def test_fallback_to_numpy_is_counted(fake, no_glsl):
+def test_fallback_to_numpy_is_counted(fake, no_glsl, no_cpu):
     calls = fake("fake")
     before = COUNTERS.snapshot()["cpu_fallbacks"]
     vgpu.run_field(SCALE, np.ones(2))                   # on the fake: not a CPU fallback

@@ -40,6 +40,9 @@ class Backend:
     run: Callable       # run(prepared, data, progress) -> Solution (call/prepare.py)
     dtypes: tuple[str, ...] = ("float32", "float64")
     features: frozenset = _field(default_factory=frozenset)   # e.g. {"gpu", "history"}
+    # a GPU backend: does it run on a software rasteriser here (Mesa llvmpipe, lavapipe)?
+    # Then ``auto`` tries it after the native CPU backends (called once per auto order).
+    software: Callable[[], bool] | None = None
 
     @property
     def gpu(self) -> bool:
@@ -111,12 +114,25 @@ def get(name: str) -> Backend:
 
 def auto_order() -> tuple[Backend, ...]:
     """Every backend, in the order ``auto`` tries them (loaded once; register and
-    unregister start again)."""
+    unregister start again): GPU backends on a real GPU, then the native CPU backends,
+    then GPU backends on a software rasteriser (llvmpipe, lavapipe), then numpy."""
     hit = _order.get("auto")
     if hit is None:
         generation = _generation[0]
-        hit = _remember("auto", tuple(get(n) for n in names()), generation)
+        found = [get(n) for n in names()]
+        rank = {b.name: (3 if b.name == "numpy" else 2 if _on_software(b) else
+                         0 if b.gpu else 1) for b in found}
+        hit = _remember("auto", tuple(sorted(found, key=lambda b: rank[b.name])), generation)
     return hit
+
+
+def _on_software(backend: Backend) -> bool:
+    if not backend.gpu or backend.software is None:
+        return False
+    try:
+        return bool(backend.software())
+    except Exception:           # noqa: BLE001 - a backend that cannot say is not software
+        return False
 
 
 def _is_gpu(name: str) -> bool:

@@ -144,7 +144,7 @@ class _Call:
         grid = self.bound.grid_shape
         if len(self.state) == 1:
             return self.state[0].reshape(grid).copy()
-        return np.ascontiguousarray(self.state.T).reshape(grid + (len(self.state),))
+        return np.array(self.state.T, order="C").reshape(grid + (len(self.state),))
 
     def _outputs(self) -> dict:
         bound = self.bound
