@@ -30,6 +30,7 @@ class CpuKernel:
     n_int: int              # int uniforms before the deposit-slot count
     fn: object              # vg_kernel(const double *, const int *, void **, int)
     lib: object
+    serial: object = None   # vg_kernel_serial: the same on the calling thread alone
 
 
 _memory: dict[str, CpuKernel] = {}
@@ -81,10 +82,11 @@ def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
     except RuntimeError as e:
         raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
                            f"{str(e).strip()[:2000]}") from None
-    fn = lib.vg_kernel
-    fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    out = CpuKernel(text, meta, lanes, n_int, fn, lib)
+    fn, serial = lib.vg_kernel, lib.vg_kernel_serial
+    for f in (fn, serial):
+        f.restype = None
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    out = CpuKernel(text, meta, lanes, n_int, fn, lib, serial)
     with _lock:
         if len(_memory) >= 256:
             _memory.pop(next(iter(_memory)))

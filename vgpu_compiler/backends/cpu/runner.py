@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 
 import numpy as np
 
@@ -15,6 +16,18 @@ from ...errors import ProgramIndexError, Span, ZeroDivision
 from .kernel import CpuKernel, kernel
 
 NO_ERROR = 0xFFFFFFFF
+# OpenMP's thread pool does not survive a fork: a process forked after a kernel ran in
+# parallel runs its kernels on one thread (vg_kernel_serial), never waiting on lost threads.
+_omp = {"used": False, "forked": False}
+
+
+def _after_fork_in_child() -> None:
+    if _omp["used"]:
+        _omp["forked"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
@@ -102,7 +115,11 @@ class _Call:
         ints[self.role["final"]] = int(final)
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array(ints, np.int32)
-        self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+        if _omp["forked"]:
+            self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+        else:
+            _omp["used"] = True
+            self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         if int(self.err[0]) != NO_ERROR:
             _raise_error(self.err, self.k.meta, self.bound)
 

@@ -1,0 +1,98 @@
+"""The cpu backend's own machinery: toolchain, caches, forks, threads, refusals.
+(Its answers are tested against the reference with the other compiled backends in
+test_glsl_equivalence.py and test_generated_programs.py.)"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.backends.cpu import kernel, toolchain
+
+from field_examples import LORENZ
+
+pytestmark = pytest.mark.usefixtures("cpu")
+RNG = np.random.default_rng(7)
+
+
+def test_a_missing_compiler_is_not_available_saying_why(monkeypatch):
+    monkeypatch.setenv("VGPU_CC", "/nonexistent/cc")
+    ok, why = toolchain._probe()
+    assert not ok and "VGPU_CC=/nonexistent/cc is not an executable" in why
+
+
+def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    h0 = RNG.normal(size=(100, 3)).astype(np.float32)
+    src = LORENZ.replace("rk4", "heun")           # a kernel no other test compiled
+    want = vgpu.run_field(src, h0, backend="cpu", steps=5)
+    assert list((tmp_path / "cpu").glob("field-*.so"))
+    kernel.clear_memory()
+    vgpu.clear_cache(disk=False)
+
+    def no_compiler(*a, **kw):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(toolchain.subprocess, "run", no_compiler)
+    np.testing.assert_array_equal(vgpu.run_field(src, h0, backend="cpu", steps=5), want)
+
+
+def test_the_key_names_compiler_flags_and_cpu(monkeypatch):
+    text = "int x;"
+    k = toolchain.key(text)
+    assert toolchain.key(text + " ") != k
+    monkeypatch.setattr(toolchain, "FLAGS", toolchain.FLAGS + ("-O1",))
+    assert toolchain.key(text) != k
+    monkeypatch.undo()
+    monkeypatch.setattr(toolchain, "cpu_features", lambda: "another cpu")
+    assert toolchain.key(text) != k
+
+
+def _child(q, src, h0):
+    q.put(vgpu.run_field(src, h0, backend="cpu", steps=20))
+
+
+def test_a_process_forked_after_a_run_still_runs():
+    """OpenMP's threads do not survive fork: the child runs its kernels on one thread."""
+    h0 = RNG.normal(size=(300, 3)).astype(np.float32)
+    want = vgpu.run_field(LORENZ, h0, backend="cpu", steps=20)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, LORENZ, h0))
+    p.start()
+    p.join(60)
+    alive = p.is_alive()
+    if alive:
+        p.kill()
+    assert not alive, "the forked child hung"
+    np.testing.assert_array_equal(q.get(timeout=5), want)
+
+
+def test_threads_calling_at_once_get_their_own_answers():
+    h0s = [RNG.normal(size=(200 + 37 * i, 3)).astype(np.float32) for i in range(6)]
+    want = [vgpu.run_field(LORENZ, h, backend="numpy", steps=30) for h in h0s]
+    got = [None] * 6
+
+    def work(i):
+        got[i] = vgpu.run_field(LORENZ, h0s[i], backend="cpu", steps=30)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_float64_has_every_function():
+    src = """field f { input w[N]
+        grid i < N
+        state y = sin(w[i]) + exp(w[i]) + log(1.5 + w[i]) + atan2(w[i], 0.3) + w[i] ^ 1.7
+        dy/dt = 0
+        solve euler(dt = 1, steps = 0) }"""
+    w = np.linspace(0.1, 3, 500)
+    ref = vgpu.run_field(src, inputs={"w": w}, backend="numpy", dtype="float64")
+    got = vgpu.run_field(src, inputs={"w": w}, backend="cpu", dtype="float64")
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=0)
