@@ -96,3 +96,12 @@ def test_float64_has_every_function():
     ref = vgpu.run_field(src, inputs={"w": w}, backend="numpy", dtype="float64")
     got = vgpu.run_field(src, inputs={"w": w}, backend="cpu", dtype="float64")
     np.testing.assert_allclose(got, ref, rtol=1e-15, atol=0)
+
+
+def test_clear_cache_drops_the_cpu_libraries(monkeypatch, tmp_path):
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    vgpu.run_field(LORENZ.replace("rk4", "midpoint"), np.ones((4, 3), np.float32),
+                   backend="cpu", steps=2)
+    dropped = vgpu.clear_cache()
+    assert dropped["cpu_memory"] >= 1 and dropped["cpu_disk"] == 1
+    assert not list((tmp_path / "cpu").glob("*.so"))

@@ -93,6 +93,20 @@ def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
         return _memory.setdefault(key, out)
 
 
-def clear_memory() -> None:
+def clear_memory() -> int:
     with _lock:
+        n = len(_memory)
         _memory.clear()
+        return n
+
+
+def clear_disk() -> int:
+    """Remove the compiled libraries of the disk cache (a loaded one stays loaded)."""
+    n = 0
+    for path in toolchain.folder().glob("*.so"):
+        try:
+            path.unlink()
+            n += 1
+        except OSError:
+            pass
+    return n
