@@ -59,12 +59,18 @@ class _Call:
             self.state[free] = h0.T
         meta = k.meta
         self.floats, self.ints = [], []
+        # a window of a larger grid (Bound.origin, when the call has one): the grid
+        # uniforms are the whole grid's, u_origin its first row (basins) or trajectory
+        origin = getattr(bound, "origin", 0) or 0
+        if origin and not f.basin:
+            origin = bound.first_trajectory
+        whole = getattr(bound, "whole_shape", grid)
         values = {"dt": bound.dt, "t0": bound.t0, "steps": bound.steps, "count": n,
-                  "origin": 0}
+                  "origin": origin}
         for u in meta["uniforms"]:
             role, of = u["role"], u["of"]
             if role == "grid":
-                v = grid[int(of)]
+                v = whole[int(of)]
             elif role == "dim":
                 v = bound.dims[of]
             elif role == "param":
