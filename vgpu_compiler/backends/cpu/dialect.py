@@ -34,5 +34,8 @@ C_FLOAT32 = replace(
     nan="vg_nan()", inf="vg_inf()", zero="vg_zero",
     uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
     shared_decl="{T} {name}{size};", barrier="", template="field.c.j2")
+if hasattr(C_FLOAT32, "normal"):        # stochastic fields: the normal of a noise counter
+    C_FLOAT32 = replace(C_FLOAT32, normal="vg_normal({traj}, (unsigned)({step}), {k}, 0u, "
+                                          "u_key0, u_key1)", to_uint="((unsigned)({0}))")
 C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="")
 DIALECTS = {"float32": C_FLOAT32, "float64": C_FLOAT64}

@@ -53,12 +53,15 @@ def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
                            f"backend holds per block ({MAX_BASIN})")
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else LANES[dtype]
-    ints = [u.name for u in desc.uniforms if u.type == "int"]
-    floats = [u.name for u in desc.uniforms if u.type != "int"]
+    ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
+    floats = [u.name for u in desc.uniforms if u.type not in ("int", "uint")]
+    noise = tuple(getattr(desc, "noise", ()))         # a stochastic field (main's noise)
+    noise_vars = tuple(getattr(printed, "noise_vars", ()))
     coupled = sorted({v.target for b in _blocks(desc) if b and b.coupled for v in b.coupled.values})
     split = any(st.block.coupled is not None for st in desc.stages)
     text = _environment().get_template("field.c.j2").render(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
+        noise_terms=noise, noise_vars=noise_vars,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints))
     text = text.replace("(c-1", "(c-1").replace(f"({desc.version},", f"({VERSION},")

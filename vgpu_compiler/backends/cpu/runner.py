@@ -75,6 +75,9 @@ class _Call:
                 v = bound.dims[of]
             elif role == "param":
                 v = bound.params[of]
+            elif role == "key":         # a stochastic field's Philox key, from the seed
+                from ...noise.normal import key_of
+                v = key_of(bound.seed)[int(of)]
             else:
                 v = values.get(role, 0)
             (self.ints if _is_int(u, meta) else self.floats).append(v)
@@ -120,7 +123,7 @@ class _Call:
         ints[self.role["nsteps"]] = nsteps
         ints[self.role["final"]] = int(final)
         fu = np.array(self.floats or [0.0], np.float64)
-        iu = np.array(ints, np.int32)
+        iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
         if _omp["forked"]:
             self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         else:
@@ -181,7 +184,8 @@ class _Call:
 
 
 def _is_int(u: dict, meta: dict) -> bool:
-    return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim")
+    return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
+                         "key")
 
 
 def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
