@@ -633,7 +633,7 @@ def test_glsl_unavailable_from_python_names_the_reason(tmp_path):
             "vgpu.run_field(src, np.ones(3))\n"
             "try:\n    vgpu.run_field(src, np.ones(3), backend='glsl')\n"
             "except vgpu.BackendError as e:\n    print(e)\n") % str(EXAMPLES / "scale.field")
-    env = dict(os.environ, VGPU_NO_GL="1", PYTHONPATH=str(REPO))
+    env = dict(os.environ, VGPU_NO_GL="1", VGPU_NO_CPU="1", PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -669,7 +669,8 @@ def test_dtype_and_backend_have_help(vgpuc, command):
     text = " ".join(vgpuc(command, "--help").stdout.split())
     assert "--dtype {float32,float64} the working float type" in text
     if command == "run":
-        assert "--backend {auto,glsl,numpy} glsl: OpenGL compute shaders" in text
+        assert "--backend {auto,glsl,cpu,numpy} glsl: OpenGL compute shaders; cpu: native " \
+            "code for this CPU" in text
 
 
 def test_a_dim_too_large_is_a_usage_error(vgpuc):

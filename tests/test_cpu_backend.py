@@ -105,3 +105,33 @@ def test_clear_cache_drops_the_cpu_libraries(monkeypatch, tmp_path):
     dropped = vgpu.clear_cache()
     assert dropped["cpu_memory"] >= 1 and dropped["cpu_disk"] == 1
     assert not list((tmp_path / "cpu").glob("*.so"))
+
+
+def test_without_opengl_auto_runs_on_cpu(tmp_path):
+    """A machine without a GL context: auto runs the cpu backend, one warning saying so."""
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, vgpu; from vgpu_compiler.call.counters import COUNTERS\n"
+            "src = vgpu.load('examples/lorenz.field')\n"
+            "h0 = np.ones((50, 3), np.float32)\n"
+            "a = vgpu.run_field(src, h0, steps=20); b = vgpu.run_field(src, h0, steps=20)\n"
+            "ref = vgpu.run_field(src, h0, steps=20, backend='numpy')\n"
+            "print(bool((a == ref).all() and (b == ref).all()), COUNTERS.snapshot()['compiles'])")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, VGPU_NO_GL="1", VGPU_CACHE_DIR=str(tmp_path), PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "1"]
+    said = [line for line in proc.stderr.splitlines() if "running on the cpu backend" in line]
+    assert len(said) == 1 and "VGPU_NO_GL" in said[0]
+
+
+def test_vgpu_no_cpu_switches_it_off(monkeypatch):
+    monkeypatch.setenv("VGPU_NO_CPU", "1")
+    ok, why = toolchain.available()
+    assert not ok and "VGPU_NO_CPU" in why
+    with pytest.raises(vgpu.BackendError, match="cpu backend is not available"):
+        vgpu.run_field(LORENZ, np.ones((2, 3)), backend="cpu", steps=1)

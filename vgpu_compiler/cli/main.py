@@ -169,10 +169,11 @@ def _add_run(sub) -> None:
     p.add_argument("--steps", type=int, help="override the solve statement's steps")
     p.add_argument("--t0", type=float, help="override the solve statement's t0")
     p.add_argument("--backend", choices=backend_choices(), default="auto",
-                   help="glsl: OpenGL compute shaders; numpy: the reference interpreter; "
-                        "auto (default): the first backend that can run the call, in the "
-                        f"order {', '.join(backend_choices()[1:])}, with one warning when it "
-                        "moves on (`vgpuc info` lists the backends available here)")
+                   help="glsl: OpenGL compute shaders; cpu: native code for this CPU (C, "
+                        "needs a C compiler); numpy: the reference interpreter; "
+                        "auto (default): the first backend that can run the call (a real "
+                        "GPU, then cpu, then glsl on a software rasteriser, then numpy), with "
+                        "one warning when it moves on (`vgpuc info` lists the order here)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of states and params (default: float32)")
     p.add_argument("--save-every", type=int, metavar="K",

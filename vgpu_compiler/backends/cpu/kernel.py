@@ -12,6 +12,7 @@ import functools
 import threading
 from dataclasses import dataclass
 
+from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import lower, printing, template
 from . import toolchain
@@ -79,9 +80,12 @@ def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
     key = toolchain.key(text)
     hit = _memory.get(key)
     if hit is not None:
+        COUNTERS.add("memory_hits")
         return hit
     try:
-        lib = toolchain.build(text, "field")
+        # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
+        lib = toolchain.build(text, "field", on_disk=lambda: COUNTERS.add("disk_hits"))
+        COUNTERS.add("compiles")
     except RuntimeError as e:
         raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
                            f"{str(e).strip()[:2000]}") from None

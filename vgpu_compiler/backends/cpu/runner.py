@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from ...call.bound import Bound, Progress, Solution, saved_steps
+from ...call.counters import COUNTERS
 from ...errors import ProgramIndexError, Span, ZeroDivision
 from .kernel import CpuKernel, kernel
 
@@ -38,6 +39,8 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     k = slot.get(key)
     if k is None:
         k = slot[key] = kernel(bound.field, bound.dtype.name, pt)
+    else:
+        COUNTERS.add("memory_hits")
     return _Call(k, bound).solve(progress)
 
 
@@ -124,6 +127,7 @@ class _Call:
         ints[self.role["final"]] = int(final)
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
+        COUNTERS.add("dispatches")
         if _omp["forked"]:
             self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         else:

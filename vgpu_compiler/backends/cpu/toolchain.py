@@ -75,8 +75,13 @@ _available: list = []
 _lock = threading.Lock()
 
 
+NO_CPU_ENV = "VGPU_NO_CPU"
+
+
 def available() -> tuple[bool, str]:
-    """Is there a C compiler with OpenMP here (probed once)?"""
+    """Is there a C compiler with OpenMP here (probed once)? ``VGPU_NO_CPU`` set: no."""
+    if os.environ.get(NO_CPU_ENV, "") not in ("", "0"):
+        return False, f"{NO_CPU_ENV} is set (unset it to use the cpu backend)"
     with _lock:
         if not _available:
             _available.append(_probe())
@@ -118,11 +123,17 @@ def folder() -> Path:
     return Path(platformdirs.user_cache_dir("vgpu")) / "cpu"
 
 
-def build(source: str, name: str) -> ctypes.CDLL:
-    """The loaded library of ``source``: from the disk cache, or compiled into it."""
+def build(source: str, name: str, on_disk=None, compiled=None) -> ctypes.CDLL:
+    """The loaded library of ``source``: from the disk cache, or compiled into it
+    (``on_disk()`` / ``compiled()`` are told which)."""
     where = folder()
     path = where / f"{name}-{key(source)}.so"
-    if not path.exists():
+    if path.exists():
+        if on_disk:
+            on_disk()
+    else:
+        if compiled:
+            compiled()
         where.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="vgpu-cc-") as tmp:
             c, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
