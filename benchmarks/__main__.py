@@ -31,6 +31,8 @@ BENCHMARKS = {
     "compile": "benchmarks.compile_latency",
     "matmul": "benchmarks.matmul",
     "kuramoto": "benchmarks.kuramoto",
+    "lorenz_adaptive": "benchmarks.lorenz_adaptive",
+    "ou": "benchmarks.ou",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

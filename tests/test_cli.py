@@ -695,3 +695,19 @@ def test_a_default_h0_too_large_for_memory_is_a_usage_error(tmp_path):
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
     assert ("the default h0 of field 'lorenz', shape (100000000, 3), needs 2.2 GiB and "
             "does not fit in memory") in proc.stderr
+
+
+def test_run_seed_is_the_noise_seed(vgpuc, tmp_path):
+    """`vgpuc run --seed` keys a stochastic field's noise (the same as seed= in Python)."""
+    src = write(tmp_path, "z.field", "field z {\n noise xi\n state x = 0\n dx/dt = xi\n"
+                " solve euler(dt = 1, steps = 1)\n}\n")
+    outs = []
+    for seed in (3, 3, 4):
+        out = tmp_path / f"z{len(outs)}.npy"
+        proc = vgpuc("run", src, "--dim", "N=64", "--backend", "numpy", "--seed", seed, "-o", out)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(np.load(out))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.array_equal(outs[0], outs[2])
+    want = vgpu.run_field(src.read_text(), dims={"N": 64}, backend="numpy", seed=3)
+    np.testing.assert_array_equal(outs[0], want)

@@ -35,7 +35,8 @@ def load(name):
 def test_every_example_is_covered():
     names = {p.stem for p in EXAMPLES.glob("*.field")}
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
-                     "histogram", "vanderpol"}
+                     "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5",
+                     "ou", "gbm_option"}
     for name in names:
         vgpu.compile(load(name))
 
@@ -173,3 +174,26 @@ def test_arithmetic_examples_agree_bit_for_bit(name):
         np.testing.assert_array_equal(gpu.outputs[out], ref.outputs[out])
     if ref.history is not None:
         np.testing.assert_array_equal(gpu.history, ref.history)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ou_ensemble_matches_the_closed_form(backend):
+    n = 20_000
+    x = vgpu.run_field(load("ou"), np.full(n, 2.0, np.float32), backend=backend, seed=1)
+    mean = 0.5 + 1.5 * np.exp(-1.5)
+    var = 0.4**2 / 3 * (1 - np.exp(-3))
+    assert abs(x.mean() - mean) < 5 * np.sqrt(var / n) + 2e-3        # + the EM bias bound
+    assert abs(x.var() - var) < 5 * var * np.sqrt(2 / n) + 2e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gbm_option_prices_the_call(backend):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gbm_option", EXAMPLES / "gbm_option.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    price, se, flux = script.monte_carlo(50_000, backend, seed=3)
+    exact = script.black_scholes_call(100.0, 100.0, 0.05, 0.2, 1.0)
+    assert abs(exact - 10.4506) < 1e-4                 # the textbook value
+    assert abs(price - exact) < 5 * se
+    assert abs(flux - price) < 1e-3 * price            # the field's flux sums the same payoff

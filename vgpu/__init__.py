@@ -8,7 +8,7 @@ from vgpu_compiler.api import (cache_info, cache_stats, clear_cache, compile, ev
                               run_field, solve)
 from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, CallError,
                                   DeclarationError, MissingError, NameError_, NonFiniteWarning,
-                                  ProgramIndexError, ShapeError, SourceError, SyntaxError_,
+                                  StatusWarning, ProgramIndexError, ShapeError, SourceError, SyntaxError_,
                                   TypeError_, UnknownNameError, VgpuError, VgpuIndexError,
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
@@ -17,7 +17,7 @@ from vgpu_compiler.call.bound import Solution
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "NonFiniteWarning", "philox",
+    "Solution", "NonFiniteWarning", "StatusWarning", "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

@@ -20,7 +20,9 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .call.adaptive import overrides as adaptive_overrides
 from .call.bind import prepare
+from .call.status import complete_status, warn_status
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
 from .call.lru import LRU
@@ -74,27 +76,42 @@ def compile(src, field: str | None = None):
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-              backend="auto", dtype="float32", dt=None, steps=None, t0=None) -> np.ndarray:
-    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,))."""
-    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None)
+              backend="auto", dtype="float32", dt=None, steps=None, t0=None, t1=None,
+              rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None,
+              seed=0) -> np.ndarray:
+    """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
+    ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64))."""
+    extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
+             and dtmax is None and max_steps is None
+             else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
+    sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
+                 extra, full=False, seed=seed)
     return sol.states
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
-          progress: Progress = None) -> Solution:
-    """Like run_field, returning the whole Solution (outputs, steps_taken, history).
-    ``progress``: a function ``progress(done, total)``, or True for a terminal bar."""
+          progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
+          max_steps=None, save_at=None, seed=0) -> Solution:
+    """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
+    steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
+    True for a terminal bar. ``save_at``: times whose states the history holds (the
+    method's continuous extension). ``seed``: the key of a stochastic field's noise
+    (an int in [0, 2^64))."""
+    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    if save_at is not None:
+        extra["save_at"] = save_at
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
             return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                          t0, save_every, bar)
+                          t0, save_every, bar, extra, seed=seed)
         finally:
             if bar is not None:
                 bar.close()
     return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
-                  save_every, progress)
+                  save_every, progress, extra, seed=seed)
 
 
 def _bar(src, field):
@@ -156,16 +173,24 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
 
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress) -> Solution:
+           progress, extra=None, full=True, seed=0) -> Solution:
+    """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
+    the Solution (run_field reads only the states); ``seed``: the noise's key."""
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
     prepared = selected = None
     try:                            # (what _located does, without a context manager)
         selected = _compiled(text, filename).select(field)
+        save_at = None
+        if extra:
+            extra = dict(extra)
+            save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every)
+                                 t0, save_every, extra, save_at, seed)
         sol = _run(prepared, data, backend, progress)
+        if full:
+            complete_status(sol, prepared.template)
     except MemoryError:
         if selected is None:
             raise
@@ -177,6 +202,8 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
+    if prepared.template.adaptive is not None:      # (fixed steps end with status 0)
+        warn_status(sol, prepared.grid_shape)
     return sol
 
 

@@ -159,3 +159,8 @@ VgpuZeroDivisionError = ZeroDivision
 
 class NonFiniteWarning(RuntimeWarning):
     """Some trajectories became NaN or infinite (one warning per call, with a count)."""
+
+
+class StatusWarning(RuntimeWarning):
+    """Some trajectories of an adaptive run ended early (status 2-4: max_steps reached,
+    step size underflow, too many events; one warning per call, with counts)."""

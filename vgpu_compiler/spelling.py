@@ -19,6 +19,8 @@ OPTIONS = {
     "params": "--param", "inputs": "--input", "dims": "--dim", "h0": "--h0",
     "field": "--field", "backend": "--backend", "dtype": "--dtype", "steps": "--steps",
     "dt": "--dt", "t0": "--t0", "save_every": "--save-every",
+    "t1": "--t1", "rtol": "--rtol", "atol": "--atol", "dt0": "--dt0", "dtmax": "--dtmax",
+    "max_steps": "--max-steps", "save_at": "--save-at",
 }
 # what the value of one entry is called, per mapping argument (Python, CLI)
 _VALUES = {"params": ("value", "VALUE"), "inputs": ("array", "FILE.npy"),

@@ -18,34 +18,63 @@ from ..ir.nodes import Const, Expr, Field, Sym
 from ..ir.ops import INT32_MAX, SymKind, Type
 from .. import spelling as S
 from .prepare import Data, Prepared, lookup, signature, store
+from .adaptive import bind_adaptive, bind_save_at, check_method_args
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
+from .noise import seed_of
 
 
 
 def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-            dt=None, steps=None, t0=None, save_every=None) -> tuple[Prepared, Data]:
-    """The call's Prepared (memoised per signature: call/prepare.py) and its Data."""
+            dt=None, steps=None, t0=None, save_every=None, adaptive=None,
+            save_at=None, seed=0) -> tuple[Prepared, Data]:
+    """The call's Prepared (memoised per signature: call/prepare.py) and its Data.
+    ``adaptive``: the adaptive-method arguments given (call/adaptive.py's overrides)."""
+    adaptive = adaptive or {}
+    seed = seed_of(seed)            # checked per call: a seed is data, not signature
     key = signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    if key is not None and (adaptive or save_at is not None):
+        key = _adaptive_key(key, adaptive, save_at)
     if key is not None:
         prepared = lookup(key, field)
         if prepared is not None:        # checked before: only this call's data is new
-            return prepared, prepared.convert(h0, params, inputs)
-    bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+            data = prepared.convert(h0, params, inputs)
+            return prepared, (data._replace(seed=seed) if seed else data)
+    bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
+                  adaptive, save_at)
     prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
-    return prepared, Data(bound.h0, bound.params, bound.inputs)
+    return prepared, Data(bound.h0, bound.params, bound.inputs, seed)
 
 
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-         dt=None, steps=None, t0=None, save_every=None) -> Bound:
+         dt=None, steps=None, t0=None, save_every=None, seed=0) -> Bound:
     """The call as one Bound (its Prepared call in ``bound.prepared``)."""
-    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
+    prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
+                             seed=seed)
     return prepared.bound(data)
 
 
-def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every) -> Bound:
+def _adaptive_key(key: tuple, adaptive: dict, save_at) -> tuple | None:
+    """The signature with the adaptive arguments' values (plain numbers only) and
+    save_at's times (a float array only) added; None otherwise."""
+    if not all(type(v) in (int, float) for v in adaptive.values()):
+        return None
+    extra: tuple = tuple(sorted(adaptive.items()))
+    if save_at is not None:
+        if type(save_at) is not np.ndarray or save_at.dtype.kind != "f" or save_at.ndim != 1:
+            return None
+        extra += (save_at.tobytes(),)
+    return key + (extra,)
+
+
+def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
+          adaptive=None, save_at=None) -> Bound:
+    adaptive = adaptive or {}
+    check_method_args(field, adaptive, dt, steps, save_every, save_at)
+    if save_every is not None and save_at is not None:
+        raise CallError(f"give {S.name('save_every')} or {S.name('save_at')}, not both")
     dtype = working_dtype(dtype)
     params = _names("params", params, [p.name for p in field.params], field)
     inputs = _names("inputs", inputs, [a.name for a in field.inputs], field)
@@ -60,7 +89,7 @@ def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_eve
     values = _param_values(field, given, grid_shape, dtype, bound_dims.values)
     scalars = {k: v for k, v in values.items() if not isinstance(v, np.ndarray)}
     ctx = (field, scalars, values, bound_dims.values)
-    return Bound(
+    bound = Bound(
         field=field, dtype=dtype, grid_shape=grid_shape, dims=dict(bound_dims.values),
         h0=h0, params=values, inputs=arrays,
         output_shapes={o.name: bound_dims.shape(o) for o in field.outputs},
@@ -69,6 +98,11 @@ def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_eve
         t0=_solver_float("t0", field.solver.t0, t0, ctx),
         save_every=_save_every(save_every),
     )
+    bound.adaptive = bind_adaptive(field, adaptive, bound.t0,
+                                   lambda what, expr: _solver_value(what, expr, ctx))
+    t1 = bound.adaptive.t1 if bound.adaptive else bound.t0 + bound.steps * bound.dt
+    bound.save_at = bind_save_at(save_at, bound.t0, t1)
+    return bound
 
 
 # --- plain arguments -----------------------------------------------------------------

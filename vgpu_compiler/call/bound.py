@@ -35,6 +35,9 @@ class Bound:
     steps: int
     t0: float
     save_every: int | None = None
+    adaptive: "AdaptiveCall | None" = None  # an adaptive method's values (call/adaptive.py)
+    save_at: np.ndarray | None = None       # float64, sorted, within [t0, t1]
+    seed: int = 0                           # the Philox key of noise: a call argument, never a recompile
     # The Prepared call (call/prepare.py) shared by every call of this one's signature.
     prepared: object = _field(default=None, repr=False, compare=False)
 
@@ -56,6 +59,21 @@ class Solution:
     steps_taken: np.ndarray                 # int32, grid_shape
     history: np.ndarray | None = None       # (n_saved,) + states.shape, when save_every is given
     times: np.ndarray | None = None         # (n_saved,)
+    status: np.ndarray | None = None        # int8, grid_shape (ir/controller.py's codes)
+    t: np.ndarray | None = None             # the time each trajectory reached, grid_shape
+    steps_rejected: np.ndarray | None = None    # int32, grid_shape
+
+
+@dataclass(frozen=True)
+class AdaptiveCall:
+    """An adaptive method's arguments in force for one call (program values, defaults
+    and call-time overrides resolved; checked)."""
+    t1: float
+    rtol: float
+    atol: float
+    dt0: float | None                       # None: Hairer's starting step
+    dtmax: float
+    max_steps: int
 
 
 def saved_steps(steps: int, every: int) -> list[int]:

@@ -26,6 +26,9 @@ def solution(bound: Bound, progress: Progress = None) -> Solution:
         sol.history = np.zeros((len(saved),) + shape, bound.dtype)
         sol.times = (bound.t0 + np.asarray(saved).astype(bound.dtype) * bound.dt
                      ).astype(bound.dtype)
+    if bound.save_at is not None:
+        sol.history = np.zeros((len(bound.save_at),) + shape, bound.dtype)
+        sol.times = bound.save_at.astype(bound.dtype)
     if progress is not None:
         progress(bound.steps, bound.steps)
     return sol

@@ -40,6 +40,8 @@ def _reads_no_param_value(field: Field) -> bool:
     if hit is None or hit[0] is not field:
         exprs = [p.default for p in field.params if p.default is not None]
         exprs += [field.solver.dt, field.solver.steps, field.solver.t0]
+        if field.solver.adaptive is not None:
+            exprs += field.solver.adaptive.exprs()
         hit = (field, not any(free_params(e) for e in exprs if e is not None))
         if len(_value_free) > CAPACITY:
             _value_free.clear()
@@ -121,6 +123,7 @@ class Data(NamedTuple):
     h0: np.ndarray | None
     params: dict            # every param: a float, or an array of the grid's shape
     inputs: dict            # every input: an array of its declared shape
+    seed: int = 0           # stochastic fields: the generator's key (not in the signature)
 
 
 @dataclass(eq=False)
@@ -176,7 +179,8 @@ class Prepared:
         return Bound(field=t.field, dtype=t.dtype, grid_shape=t.grid_shape, dims=t.dims,
                      h0=data.h0, params=data.params, inputs=data.inputs,
                      output_shapes=t.output_shapes, dt=t.dt, steps=t.steps, t0=t.t0,
-                     save_every=t.save_every, prepared=self)
+                     save_every=t.save_every, adaptive=t.adaptive, save_at=t.save_at,
+                     prepared=self, seed=data.seed)
 
 
 def lookup(key: tuple, field: Field) -> Prepared | None:

@@ -168,6 +168,16 @@ def _add_run(sub) -> None:
     p.add_argument("--dt", type=float, help="override the solve statement's dt")
     p.add_argument("--steps", type=int, help="override the solve statement's steps")
     p.add_argument("--t0", type=float, help="override the solve statement's t0")
+    for name, what in (("t1", "the end time"), ("rtol", "the relative tolerance"),
+                       ("atol", "the absolute tolerance"), ("dt0", "the first step"),
+                       ("dtmax", "the largest step")):
+        p.add_argument(f"--{name}", type=float,
+                       help=f"adaptive methods: override {what} of the solve statement")
+    p.add_argument("--max-steps", type=int, dest="max_steps",
+                   help="adaptive methods: override the most accepted steps per trajectory")
+    p.add_argument("--save-at", metavar="T0:T1:N|t,t,...", dest="save_at",
+                   help="keep the states at these times (N evenly spaced from T0 to T1, or "
+                        "a comma-separated list), from the method's continuous extension")
     p.add_argument("--backend", choices=backend_choices(), default="auto",
                    help="glsl: OpenGL compute shaders; cpu: native code for this CPU (C, "
                         "needs a C compiler); numpy: the reference interpreter; "
@@ -181,7 +191,8 @@ def _add_run(sub) -> None:
     p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="where to save the result")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw a phase portrait / distribution (needs vgpu[plot])")
-    p.add_argument("--seed", type=int, default=0, help="seed of the default h0 (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the default h0 and of the field's noise (default 0)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=cmd_run)
 

@@ -4,6 +4,7 @@ Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
 that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
 shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
 taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
+``--seed`` is also the key of a stochastic field's noise (``seed=``).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .common import (EXIT_OK, UsageError, attach_file, compile_source, load_arra
 from ..call.progress import bar as progress_bar
 from ..errors import VgpuError
 
-RESERVED = ("states", "steps_taken", "history", "times")
+RESERVED = ("states", "steps_taken", "history", "times", "status", "t", "steps_rejected")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -45,7 +46,27 @@ def run_command(args: argparse.Namespace) -> int:
                       title=f"{field.name} ({os.path.basename(args.file)})")
     if not args.output and not args.quiet:
         _print_summary(field, solution)
+    if not args.quiet:
+        print(status_line(solution), file=sys.stdout)
     return EXIT_OK
+
+
+def status_line(solution) -> str:
+    """One line: how every trajectory ended, with its steps (accepted and rejected)."""
+    status = np.asarray(solution.status) if solution.status is not None else None
+    if status is None or status.size == 0:
+        return "status: no trajectory"
+    words = {0: "reached the end", 1: "stopped", 2: "hit max_steps", 3: "step underflow",
+             4: "too many events"}
+    parts = [f"{int((status == c).sum())} {w}" for c, w in words.items() if (status == c).any()]
+    taken = np.asarray(solution.steps_taken)
+    line = (f"status: {', '.join(parts)} (of {status.size}); steps taken {taken.min()}.."
+            f"{taken.max()}")
+    rejected = np.asarray(solution.steps_rejected) if solution.steps_rejected is not None \
+        else None
+    if rejected is not None and rejected.any():
+        line += f", rejected {int(rejected.sum())} in all"
+    return line
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -128,17 +149,40 @@ def _solve(args, source, field, h0, dims, params, inputs):
         return vgpu.solve(program_text(source, args.file), h0, params=params or None,
                           inputs=inputs or None, dims=dims or None, field=args.field,
                           backend=args.backend, dtype=args.dtype, dt=args.dt, steps=args.steps, t0=args.t0,
-                          save_every=args.save_every, progress=bar)
+                          save_every=args.save_every, progress=bar,
+                          t1=getattr(args, "t1", None), rtol=getattr(args, "rtol", None),
+                          atol=getattr(args, "atol", None), dt0=getattr(args, "dt0", None),
+                          dtmax=getattr(args, "dtmax", None),
+                          max_steps=getattr(args, "max_steps", None),
+                          save_at=_save_at(getattr(args, "save_at", None)), seed=args.seed)
     except VgpuError as err:
         raise attach_file(err, source, args.file)
     finally:
         bar.close()
 
 
+def _save_at(text: str | None):
+    """``--save-at T0:T1:N`` (N evenly spaced times) or ``t,t,...``."""
+    if text is None:
+        return None
+    try:
+        if ":" in text:
+            a, b, n = text.split(":")
+            return np.linspace(float(a), float(b), int(n))
+        return np.array([float(x) for x in text.split(",")])
+    except ValueError:
+        raise UsageError(f"--save-at {text}: give T0:T1:N (N evenly spaced times) or a "
+                         f"comma-separated list of times") from None
+
+
 # --- results out --------------------------------------------------------------------------
 def solution_arrays(solution) -> dict[str, np.ndarray]:
-    """Everything an .npz holds: states, steps_taken, outputs, history and times."""
+    """Everything an .npz holds: states, steps_taken, status, t, steps_rejected, outputs,
+    history and times."""
     arrays = {"states": solution.states, "steps_taken": solution.steps_taken}
+    for name in ("status", "t", "steps_rejected"):
+        if getattr(solution, name, None) is not None:
+            arrays[name] = getattr(solution, name)
     for name, value in (solution.outputs or {}).items():
         arrays[f"output_{name}" if name in RESERVED else name] = value
     if solution.history is not None:

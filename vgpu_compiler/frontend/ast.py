@@ -168,8 +168,14 @@ class SolveDecl:
     span: Span
 
 
+@dataclass(frozen=True)
+class NoiseDecl:
+    names: tuple[Name, ...]     # standard white noises, in declaration order
+    span: Span
+
+
 Statement = Union[ParamDecl, ArraysDecl, StateDecl, LetDecl, Deriv, GridDecl, CoupledDecl,
-                  CollapseDecl, FluxStmt, SolveDecl]
+                  CollapseDecl, FluxStmt, SolveDecl, NoiseDecl]
 
 
 @dataclass(frozen=True)
@@ -337,6 +343,9 @@ class _Builder(Transformer):
 
     def solve(self, meta, children):
         return SolveDecl(_name(children[0]), tuple(children[1:]), _meta_span(meta))
+
+    def noise(self, meta, children):
+        return NoiseDecl(tuple(_name(c) for c in children), _meta_span(meta))
 
     def field(self, meta, children):
         return FieldDef(_name(children[0]), tuple(children[1:]), _meta_span(meta))

@@ -9,9 +9,11 @@ from __future__ import annotations
 from ..errors import DeclarationError, NameError_, Span, TypeError_
 from ..ir import nodes as N
 from ..ir.ops import Edge, Type
+from ..ir.embedded import ADAPTIVE
 from ..ir.tableau import TABLEAUX
 from . import ast as A
 from .exprs import ALL, Context, ExprChecker, uses
+from .noise import check_linear, noises as split_noises
 from .scope import Scope, build_scope, describe
 
 PARAM_CTX = Context("a param default", frozenset({"param"}),
@@ -24,6 +26,12 @@ INIT_ALLOWED = frozenset({"param", "dim", "grid", "basin", "input", "t", "state"
 INIT_RULE = ("; a start value may use params, dims, grid and basin indices, inputs, `t` "
              "and the states declared before it")
 SOLVE_ARGS = ("dt", "steps", "t0")
+ADAPTIVE_ARGS = ("t0",) + N.Adaptive.NAMES
+DERIV_CTX = Context("a derivative", ALL | {"noise"})
+COLLAPSE_CTX = Context("the collapse condition")
+FLUX_CTX = Context("a flux statement")
+# methods that are not a tableau of their own: name -> the tableau of their drift step
+NOISE_ONLY_METHODS = {"milstein": "euler"}
 
 
 def check_program(program: A.ProgramAST) -> N.Program:
@@ -54,10 +62,13 @@ def check_field(fielddef: A.FieldDef) -> N.Field:
     for name in scope.lets:             # type every let, used or not
         exprs.let_body(name)
     _needs_basin(scope)
+    states = _states(scope, exprs)
+    derivs, noises = _derivs(scope, exprs)
     return N.Field(
         name=fielddef.name.name,
-        states=_states(scope, exprs),
-        derivs=_derivs(scope, exprs),
+        states=states,
+        derivs=derivs,
+        noises=noises,
         params=_params(scope, exprs),
         inputs=tuple(_array(a) for a in scope.inputs),
         outputs=tuple(_array(a) for a in scope.outputs),
@@ -160,7 +171,14 @@ def _derivs(scope: Scope, exprs: ExprChecker) -> tuple[N.Expr, ...]:
         if item.name.name not in found:
             raise DeclarationError(f"state `{item.name.name}` has no equation; add "
                                    f"`d{item.name.name}/dt = ...`", span=item.name.span)
-    return tuple(exprs.float(found[s.name.name].expr) for s in scope.states)
+    noise_names = {n.name for n in scope.noises}
+    asts = [found[s.name.name].expr for s in scope.states]
+    uses = [check_linear(e, noise_names) if noise_names else {} for e in asts]
+    typed = [exprs.float(e, DERIV_CTX) for e in asts]
+    method = scope.solve[0].method if scope.solve else None
+    if method is None:
+        return tuple(typed), ()
+    return split_noises(scope.noises, [s.name.name for s in scope.states], typed, uses, method)
 
 
 # --- coupling, collapse, flux -------------------------------------------------------
@@ -186,7 +204,7 @@ def _collapse(scope: Scope, exprs: ExprChecker) -> N.Expr | None:
         raise DeclarationError("a second `collapse` statement; a field has at most one "
                                f"(the first is on line {scope.collapse[0].span.line})",
                                span=scope.collapse[1].span)
-    return exprs.cond(scope.collapse[0].cond)
+    return exprs.cond(scope.collapse[0].cond, COLLAPSE_CTX)
 
 
 def _flux(scope: Scope, exprs: ExprChecker) -> tuple[N.Flux, ...]:
@@ -201,7 +219,7 @@ def _flux(scope: Scope, exprs: ExprChecker) -> tuple[N.Flux, ...]:
                       f"(declare it with `output {name}[...]`)", span=stmt.target.span)
         rank = len(scope.array(name).dims)
         index = exprs.indices(stmt, rank, Context("a flux index"))
-        value = exprs.float(stmt.value)
+        value = exprs.float(stmt.value, FLUX_CTX)
         result.append(N.Flux(name, index, value, stmt.span))
     return tuple(result)
 
@@ -218,8 +236,10 @@ def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
                                span=scope.solve[1].span)
     decl = scope.solve[0]
     method = decl.method.name
-    if method not in TABLEAUX:
-        names = ", ".join(TABLEAUX)
+    if method in ADAPTIVE:
+        return _adaptive_solver(decl, exprs)
+    if method not in TABLEAUX and method not in NOISE_ONLY_METHODS:
+        names = ", ".join([*TABLEAUX, *NOISE_ONLY_METHODS, *ADAPTIVE])
         raise NameError_(f"unknown method `{method}`; use one of {names}",
                          span=decl.method.span)
     args = _solve_args(decl)
@@ -227,7 +247,38 @@ def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
     steps = exprs.int(args["steps"].value, SOLVE_CTX, "`steps`")
     t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
         else N.Const(0.0, Type.FLOAT)
-    return N.Solver(method, TABLEAUX[method], dt, steps, t0, decl.span)
+    tableau = TABLEAUX[NOISE_ONLY_METHODS.get(method, method)]
+    return N.Solver(method, tableau, dt, steps, t0, decl.span)
+
+
+def _adaptive_solver(decl: A.SolveDecl, exprs: ExprChecker) -> N.Solver:
+    """``solve dopri5(t1 = .., rtol = .., ...)``: every argument optional here (t1 may
+    come at call time), dt and steps refused (the method chooses its steps)."""
+    method = decl.method.name
+    args: dict[str, A.SolveArg] = {}
+    for arg in decl.args:
+        name = arg.name.name
+        if name in ("dt", "steps"):
+            hint = "dt0 = (a first step) or dtmax = " if name == "dt" else "max_steps = "
+            raise DeclarationError(f"`{name}` is not an argument of the adaptive method "
+                                   f"{method}: it chooses its own steps (give t1 = ..., "
+                                   f"and {hint}... if you need to)", span=arg.span)
+        if name not in ADAPTIVE_ARGS:
+            raise NameError_(f"unknown argument `{name}` of solve {method}; it takes "
+                             f"{', '.join(ADAPTIVE_ARGS)}", span=arg.name.span)
+        if name in args:
+            raise DeclarationError(f"`{name}` is given twice", span=arg.span)
+        args[name] = arg
+    given = {}
+    for name in N.Adaptive.NAMES:
+        if name in args:
+            value = args[name].value
+            given[name] = (exprs.int(value, SOLVE_CTX, "`max_steps`") if name == "max_steps"
+                           else exprs.float(value, SOLVE_CTX))
+    t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
+        else N.Const(0.0, Type.FLOAT)
+    return N.Solver(method, ADAPTIVE[method], N.Const(0.0, Type.FLOAT), N.Const(0, Type.INT),
+                    t0, decl.span, adaptive=N.Adaptive(**given))
 
 
 def _solve_args(decl: A.SolveDecl) -> dict[str, A.SolveArg]:

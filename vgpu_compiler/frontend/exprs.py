@@ -32,11 +32,12 @@ _BUILTIN_SYMS = {"t": N.Sym(SymKind.TIME, "t", Type.FLOAT),
                  "dt": N.Sym(SymKind.DT, "dt", Type.FLOAT),
                  "step": N.Sym(SymKind.STEP, "step", Type.INT)}
 _SYM_KIND = {"param": SymKind.PARAM, "state": SymKind.STATE, "dim": SymKind.DIM,
-             "grid": SymKind.GRID, "basin": SymKind.BASIN, "coupled": SymKind.COUPLED}
+             "grid": SymKind.GRID, "basin": SymKind.BASIN, "coupled": SymKind.COUPLED,
+             "noise": SymKind.NOISE}
 _KIND_OF_SYM = {SymKind.PARAM: "param", SymKind.STATE: "state", SymKind.DIM: "dim",
                 SymKind.GRID: "grid", SymKind.BASIN: "basin", SymKind.COUPLED: "coupled",
                 SymKind.TIME: "t", SymKind.DT: "dt", SymKind.STEP: "step",
-                SymKind.INIT: "init"}
+                SymKind.INIT: "init", SymKind.NOISE: "noise"}
 _WHAT = {"t": "the time `t`", "dt": "the step size `dt`", "step": "the step number `step`",
          "init": "`init(...)`"}
 ALL = frozenset({"param", "state", "dim", "grid", "basin", "input", "coupled", "t", "dt",
@@ -236,11 +237,20 @@ class ExprChecker:
                 for used_kind, used in sorted(self.let_uses(name)):
                     ctx.check(used_kind, used, expr.span, via=name)
             return body
+        if kind == "noise" and ("noise" not in ctx.allowed or self._busy):
+            raise self._misplaced_noise(expr, ctx)
         if kind in _SYM_KIND:
             ctx.check(kind, name, expr.span)
             node_type = Type.INT if kind in ("dim", "grid", "basin") else Type.FLOAT
             return N.Sym(_SYM_KIND[kind], name, node_type)
         raise self._bad_name(expr, kind)
+
+    def _misplaced_noise(self, expr: A.Name, ctx: Context) -> Exception:
+        """A noise outside a derivative (docs/language.md, Noise)."""
+        where = f"let `{self._busy[-1]}`" if self._busy else ctx.where
+        return NameError_(f"noise `{expr.name}` used in {where}; a noise may appear only in "
+                          f"a derivative, linearly (`dx/dt = F + G * {expr.name}`)",
+                          span=expr.span)
 
     def _bad_name(self, expr: A.Name, kind: str | None) -> Exception:
         name = expr.name

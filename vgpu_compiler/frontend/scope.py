@@ -32,7 +32,7 @@ MAX_GRID_RANK = 3
 
 @dataclass(frozen=True)
 class Binding:
-    kind: str                   # param input output state let dim grid basin coupled
+    kind: str                   # param input output state let dim grid basin coupled noise
     span: Span
     decl: object = None         # the AST declaration (an ArrayDecl, a LetDecl ...)
 
@@ -53,6 +53,7 @@ class Scope:
     collapse: list[A.CollapseDecl] = field(default_factory=list)
     flux: list[A.FluxStmt] = field(default_factory=list)
     solve: list[A.SolveDecl] = field(default_factory=list)
+    noises: list[A.Name] = field(default_factory=list)
     grid_decl: A.GridDecl | None = None
     basin_decl: A.GridDecl | None = None
     dims: list[str] = field(default_factory=list)
@@ -80,7 +81,7 @@ class Scope:
 
 ARTICLE = {"param": "a param", "input": "an input", "output": "an output", "state": "a state",
            "let": "a let", "dim": "a dim symbol", "grid": "a grid index",
-           "basin": "a basin index", "coupled": "a coupled name"}
+           "basin": "a basin index", "coupled": "a coupled name", "noise": "a noise"}
 
 
 def describe(kind: str | None) -> str:
@@ -142,6 +143,10 @@ def _collect(scope: Scope, stmt: A.Statement) -> None:
         for item in stmt.items:
             declare(scope, item.name, "coupled", item)
             scope.coupled.append(item)
+    elif isinstance(stmt, A.NoiseDecl):
+        for name in stmt.names:
+            declare(scope, name, "noise", stmt)
+            scope.noises.append(name)
     elif isinstance(stmt, A.GridDecl) and stmt.kind == "grid":
         scope.grid_decl = _one(scope, scope.grid_decl, stmt, "grid")
         scope.grid = _grid(scope)

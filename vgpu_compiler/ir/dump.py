@@ -130,6 +130,13 @@ def dump(field: Field) -> str:
     out.append("  derivatives:")
     for state, deriv in zip(field.states, field.derivs):
         out += p.lines(f"d{state.name}/dt = ", deriv)
+    for n in field.noises:      # (stochastic fields: the derivatives above are the drifts)
+        out.append(f"  noise {n.name} (counter word k = {n.index}): dW = sqrt(dt) * Z")
+        for k, state in enumerate(field.states):
+            if n.diffusion[k] is not None:
+                out += p.lines(f"d{state.name} += dW * ", n.diffusion[k])
+            if n.slope and n.slope[k] is not None:
+                out += p.lines(f"d/d{state.name} of that = ", n.slope[k])
     out += p.lines("collapse when ", field.collapse, "  ") if field.collapse is not None \
         else ["  collapse: none"]
     out.append("  flux:")
@@ -143,6 +150,13 @@ def dump(field: Field) -> str:
 def _solver(p: _Printer, field: Field) -> list[str]:
     s, tab = field.solver, field.solver.tableau
     out = ["  solve:"] + p.lines(f"method {s.method}", None)
+    if s.adaptive is not None:          # an adaptive method: its arguments, not dt/steps
+        out += p.lines("t0 = ", s.t0)
+        for name, expr in zip(s.adaptive.NAMES, s.adaptive.exprs()):
+            if expr is not None:
+                out += p.lines(f"{name} = ", expr)
+        out.append(f"    embedded pair {tab.name}: q = {tab.q}, err = {_fractions(tab.err)}")
+        return out
     out += p.lines("dt = ", s.dt) + p.lines("steps = ", s.steps) + p.lines("t0 = ", s.t0)
     out.append(f"    tableau {tab.name}: c = {_fractions(tab.c)}, b = {_fractions(tab.b)}, "
                f"a = [{', '.join(_fractions(row) for row in tab.a)}]")

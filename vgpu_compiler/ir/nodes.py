@@ -245,13 +245,49 @@ class Flux:
 
 
 @dataclass(frozen=True)
+class Adaptive:
+    """The arguments of an adaptive method's solve statement (None: not written there;
+    its default or a call-time value applies)."""
+    t1: Expr | None = None
+    rtol: Expr | None = None
+    atol: Expr | None = None
+    dt0: Expr | None = None
+    dtmax: Expr | None = None
+    max_steps: Expr | None = None   # INT
+
+    NAMES = ("t1", "rtol", "atol", "dt0", "dtmax", "max_steps")
+
+    def exprs(self) -> list:
+        return [getattr(self, n) for n in self.NAMES]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """``noise xi``: a standard white noise, independent per trajectory. The Ito SDE is
+    ``dX_i = F_i dt + sum_k G_ik dW_k``: ``Field.derivs`` hold the drifts F, and each
+    noise its column G_k (``diffusion``, one entry per state, None where the noise
+    is absent). ``slope`` (``milstein`` only): dG_ik/dx_i, per state, None where absent.
+    ``index`` is the noise's position in declaration order (the counter word k)."""
+
+    name: str
+    index: int
+    diffusion: tuple["Expr | None", ...]
+    slope: tuple["Expr | None", ...] = ()
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class Solver:
     method: str
     tableau: Tableau
-    dt: Expr                    # over Const, Sym(PARAM) (scalar) and Sym(DIM)
-    steps: Expr                 # INT
+    dt: Expr                    # over Const, Sym(PARAM) (scalar) and Sym(DIM); adaptive: 0
+    steps: Expr                 # INT; adaptive: 0
     t0: Expr
     span: Span | None = _span()
+    adaptive: Adaptive | None = None    # an adaptive method's arguments (ir/embedded.py)
+    # a fixed-step method run for save_at (dense output): a backend may build another
+    # kernel for it (the GLSL backend: templates/adaptive.glsl.j2 with fixed steps)
+    dense: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,6 +306,7 @@ class Field:
     flux: tuple[Flux, ...]
     solver: Solver
     span: Span | None = _span()
+    noises: tuple[Noise, ...] = ()      # stochastic fields (declaration order)
 
     @property
     def free_states(self) -> tuple[State, ...]:

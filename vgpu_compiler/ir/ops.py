@@ -96,6 +96,8 @@ class SymKind(Enum):
     STEP = "step"          # the step number (INT)
     INIT = "init"          # init(x): the starting value of state x (FLOAT)
     COUPLED = "coupled"    # this trajectory's own value of a coupled name (FLOAT)
+    NOISE = "noise"        # a white noise: only while checking a derivative (FLOAT); the
+                           # checked IR holds it split out (nodes.Noise), never as a Sym
 
 
 class ReduceOp(Enum):

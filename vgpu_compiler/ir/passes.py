@@ -114,7 +114,12 @@ def fold_field(field: Field) -> Field:
         collapse=f(field.collapse),
         flux=tuple(replace(x, index=tuple(f(e) for e in x.index), value=f(x.value))
                    for x in field.flux),
-        solver=replace(solver, dt=f(solver.dt), steps=f(solver.steps), t0=f(solver.t0)),
+        solver=replace(solver, dt=f(solver.dt), steps=f(solver.steps), t0=f(solver.t0),
+                       adaptive=None if solver.adaptive is None else replace(
+                           solver.adaptive, **{n: f(getattr(solver.adaptive, n))
+                                               for n in solver.adaptive.NAMES})),
+        noises=tuple(replace(n, diffusion=tuple(f(g) for g in n.diffusion),
+                             slope=tuple(f(g) for g in n.slope)) for n in field.noises),
     )
 
 

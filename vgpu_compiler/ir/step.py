@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .embedded import EmbeddedTableau, dense_coefficients
 from .tableau import Tableau
 
 
@@ -46,6 +47,13 @@ class StepProgram:
     method: str
     stages: tuple[Stage, ...]
     update: Combination         # the new state h_{n+1}
+    # adaptive methods (ir/embedded.py): the error estimate e = dt * sum(w_j * k_j)
+    # (only the terms are used), the continuous extension y(t_n + theta*dt) =
+    # h_n + dt * sum_p theta^(p+1) * sum(w_j * k_j for dense[p]'s terms), and FSAL
+    error: Combination | None = None
+    dense: tuple[Combination, ...] | None = None
+    fsal: bool = False
+    q: int = 0                  # the lower order of the pair (the controller's exponent)
 
     @property
     def n_stages(self) -> int:
@@ -56,7 +64,13 @@ class StepProgram:
 def step_program(tableau: Tableau) -> StepProgram:
     """The step program of an explicit Runge-Kutta tableau."""
     stages = tuple(Stage(s, tableau.c[s], _combination(row)) for s, row in enumerate(tableau.a))
-    return StepProgram(tableau.name, stages, _combination(tableau.b))
+    if not isinstance(tableau, EmbeddedTableau):
+        return StepProgram(tableau.name, stages, _combination(tableau.b))
+    powers = tuple(zip(*dense_coefficients(tableau)))      # per power of theta, per stage
+    return StepProgram(tableau.name, stages, _combination(tableau.b),
+                       error=_combination(tableau.err),
+                       dense=tuple(_combination(p) for p in powers),
+                       fsal=tableau.fsal, q=tableau.q)
 
 
 def _combination(weights) -> Combination:

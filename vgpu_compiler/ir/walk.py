@@ -53,12 +53,16 @@ def walk(*roots: Expr | None, skip: Callable[[Expr], bool] | None = None,
 
 def field_roots(field: Field) -> list[Expr]:
     """Every expression of a field: param defaults, starts, coupled, derivatives,
-    collapse, flux (indices then value), dt, steps, t0."""
+    collapse, flux (indices then value), dt, steps, t0, noises."""
     roots = [p.default for p in field.params] + [s.init for s in field.states]
     roots += [c.expr for c in field.coupled] + list(field.derivs) + [field.collapse]
     for f in field.flux:
         roots += list(f.index) + [f.value]
     roots += [field.solver.dt, field.solver.steps, field.solver.t0]
+    if field.solver.adaptive is not None:
+        roots += field.solver.adaptive.exprs()
+    for n in field.noises:          # each noise's coefficients, then their slopes
+        roots += list(n.diffusion) + list(n.slope)
     return [r for r in roots if r is not None]
 
 

@@ -115,7 +115,12 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     its ``meta()`` is what the runtime reads."""
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
-    return print_kernel(kernel, DIALECTS[dtype])
+    if field.solver.adaptive is None and not field.solver.dense:
+        return print_kernel(kernel, DIALECTS[dtype])
+    from . import adaptive           # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
+    printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+    printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+    return printed
 
 
 def _lower(field: Field, **options) -> PrintedKernel:

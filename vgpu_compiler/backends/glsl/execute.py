@@ -28,7 +28,8 @@ from ...errors import ProgramIndexError, Span, ZeroDivision
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from .plan import Chunk, Plan, plan_for
+from ...noise.normal import key_of
+from .plan import Chunk, Plan, plan_for, uniforms_of
 
 NO_ERROR = 0xFFFFFFFF
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
@@ -135,7 +136,17 @@ def _call_uniforms(call: _Call, plan: Plan) -> dict:
          "u_steps": int(bound.steps)}
     for uniform, name in plan.scalars:
         u[uniform] = float(cast(bound.params[name]))
+    u.update(key_uniforms(call.meta, bound.seed))
     return u
+
+
+def key_uniforms(meta: dict, seed: int) -> dict:
+    """The noise key's uniforms (role ``key``) for ``seed``; {} without noise."""
+    names = uniforms_of(meta, "key")
+    if not names:
+        return {}
+    k0, k1 = key_of(seed)
+    return {names["0"]: k0, names["1"]: k1}
 
 
 def _segment(s0: int, s1: int, steps: int) -> dict:

@@ -12,7 +12,7 @@ from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from . import device as gl
 from . import plan as _plan
-from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment,
+from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment, key_uniforms,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
 from .plan import Plan
@@ -59,6 +59,7 @@ class OneDispatch:
         self.rows = [k for k, s in enumerate(f.states) if s.init is None]
         self.pt = plan.pt
         self.collapse = bool(meta["collapse"])
+        self.noisy = bool(f.noises)
         self.state_bytes = self.n_states * n * self.dtype.itemsize
         self.taken = np.full(self.grid, self.steps, np.int32)   # copied for each call
 
@@ -84,6 +85,8 @@ class OneDispatch:
         if self.scalars:
             cast, values = self.cast, data.params
             uniforms = {u: float(cast(values[name])) for u, name in self.scalars}
+        if self.noisy:          # the noise key: a uniform per call, like a scalar param
+            uniforms = {**(uniforms or {}), **key_uniforms(self.kernel.meta, data.seed)}
         base = self.base
         base.lock.acquire()
         try:

@@ -56,6 +56,10 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
+    t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
+    if t.adaptive is not None or t.save_at is not None:
+        from .adaptive_run import run as run_adaptive
+        return run_adaptive(prepared, data, progress)
     if progress is None:
         slots = prepared.slots
         fast = slots.get("glsl_fast")

@@ -22,6 +22,7 @@ from ...ir.step import Combination, step_program
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...ir.evaluate import INT, Context, Frame, Plan, Schedule, check_index
 from .layout import Layout
+from .noise import Noise
 
 
 class StageContext(Context):
@@ -100,6 +101,7 @@ class _Run:
         self.schedules: dict = {}
         self.state_roots = [i for i, d in enumerate(f.derivs)
                             if isinstance(d, Sym) and d.kind is SymKind.STATE]
+        self.noise = Noise(self) if f.noises else None      # stochastic fields: noise.py
 
     def arrays(self, n: int) -> list:
         return [np.empty(self.layout.shape, self.dtype) for _ in range(n)]
@@ -210,7 +212,8 @@ class _Run:
         for terms, cdt in self.stages:
             hs = self.combine(h, ks, terms, self.stage_state)
             ks.append(self.derivs(hs, t_n + cdt, step, mask, len(ks)))
-        return self.combine(h, ks, self.update, self.new_state[n % 2])
+        new = self.combine(h, ks, self.update, self.new_state[n % 2])
+        return new if self.noise is None else self.noise.add(h, list(new), n, mask)
 
     # --- the whole run ------------------------------------------------------------
     def start(self) -> list:
@@ -307,5 +310,11 @@ class _Run:
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
+    if bound.adaptive is not None:
+        from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
+        return run_adaptive(bound, progress)
+    if bound.save_at is not None:
+        from .dense_fixed import run as run_saving      # fixed-step save_at (Hermite)
+        return run_saving(bound, progress)
     with np.errstate(all="ignore"):
         return _Run(bound, progress).solve()

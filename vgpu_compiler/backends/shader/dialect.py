@@ -71,6 +71,7 @@ HELPER_DEPS = {
     "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
+    "vg_normal": ("vg_philox",), "vg_philox": (),
 }
 # Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
 # counts them: see plan.loop_cap); no other helper loops.
@@ -135,6 +136,12 @@ class Dialect:
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)
+    adaptive_template: str = "adaptive.glsl.j2"     # ... of an adaptive method's kernel
+    # stochastic fields (shader/noise.py): the float32 normal of the counter
+    # (trajectory, step, noise k, 0), and the trajectory's flat index as a uint
+    normal: str = "vg_normal(uvec4({traj}, uint({step}), {k}, 0u))"
+    normal_type: str = "float"          # the normal is float32 for every working dtype
+    to_uint: str = "uint({0})"
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:

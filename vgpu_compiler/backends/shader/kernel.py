@@ -261,4 +261,7 @@ class Kernel:
     reduce_trips_per_step: int = 0  # loop iterations of the basin reductions, per step
     reduce_trips_once: int = 0      # ... and once per dispatch (flux)
     reports_errors: bool = False    # inputs exist: their loaders report out-of-range reads
+    adaptive: object = None         # an adaptive method's pieces (adaptive.AdaptiveParts)
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
+    noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
+    traj: Term = 0                  # ... the trajectory's flat grid index, for Philox

@@ -19,6 +19,7 @@ from ...ir.ranges import Ranges
 from ...ir.step import Stage as StepStage
 from ...ir.step import step_program
 from ...ir.walk import children, walk
+from . import noise as _noise
 from .dialect import mangle
 from .kernel import (Axis, Below, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit,
                      Fluxer, Ix, Kernel, Let, Loader, Reduction, Stage, Uniform, flat, product)
@@ -111,6 +112,7 @@ class _Lowering:
             init_names=tuple(mangle("s0", s.name) for s in f.states),
             stages=stages, update=program.update, collapse=collapse, flux=flux,
             n_deposits=sum(1 for x in fluxers if x.deposit >= 0), ranges=Ranges(f),
+            noise=_noise.terms(f), traj=_noise.traj(axes) if f.noises else 0,
         )
 
     def _trips(self, block: Block | None) -> int:
@@ -177,7 +179,10 @@ class _Lowering:
         f, s = self.f, stage.index
         body = [Let(mangle(f"k{s}", st.name), e, self._where(_span_of(e) or st.span))
                 for st, e in zip(f.states, f.derivs)]
-        block = self._block(list(f.derivs), Context(state="y"), body, f"vg_t{s}_")
+        if s == 0 and f.noises:         # the noise's coefficients, on the step's start
+            body += _noise.stage_lets(f, self._where)
+        roots = [x.expr for x in body]
+        block = self._block(roots, Context(state="y"), body, f"vg_t{s}_")
         return Stage(index=s, c=stage.c, state=stage.state, block=block)
 
     def _collapse(self) -> Block | None:
@@ -247,7 +252,7 @@ class _Lowering:
         out += [Uniform("int", mangle("d", n), f"dim {n}", "dim", n) for n in f.dims]
         out += [Uniform(F, mangle("p", p.name), f"param {p.name}", "param", p.name)
                 for p in f.params if p.name not in self.pt]
-        return tuple(out)
+        return tuple(out + _noise.uniforms(f))
 
     def _loaders(self) -> tuple[Loader, ...]:
         out = []
@@ -282,6 +287,7 @@ def _box(axes: tuple[Axis, ...]):
 def _roots(f: Field) -> list[Expr]:
     """Every expression a kernel evaluates per lane (the coupled ones through their uses)."""
     roots = list(f.derivs) + ([f.collapse] if f.collapse is not None else [])
+    roots += [g for n in f.noises for g in (*n.diffusion, *n.slope) if g is not None]
     return roots + [x for fl in f.flux for x in (*fl.index, fl.value)]
 
 

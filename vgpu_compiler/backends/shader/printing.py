@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...ir.step import Combination
+from . import noise as _noise
 from .dialect import Dialect, mangle
 from .kernel import INIT, Block, CoupledBlock, Kernel, Reduction, Stage
 from .render import Printer
@@ -143,6 +144,9 @@ class _Printing:
         flux = self._flux(k.flux) if k.flux else None
         if k.reports_errors:
             self.p.helpers.add(d.fail)
+        noise_draws, noise_update = _noise.printed(k, d)
+        if k.noise:
+            self.p.need("vg_normal()")
         per_step, once = _helper_calls(stages, collapse, init, flux, d)
         trips = lambda calls: sum(d.loop_helpers[h] * n for h, n in calls.items())  # noqa: E731
         return PrintedKernel(
@@ -158,7 +162,9 @@ class _Printing:
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
-            collapse=collapse, flux=flux,
+            collapse=collapse, flux=flux, noise_draws=noise_draws, noise_update=noise_update,
+            noise_traj=_noise.printed_traj(k, d),
+            noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
                          for kind, w, s in self.p.errors),
             guard=d.all_of.join(self.p.guards),

@@ -29,6 +29,8 @@ def render_kernel(kernel, template: str | None = None) -> str:
     """The text of a printed kernel (printing.PrintedKernel) through its dialect's
     template (``k``: the kernel, ``d``: the dialect)."""
     d = kernel.dialect
+    if template is None and getattr(kernel, "adaptive", None) is not None:
+        template = d.adaptive_template          # an adaptive method's kernel
     text = environment().get_template(template or d.template).render(k=kernel, d=d)
     lines = [line.rstrip() for line in text.splitlines()]
     out: list[str] = []

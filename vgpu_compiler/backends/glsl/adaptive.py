@@ -1,0 +1,104 @@
+"""The GLSL kernel of an adaptive method (bs3, dopri5, tsit5): what it adds to a field's.
+
+``extend(kernel, field)`` adds to the kernel description of lower.py the
+buffers that carry a trajectory between dispatches (its ``t``, step size,
+FSAL derivative, counters), the ``save_at`` times and history, and the
+uniforms of the controller (tolerances, t1, dt0, dtmax, max_steps, attempts
+per dispatch): changing any of them never recompiles. ``print_parts`` prints
+the error estimate and the continuous extension (ir.step's Combinations, the
+same numbers and the same order of operations as the numpy reference), and
+the controller's constants (ir/controller.py). templates/adaptive.glsl.j2
+lays it out: one invocation carries its own t and dt; a basin shares one step
+size (its largest error over active lanes, in basin memory).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...ir import controller as C
+from ...ir.nodes import Field
+from ...ir.step import Combination, step_program
+from ..shader.kernel import Buffer, Kernel, Uniform
+
+RUNNING = -1                # b_cnt status while a trajectory still steps
+COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
+
+
+@dataclass(frozen=True)
+class AdaptiveParts:
+    q: int                      # the pair's lower order
+    error: Combination | None   # None: a fixed-step method run for save_at
+    dense: tuple[Combination, ...] | None   # None: cubic Hermite through the step's ends
+    n_ad: int                   # rows of b_ad: t, dt, then the FSAL derivative per state
+
+    @property
+    def fixed(self) -> bool:
+        """A fixed-step method (t_n = t0 + n dt, every step accepted), run for save_at."""
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class PrintedAdaptive:
+    errors: tuple[str, ...]             # per state: sum(w_j k_j) of the error estimate
+    dense: tuple[tuple[str, ...], ...]  # per state, per power of theta: sum(w_j k_j)
+    last: tuple[str, ...]               # per state: the FSAL stage's k
+    root: int                           # the controller's root: q + 1
+    consts: dict                        # printed constants
+    fixed: bool = False                 # a fixed-step method run for save_at
+
+
+def extend(kernel: Kernel, field: Field) -> Kernel:
+    program = step_program(field.solver.tableau)
+    n = len(field.states)
+    buffers = list(kernel.buffers)
+    F = "float"
+    extra = [("ad", "b_ad", F, False, "t, dt, then the FSAL derivative per state"),
+             ("cnt", "b_cnt", "int", False, "steps taken, rejected, status, after a reject, "
+                                               "next save"),
+             ("run", "b_run", "uint", False, "trajectories still running after the dispatch"),
+             ("save", "b_save", F, True, "save_at times"),
+             ("hist", "b_hist", F, False, "save_at states: (time, state, trajectory)")]
+    for role, name, typ, ro, comment in extra:
+        buffers.append(Buffer(len(buffers), role, name, typ, readonly=ro, comment=comment))
+    uniforms = list(kernel.uniforms) + [
+        Uniform(F, "u_t1", "end time", "t1"), Uniform(F, "u_rtol", "relative tolerance", "rtol"),
+        Uniform(F, "u_atol", "absolute tolerance", "atol"),
+        Uniform(F, "u_dt0", "first step (0: Hairer's choice)", "dt0"),
+        Uniform(F, "u_dtmax", "largest step", "dtmax"),
+        Uniform(F, "u_gap", "a step ending this close to t1 is cut to end at t1", "gap"),
+        Uniform("int", "u_max_steps", "most accepted steps", "max_steps"),
+        Uniform("int", "u_attempts", "most step attempts in this dispatch", "attempts"),
+        Uniform("int", "u_nsave", "save_at times", "nsave")]
+    parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
+                          n_ad=2 + n)
+    return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
+                               adaptive=parts)
+
+
+def print_parts(printed, dialect) -> PrintedAdaptive:
+    """The adaptive pieces of a printed kernel, in its dialect."""
+    k = printed.kernel
+    parts, lit = k.adaptive, dialect.float_literal
+    n_states = len(k.states)
+
+    def weighted(comb: Combination, i: int) -> str:
+        terms = [k.stage_k[j][i] if w == 1 else f"{lit(float(w))} * {k.stage_k[j][i]}"
+                 for j, w in comb.terms]
+        return " + ".join(terms) if terms else lit(0.0)
+
+    consts = {"two": lit(2.0), "three": lit(3.0), "safety": lit(C.SAFETY), "fmin": lit(C.FACTOR_MIN), "fmax": lit(C.FACTOR_MAX),
+              "under": lit(C.UNDERFLOW[k.dtype]), "n": lit(float(n_states)),
+              "one": lit(1.0), "zero": lit(0.0), "small": lit(1e-5), "tiny": lit(1e-15),
+              "h_small": lit(1e-6), "h_frac": lit(1e-3), "hundred": lit(100.0),
+              "cent": lit(0.01), "inv_root": lit(1.0 / (parts.q + 1)),
+              "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
+              "end": str(C.REACHED_END), "max": str(C.MAX_STEPS),
+              "underflow": str(C.STEP_UNDERFLOW)}
+    if parts.fixed:
+        return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True)
+    return PrintedAdaptive(
+        errors=tuple(weighted(parts.error, i) for i in range(n_states)),
+        dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
+        last=tuple(k.stage_k[-1][i] for i in range(n_states)),
+        root=parts.q + 1, consts=consts)
