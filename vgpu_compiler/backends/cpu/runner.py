@@ -13,7 +13,7 @@ import numpy as np
 
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from ...errors import ProgramIndexError, Span, ZeroDivision
+from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
 from .kernel import CpuKernel, kernel
 
 NO_ERROR = 0xFFFFFFFF
@@ -32,6 +32,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
+    t = prepared.template
+    if getattr(t, "adaptive", None) is not None or getattr(t, "save_at", None) is not None:
+        raise BackendError("the cpu backend has no adaptive methods and no save_at yet; "
+                           "backend='glsl' or backend='numpy' runs them")
     bound = prepared.bound(data)
     slot = prepared.slots.setdefault("cpu", {})
     pt = bound.per_trajectory
