@@ -155,3 +155,14 @@ def test_flux_sums_are_the_references_bit_for_bit(dtype):
     got = vgpu.solve(src, h0, backend="cpu", dtype=dtype)
     np.testing.assert_array_equal(got.states, ref.states)
     np.testing.assert_array_equal(got.outputs["h"], ref.outputs["h"])
+
+
+def test_a_field_too_large_to_compile_is_refused_and_auto_moves_on(monkeypatch):
+    monkeypatch.setenv("VGPU_CPU_MAX_STATES", "3")
+    src = "field f {\n state a, b, c, d\n da/dt = -a\n db/dt = -b\n dc/dt = -c\n" \
+          " dd/dt = -d\n solve euler(dt = 0.1, steps = 2)\n}"
+    h0 = np.ones((5, 4), np.float32)
+    with pytest.raises(vgpu.BackendError, match="at most 3 .*VGPU_CPU_MAX_STATES"):
+        vgpu.run_field(src, h0, backend="cpu")
+    np.testing.assert_array_equal(vgpu.run_field(src, h0),
+                                  vgpu.run_field(src, h0, backend="numpy"))

@@ -21,6 +21,11 @@ from .dialect import DIALECTS
 VERSION = "c-1"
 LANES = {"float32": 64, "float64": 32}
 MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
+# The C compiler's time grows faster than linearly with one function's size: a field past
+# these (a few hundred states, or a few hundred KB of C) would take minutes to compile,
+# so it is a BackendError (auto moves on). VGPU_CPU_MAX_STATES changes the first.
+MAX_STATES = 256
+MAX_SOURCE = 300_000
 
 
 @dataclass
@@ -47,6 +52,12 @@ def _environment():
 
 def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``."""
+    limit = _max_states()
+    if len(field.states) > limit:
+        raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
+                           f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
+                           f"compiler's time grows quickly with a kernel's size; use "
+                           f"backend='numpy'")
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
                           reduction="serial")
     if desc.has_basin and desc.basin_size > MAX_BASIN:
@@ -65,10 +76,26 @@ def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
         noise_terms=noise, noise_vars=noise_vars,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints))
-    text = text.replace("(c-1", "(c-1").replace(f"({desc.version},", f"({VERSION},")
+    text = text.replace(f"({desc.version},", f"({VERSION},")
+    if len(text) > MAX_SOURCE:
+        raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
+                           f"more than the cpu backend compiles ({MAX_SOURCE // 1000} KB: the C "
+                           f"compiler's time grows quickly with it); use backend='numpy'")
     meta = printed.meta()
     meta["version"] = VERSION
     return text, meta, lanes, len(ints)
+
+
+def _max_states() -> int:
+    import os
+    text = os.environ.get("VGPU_CPU_MAX_STATES", "")
+    try:
+        value = int(text) if text else MAX_STATES
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BackendError(f"VGPU_CPU_MAX_STATES must be a positive int, got {text!r}")
+    return value
 
 
 def _blocks(desc):
