@@ -17,6 +17,7 @@ from ..ir import controller as C
 from ..ir.nodes import Field
 from .. import spelling as S
 from .bound import AdaptiveCall
+from .noise import refuse_with_noise
 
 NAMES = ("t1", "rtol", "atol", "dt0", "dtmax", "max_steps")
 
@@ -30,10 +31,7 @@ def overrides(t1=None, rtol=None, atol=None, dt0=None, dtmax=None, max_steps=Non
 def check_method_args(field: Field, given: dict, dt, steps, save_every, save_at=None) -> None:
     """Arguments that do not belong to the field's kind of method."""
     method = field.solver.method
-    if save_at is not None and field.noises:
-        raise CallError(f"{S.name('save_at')} needs a continuous extension, which a "
-                        f"stochastic field has none of (field {field.name} has noise "
-                        f"`{field.noises[0].name}`): pass {S.name('save_every')} instead")
+    refuse_with_noise(field, S.name("save_at"), save_at)
     if field.solver.adaptive is None:
         if given:
             name = next(iter(given))

@@ -8,6 +8,7 @@ not defined), for the code that adds such an argument to call.
 """
 from __future__ import annotations
 
+from .. import spelling as S
 from ..errors import CallError
 from ..ir.nodes import Field
 from ..noise.normal import key_of
@@ -25,5 +26,5 @@ def refuse_with_noise(field: Field, argument: str, value) -> None:
     if value is not None and field.noises:
         raise CallError(f"{argument} cannot be used with field {field.name}, which has noise "
                         f"(`{field.noises[0].name}`): a noisy path has no continuous extension "
-                        "between steps; use save_every")
+                        f"between steps; pass {S.name('save_every')} instead")
 
