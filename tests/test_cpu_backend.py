@@ -166,3 +166,17 @@ def test_a_field_too_large_to_compile_is_refused_and_auto_moves_on(monkeypatch):
         vgpu.run_field(src, h0, backend="cpu")
     np.testing.assert_array_equal(vgpu.run_field(src, h0),
                                   vgpu.run_field(src, h0, backend="numpy"))
+
+
+def test_a_long_run_is_several_calls_with_the_same_answer(monkeypatch):
+    """Ctrl-C stops a long run at the next call: the same numbers, however it is cut."""
+    from vgpu_compiler.backends.cpu import runner
+    from vgpu_compiler.call.counters import COUNTERS
+    h0 = RNG.normal(size=(500, 3)).astype(np.float32)
+    whole = vgpu.solve(LORENZ, h0, backend="cpu", steps=97, save_every=10)
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 512 * 7)       # 7 steps a call
+    before = COUNTERS.snapshot()["dispatches"]
+    cut = vgpu.solve(LORENZ, h0, backend="cpu", steps=97, save_every=10)
+    assert COUNTERS.snapshot()["dispatches"] - before >= 97 // 7
+    np.testing.assert_array_equal(cut.states, whole.states)
+    np.testing.assert_array_equal(cut.history, whole.history)

@@ -17,6 +17,9 @@ from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
 from .kernel import CpuKernel, kernel
 
 NO_ERROR = 0xFFFFFFFF
+# Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
+# each), so Ctrl-C stops it at the next one (Python sees signals between ctypes calls).
+WORK_PER_CALL = 1 << 26
 # OpenMP's thread pool does not survive a fork: a process forked after a kernel ran in
 # parallel runs its kernels on one thread (vg_kernel_serial), never waiting on lost threads.
 _omp = {"used": False, "forked": False}
@@ -143,23 +146,22 @@ class _Call:
     def solve(self, progress: Progress) -> Solution:
         bound, dt = self.bound, self.bound.dtype
         steps, every = bound.steps, bound.save_every
-        ends = set(saved_steps(steps, every)[1:]) if every else set()
-        if progress is not None:
-            tick = max(1, steps // 100)
-            ends |= set(range(tick, steps, tick))
-        ends = sorted(e for e in ends | {steps} if e > 0)
+        tick = max(1, steps // 100) if progress is not None else steps
+        chunk = max(1, WORK_PER_CALL // max(1, self.nslots))
         if every:                   # the start values (of states with a start expression too)
             self._call(0, 0, steps == 0)
         history = [self._pack()] if every else []
-        keep = set(saved_steps(steps, every)[1:]) if every else set()
-        if not ends and not every:          # no step: the start values, flux on them
+        if steps == 0 and not every:        # no step: the start values, flux on them
             self._call(0, 0, True)
         start = 0
-        for end in ends:
+        while start < steps:        # a call ends at a saved step, a progress tick or a chunk
+            end = min(steps, start + chunk, (start // tick + 1) * tick)
+            if every:
+                end = min(end, (start // every + 1) * every)
             self._call(start, end - start, end == steps)
-            if end in keep:
+            if every and (end % every == 0 or end == steps):
                 history.append(self._pack())
-            if progress is not None:
+            if progress is not None and (end % tick == 0 or end == steps):
                 progress(end, steps)
             start = end
         f = bound.field
