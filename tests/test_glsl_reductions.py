@@ -38,6 +38,7 @@ def strategy(request, fresh_cache, monkeypatch):
     the runtime's own step cap per dispatch (llvmpipe's loop limiter)."""
     name = request.param
     monkeypatch.setenv("VGPU_REDUCTION", name)
+    monkeypatch.setattr(eq, "_on", ["glsl"])    # eq.both: these are GLSL's strategies
     yield name
     from vgpu_compiler.backends.glsl import runner as glsl_runner
     built = [k.source for k in glsl_runner.MEMORY.values()]
