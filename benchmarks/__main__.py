@@ -33,6 +33,7 @@ BENCHMARKS = {
     "kuramoto": "benchmarks.kuramoto",
     "lorenz_adaptive": "benchmarks.lorenz_adaptive",
     "ou": "benchmarks.ou",
+    "cluster": "benchmarks.cluster",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

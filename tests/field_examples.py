@@ -78,3 +78,21 @@ def zero_shift(w, dr, dc):
             if 0 <= r + dr < rows and 0 <= c + dc < cols:
                 out[r, c] = w[r + dr, c + dc]
     return out
+
+
+# Basins that settle at different steps (collapse), counted by the step they stopped at
+# (flux): the grid index i and the whole grid's N enter the start values.
+SETTLE_COUNT = """
+field settle_count {
+    param rate = 1.0
+    grid i < N, j < 8
+    basin a < 4, b < 8
+    output hist[16]
+    state x = float(i) / float(N) + float(j) * 0.1
+    coupled m = x
+    dx/dt = -rate * (x - 0.5 * mean(m))
+    collapse when max(m) < 1e-2
+    solve rk4(dt = 0.05, steps = 400)
+    flux hist[clamp(step // 10, 0, 15)] += 1
+}
+"""

@@ -3,7 +3,9 @@ backend never imports another backend. Every import is read from the source (ast
 absolute and relative ones, and those inside functions.
 
 Stages, low to high: errors, spelling, resources < ir, noise < frontend < call <
-backends < api < cli; ``vgpu`` (the public face) may import api and anything below.
+backends < api, distributed < cli (a call given dask arrays goes from the API to
+distributed/, whose blocks call the API on the workers); ``vgpu`` (the public face)
+may import api and anything below.
 The package's own ``__init__`` is empty (every ``from .. import x`` imports it) and sits
 at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
 A backend may import the registry (``backends/__init__.py``), which imports none, and
@@ -19,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
 RANK = {"errors": 0, "spelling": 0, "resources": 0, "ir": 1, "noise": 1, "frontend": 2,
-        "call": 3, "backends": 4, "api": 5, "cli": 6, "__main__": 6, "__init__": 0}
+        "call": 3, "backends": 4, "api": 5, "distributed": 5, "cli": 6, "__main__": 6,
+        "__init__": 0}
 SHARED = frozenset({"shader"})   # backends/ packages every backend may import
 FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
 

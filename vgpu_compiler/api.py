@@ -78,13 +78,17 @@ def compile(src, field: str | None = None):
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
               backend="auto", dtype="float32", dt=None, steps=None, t0=None, t1=None,
               rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None,
-              seed=0) -> np.ndarray:
+              seed=0, chunks=None) -> np.ndarray:
     """Integrate every trajectory; returns the final states, grid_shape (+ (n_states,)).
     ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
-    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64))."""
+    ``seed``: the key of a stochastic field's noise (an int in [0, 2^64)).
+    Dask arrays for h0 or params, or ``chunks=``: a lazy dask array (distributed/)."""
     extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
              and dtmax is None and max_steps is None
              else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
+    if chunks is not None or _lazy(h0, params):
+        return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                            t0, None, chunks, extra, seed).states
     sol = _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
                  extra, full=False, seed=seed)
     return sol.states
@@ -93,15 +97,22 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
           progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
-          max_steps=None, save_at=None, seed=0) -> Solution:
+          max_steps=None, save_at=None, seed=0, chunks=None) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
     steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
     True for a terminal bar. ``save_at``: times whose states the history holds (the
     method's continuous extension). ``seed``: the key of a stochastic field's noise
-    (an int in [0, 2^64))."""
+    (an int in [0, 2^64)). Dask arrays for h0 or params, or ``chunks=``: a Solution of
+    lazy dask arrays (distributed/; ``progress`` is not available there)."""
     extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
     if save_at is not None:
         extra["save_at"] = save_at
+    if chunks is not None or _lazy(h0, params):
+        if progress not in (None, False):
+            raise ArgumentTypeError("progress is not available for a run on a Dask cluster "
+                                    "(dask.distributed's dashboard shows its tasks)")
+        return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                            t0, save_every, chunks, extra, seed)
     if progress is True or progress is False:
         bar = _bar(src, field) if progress else None
         try:
@@ -171,11 +182,49 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
                                  tuple(sorted(per_trajectory)))
 
 
+# --- a run on a Dask cluster (distributed/) -----------------------------------------
+def _lazy(h0, params) -> bool:
+    """True when h0 or a param is a Dask collection (checked without importing dask;
+    numpy arrays and numbers, the usual case, are passed over first: this runs on every
+    call)."""
+    t = type(h0)
+    if t is not np.ndarray and h0 is not None and hasattr(t, "__dask_graph__"):
+        return True
+    if type(params) is dict:
+        for v in params.values():
+            t = type(v)
+            if t is not float and t is not np.ndarray and hasattr(t, "__dask_graph__"):
+                return True
+    return False
+
+
+def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                 save_every, chunks, extra=None, seed=0) -> Solution:
+    from .distributed import ensemble
+    text, filename = _text(src)
+    with _located(text, filename):
+        return ensemble.solve(Source(text, filename), h0, params, inputs, dims, field, backend,
+                              dtype, dt, steps, t0, save_every, chunks, extra or None, seed)
+
+
+def solve_window(src, window, h0=None, *, params=None, inputs=None, dims=None, field=None,
+                 backend="auto", dtype="float32", dt=None, steps=None, t0=None,
+                 save_every=None, extra=None, seed=0) -> Solution:
+    """Run one window of a call (call/window.py): rows [window.start, window.stop) of the
+    first grid axis of a grid of window.rows rows; h0 and per-trajectory params hold
+    those rows only; everything else is the whole call's. The result is exactly those
+    rows of the whole call's (flux: this window's deposits). ``extra``: the adaptive
+    arguments and save_at, as solve passes them on. Used by distributed/."""
+    return _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                  save_every, None, extra, seed=seed, window=window)
+
+
 # --- the pipeline ------------------------------------------------------------------
 def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
-           progress, extra=None, full=True, seed=0) -> Solution:
+           progress, extra=None, full=True, seed=0, window=None) -> Solution:
     """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
-    the Solution (run_field reads only the states); ``seed``: the noise's key."""
+    the Solution (run_field reads only the states); ``seed``: the noise's key;
+    ``window``: rows of the first grid axis of a larger grid (call/window.py)."""
     text, filename = _text(src)
     if progress is not None:
         _check_progress(progress)
@@ -187,7 +236,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
-                                 t0, save_every, extra, save_at, seed)
+                                 t0, save_every, extra, save_at, seed, window)
         sol = _run(prepared, data, backend, progress)
         if full:
             complete_status(sol, prepared.template)
@@ -272,8 +321,11 @@ def _run(prepared, data, backend, progress) -> Solution:
             raise BackendError(f"the {backend} backend is not available here ({why}); "
                                f"use {S.setting('backend', 'numpy')}")
         if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
-            return empty_solution(prepared.template, progress)
-        return chosen.run(prepared, data, progress)
+            sol = empty_solution(prepared.template, progress)
+        else:
+            sol = chosen.run(prepared, data, progress)
+        sol.backend = backend
+        return sol
     order = registry.auto_order()
     for i, candidate in enumerate(order):
         last = i == len(order) - 1
@@ -294,8 +346,11 @@ def _run(prepared, data, backend, progress) -> Solution:
 
 def _on(backend, prepared, data, progress) -> Solution:
     if is_empty(prepared):      # nothing to dispatch: no backend needs to know
-        return empty_solution(prepared.template, progress)
-    return backend.run(prepared, data, progress)
+        sol = empty_solution(prepared.template, progress)
+    else:
+        sol = backend.run(prepared, data, progress)
+    sol.backend = backend.name
+    return sol
 
 
 def _fell_back(backend, what: str, rest) -> None:

@@ -22,37 +22,46 @@ from .adaptive import bind_adaptive, bind_save_at, check_method_args
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 from .noise import seed_of
-
+from .window import Window, check_origin
 
 
 def prepare(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
             dt=None, steps=None, t0=None, save_every=None, adaptive=None,
-            save_at=None, seed=0) -> tuple[Prepared, Data]:
+            save_at=None, seed=0, window: Window | None = None) -> tuple[Prepared, Data]:
     """The call's Prepared (memoised per signature: call/prepare.py) and its Data.
-    ``adaptive``: the adaptive-method arguments given (call/adaptive.py's overrides)."""
+    ``adaptive``: the adaptive-method arguments given (call/adaptive.py's overrides).
+    ``window``: run only those rows of the first grid axis (call/window.py)."""
     adaptive = adaptive or {}
     seed = seed_of(seed)            # checked per call: a seed is data, not signature
     key = signature(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every)
     if key is not None and (adaptive or save_at is not None):
         key = _adaptive_key(key, adaptive, save_at)
+    if window is not None and key is not None:
+        key += (("window", window.length, window.rows),)
     if key is not None:
         prepared = lookup(key, field)
         if prepared is not None:        # checked before: only this call's data is new
             data = prepared.convert(h0, params, inputs)
-            return prepared, (data._replace(seed=seed) if seed else data)
+            if seed:
+                data = data._replace(seed=seed)
+            if window is None:
+                return prepared, data
+            check_origin(prepared, window)
+            return prepared, data._replace(origin=window.start)
     bound = _bind(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
-                  adaptive, save_at)
+                  adaptive, save_at, window)
     prepared = Prepared.of(bound, params, steps)
     if key is not None:
         prepared = store(key, prepared)
-    return prepared, Data(bound.h0, bound.params, bound.inputs, seed)
+    return prepared, Data(bound.h0, bound.params, bound.inputs, seed, bound.origin)
 
 
 def bind(field: Field, h0=None, params=None, inputs=None, dims=None, dtype="float32",
-         dt=None, steps=None, t0=None, save_every=None, seed=0) -> Bound:
+         dt=None, steps=None, t0=None, save_every=None, seed=0,
+         window: Window | None = None) -> Bound:
     """The call as one Bound (its Prepared call in ``bound.prepared``)."""
     prepared, data = prepare(field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
-                             seed=seed)
+                             seed=seed, window=window)
     return prepared.bound(data)
 
 
@@ -70,7 +79,7 @@ def _adaptive_key(key: tuple, adaptive: dict, save_at) -> tuple | None:
 
 
 def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_every,
-          adaptive=None, save_at=None) -> Bound:
+          adaptive=None, save_at=None, window: Window | None = None) -> Bound:
     adaptive = adaptive or {}
     check_method_args(field, adaptive, dt, steps, save_every, save_at)
     if save_every is not None and save_at is not None:
@@ -82,8 +91,15 @@ def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_eve
     arrays = _inputs(field, inputs, dtype)
     given = {k: _param(k, v, dtype) for k, v in params.items()}
     h0 = _h0(field, h0, dtype)
-    bound_dims = _bind_dims(field, dims, arrays, h0, given)
-    grid_shape = tuple(bound_dims.extent(a.extent) for a in field.grid)
+    if window is None:
+        bound_dims = _bind_dims(field, dims, arrays, h0, given)
+        grid_shape = tuple(bound_dims.extent(a.extent) for a in field.grid)
+    else:       # the dims are the whole grid's: bind them from the arrays' whole shapes
+        whole_h0, whole = _whole(window, h0, given, dtype)
+        bound_dims = _bind_dims(field, dims, arrays, whole_h0, whole)
+        grid_shape = tuple(bound_dims.extent(a.extent) for a in field.grid)
+        window.check(field, grid_shape)
+        grid_shape = window.shape(grid_shape)
     if h0 is not None and h0.ndim == len(grid_shape):
         h0 = h0.reshape(grid_shape + (1,))
     values = _param_values(field, given, grid_shape, dtype, bound_dims.values)
@@ -97,12 +113,26 @@ def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_eve
         steps=_solver_steps(field.solver.steps, steps, ctx),
         t0=_solver_float("t0", field.solver.t0, t0, ctx),
         save_every=_save_every(save_every),
+        origin=0 if window is None else window.start,
     )
     bound.adaptive = bind_adaptive(field, adaptive, bound.t0,
                                    lambda what, expr: _solver_value(what, expr, ctx))
     t1 = bound.adaptive.t1 if bound.adaptive else bound.t0 + bound.steps * bound.dt
     bound.save_at = bind_save_at(save_at, bound.t0, t1)
     return bound
+
+
+def _whole(window: Window, h0, given: dict, dtype) -> tuple:
+    """Stand-ins of the whole grid's shape (no memory) for a window's h0 and
+    per-trajectory params, after checking that each holds the window's rows."""
+    def whole(what: str, a: np.ndarray) -> np.ndarray:
+        if a.ndim and a.shape[0] != window.length:
+            raise ShapeError(f"{what} has {a.shape[0]} rows on axis 0, but the window "
+                             f"[{window.start}, {window.stop}) has {window.length}")
+        return np.broadcast_to(np.zeros((), dtype), (window.rows,) + a.shape[1:])
+    stand_in = {k: whole(f"param {k}", v) if isinstance(v, np.ndarray) else v
+                for k, v in given.items()}
+    return (None if h0 is None else whole(S.name("h0"), h0)), stand_in
 
 
 # --- plain arguments -----------------------------------------------------------------

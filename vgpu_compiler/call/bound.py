@@ -40,10 +40,25 @@ class Bound:
     seed: int = 0                           # the Philox key of noise: a call argument, never a recompile
     # The Prepared call (call/prepare.py) shared by every call of this one's signature.
     prepared: object = _field(default=None, repr=False, compare=False)
+    # A window of a larger grid (call/window.py): the first row of the first grid axis
+    # this call runs. grid_shape is the window's; dims (and whole_shape) the whole grid's.
+    origin: int = 0
 
     @property
     def n_trajectories(self) -> int:
         return math.prod(self.grid_shape)
+
+    @property
+    def whole_shape(self) -> tuple[int, ...]:
+        """The whole grid's shape: grid_shape, unless this call is a window of it."""
+        return tuple(self.dims[e] if isinstance(e, str) else int(e)
+                     for e in (a.extent for a in self.field.grid))
+
+    @property
+    def first_trajectory(self) -> int:
+        """The whole grid's flat (row-major) index of this call's first trajectory: the
+        one offset every backend adds to a trajectory's index in the call."""
+        return self.origin * math.prod(self.grid_shape[1:])
 
     @property
     def per_trajectory(self) -> tuple[str, ...]:
@@ -62,6 +77,7 @@ class Solution:
     status: np.ndarray | None = None        # int8, grid_shape (ir/controller.py's codes)
     t: np.ndarray | None = None             # the time each trajectory reached, grid_shape
     steps_rejected: np.ndarray | None = None    # int32, grid_shape
+    backend: str | None = None              # the backend that ran it (set by the API)
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ class Data(NamedTuple):
     params: dict            # every param: a float, or an array of the grid's shape
     inputs: dict            # every input: an array of its declared shape
     seed: int = 0           # stochastic fields: the generator's key (not in the signature)
+    origin: int = 0         # a window's first row of the whole grid (call/window.py)
 
 
 @dataclass(eq=False)
@@ -180,7 +181,7 @@ class Prepared:
                      h0=data.h0, params=data.params, inputs=data.inputs,
                      output_shapes=t.output_shapes, dt=t.dt, steps=t.steps, t0=t.t0,
                      save_every=t.save_every, adaptive=t.adaptive, save_at=t.save_at,
-                     prepared=self, seed=data.seed)
+                     prepared=self, seed=data.seed, origin=data.origin)
 
 
 def lookup(key: tuple, field: Field) -> Prepared | None:

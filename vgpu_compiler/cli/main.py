@@ -193,6 +193,12 @@ def _add_run(sub) -> None:
                    help="draw a phase portrait / distribution (needs vgpu[plot])")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the default h0 and of the field's noise (default 0)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on a Dask cluster: a scheduler's address (tcp://host:8786), or "
+                        "'local' to start a LocalCluster here (needs vgpu[cluster])")
+    p.add_argument("--chunks", type=int, metavar="N",
+                   help="with --scheduler: split the grid's first axis into N blocks of whole "
+                        "basins, one task each (default: 2 per worker)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=cmd_run)
 

@@ -77,6 +77,11 @@ def _check_paths(args: argparse.Namespace) -> None:
         raise UsageError(f"--save-every must be at least 1, got {args.save_every}")
     if args.steps is not None and args.steps < 0:
         raise UsageError(f"--steps must not be negative, got {args.steps}")
+    if args.chunks is not None and not args.scheduler:
+        raise UsageError("--chunks splits a run on a Dask cluster: give --scheduler ADDRESS "
+                         "(or --scheduler local)")
+    if args.chunks is not None and args.chunks < 1:
+        raise UsageError(f"--chunks must be at least 1, got {args.chunks}")
 
 
 # --- the default h0 ------------------------------------------------------------------
@@ -144,6 +149,8 @@ def _unbound_grid_dims(field, dims, params, inputs) -> list[str]:
 def _solve(args, source, field, h0, dims, params, inputs):
     import vgpu
 
+    if args.scheduler:
+        return _solve_on_cluster(args, source, field, h0, dims, params, inputs)
     bar = progress_bar(field.name, enabled=False if args.quiet else None)   # TTY only
     try:
         return vgpu.solve(program_text(source, args.file), h0, params=params or None,
@@ -159,6 +166,36 @@ def _solve(args, source, field, h0, dims, params, inputs):
         raise attach_file(err, source, args.file)
     finally:
         bar.close()
+
+
+def _solve_on_cluster(args, source, field, h0, dims, params, inputs):
+    """The run on a Dask cluster (vgpu_compiler/distributed): the first grid axis in
+    --chunks blocks of whole basins, computed at once; which backend each worker chose
+    goes in the summary."""
+    import vgpu
+    from ..distributed.cluster import client_for, rows_per_block, worker_count
+    from ..distributed.ensemble import compute
+
+    grid = (np.shape(h0)[:len(field.grid)] if h0 is not None
+            else grid_shape(field, dims, params, inputs))
+    try:
+        with client_for(args.scheduler) as client:
+            blocks = args.chunks or 2 * worker_count(client)
+            rows = grid[0] if grid else 1
+            unit = int(field.basin[0].extent) if field.basin else 1
+            lazy = vgpu.solve(program_text(source, args.file), h0, params=params or None,
+                              inputs=inputs or None, dims=dims or None, field=args.field,
+                              backend=args.backend, dtype=args.dtype, dt=args.dt,
+                              steps=args.steps, t0=args.t0, save_every=args.save_every,
+                              t1=getattr(args, "t1", None), rtol=getattr(args, "rtol", None),
+                              atol=getattr(args, "atol", None), dt0=getattr(args, "dt0", None),
+                              dtmax=getattr(args, "dtmax", None),
+                              max_steps=getattr(args, "max_steps", None),
+                              save_at=_save_at(getattr(args, "save_at", None)), seed=args.seed,
+                              chunks=rows_per_block(rows, blocks, unit))
+            return compute(lazy)
+    except VgpuError as err:
+        raise attach_file(err, source, args.file)
 
 
 def _save_at(text: str | None):
@@ -217,3 +254,7 @@ def _print_summary(field, solution) -> None:
         taken = np.asarray(solution.steps_taken)
         if taken.size:
             print(f"steps taken: min {taken.min()}, max {taken.max()}", file=out)
+        if isinstance(solution.backend, np.ndarray):     # a run on a Dask cluster
+            ran = dict(zip(*np.unique(solution.backend.astype(str), return_counts=True)))
+            where = ", ".join(f"{n} on {b}" for b, n in ran.items())
+            print(f"blocks: {len(solution.backend)} ({where})", file=out)

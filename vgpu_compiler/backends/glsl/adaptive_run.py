@@ -101,7 +101,7 @@ def _uniforms(call, plan, bound: Bound) -> dict:
 
 
 def _run(kernel, bound: Bound, progress) -> Solution:
-    plan = plan_for(kernel, bound)
+    plan = plan_for(kernel, bound).at(bound)       # (a window: its place in the grid)
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _uniforms(call, plan, bound)
     n, n_states, item = call.n, call.n_states, call.item

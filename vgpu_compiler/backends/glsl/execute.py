@@ -54,7 +54,7 @@ class _Call:
 def execute(kernel, bound: Bound, progress: Progress) -> Solution:
     """Run ``bound`` on ``kernel``. The caller holds ``kernel.lock`` and reports the
     final progress(steps, steps) itself, after releasing it."""
-    plan = plan_for(kernel, bound)
+    plan = plan_for(kernel, bound).at(bound)       # (a window: its place in the grid)
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _call_uniforms(call, plan)
     if bound.save_every or not plan.one_dispatch(bound.steps):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -115,6 +115,19 @@ class Plan:
     outputs: tuple[tuple[str, str, int], ...]    # (buffer, output name, bytes)
     scalars: tuple[tuple[str, str], ...]         # (uniform, param name)
     pt: tuple[str, ...]                          # params passed per trajectory
+    origin_uniform: str = ""                     # the uniform locating a chunk
+    origin_unit: str = "row"                     # its unit: a row (basins) or a trajectory
+
+    def at(self, bound: Bound) -> "Plan":
+        """The plan of a window of a larger grid (call/window.py): every chunk's origin
+        moved to the window's place in the whole grid (a uniform: no new kernel)."""
+        if not bound.origin:
+            return self
+        shift = bound.origin if self.origin_unit == "row" else bound.first_trajectory
+        moved = tuple(replace(c, uniforms={**c.uniforms,
+                                           self.origin_uniform: c.lo + shift})
+                      for c in self.chunks)
+        return replace(self, chunks=moved)
 
     def one_dispatch(self, steps: int) -> bool:
         """True when a run of ``steps`` is one chunk and one dispatch."""
@@ -142,7 +155,8 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
     stages = max(1, step_program(bound.field.solver.tableau).n_stages)
     grid_u, dim_u, param_u = (uniforms_of(meta, role) for role in ("grid", "dim", "param"))
     count_u, origin_u = uniforms_of(meta, "count")[""], uniforms_of(meta, "origin")[""]
-    static = {grid_u[str(k)]: int(extent) for k, extent in enumerate(grid)}
+    # the whole grid's extents: a window of it (call/window.py) indexes it globally
+    static = {grid_u[str(k)]: int(extent) for k, extent in enumerate(bound.whole_shape)}
     static.update({dim_u[name]: int(value) for name, value in bound.dims.items()})
     chunks = []
     for lo, hi in _ranges(bound, meta, dev, item, len(pt),
@@ -163,7 +177,7 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
                       for b in buffers if b["role"] == "output"),
         scalars=tuple((param_u[p.name], p.name) for p in bound.field.params
                       if p.name not in pt),
-        pt=pt)
+        pt=pt, origin_uniform=origin_u, origin_unit="row" if meta["has_basin"] else "trajectory")
 
 
 def uniforms_of(meta: dict, role: str) -> dict[str, str]:

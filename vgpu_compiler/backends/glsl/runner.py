@@ -60,7 +60,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     if t.adaptive is not None or t.save_at is not None:
         from .adaptive_run import run as run_adaptive
         return run_adaptive(prepared, data, progress)
-    if progress is None:
+    if progress is None and not data.origin:     # (a window's place is not in its slot)
         slots = prepared.slots
         fast = slots.get("glsl_fast")
         if fast is not None and _still(fast, slots):
@@ -77,7 +77,8 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     kernel = private_if_busy(found)     # a progress callback's call: see execute.py
     with holding(kernel):
         sol = execute(kernel, bound, progress)
-        if kernel is found and bound.prepared is not None and kernel.program is not None:
+        if (kernel is found and bound.prepared is not None and kernel.program is not None
+                and not bound.origin):
             plan = plan_for(kernel, bound)
             if OneDispatch.fits(kernel, bound, plan):
                 bound.prepared.slots["glsl_fast"] = OneDispatch(kernel, bound, plan)

@@ -37,6 +37,8 @@ def _subset(layout: Layout, rows: np.ndarray) -> Layout:
     """The layout of some rows (basins) only: every per-row array indexed down."""
     sub = copy.copy(layout)
     sub.grid_index = [g[rows] for g in layout.grid_index]
+    sub.global_index = [g[rows] for g in layout.global_index]
+    sub.trajectory = layout.trajectory[rows]
     sub.basin_index = [b[rows] for b in layout.basin_index]
     sub.extent = [e[rows] if np.shape(e)[0] == layout.shape[0] else e for e in layout.extent]
     sub.active = layout.active[rows]
@@ -51,7 +53,7 @@ class _AdaptiveRun(_Run):
         super().__init__(bound, progress)
         f, a = self.field, bound.adaptive
         if f.basin is None:         # every trajectory steps on its own: a row each
-            self.layout = Layout(bound.grid_shape, (1,) * len(bound.grid_shape))
+            self.layout = Layout(bound.grid_shape, (1,) * len(bound.grid_shape), bound.origin)
             self.params = {k: self._param(v) for k, v in bound.params.items()}
         self.full_layout = self.layout
         self.program = step_program(f.solver.tableau)

@@ -17,7 +17,8 @@ INT = np.int32
 
 
 class Layout:
-    def __init__(self, grid_shape: tuple[int, ...], basin_shape: tuple[int, ...] | None):
+    def __init__(self, grid_shape: tuple[int, ...], basin_shape: tuple[int, ...] | None,
+                 origin: int = 0):
         self.grid_shape = tuple(grid_shape)
         self.n = int(np.prod(grid_shape))
         if basin_shape is None:
@@ -37,6 +38,15 @@ class Layout:
         self.flat = (np.ravel_multi_index(clamped, self.grid_shape) if self.n
                      else np.zeros(self.shape, np.intp))
         self.count = self.active.sum(axis=1, keepdims=True)
+        # A window of a larger grid (call/window.py) starts at row ``origin`` of the first
+        # axis: the grid index the program sees (``global_index``) and every lane's
+        # trajectory number in the whole grid (``trajectory``, row-major) count from it.
+        # Everything else here is the window's own (basins are never cut).
+        self.origin = origin
+        self.global_index = self.grid_index
+        if origin:
+            self.global_index = [self.grid_index[0] + INT(origin)] + self.grid_index[1:]
+        self.trajectory = self.flat.astype(np.int64) + origin * int(np.prod(self.grid_shape[1:]))
 
     def _with_basin(self, basin: tuple[int, ...]) -> None:
         self.basin_shape = basin

@@ -25,7 +25,7 @@ class Noise:
         self.run = run
         f = run.field
         self.key = key_of(run.bound.seed)
-        self.index = np.asarray(run.layout.flat, np.uint64).astype(np.uint32)
+        self.index = np.asarray(run.layout.trajectory, np.uint64).astype(np.uint32)  # global (a window's too)
         self.sqrt_dt = np.sqrt(run.dt)                  # in the working dtype
         self.half = run.dtype.type(0.5)
         self.milstein = f.solver.method == "milstein"

@@ -45,7 +45,7 @@ class StageContext(Context):
         if kind is SymKind.DIM:
             return INT.type(run.bound.dims[name])
         if kind is SymKind.GRID:
-            return run.layout.grid_index[run.grid_axis[name]]
+            return run.layout.global_index[run.grid_axis[name]]
         if kind is SymKind.BASIN:
             return run.layout.basin_index[run.basin_axis[name]]
         if kind is SymKind.TIME:
@@ -77,7 +77,7 @@ class _Run:
         self.names = f.state_names
         self.dtype = np.dtype(bound.dtype)
         basin = None if f.basin is None else tuple(int(a.extent) for a in f.basin)
-        self.layout = Layout(bound.grid_shape, basin)
+        self.layout = Layout(bound.grid_shape, basin, bound.origin)
         self.grid_axis = {a.index: k for k, a in enumerate(f.grid)}
         self.basin_axis = {a.index: k for k, a in enumerate(f.basin or ())}
         self.edges = {c.name: c.edge for c in f.coupled}
