@@ -66,6 +66,7 @@ def run(cfg: Config) -> Result:
     # (name, make(steps) -> run(), steps for the timed run)
     cols = [
         ("VGPU GLSL", lambda s: _vgpu("glsl", theta0, omega, s), steps),
+        ("VGPU cpu", lambda s: _vgpu("cpu", theta0, omega, s), steps),
         ("VGPU numpy ref", lambda s: _vgpu("numpy", theta0, omega, s), ref_steps),
         ("hand numpy RK4", lambda s: (lambda: numpy_rk4.kuramoto_rk4(theta0, omega, K, DT, s,
                                                                       BASIN)), ref_steps),
@@ -116,7 +117,7 @@ def run(cfg: Config) -> Result:
         table.rows.append([r["column"], r["steps_run"], r["first_s"],
                            f"{r['full_s']:.3g}" + (" (scaled)" if r["scaled"] else ""),
                            r["rate"], r.get("x_glsl"), r["err_short"]])
-    table.notes = [f"only VGPU GLSL runs all {steps} steps; the other columns run {ref_steps} "
+    table.notes = [f"only VGPU GLSL and VGPU cpu run all {steps} steps; the other columns run {ref_steps} "
                    f"steps and their time for {steps} is that time x {steps / ref_steps:g} "
                    "(the per-step cost is constant), marked (scaled)",
                    "first call = the short run (compile + {} steps), whose answer is the one "
@@ -135,6 +136,14 @@ def run(cfg: Config) -> Result:
     if glsl and ref:
         res.targets.append(Target("VGPU GLSL vs the numpy reference", glsl > ref,
                                   f"VGPU GLSL runs at {glsl / ref:.2f}x the reference's speed",
+                                  kind="info"))
+    cpu = next((r.get("rate") for r in rows if r["column"] == "VGPU cpu"), None)
+    if cpu and ref:
+        res.targets.append(Target("VGPU cpu vs the numpy reference (basins)", cpu > ref,
+                                  f"VGPU cpu runs at {cpu / ref:.2f}x the reference's speed"))
+    if cpu and glsl:
+        res.targets.append(Target("VGPU cpu vs VGPU GLSL (basins)", cpu > glsl,
+                                  f"VGPU cpu runs at {cpu / glsl:.2f}x VGPU GLSL's speed",
                                   kind="info"))
     hand = next((r.get("rate") for r in rows if r["column"] == "hand GLSL (tree reduction)"), None)
     if glsl and hand:

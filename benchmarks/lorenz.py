@@ -41,6 +41,7 @@ def _vgpu(backend):
 # (column name, factory, note); the first column is the one every ratio is taken to.
 COLUMNS = [
     ("VGPU GLSL", _vgpu("glsl"), "vgpu.run_field(backend='glsl'), examples/lorenz.field"),
+    ("VGPU cpu", _vgpu("cpu"), "vgpu.run_field(backend='cpu'): generated C, OpenMP + SIMD"),
     ("VGPU numpy ref", _vgpu("numpy"), "vgpu.run_field(backend='numpy')"),
     ("hand numpy RK4", numpy_rk4.make, "vectorised over N, float32"),
     ("hand GLSL", glsl_hand.make, "raw moderngl, cached program, 1 dispatch"),
@@ -171,6 +172,20 @@ def _targets(runs, ns, steps) -> list[Target]:
         ratio_target(f"VGPU GLSL >= 5x torchdiffeq, {at}", g, _rate(runs, tn, "torchdiffeq"), 5),
         ratio_target(f"VGPU GLSL >= 5x diffrax, {at}", g, _rate(runs, tn, "diffrax"), 5),
     ]
+    for n in (65536, 262144):           # issue 20: the cpu backend
+        if str(n) not in runs:
+            continue
+        c = _rate(runs, n, "VGPU cpu")
+        out += [
+            ratio_target(f"VGPU cpu >= 2.5x VGPU GLSL, N = {n:,}", c, _rate(runs, n, "VGPU GLSL"),
+                         2.5),
+            ratio_target(f"VGPU cpu >= 0.8x numba blocked (SIMD), N = {n:,}", c,
+                         _rate(runs, n, "numba blocked (SIMD)"), 0.8),
+        ]
+        if c is not None:
+            out.append(_info(Target(f"VGPU cpu >= 1e9 trajectory-steps/s, N = {n:,}", c >= 1e9,
+                                    f"{c:.3g} trajectory-steps/s (on a loaded machine: "
+                                    "see loadavg)")))
     ref, hand = _rate(runs, rn, "VGPU numpy ref"), _rate(runs, rn, "hand numpy RK4")
     t = ratio_target(f"VGPU numpy ref within 1.5x of hand numpy, N = {rn:,}",
                      ref, None if hand is None else hand / 1.5, 1.0)

@@ -134,7 +134,7 @@ def report(result: dict) -> None:
         print(f"kernels: {n_shapes} matmul shapes, none compiled (ran on the numpy backend)\n")
         return
     print(f"kernels: {n_shapes} matmul shapes, {compiles} compiled "
-          f"({c.get('disk_hits', 0)} of them from GLSL found in the disk cache), "
+          f"({c.get('disk_hits', 0)} of them found in the disk cache), "
           f"{c.get('memory_hits', 0)} cache hits of {result['calls']} calls")
     print()
 

@@ -82,6 +82,33 @@ def wgpu():
     return wgpu_runner
 
 
+CPU_MISSING = "the cpu backend is not available here"
+
+
+@pytest.fixture(scope="session")
+def cpu():
+    """The cpu backend (a C compiler with OpenMP): skipped with the reason without one,
+    except on CI (``CI`` set), where ``.ci/run`` installs gcc and a missing one fails."""
+    from vgpu_compiler.backends import get
+    ok, why = get("cpu").available()
+    if not ok:
+        if os.environ.get("CI", "") not in ("", "0", "false"):
+            pytest.fail(f"{CPU_MISSING}: {why}; CI must have it (.ci/run installs gcc)")
+        pytest.skip(f"{CPU_MISSING}: {why}")
+    return get("cpu")
+
+
+# The backends compiled from the kernel description, each tested against the reference.
+COMPILED_BACKENDS = ("glsl", "wgpu", "cpu")
+
+
+@pytest.fixture(params=COMPILED_BACKENDS)
+def compiled_backend(request) -> str:
+    """The name of a compiled backend (its own fixture decides skip or fail)."""
+    request.getfixturevalue(request.param)
+    return request.param
+
+
 @pytest.fixture
 def fresh_cache(tmp_path, glsl):
     """An empty disk cache folder and an empty memory cache, restored afterwards."""

@@ -458,7 +458,7 @@ def cases(draw, features=("coupled", "collapse", "flux", "f64", "grid2")):
 
 # --- running a case on both backends -----------------------------------------------------------
 def compare(case: Case, backend: str = "glsl") -> float:
-    """Run ``case`` on numpy and a GPU backend; assert they agree; the worst error /
+    """Run ``case`` on numpy and a compiled backend; assert they agree; the worst error /
     tolerance. wgpu has no float64: there a float64 case must be refused, naming it."""
     if backend == "wgpu" and case.dtype == "float64":
         import vgpu

@@ -470,10 +470,10 @@ def test_info(vgpuc):
 
 
 def test_info_without_gl(vgpuc):
-    proc = vgpuc("info", env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1"})
+    proc = vgpuc("info", env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1", "VGPU_NO_CPU": "1"})
     assert proc.returncode == 0
     assert proc.stdout.startswith("no OpenGL 4.3 context: the numpy backend will be used")
-    proc = vgpuc("info", env={"VGPU_NO_GL": "1"})
+    proc = vgpuc("info", env={"VGPU_NO_GL": "1", "VGPU_NO_CPU": "1"})
     if "wgpu     available" in proc.stdout:      # auto's next backend, named
         assert proc.stdout.startswith("no OpenGL 4.3 context: the wgpu backend will be used")
 
@@ -595,8 +595,12 @@ def test_errors_name_the_cli_options(vgpuc, tmp_path, case):
 
 def test_fallback_warnings_name_the_cli_options(vgpuc, tmp_path):
     write(tmp_path, "sin64.field", SIN64)
-    proc = vgpuc("run", "sin64.field", "--dtype", "float64", "--dim", "N=3", "-q")
+    # without a C compiler the cpu backend (which runs float64 sin) is not there: auto tries
+    # GLSL, which cannot run float64 sin, and says so in the CLI's words
+    proc = vgpuc("run", "sin64.field", "--dtype", "float64", "--dim", "N=3", "-q",
+                 env={"VGPU_CC": "/nonexistent/cc"})
     assert proc.returncode == 0, proc.stderr
+    assert "vgpuc: warning: the CPU backend is not available" in proc.stderr
     if _gl_available():
         assert "vgpuc: warning: the GLSL backend cannot run this" in proc.stderr
         assert "use --dtype float32, or --backend numpy" in proc.stderr
@@ -620,10 +624,10 @@ def test_glsl_unavailable_names_the_reason_and_the_option(vgpuc):
     assert proc.returncode == 1
     assert "VGPU_NO_GL" in proc.stderr and "use --backend numpy" in proc.stderr
     auto = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=3", "-q",
-                 env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1"})
+                 env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1", "VGPU_NO_CPU": "1"})
     assert auto.returncode == 0, auto.stderr
-    # one warning per backend auto moved past: GLSL, then wgpu (VGPU_NO_WGPU here)
-    assert auto.stderr.count("vgpuc: warning:") == 2 and "VGPU_NO_GL" in auto.stderr
+    # one warning per backend auto moved past: cpu, GLSL and wgpu (all switched off here)
+    assert auto.stderr.count("vgpuc: warning:") == 3 and "VGPU_NO_GL" in auto.stderr
     assert auto.stderr.count("VGPU_NO_WGPU") == 1
 
 
@@ -634,7 +638,8 @@ def test_glsl_unavailable_from_python_names_the_reason(tmp_path):
             "vgpu.run_field(src, np.ones(3))\n"
             "try:\n    vgpu.run_field(src, np.ones(3), backend='glsl')\n"
             "except vgpu.BackendError as e:\n    print(e)\n") % str(EXAMPLES / "scale.field")
-    env = dict(os.environ, VGPU_NO_GL="1", VGPU_NO_WGPU="1", PYTHONPATH=str(REPO))
+    env = dict(os.environ, VGPU_NO_GL="1", VGPU_NO_WGPU="1", VGPU_NO_CPU="1",
+               PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -670,8 +675,8 @@ def test_dtype_and_backend_have_help(vgpuc, command):
     text = " ".join(vgpuc(command, "--help").stdout.split())
     assert "--dtype {float32,float64} the working float type" in text
     if command == "run":
-        assert "--backend {auto,glsl,wgpu,numpy} glsl: OpenGL compute shaders; wgpu: WGSL" \
-            in text
+        assert "--backend {auto,glsl,wgpu,cpu,numpy} glsl: OpenGL compute shaders; wgpu: " \
+            "WGSL" in text
 
 
 def test_a_dim_too_large_is_a_usage_error(vgpuc):

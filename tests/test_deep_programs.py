@@ -193,15 +193,10 @@ def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(name, glsl,
     with caplog.at_level(logging.WARNING, logger="vgpu"):
         for _ in range(2):
             np.testing.assert_array_equal(call(src, "auto"), want)
-    # one warning per GPU backend that refused it (GLSL, and wgpu where it has a device)
-    said = [r.getMessage() for r in caplog.records if r.name == "vgpu"]
-    assert len(said) == len(_gpus()) and "GLSL" in said[0]
-    assert "numpy reference" in said[-1]
-
-
-def _gpus():
+    # one warning for each compiled backend that refuses it (the printer is theirs alike)
     from vgpu_compiler import backends as registry
-    return [b for b in registry.auto_order() if b.gpu and b.available()[0]]
+    refusing = [b for b in registry.auto_order() if b.name != "numpy" and b.available()[0]]
+    assert len([r for r in caplog.records if r.name == "vgpu"]) == len(refusing)
 
 
 DEEPEST = """
@@ -261,8 +256,10 @@ def test_a_field_past_the_state_limit_is_refused_and_auto_uses_numpy(glsl, monke
     with caplog.at_level(logging.WARNING, logger="vgpu"):
         for _ in range(2):
             np.testing.assert_array_equal(vgpu.run_field(src, h0), want)
-    said = [r.getMessage() for r in caplog.records if r.name == "vgpu"]
-    assert len(said) == len(_gpus()) and "numpy reference" in said[-1]    # one per GPU backend
+    # one warning for each compiled backend that refuses it (cpu: at most 256 states too)
+    from vgpu_compiler import backends as registry
+    refusing = [b for b in registry.auto_order() if b.name != "numpy" and b.available()[0]]
+    assert len([r for r in caplog.records if r.name == "vgpu"]) == len(refusing)
 
 
 def test_the_state_limit_can_be_set(glsl, monkeypatch, fresh_cache):

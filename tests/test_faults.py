@@ -89,10 +89,12 @@ print(json.dumps({"equal": equal, "stats": vgpu.cache_stats(), "glsl": glsl,
 
 @pytest.mark.parametrize("how", ["VGPU_NO_GL", "no EGL device"])
 def test_no_gl_context_falls_back_to_numpy_once(how):
+    # (the cpu backend, which auto would run before numpy, is switched off: VGPU_NO_CPU)
     if how == "VGPU_NO_GL":
-        env = _env(VGPU_NO_GL=1)
+        env = _env(VGPU_NO_GL=1, VGPU_NO_CPU=1)
     else:                   # a real driver failure: EGL finds no vendor library, no X display
-        env = _env(__EGL_VENDOR_LIBRARY_FILENAMES="/nonexistent/egl_vendor.json")
+        env = _env(__EGL_VENDOR_LIBRARY_FILENAMES="/nonexistent/egl_vendor.json",
+                   VGPU_NO_CPU=1)
         env.pop("DISPLAY", None)
     env["VGPU_NO_WGPU"] = "1"       # no GPU backend at all (else auto runs on wgpu)
     out, stderr = _python(NO_GL, env)

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 import vgpu
 from strategies import cases, compare
 
-GPUS = pytest.mark.parametrize("backend", ["glsl", "wgpu"], indirect=True)
+BACKENDS = pytest.mark.parametrize("backend", ["glsl", "wgpu", "cpu"], indirect=True)
 
 
 @pytest.fixture
 def backend(request):
-    """The GPU backend under test (its fixture fails when missing on CI)."""
+    """The compiled backend under test (its fixture fails when missing on CI)."""
     request.getfixturevalue(request.param)
     return request.param
 
@@ -37,7 +37,7 @@ SLOW = settings(max_examples=int(os.environ.get("VGPU_SLOW_PROGRAMS", "1500")), 
                 database=None, suppress_health_check=list(HealthCheck), print_blob=True)
 
 
-@GPUS
+@BACKENDS
 @CI
 @given(cases(features=()))
 def test_plain_fields_agree(backend, case):
@@ -45,7 +45,7 @@ def test_plain_fields_agree(backend, case):
     compare(case, backend)
 
 
-@GPUS
+@BACKENDS
 @CI
 @given(cases(features=("coupled", "grid2")))
 def test_coupled_fields_agree(backend, case):
@@ -53,21 +53,21 @@ def test_coupled_fields_agree(backend, case):
     compare(case, backend)
 
 
-@GPUS
+@BACKENDS
 @settings(CI, max_examples=60)
 @given(cases(features=("collapse", "flux", "grid2", "f64")))
 def test_collapse_flux_and_float64_fields_agree(backend, case):
     compare(case, backend)
 
 
-@GPUS
+@BACKENDS
 @settings(CI, max_examples=40)
 @given(cases())
 def test_everything_together_agrees(backend, case):
     compare(case, backend)
 
 
-@GPUS
+@BACKENDS
 @pytest.mark.slow
 @SLOW
 @given(cases())
@@ -76,7 +76,7 @@ def test_many_generated_fields_agree(backend, case):
 
 
 # --- bugs the generator found, pinned -----------------------------------------------------------
-def test_an_input_that_is_never_read_compiles_on_glsl():
+def test_an_input_that_is_never_read_compiles_on_glsl(glsl):
     """Found by the generator: a declared but unread input made a shader that called
     vg_fail without defining it (the driver rejected it: 'no function with name vg_fail')."""
     src = """field g {
@@ -97,8 +97,8 @@ DOMAINS = {"sin": (-10, 10), "cos": (-10, 10), "tan": (-1.5, 1.5), "asin": (-1, 
            "tanh": (-5, 5), "exp": (-10, 10), "log": (1e-3, 100), "log2": (1e-3, 100),
            "sqrt": (0, 100)}
 @pytest.mark.parametrize("fn", list(DOMAINS))
-def test_glsl_math_function_accuracy(fn):
-    """Each float32 math function on GLSL is within 1e-5 (relative, or absolute near 0)
+def test_glsl_math_function_accuracy(fn, compiled_backend):
+    """Each float32 math function on GLSL (and cpu) is within 1e-5 (relative, or absolute near 0)
     of the exact value, as numpy's is: agreement 'up to rounding' needs it."""
     lo, hi = DOMAINS[fn]
     x = np.linspace(lo, hi, 20001).astype(np.float32)
@@ -107,6 +107,6 @@ def test_glsl_math_function_accuracy(fn):
     exact = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(fn, fn))(
         x.astype(np.float64))
     ref = vgpu.run_field(src, inputs={"w": x}, backend="numpy")
-    gpu = vgpu.run_field(src, inputs={"w": x}, backend="glsl")
+    gpu = vgpu.run_field(src, inputs={"w": x}, backend=compiled_backend)
     np.testing.assert_allclose(ref, exact, rtol=1e-6, atol=1e-6)      # the oracle itself
     np.testing.assert_allclose(gpu, exact, rtol=1e-5, atol=1e-5, err_msg=fn)

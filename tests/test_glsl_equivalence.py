@@ -1,8 +1,8 @@
-"""The GPU backends (GLSL and wgpu) against the numpy reference, from program text.
+"""The compiled backends (GLSL, wgpu, cpu) against the numpy reference, from program text.
 
-Every test runs once per GPU backend (the autouse ``gpu`` fixture).
+Every test runs once per compiled backend (the autouse ``gpu`` fixture).
 
-Every case runs both backends through vgpu.solve and compares states,
+Every case runs on each compiled backend (the ``compiled_backend`` fixture) and runs both backends through vgpu.solve and compares states,
 outputs, steps taken and histories. The stage combinations are emitted
 ``precise``, so most float32 cases agree bit for bit; the tolerance covers
 the transcendental functions and the order of reductions and atomics.
@@ -24,9 +24,9 @@ RNG = np.random.default_rng(1234)
 GPU = "glsl"        # the backend under test (set by the gpu fixture)
 
 
-@pytest.fixture(autouse=True, params=["glsl", "wgpu"])
+@pytest.fixture(autouse=True, params=["glsl", "wgpu", "cpu"])
 def gpu(request):
-    """Run the test on each GPU backend (its fixture fails when it is missing on CI)."""
+    """Run the test on each compiled backend (its fixture fails when it is missing on CI)."""
     global GPU
     request.getfixturevalue(request.param)
     GPU = request.param
@@ -43,10 +43,10 @@ def limits(**kw):
 
 
 def exact(gpu, ref):
-    """Bit for bit on GLSL (``precise``); on wgpu to the suite's float32 tolerance: WGSL
+    """Bit for bit on GLSL (``precise``) and cpu (no contraction); on wgpu to the suite's float32 tolerance: WGSL
     has no ``precise``, and the Vulkan driver may contract a * b + c into one fused
     multiply-add."""
-    if GPU == "glsl":
+    if GPU in ("glsl", "cpu"):
         np.testing.assert_array_equal(gpu.states, ref.states)
     else:
         np.testing.assert_allclose(gpu.states, ref.states, rtol=2e-5, atol=2e-6)
@@ -314,9 +314,12 @@ def test_float64_flux_and_collapse():
     both(WELLS, RNG.uniform(-2, 2, 100), dtype="float64", rtol=1e-12, atol=1e-12)
 
 
-def test_float64_transcendental_is_refused():
+def test_float64_transcendental_is_refused_on_glsl_only():
     if GPU == "wgpu":
         return refuses_float64()
+    if GPU == "cpu":            # every function in float64 (libm)
+        both(OSCILLATOR, RNG.normal(size=50), dtype="float64", rtol=1e-12, atol=1e-12)
+        return
     with pytest.raises(BackendError) as e:
         vgpu.solve(OSCILLATOR, np.zeros(4), dtype="float64", backend="glsl")
     assert "sin" in str(e.value) and "numpy" in str(e.value)

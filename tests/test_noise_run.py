@@ -18,9 +18,9 @@ from vgpu_compiler.noise.normal import box_muller
 ZTOL = 1.5e-4
 
 
-@pytest.fixture(params=["numpy", "glsl", "wgpu"])
+@pytest.fixture(params=["numpy", "glsl", "wgpu", "cpu"])
 def backend(request):
-    """Each backend; the GLSL one needs its context (the conftest fixture)."""
+    """Each backend; the compiled ones need their fixtures (conftest)."""
     if request.param != "numpy":
         request.getfixturevalue(request.param)
     return request.param
@@ -131,10 +131,9 @@ def test_glsl_same_in_one_dispatch_or_many_and_in_chunks():
     np.testing.assert_allclose(sol.history, ref.history, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.usefixtures("glsl")
 @pytest.mark.parametrize("method", ["euler", "milstein"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_numpy_and_glsl_paths_agree(method, dtype):
+def test_numpy_and_glsl_paths_agree(method, dtype, compiled_backend):
     src = """field gbm {
       param mu = 0.05
       param sigma = 0.4
@@ -146,7 +145,7 @@ def test_numpy_and_glsl_paths_agree(method, dtype):
     }""" % method
     h0 = np.stack([np.linspace(0.5, 2, 500), np.ones(500)], axis=-1)
     a = vgpu.solve(src, h0, backend="numpy", seed=11, dtype=dtype, save_every=25)
-    b = vgpu.solve(src, h0, backend="glsl", seed=11, dtype=dtype, save_every=25)
+    b = vgpu.solve(src, h0, backend=compiled_backend, seed=11, dtype=dtype, save_every=25)
     np.testing.assert_allclose(b.history, a.history, rtol=2e-5, atol=1e-6)
 
 
@@ -162,13 +161,12 @@ def test_seeds(backend):
     np.testing.assert_array_equal(c, again)
 
 
-@pytest.mark.usefixtures("glsl")
-def test_a_new_seed_is_not_a_recompile():
+def test_a_new_seed_is_not_a_recompile(compiled_backend):
     h0 = np.zeros(100, np.float32)
-    vgpu.run_field(OU, h0, backend="glsl", seed=1)
+    vgpu.run_field(OU, h0, backend=compiled_backend, seed=1)
     before = vgpu.cache_stats()["compiles"]
     for seed in range(2, 6):
-        vgpu.run_field(OU, h0, backend="glsl", seed=seed)
+        vgpu.run_field(OU, h0, backend=compiled_backend, seed=seed)
     assert vgpu.cache_stats()["compiles"] == before
 
 
@@ -221,12 +219,11 @@ def test_glsl_philox_words_bit_for_bit():
     assert tuple(got[0]) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)
 
 
-@pytest.mark.usefixtures("glsl")
-def test_kernel_key_holds_the_noise():
+def test_kernel_key_holds_the_noise(compiled_backend):
     """Fields alike but for a noise coefficient or the method get kernels of their own."""
     h0 = np.ones(64, np.float32)
     runs = [vgpu.run_field(OU.replace("sigma * xi", text).replace("euler", method), h0,
-                           backend="glsl", seed=1)
+                           backend=compiled_backend, seed=1)
             for text, method in (("sigma * xi", "euler"), ("2 * sigma * xi", "euler"),
                                  ("sigma * x * xi", "euler"), ("sigma * x * xi", "milstein"))]
     for a in range(4):
@@ -244,14 +241,13 @@ def test_save_at_is_refused_with_noise_in_one_place():
     refuse_with_noise(plain, "save_at", [0.1])
 
 
-@pytest.mark.usefixtures("glsl")
-def test_repeated_short_calls_take_each_seed():
+def test_repeated_short_calls_take_each_seed(compiled_backend):
     """A short one-dispatch call takes the fast path (and a specialised program): the
     seed is still this call's."""
     src = Z_FIELD.replace("steps = 1", "steps = 3")
     runs = {}
     for seed in (1, 2, 1, 2**33 + 1, 2):
-        got = vgpu.run_field(src, dims={"N": 4, "M": 40}, backend="glsl", seed=seed)
+        got = vgpu.run_field(src, dims={"N": 4, "M": 40}, backend=compiled_backend, seed=seed)
         ref = vgpu.run_field(src, dims={"N": 4, "M": 40}, backend="numpy", seed=seed)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
         if seed in runs:
@@ -295,3 +291,26 @@ def test_three_axes_lower_rank_basin_and_row_chunks(backend):
         x = vgpu.run_field(src, dims=dims, backend=backend, seed=9)[..., 0]
     tol = 0 if backend == "numpy" else ZTOL
     np.testing.assert_allclose(x, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.usefixtures("cpu")
+def test_cpu_philox_words_bit_for_bit():
+    """The cpu backend's C generator (helpers.c.j2's vg_philox) against vgpu.philox."""
+    import ctypes
+    from vgpu_compiler.backends.cpu import kernel, toolchain
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True)
+    source = ("#include <math.h>\n#include <stdint.h>\n" + helpers +
+              "void words(uint32_t *c, const uint32_t *k, int n) {\n"
+              "    for (int i = 0; i < n; i++) vg_philox(c + 4 * i, k[2 * i], k[2 * i + 1]);\n}\n")
+    lib = toolchain.build(source, "philox-test")
+    rng = np.random.default_rng(1)
+    n = 256
+    ctr = rng.integers(0, 2**32, (n, 4), dtype=np.uint64).astype(np.uint32)
+    keys = rng.integers(0, 2**32, (n, 2), dtype=np.uint64).astype(np.uint32)
+    ctr[0], keys[0] = 0, 0                                  # Random123's first KAT
+    ctr[1], keys[1] = 0xFFFFFFFF, 0xFFFFFFFF
+    want = np.stack([vgpu.philox(ctr[i], keys[i]) for i in range(n)])
+    got = ctr.copy()
+    lib.words(ctypes.c_void_p(got.ctypes.data), ctypes.c_void_p(keys.ctypes.data), n)
+    np.testing.assert_array_equal(got, want)
+    assert tuple(got[0]) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)

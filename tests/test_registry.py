@@ -74,9 +74,19 @@ def no_glsl():
     assert registry.get("glsl") is real["glsl"]
 
 
+@pytest.fixture
+def no_cpu():
+    """The cpu backend, unavailable for one test (a stand-in under its name)."""
+    real = registry.get("cpu")
+    registry.register(dataclasses.replace(real, available=lambda: (False, "no compiler")))
+    yield
+    registry.unregister("cpu")
+    assert registry.get("cpu") is real
+
+
 def test_builtin_order_puts_the_reference_last():
-    assert registry.names() == ("glsl", "wgpu", "numpy")
-    assert registry.choices() == ("auto", "glsl", "wgpu", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "cpu", "numpy")
+    assert registry.choices() == ("auto", "glsl", "wgpu", "cpu", "numpy")
     for name in registry.names():
         backend = registry.get(name)
         assert backend.name == name and backend.description and backend.dtypes
@@ -89,7 +99,7 @@ def test_builtin_order_puts_the_reference_last():
 
 def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
     calls = fake("fake", gpu=True)
-    assert registry.names() == ("glsl", "wgpu", "fake", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "fake", "cpu", "numpy")
     want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
     got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
     np.testing.assert_array_equal(got, want * 2)
@@ -100,7 +110,7 @@ def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
 
 def test_a_registered_cpu_backend_comes_before_numpy_only(fake):
     fake("slow", gpu=False)
-    assert registry.names() == ("glsl", "wgpu", "slow", "numpy")
+    assert registry.names() == ("glsl", "wgpu", "cpu", "slow", "numpy")
 
 
 def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, monkeypatch):
@@ -110,7 +120,7 @@ def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, 
     fake("soft", software=lambda: True)
     fake("real", software=lambda: False)
     names = [b.name for b in registry.auto_order()]
-    assert names.index("real") < names.index("soft") and names[-1] == "numpy"
+    assert names.index("real") < names.index("cpu") < names.index("soft") and names[-1] == "numpy"
     for builtin in ("glsl", "wgpu"):        # here they run on llvmpipe / lavapipe
         if registry.get(builtin).available()[0] and registry.get(builtin).software():
             assert names.index("real") < names.index(builtin)
@@ -122,13 +132,35 @@ def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, 
     assert said == ["backend=auto runs on real (a real GPU)"]
 
 
+def test_auto_tries_a_real_gpu_then_cpu_then_a_software_rasteriser_then_numpy(fake):
+    """A GPU backend on llvmpipe / lavapipe goes after the native CPU backends."""
+    registry.register(dataclasses.replace(_fake("real")[0], software=lambda: False))
+    registry.register(dataclasses.replace(_fake("soft")[0], software=lambda: True))
+    try:
+        order = [b.name for b in registry.auto_order()]
+        assert order.index("real") < order.index("cpu") < order.index("soft") < \
+            order.index("numpy") == len(order) - 1
+        glsl = registry.get("glsl")
+        if glsl.available()[0]:         # this machine's GL: where it goes says what it is
+            soft = glsl.software()
+            assert (order.index("glsl") > order.index("cpu")) == soft
+            text = "\n".join(backends_report())
+            assert ("glsl     available (on a software rasteriser here" in text) == soft
+            assert text.index("cpu ") < text.index("glsl ") if soft else True
+    finally:
+        registry.unregister("real")
+        registry.unregister("soft")
+
+
 def test_a_registered_backend_shows_in_info_and_backend_choices(fake):
     fake("fake", ok=False, why="the fake device is unplugged")
     lines = backends_report()
     text = "\n".join(lines)
     assert "fake     not available: the fake device is unplugged" in text
     assert "a fake backend for tests" in text
-    assert text.index("glsl ") < text.index("fake ") < text.index("numpy ")
+    # an unavailable GPU backend is tried after the native CPU ones, before numpy
+    assert text.index("cpu ") < text.index("fake ") < text.index("numpy ")
+    assert text.index("glsl ") < text.index("numpy ")
     assert "numpy    available" in text
     args = build_parser().parse_args(["run", "x.field", "--backend", "fake"])
     assert args.backend == "fake"
@@ -141,7 +173,9 @@ def test_an_unavailable_backend_says_why(fake):
         vgpu.run_field(SCALE, np.ones(2), backend="fake")
 
 
-def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog, no_glsl):
+def test_auto_moves_past_unavailable_backends_with_one_warning_each(fake, caplog, no_glsl,
+                                                                   monkeypatch):
+    monkeypatch.setenv("VGPU_NO_CPU", "1")      # else auto runs on cpu before the GPU fakes
     fake("fake", ok=False, why="the fake device is unplugged")
     want = vgpu.run_field(SCALE, np.ones(2), backend="numpy")
     with caplog.at_level(logging.WARNING, logger="vgpu"):
@@ -170,11 +204,11 @@ def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_
 
 def test_an_unknown_backend_lists_the_choices():
     with pytest.raises(vgpu.ArgumentTypeError, match=r"backend must be one of 'auto', "
-                                                     r"'glsl', 'wgpu', 'numpy', got 'cuda'"):
+                                                     r"'glsl', 'wgpu', 'cpu', 'numpy', got 'cuda'"):
         vgpu.run_field(SCALE, np.ones(2), backend="cuda")
 
 
-def test_fallback_to_numpy_is_counted(fake, no_glsl):
+def test_fallback_to_numpy_is_counted(fake, no_glsl, no_cpu):
     calls = fake("fake")
     before = COUNTERS.snapshot()["cpu_fallbacks"]
     vgpu.run_field(SCALE, np.ones(2))                   # on the fake: not a CPU fallback

@@ -150,12 +150,18 @@ def cache_info() -> dict:
 
 def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     """Drop every compiled kernel from memory and/or every lowered kernel from disk;
-    returns how many of each were dropped. Always safe: kernels are rebuilt on demand."""
+    returns how many of each were dropped (``cpu_memory``, ``cpu_disk``: the cpu
+    backend's). Always safe: kernels are rebuilt on demand."""
+    from .backends.cpu import kernel as cpu_kernel
     from .backends.glsl import runner as glsl_runner
     out = glsl_runner.clear_cache(memory=memory, disk=disk)
     wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
     if wgpu_runner is not None:         # loaded: its kernels go too (never imports wgpu)
         out["wgpu"] = wgpu_runner.clear_cache(memory=memory, disk=disk)
+    if memory:
+        out["cpu_memory"] = cpu_kernel.clear_memory()
+    if disk:
+        out["cpu_disk"] = cpu_kernel.clear_disk()
     return out
 
 

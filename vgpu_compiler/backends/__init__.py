@@ -30,6 +30,7 @@ from typing import Callable
 _PACKAGES = {
     "glsl": ("vgpu_compiler.backends.glsl.backend", True),
     "wgpu": ("vgpu_compiler.backends.wgpu.backend", True),     # WGSL: Vulkan, Metal, D3D12
+    "cpu": ("vgpu_compiler.backends.cpu.backend", False),
     "numpy": ("vgpu_compiler.backends.numpy.backend", False),
 }
 
@@ -45,7 +46,8 @@ class Backend:
     dtypes: tuple[str, ...] = ("float32", "float64")
     features: frozenset = _field(default_factory=frozenset)   # e.g. {"gpu", "history"}
     # software() -> True when this (available) GPU backend runs on a CPU renderer here
-    # (llvmpipe, lavapipe, SwiftShader, WARP): auto then tries real GPUs first
+    # (llvmpipe, lavapipe, SwiftShader, WARP): auto then tries it after real GPUs and
+    # after the native CPU backends
     software: Callable[[], bool] | None = None
 
     @property
@@ -118,13 +120,14 @@ def get(name: str) -> Backend:
 
 def auto_order() -> tuple[Backend, ...]:
     """Every backend, in the order ``auto`` tries them (loaded once; register and
-    unregister start again): GPU backends on a real GPU, then GPU backends on a CPU
-    renderer, then the CPU backends (numpy last)."""
+    unregister start again): GPU backends on a real GPU, then the native CPU backends,
+    then GPU backends on a CPU renderer (llvmpipe, lavapipe), then numpy."""
     hit = _order.get("auto")
     if hit is None:
         generation = _generation[0]
         listed = [get(n) for n in names()]
-        rank = {b.name: (not b.gpu, _on_software(b) or not _usable(b), i)
+        rank = {b.name: (3 if b.name == "numpy" else
+                         (2 if _on_software(b) or not _usable(b) else 0) if b.gpu else 1, i)
                 for i, b in enumerate(listed)}
         hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit

@@ -182,11 +182,11 @@ def _add_run(sub) -> None:
                         "a comma-separated list), from the method's continuous extension")
     p.add_argument("--backend", choices=backend_choices(), default="auto",
                    help="glsl: OpenGL compute shaders; wgpu: WGSL through Vulkan, Metal or "
-                        "Direct3D 12 (float32); numpy: the reference interpreter; "
-                        "auto (default): the first backend that can run the call, GPU "
-                        "backends on a real GPU before those on a CPU renderer, numpy last, "
-                        "with one warning when it moves on (`vgpuc info` lists the backends "
-                        "in that order)")
+                        "Direct3D 12 (float32); cpu: native code for this CPU (C, needs a C "
+                        "compiler); numpy: the reference interpreter; auto (default): the "
+                        "first backend that can run the call (GPU backends on a real GPU, "
+                        "then cpu, then GPU backends on a CPU renderer, then numpy), with "
+                        "one warning when it moves on (`vgpuc info` lists the order here)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of states and params (default: float32)")
     p.add_argument("--save-every", type=int, metavar="K",

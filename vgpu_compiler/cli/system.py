@@ -60,6 +60,8 @@ def backends_report() -> list[str]:
     for backend in registry.auto_order():
         ok, why = backend.available()
         state = "available" if ok else f"not available: {why}"
+        if ok and backend.software is not None and backend.software():
+            state += " (on a software rasteriser here: after the native CPU backends)"
         lines.append(f"  {backend.name:<8} {state}")
         lines.append(f"  {'':<8} {backend.description}")
         lines.append(f"  {'':<8} dtypes: {', '.join(backend.dtypes)}")

@@ -1,0 +1,182 @@
+"""The cpu backend's own machinery: toolchain, caches, forks, threads, refusals.
+(Its answers are tested against the reference with the other compiled backends in
+test_glsl_equivalence.py and test_generated_programs.py.)"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.backends.cpu import kernel, toolchain
+
+from field_examples import LORENZ
+
+pytestmark = pytest.mark.usefixtures("cpu")
+RNG = np.random.default_rng(7)
+
+
+def test_a_missing_compiler_is_not_available_saying_why(monkeypatch):
+    monkeypatch.setenv("VGPU_CC", "/nonexistent/cc")
+    ok, why = toolchain._probe()
+    assert not ok and "VGPU_CC=/nonexistent/cc is not an executable" in why
+
+
+def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    h0 = RNG.normal(size=(100, 3)).astype(np.float32)
+    src = LORENZ.replace("rk4", "heun")           # a kernel no other test compiled
+    want = vgpu.run_field(src, h0, backend="cpu", steps=5)
+    assert list((tmp_path / "cpu").glob("field-*.so"))
+    kernel.clear_memory()
+    vgpu.clear_cache(disk=False)
+
+    def no_compiler(*a, **kw):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(toolchain.subprocess, "run", no_compiler)
+    np.testing.assert_array_equal(vgpu.run_field(src, h0, backend="cpu", steps=5), want)
+
+
+def test_the_key_names_compiler_flags_and_cpu(monkeypatch):
+    text = "int x;"
+    k = toolchain.key(text)
+    assert toolchain.key(text + " ") != k
+    monkeypatch.setattr(toolchain, "FLAGS", toolchain.FLAGS + ("-O1",))
+    assert toolchain.key(text) != k
+    monkeypatch.undo()
+    monkeypatch.setattr(toolchain, "cpu_features", lambda: "another cpu")
+    assert toolchain.key(text) != k
+
+
+def _child(q, src, h0):
+    q.put(vgpu.run_field(src, h0, backend="cpu", steps=20))
+
+
+def test_a_process_forked_after_a_run_still_runs():
+    """OpenMP's threads do not survive fork: the child runs its kernels on one thread."""
+    h0 = RNG.normal(size=(300, 3)).astype(np.float32)
+    want = vgpu.run_field(LORENZ, h0, backend="cpu", steps=20)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, LORENZ, h0))
+    p.start()
+    p.join(60)
+    alive = p.is_alive()
+    if alive:
+        p.kill()
+    assert not alive, "the forked child hung"
+    np.testing.assert_array_equal(q.get(timeout=5), want)
+
+
+def test_threads_calling_at_once_get_their_own_answers():
+    h0s = [RNG.normal(size=(200 + 37 * i, 3)).astype(np.float32) for i in range(6)]
+    want = [vgpu.run_field(LORENZ, h, backend="numpy", steps=30) for h in h0s]
+    got = [None] * 6
+
+    def work(i):
+        got[i] = vgpu.run_field(LORENZ, h0s[i], backend="cpu", steps=30)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_float64_has_every_function():
+    src = """field f { input w[N]
+        grid i < N
+        state y = sin(w[i]) + exp(w[i]) + log(1.5 + w[i]) + atan2(w[i], 0.3) + w[i] ^ 1.7
+        dy/dt = 0
+        solve euler(dt = 1, steps = 0) }"""
+    w = np.linspace(0.1, 3, 500)
+    ref = vgpu.run_field(src, inputs={"w": w}, backend="numpy", dtype="float64")
+    got = vgpu.run_field(src, inputs={"w": w}, backend="cpu", dtype="float64")
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=0)
+
+
+def test_clear_cache_drops_the_cpu_libraries(monkeypatch, tmp_path):
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    vgpu.run_field(LORENZ.replace("rk4", "midpoint"), np.ones((4, 3), np.float32),
+                   backend="cpu", steps=2)
+    dropped = vgpu.clear_cache()
+    assert dropped["cpu_memory"] >= 1 and dropped["cpu_disk"] == 1
+    assert not list((tmp_path / "cpu").glob("*.so"))
+
+
+def test_without_opengl_auto_runs_on_cpu(tmp_path):
+    """A machine without a GL context: auto runs the cpu backend, one warning saying so."""
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, vgpu; from vgpu_compiler.call.counters import COUNTERS\n"
+            "src = vgpu.load('examples/lorenz.field')\n"
+            "h0 = np.ones((50, 3), np.float32)\n"
+            "a = vgpu.run_field(src, h0, steps=20); b = vgpu.run_field(src, h0, steps=20)\n"
+            "ref = vgpu.run_field(src, h0, steps=20, backend='numpy')\n"
+            "print(bool((a == ref).all() and (b == ref).all()), COUNTERS.snapshot()['compiles'])")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, VGPU_NO_GL="1", VGPU_CACHE_DIR=str(tmp_path), PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "1"]
+    said = [line for line in proc.stderr.splitlines() if "running on the cpu backend" in line]
+    assert len(said) == 1 and "VGPU_NO_GL" in said[0]
+
+
+def test_vgpu_no_cpu_switches_it_off(monkeypatch):
+    monkeypatch.setenv("VGPU_NO_CPU", "1")
+    ok, why = toolchain.available()
+    assert not ok and "VGPU_NO_CPU" in why
+    with pytest.raises(vgpu.BackendError, match="cpu backend is not available"):
+        vgpu.run_field(LORENZ, np.ones((2, 3)), backend="cpu", steps=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_flux_sums_are_the_references_bit_for_bit(dtype):
+    """Deposits are summed on the host in the reference's lane order: the same float sums
+    (GLSL's float32 atomics add in whatever order lanes arrive)."""
+    src = """field f {
+        output h[7]
+        grid i < N
+        basin l < 5
+        state x
+        dx/dt = -0.3 * x
+        solve rk4(dt = 0.1, steps = 20)
+        flux h[i % 7] += x * 1.37 + 0.01 * float(i)
+    }"""
+    h0 = RNG.normal(size=1003)
+    ref = vgpu.solve(src, h0, backend="numpy", dtype=dtype)
+    got = vgpu.solve(src, h0, backend="cpu", dtype=dtype)
+    np.testing.assert_array_equal(got.states, ref.states)
+    np.testing.assert_array_equal(got.outputs["h"], ref.outputs["h"])
+
+
+def test_a_field_too_large_to_compile_is_refused_and_auto_moves_on(monkeypatch):
+    monkeypatch.setenv("VGPU_CPU_MAX_STATES", "3")
+    src = "field f {\n state a, b, c, d\n da/dt = -a\n db/dt = -b\n dc/dt = -c\n" \
+          " dd/dt = -d\n solve euler(dt = 0.1, steps = 2)\n}"
+    h0 = np.ones((5, 4), np.float32)
+    with pytest.raises(vgpu.BackendError, match="at most 3 .*VGPU_CPU_MAX_STATES"):
+        vgpu.run_field(src, h0, backend="cpu")
+    np.testing.assert_array_equal(vgpu.run_field(src, h0),
+                                  vgpu.run_field(src, h0, backend="numpy"))
+
+
+def test_a_long_run_is_several_calls_with_the_same_answer(monkeypatch):
+    """Ctrl-C stops a long run at the next call: the same numbers, however it is cut."""
+    from vgpu_compiler.backends.cpu import runner
+    from vgpu_compiler.call.counters import COUNTERS
+    h0 = RNG.normal(size=(500, 3)).astype(np.float32)
+    whole = vgpu.solve(LORENZ, h0, backend="cpu", steps=97, save_every=10)
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 512 * 7)       # 7 steps a call
+    before = COUNTERS.snapshot()["dispatches"]
+    cut = vgpu.solve(LORENZ, h0, backend="cpu", steps=97, save_every=10)
+    assert COUNTERS.snapshot()["dispatches"] - before >= 97 // 7
+    np.testing.assert_array_equal(cut.states, whole.states)
+    np.testing.assert_array_equal(cut.history, whole.history)

@@ -1,0 +1,146 @@
+"""A field as a compiled C kernel: describe (backends/shader), print with the C dialect,
+lay out with templates/field.c.j2, compile and load (toolchain.py), cached in memory
+and on disk (the disk key: the C text, the compiler, its flags and the CPU).
+
+Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectories
+(a few of the CPU's widest vectors: the compiler unrolls across them).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from dataclasses import dataclass
+
+from ...call.counters import COUNTERS
+from ...errors import BackendError
+from ..shader import lower, printing, template
+from . import toolchain
+from .dialect import DIALECTS
+
+VERSION = "c-1"
+LANES = {"float32": 64, "float64": 32}
+MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
+# The C compiler's time grows faster than linearly with one function's size: a field past
+# these (a few hundred states, or a few hundred KB of C) would take minutes to compile,
+# so it is a BackendError (auto moves on). VGPU_CPU_MAX_STATES changes the first.
+MAX_STATES = 256
+MAX_SOURCE = 300_000
+
+
+@dataclass
+class CpuKernel:
+    source: str
+    meta: dict
+    lanes: int
+    n_int: int              # int uniforms before the deposit-slot count
+    fn: object              # vg_kernel(const double *, const int *, void **, int)
+    lib: object
+    serial: object = None   # vg_kernel_serial: the same on the calling thread alone
+
+
+_memory: dict[str, CpuKernel] = {}
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _environment():
+    env = template.environment().overlay()
+    env.tests["number_text"] = lambda s: str(s).lstrip("-").isdigit()
+    return env
+
+
+def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
+    """(C text, meta, lanes per block, int uniforms) of ``field``."""
+    limit = _max_states()
+    if len(field.states) > limit:
+        raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
+                           f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
+                           f"compiler's time grows quickly with a kernel's size; use "
+                           f"backend='numpy'")
+    desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
+                          reduction="serial")
+    if desc.has_basin and desc.basin_size > MAX_BASIN:
+        raise BackendError(f"a basin of {desc.basin_size} trajectories is more than the cpu "
+                           f"backend holds per block ({MAX_BASIN})")
+    printed = printing.print_kernel(desc, DIALECTS[dtype])
+    lanes = desc.basin_size if desc.has_basin else LANES[dtype]
+    ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
+    floats = [u.name for u in desc.uniforms if u.type not in ("int", "uint")]
+    noise = tuple(getattr(desc, "noise", ()))         # a stochastic field (main's noise)
+    noise_vars = tuple(getattr(printed, "noise_vars", ()))
+    coupled = sorted({v.target for b in _blocks(desc) if b and b.coupled for v in b.coupled.values})
+    split = any(st.block.coupled is not None for st in desc.stages)
+    text = _environment().get_template("field.c.j2").render(
+        k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
+        noise_terms=noise, noise_vars=noise_vars,
+        int_slot={n: i for i, n in enumerate(ints)},
+        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints))
+    text = text.replace(f"({desc.version},", f"({VERSION},")
+    if len(text) > MAX_SOURCE:
+        raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
+                           f"more than the cpu backend compiles ({MAX_SOURCE // 1000} KB: the C "
+                           f"compiler's time grows quickly with it); use backend='numpy'")
+    meta = printed.meta()
+    meta["version"] = VERSION
+    return text, meta, lanes, len(ints)
+
+
+def _max_states() -> int:
+    import os
+    text = os.environ.get("VGPU_CPU_MAX_STATES", "")
+    try:
+        value = int(text) if text else MAX_STATES
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BackendError(f"VGPU_CPU_MAX_STATES must be a positive int, got {text!r}")
+    return value
+
+
+def _blocks(desc):
+    return [st.block for st in desc.stages] + [desc.collapse, desc.flux]
+
+
+def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
+    text, meta, lanes, n_int = source(field, dtype, per_trajectory)
+    key = toolchain.key(text)
+    hit = _memory.get(key)
+    if hit is not None:
+        COUNTERS.add("memory_hits")
+        return hit
+    try:
+        # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
+        lib = toolchain.build(text, "field", on_disk=lambda: COUNTERS.add("disk_hits"))
+        COUNTERS.add("compiles")
+    except RuntimeError as e:
+        raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
+                           f"{str(e).strip()[:2000]}") from None
+    fn, serial = lib.vg_kernel, lib.vg_kernel_serial
+    for f in (fn, serial):
+        f.restype = None
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    out = CpuKernel(text, meta, lanes, n_int, fn, lib, serial)
+    with _lock:
+        if len(_memory) >= 256:
+            _memory.pop(next(iter(_memory)))
+        return _memory.setdefault(key, out)
+
+
+def clear_memory() -> int:
+    with _lock:
+        n = len(_memory)
+        _memory.clear()
+        return n
+
+
+def clear_disk() -> int:
+    """Remove the compiled libraries of the disk cache (a loaded one stays loaded)."""
+    n = 0
+    for path in toolchain.folder().glob("*.so"):
+        try:
+            path.unlink()
+            n += 1
+        except OSError:
+            pass
+    return n

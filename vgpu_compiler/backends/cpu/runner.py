@@ -1,0 +1,211 @@
+"""Running a bound call on the cpu backend: buffers as numpy arrays, the kernel called
+once per segment (a segment ends where a history keeps the state, or progress is
+reported), run-time errors raised as the GLSL backend raises them, flux deposits
+summed in the reference's lane order (bit for bit the reference's sums).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+
+import numpy as np
+
+from ...call.bound import Bound, Progress, Solution, saved_steps
+from ...call.counters import COUNTERS
+from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
+from .kernel import CpuKernel, kernel
+
+NO_ERROR = 0xFFFFFFFF
+# Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
+# each), so Ctrl-C stops it at the next one (Python sees signals between ctypes calls).
+WORK_PER_CALL = 1 << 26
+# OpenMP's thread pool does not survive a fork: a process forked after a kernel ran in
+# parallel runs its kernels on one thread (vg_kernel_serial), never waiting on lost threads.
+_omp = {"used": False, "forked": False}
+
+
+def _after_fork_in_child() -> None:
+    if _omp["used"]:
+        _omp["forked"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def run(prepared, data, progress: Progress = None) -> Solution:
+    t = prepared.template
+    if getattr(t, "adaptive", None) is not None or getattr(t, "save_at", None) is not None:
+        raise BackendError("the cpu backend has no adaptive methods and no save_at yet; "
+                           "backend='glsl' or backend='numpy' runs them")
+    bound = prepared.bound(data)
+    slot = prepared.slots.setdefault("cpu", {})
+    pt = bound.per_trajectory
+    key = (bound.dtype.name, pt)
+    k = slot.get(key)
+    if k is None:
+        k = slot[key] = kernel(bound.field, bound.dtype.name, pt)
+    else:
+        COUNTERS.add("memory_hits")
+    return _Call(k, bound).solve(progress)
+
+
+class _Call:
+    def __init__(self, k: CpuKernel, bound: Bound):
+        self.k, self.bound = k, bound
+        f, dt = bound.field, bound.dtype
+        self.n = n = bound.n_trajectories
+        grid = bound.grid_shape
+        if f.basin:
+            self.nblocks = math.prod(-(-g // int(a.extent)) for g, a in zip(grid, f.basin))
+        else:
+            self.nblocks = -(-n // k.lanes)
+        self.nslots = self.nblocks * k.lanes
+        self.state = np.zeros((len(f.states), n), dt)
+        free = [i for i, s in enumerate(f.states) if s.init is None]
+        if free:
+            h0 = bound.h0.reshape(n, len(free))
+            self.state[free] = h0.T
+        meta = k.meta
+        self.floats, self.ints = [], []
+        # a window of a larger grid (Bound.origin, when the call has one): the grid
+        # uniforms are the whole grid's, u_origin its first row (basins) or trajectory
+        origin = getattr(bound, "origin", 0) or 0
+        if origin and not f.basin:
+            origin = bound.first_trajectory
+        whole = getattr(bound, "whole_shape", grid)
+        values = {"dt": bound.dt, "t0": bound.t0, "steps": bound.steps, "count": n,
+                  "origin": origin}
+        for u in meta["uniforms"]:
+            role, of = u["role"], u["of"]
+            if role == "grid":
+                v = whole[int(of)]
+            elif role == "dim":
+                v = bound.dims[of]
+            elif role == "param":
+                v = bound.params[of]
+            elif role == "key":         # a stochastic field's Philox key, from the seed
+                from ...noise.normal import key_of
+                v = key_of(bound.seed)[int(of)]
+            else:
+                v = values.get(role, 0)
+            (self.ints if _is_int(u, meta) else self.floats).append(v)
+        self.ints.append(self.nslots)
+        self.buffers = []
+        for b in meta["buffers"]:
+            self.buffers.append(self._buffer(b))
+        nflux = len(f.flux)
+        self.dep_at = np.full(max(nflux, 1) * self.nslots, -1, np.int32)
+        self.dep_value = np.zeros(max(nflux, 1) * self.nslots, dt)
+        self.err = next(a for a, b in zip(self.buffers, meta["buffers"]) if b["role"] == "err")
+        self.steps_buf = next((a for a, b in zip(self.buffers, meta["buffers"])
+                               if b["role"] == "steps"), None)
+        ptrs = [a.ctypes.data for a in self.buffers] + [self.dep_at.ctypes.data,
+                                                        self.dep_value.ctypes.data]
+        self.ptrs = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        self.role = {u["role"]: i for i, u in enumerate(u for u in meta["uniforms"]
+                                                         if _is_int(u, meta))}
+
+    def _buffer(self, b: dict) -> np.ndarray:
+        bound, dt, n = self.bound, self.bound.dtype, self.n
+        role = b["role"]
+        if role == "state":
+            return self.state
+        if role == "err":
+            return np.array([NO_ERROR, 0, 0, 0], np.uint32)
+        if role == "init":
+            return np.zeros((len(bound.field.states), n), dt)
+        if role == "steps":
+            return np.zeros(2 * n, np.int32)
+        if role == "params":
+            return np.ascontiguousarray(np.stack(
+                [np.asarray(bound.params[p], dt).reshape(n) for p in bound.per_trajectory]))
+        if role == "input":
+            return np.ascontiguousarray(bound.inputs[b["array"]], dt)
+        if role == "output":
+            return np.zeros(max(1, math.prod(bound.output_shapes[b["array"]])), dt)
+        return np.zeros(2, dt)          # deposits (GLSL's float64 flux): not used here
+
+    def _call(self, step0: int, nsteps: int, final: bool) -> None:
+        ints = list(self.ints)
+        ints[self.role["step0"]] = step0
+        ints[self.role["nsteps"]] = nsteps
+        ints[self.role["final"]] = int(final)
+        fu = np.array(self.floats or [0.0], np.float64)
+        iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
+        COUNTERS.add("dispatches")
+        if _omp["forked"]:
+            self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+        else:
+            _omp["used"] = True
+            self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+        if int(self.err[0]) != NO_ERROR:
+            _raise_error(self.err, self.k.meta, self.bound)
+
+    def solve(self, progress: Progress) -> Solution:
+        bound, dt = self.bound, self.bound.dtype
+        steps, every = bound.steps, bound.save_every
+        tick = max(1, steps // 100) if progress is not None else steps
+        chunk = max(1, WORK_PER_CALL // max(1, self.nslots))
+        if every:                   # the start values (of states with a start expression too)
+            self._call(0, 0, steps == 0)
+        history = [self._pack()] if every else []
+        if steps == 0 and not every:        # no step: the start values, flux on them
+            self._call(0, 0, True)
+        start = 0
+        while start < steps:        # a call ends at a saved step, a progress tick or a chunk
+            end = min(steps, start + chunk, (start // tick + 1) * tick)
+            if every:
+                end = min(end, (start // every + 1) * every)
+            self._call(start, end - start, end == steps)
+            if every and (end % every == 0 or end == steps):
+                history.append(self._pack())
+            if progress is not None and (end % tick == 0 or end == steps):
+                progress(end, steps)
+            start = end
+        f = bound.field
+        if f.collapse is not None:
+            taken = self.steps_buf[:self.n].reshape(bound.grid_shape).copy()
+        else:
+            taken = np.full(bound.grid_shape, steps, np.int32)
+        sol = Solution(states=self._pack(), outputs=self._outputs(), steps_taken=taken)
+        if every:
+            sol.history = np.stack(history)
+            saved = np.asarray(saved_steps(steps, every))
+            sol.times = (dt.type(bound.t0) + saved.astype(dt) * dt.type(bound.dt)).astype(dt)
+        return sol
+
+    def _pack(self) -> np.ndarray:
+        grid = self.bound.grid_shape
+        if len(self.state) == 1:
+            return self.state[0].reshape(grid).copy()
+        return np.array(self.state.T, order="C").reshape(grid + (len(self.state),))
+
+    def _outputs(self) -> dict:
+        bound = self.bound
+        out = {k: np.zeros(s, bound.dtype) for k, s in bound.output_shapes.items()}
+        for i, fl in enumerate(bound.field.flux):
+            at = self.dep_at[i * self.nslots:(i + 1) * self.nslots]
+            val = self.dep_value[i * self.nslots:(i + 1) * self.nslots]
+            keep = at >= 0
+            np.add.at(out[fl.output].reshape(-1), at[keep].astype(np.intp), val[keep])
+        return out
+
+
+def _is_int(u: dict, meta: dict) -> bool:
+    return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
+                         "key")
+
+
+def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
+    kind, what, line, column = meta["errors"][int(err[0])]
+    span = Span(line, column) if line else None
+    where = f" (line {line})" if line else ""
+    if kind != "index":
+        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
+    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
+        "output", bound.output_shapes[what])
+    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
+    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
+                            f"{tuple(shape)}{where}", span=span)

@@ -1,0 +1,149 @@
+"""The system C compiler with OpenMP: finding it, compiling a kernel, loading it.
+
+Why C through the system compiler (and not Numba): a printed C kernel is the shared
+kernel description spelled by one more dialect (the GLSL printer and its index
+arithmetic unchanged), gcc/clang vectorise its lane loops (``#pragma omp simd``)
+for the CPU they run on (``-march=native``), OpenMP runs the blocks on every core,
+and a kernel compiles in a fraction of a second with nothing added to the Python
+environment (Numba pins LLVM and numpy versions and adds ~1 s of import). Where no
+compiler with OpenMP is found the backend is unavailable, saying why, and ``auto``
+moves on.
+
+Floats keep IEEE meaning: no ``-ffast-math``, ``-ffp-contract=off`` (no fused
+multiply-add: numpy rounds every product), ``-fwrapv`` (ints wrap, as int32 does
+in numpy). ``VGPU_CC`` names another compiler.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fwrapv",
+         "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w")
+CC_ENV = "VGPU_CC"
+_PROBE = """
+#include <math.h>
+#include <omp.h>
+int vg_probe(void) { int n = 0;
+#pragma omp parallel reduction(+:n)
+  n += 1;
+  return n + (int)floor(0.5); }
+"""
+
+
+def compiler() -> str | None:
+    name = os.environ.get(CC_ENV)
+    if name:
+        return shutil.which(name)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _version(cc: str) -> str:
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0] if out.stdout else cc
+
+
+def cpu_features() -> str:
+    """What the code is compiled for: the machine and its CPU's feature flags."""
+    text = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "model name", "Features")):
+                    text += line
+                    if line.startswith(("flags", "Features")):
+                        break
+    except OSError:
+        text = platform.processor()
+    return f"{platform.machine()} {text}"
+
+
+_available: list = []
+_lock = threading.Lock()
+
+
+NO_CPU_ENV = "VGPU_NO_CPU"
+
+
+def available() -> tuple[bool, str]:
+    """Is there a C compiler with OpenMP here (probed once)? ``VGPU_NO_CPU`` set: no."""
+    if os.environ.get(NO_CPU_ENV, "") not in ("", "0"):
+        return False, f"{NO_CPU_ENV} is set (unset it to use the cpu backend)"
+    with _lock:
+        if not _available:
+            _available.append(_probe())
+        return _available[0]
+
+
+def _probe() -> tuple[bool, str]:
+    cc = compiler()
+    if cc is None:
+        wanted = os.environ.get(CC_ENV)
+        return False, (f"{CC_ENV}={wanted} is not an executable" if wanted else
+                       "no C compiler (cc, gcc or clang) on PATH; install gcc")
+    try:
+        lib = build(_PROBE, "probe")
+        fn = lib.vg_probe
+        fn.restype = ctypes.c_int
+        if fn() < 1:
+            return False, f"{cc}: OpenMP probe ran no thread"
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        return False, f"{cc} cannot build an OpenMP library: {str(e).strip()[:300]}"
+    return True, ""
+
+
+def key(source: str) -> str:
+    """The disk key of a kernel: its text, the compiler, its flags and this CPU."""
+    cc = compiler() or ""
+    h = hashlib.sha256()
+    for part in (source, cc, _version(cc) if cc else "", " ".join(FLAGS), cpu_features()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def folder() -> Path:
+    env = os.environ.get("VGPU_CACHE_DIR")
+    if env:
+        return Path(os.path.expanduser(env)) / "cpu"
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("vgpu")) / "cpu"
+
+
+def build(source: str, name: str, on_disk=None, compiled=None) -> ctypes.CDLL:
+    """The loaded library of ``source``: from the disk cache, or compiled into it
+    (``on_disk()`` / ``compiled()`` are told which)."""
+    where = folder()
+    path = where / f"{name}-{key(source)}.so"
+    if path.exists():
+        if on_disk:
+            on_disk()
+    else:
+        if compiled:
+            compiled()
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="vgpu-cc-") as tmp:
+            c, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
+            c.write_text(source)
+            out = subprocess.run([compiler(), *FLAGS, "-o", str(so), str(c), "-lm"],
+                                 capture_output=True, text=True, timeout=300)
+            if out.returncode != 0:
+                raise RuntimeError(out.stderr or out.stdout)
+            fd, part = tempfile.mkstemp(dir=where, suffix=".part")
+            os.close(fd)
+            shutil.copyfile(so, part)
+            os.replace(part, path)          # atomic: another process sees all or nothing
+    return ctypes.CDLL(str(path))
