@@ -34,7 +34,8 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        on_wgpu = "wgpu" in (params.get("gpu"), params.get("backend"))
+        on_wgpu = "wgpu" in (params.get("gpu"), params.get("backend"),
+                             params.get("compiled_backend"))
         wgpu64 = on_wgpu and params.get("dtype") == "float64"
         (drop if wgpu64 else keep).append(item)
     if drop:

@@ -105,7 +105,7 @@ def test_no_gl_context_falls_back_to_numpy_once(how):
     assert out["glsl"].startswith("BackendError") and "numpy" in out["glsl"]
     warnings = [line for line in stderr.splitlines() if "numpy reference backend" in line]
     assert len([w for w in warnings if "GLSL" in w]) == 1, stderr     # one, for four calls
-    assert len(warnings) == 2, stderr           # and one for wgpu (VGPU_NO_WGPU here)
+    assert len(warnings) == 3, stderr           # and one each for wgpu and cpu (both off)
 
 
 # --- a bad cache folder --------------------------------------------------------------------------------
