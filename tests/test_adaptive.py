@@ -330,3 +330,22 @@ def test_compacting_the_working_set_changes_nothing(monkeypatch):
     for name in ("states", "steps_taken", "steps_rejected", "t", "status", "history"):
         np.testing.assert_array_equal(getattr(compact, name), getattr(whole, name))
     assert compact.steps_taken.max() > 5 * compact.steps_taken.min()
+
+
+CONSTANT_RATE = """
+field counter {
+    state x, n
+    dx/dt = -x
+    dn/dt = 0
+    solve dopri5(t1 = 1, rtol = 1e-8, atol = 1e-10)
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["numpy", "glsl"])
+def test_a_constant_derivative_beside_a_varying_one(backend):
+    """dn/dt = 0 is one number, not an array per lane: the reference broadcasts it."""
+    h0 = np.ones((4, 2))
+    out = vgpu.run_field(CONSTANT_RATE, h0, backend=backend, dtype="float64")
+    np.testing.assert_allclose(out[:, 0], np.exp(-1.0), rtol=1e-7)
+    np.testing.assert_array_equal(out[:, 1], 1.0)

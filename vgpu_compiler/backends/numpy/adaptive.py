@@ -78,7 +78,10 @@ class _AdaptiveRun(_Run):
         return self.final_t
 
     def F(self, h: list, t, step, mask, stage: int) -> list:
-        return self.derivs(h, t, step, mask, stage)
+        """The derivatives, each on every lane (a constant one broadcast)."""
+        shape = self.layout.shape
+        return [k if np.shape(k) == shape else self.full(k)
+                for k in self.derivs(h, t, step, mask, stage)]
 
     def weighted(self, ks: list, terms: list, i: int):
         """sum(w_j * k_j[i]) over a Combination's terms (no h, no dt)."""
