@@ -14,10 +14,11 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   VgpuZeroDivisionError, ZeroDivision)
 from vgpu_compiler.noise.philox import philox
 from vgpu_compiler.call.bound import Solution
+from vgpu_compiler.simulation import Simulation
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "NonFiniteWarning", "StatusWarning", "philox",
+    "Solution", "Simulation", "NonFiniteWarning", "StatusWarning", "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

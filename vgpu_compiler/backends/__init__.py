@@ -49,6 +49,9 @@ class Backend:
     # (llvmpipe, lavapipe, SwiftShader, WARP): auto then tries it after real GPUs and
     # after the native CPU backends
     software: Callable[[], bool] | None = None
+    # open(prepared, data) -> a Simulation session (call/session.py); None: the backend
+    # has none (a Simulation on it is a BackendError, and auto moves on)
+    open: Callable | None = None
 
     @property
     def gpu(self) -> bool:

@@ -15,12 +15,18 @@ def _run(prepared, data, progress=None):
     return runner.run(prepared, data, progress)
 
 
+def _open(prepared, data):
+    from .session import Session    # a Simulation's buffers, kept between calls
+    return Session(prepared, data)
+
+
 BACKEND = Backend(
     name="cpu",
     description="native CPU code: C vectorised across trajectories, OpenMP over the cores "
                 "(needs a C compiler)",
     available=_available,
     run=_run,
+    open=_open,
     dtypes=("float32", "float64"),
     features=frozenset({"history", "flux", "reductions", "progress"}),
 )

@@ -63,11 +63,17 @@ def _software() -> bool:
     return bool(SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")))
 
 
+def _open(prepared, data):
+    from .session import Session    # a Simulation's private kernel, resident buffers
+    return Session(prepared, data)
+
+
 BACKEND = Backend(
     name="glsl",
     description="OpenGL 4.3 compute shaders (moderngl; a GPU, or Mesa llvmpipe on the CPU)",
     available=_available,
     run=_run,
+    open=_open,
     dtypes=("float32", "float64"),
     features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
     software=_software,

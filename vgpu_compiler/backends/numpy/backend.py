@@ -13,11 +13,17 @@ def _run(prepared, data, progress=None):
     return runner.run(prepared.bound(data), progress)
 
 
+def _open(prepared, data):
+    from .session import Session    # a Simulation's arrays, kept in memory
+    return Session(prepared, data)
+
+
 BACKEND = Backend(
     name="numpy",
     description="the numpy reference interpreter (always available; the CPU fallback)",
     available=_available,
     run=_run,
+    open=_open,
     dtypes=("float32", "float64"),
     features=frozenset({"history", "flux", "reductions", "progress"}),
 )

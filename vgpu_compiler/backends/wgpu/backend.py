@@ -36,11 +36,17 @@ def _software() -> bool:
     return device.available() and device.software()
 
 
+def _open(prepared, data):
+    from .session import Session    # a Simulation's private buffers, kept between calls
+    return Session(prepared, data)
+
+
 BACKEND = Backend(
     name="wgpu",
     description="WGSL compute shaders through wgpu (Vulkan, Metal, Direct3D 12; float32)",
     available=_available,
     run=_run,
+    open=_open,
     dtypes=("float32",),
     features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
     software=_software,

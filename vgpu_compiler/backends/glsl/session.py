@@ -1,0 +1,254 @@
+"""The GLSL backend's Simulation session (call/session.py): a private copy of the
+field's kernel (its own program and buffers, compiled once) whose buffers hold the run
+between calls.
+
+The kernel already runs any range of steps ``[u_step0, u_step0 + u_nsteps)`` of a
+run whose state waits in its buffers (execute.py splits long runs that way), so an
+``advance`` is the dispatches of that range: no upload unless something changed (a
+restored state, new per-trajectory params), nothing read back until asked for. An
+ensemble larger than one storage block runs as several chunks (plan.py): each chunk's
+arrays then live on the host between dispatches, as in execute.py.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+
+from ...call.counters import COUNTERS
+from ...call.session import Snapshot, pack_states
+from ...errors import BackendError
+from . import device as gl
+from .execute import (NO_ERROR_BYTES, _accumulate, _call_uniforms, _dispatch, _forget,
+                      _Pacer, _prepare, _raise_error, _read_outputs)
+from .kernel_cache import GpuKernel
+from .plan import plan_for
+from . import runner
+
+
+class Session:
+    def __init__(self, prepared, data):
+        t = prepared.template
+        if t.adaptive is not None or t.save_at is not None:
+            raise BackendError("a Simulation on glsl runs fixed-step methods only so far")
+        if not runner.available():
+            raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+        bound = prepared.bound(data)
+        found = runner._kernel(bound)
+        base = found.base
+        k = GpuKernel(base.key, base.source, found.meta)     # the field's own error table
+        k.disk_key = base.disk_key
+        try:
+            gl.call(k.compile)
+        except gl.NoContext as exc:
+            raise BackendError(f"no OpenGL context: {exc}") from None
+        self.kernel = k
+        self._free = weakref.finalize(self, _release, k)
+        self._free.atexit = False
+        self.plan = plan_for(k, bound)
+        self.call = call = _prepare(k.meta, bound, self.plan)
+        self.uniforms = _call_uniforms(call, self.plan)
+        meta, n, dtype = k.meta, call.n, bound.dtype
+        if call.state is None:
+            call.state = np.zeros((call.n_states, n), dtype)
+        self.init = np.zeros((call.n_states, n), dtype) if meta["uses_init"] else None
+        self.steps2 = np.zeros((2, n), np.int32) if meta["collapse"] else None
+        self.dep = (np.full((meta["n_deposits"], n, 2), -1.0, dtype)
+                    if meta["n_deposits"] else None)
+        self.resident = len(self.plan.chunks) == 1
+        self.dirty = {"state", "params", "inputs"}      # the device needs these from the host
+        self.step = 0
+
+    # --- running -------------------------------------------------------------------------
+    def advance(self, step0: int, nsteps: int) -> None:
+        total = step0 + nsteps
+        for ci, chunk in enumerate(self.plan.chunks):
+            upload = set(self.dirty) if self.resident else {"state", "params"}
+            if ci == 0:
+                upload |= {"outputs"} | (self.dirty & {"inputs"})
+            pacer = _Pacer(chunk.first, self.plan.cap)
+            for s0, s1 in _segments(step0, total, pacer):
+                u = {**self.uniforms, "u_step0": s0, "u_nsteps": s1 - s0,
+                     "u_final": int(s1 == total), "u_steps": total}
+                back = s1 == total and not self.resident
+                began = time.perf_counter()
+                err, raw = gl.call(self._trip, chunk, u, upload, back)
+                pacer.record(s1 - s0, time.perf_counter() - began)
+                COUNTERS.add("dispatches")
+                upload = set()
+                _raise_error(err, self.call)
+                if raw is not None:
+                    self._absorb(chunk, raw)
+        self.dirty = set()
+        self.step = total
+
+    def _trip(self, ctx, chunk, uniforms: dict, upload: set, back: bool):
+        try:
+            writes = self._writes(ctx, chunk, upload)
+            err = _dispatch(ctx, self.kernel, chunk, uniforms, writes)
+            return err, (self._read(chunk) if back else None)
+        except BaseException:       # stopped part way: trust no cached GL state
+            _forget(self.kernel)
+            raise
+
+    def _writes(self, ctx, chunk, upload: set) -> list:
+        k, call, plan = self.kernel, self.call, self.plan
+        a, b, item, meta = chunk.a, chunk.b, call.item, k.meta
+        count, writes = b - a, []
+        if "inputs" in upload:
+            inputs = call.bound.inputs
+            writes += [(k.ensure(ctx, buffer, inputs[name].nbytes), inputs[name])
+                       for buffer, name in plan.inputs]
+        if "outputs" in upload:         # an advance's flux: on the state it ends with
+            for buffer, _, size in plan.outputs:
+                buf = k.ensure(ctx, buffer, size)
+                if call.deposits is None:
+                    writes.append((buf, bytes(size)))
+            err = k.ensure(ctx, "b_err", 16)
+            if k.err_dirty:
+                writes.append((err, NO_ERROR_BYTES))
+                k.err_dirty = False
+        buf = k.ensure(ctx, "b_state", call.n_states * count * item)
+        if "state" in upload:
+            writes.append((buf, np.ascontiguousarray(call.state[:, a:b])))
+        if meta["uses_init"]:
+            buf = k.ensure(ctx, "b_init", call.n_states * count * item)
+            if "state" in upload:
+                writes.append((buf, np.ascontiguousarray(self.init[:, a:b])))
+        if meta["collapse"]:
+            buf = k.ensure(ctx, "b_steps", 2 * count * 4)
+            if "state" in upload:
+                writes.append((buf, np.ascontiguousarray(self.steps2[:, a:b])))
+        if call.pt:
+            p = np.ascontiguousarray(call.params[:, a:b])
+            buf = k.ensure(ctx, "b_params", p.nbytes)
+            if "params" in upload:
+                writes.append((buf, p))
+        if meta["n_deposits"]:
+            buf = k.ensure(ctx, "b_dep", 2 * meta["n_deposits"] * count * item)
+            if "state" in upload:
+                writes.append((buf, np.ascontiguousarray(self.dep[:, a:b])))
+        return writes
+
+    def _read(self, chunk) -> dict:
+        """What the device holds of ``chunk``: states, init values, collapse counters and
+        deposit slots (on the GL thread)."""
+        k, call, meta = self.kernel, self.call, self.kernel.meta
+        count, item, dtype = chunk.b - chunk.a, call.item, call.bound.dtype
+        size = call.n_states * count * item
+        raw = {"state": np.frombuffer(k.buffers["b_state"].read(size), dtype)}
+        if meta["uses_init"]:
+            raw["init"] = np.frombuffer(k.buffers["b_init"].read(size), dtype)
+        if meta["collapse"]:
+            raw["steps"] = np.frombuffer(k.buffers["b_steps"].read(8 * count), np.int32)
+        if meta["n_deposits"]:
+            raw["dep"] = np.frombuffer(
+                k.buffers["b_dep"].read(2 * meta["n_deposits"] * count * item), dtype)
+        return raw
+
+    def _absorb(self, chunk, raw: dict) -> None:
+        a, b, call = chunk.a, chunk.b, self.call
+        call.state[:, a:b] = raw["state"].reshape(call.n_states, b - a)
+        if "init" in raw:
+            self.init[:, a:b] = raw["init"].reshape(call.n_states, b - a)
+        if "steps" in raw:
+            self.steps2[:, a:b] = raw["steps"].reshape(2, b - a)
+        if "dep" in raw:
+            self.dep[:, a:b] = raw["dep"].reshape(len(self.dep), b - a, 2)
+
+    def _sync(self) -> None:
+        """Bring the host arrays up to the device's (one chunk: the device holds the run)."""
+        if self.resident and not self.dirty:
+            chunk = self.plan.chunks[0]
+            self._absorb(chunk, gl.call(lambda ctx: self._read(chunk)))
+
+    # --- reading -------------------------------------------------------------------------
+    def states(self) -> np.ndarray:
+        if self.resident and not self.dirty:
+            call = self.call
+            raw = gl.call(lambda ctx: self.kernel.buffers["b_state"].read(
+                call.n_states * call.n * call.item))
+            state = np.frombuffer(raw, call.bound.dtype).reshape(call.n_states, call.n)
+            return pack_states(state, call.bound.grid_shape)
+        return pack_states(self.call.state, self.call.bound.grid_shape)
+
+    def steps_taken(self) -> np.ndarray:
+        grid = self.call.bound.grid_shape
+        if self.steps2 is None:
+            return np.full(grid, self.step, np.int32)
+        self._sync()
+        return self.steps2[0].reshape(grid).copy()
+
+    def outputs(self) -> dict:
+        call = self.call
+        if call.deposits is None:
+            return gl.call(lambda ctx: _read_outputs(self.kernel, call, self.plan))
+        self._sync()
+        out = {name: np.zeros(shape, call.bound.dtype)
+               for name, shape in call.bound.output_shapes.items()}
+        _accumulate(self.dep.reshape(len(self.dep), call.n, 2), call.meta, out)
+        return out
+
+    def snapshot(self, step: int) -> Snapshot:
+        self._sync()
+        call = self.call
+        state = call.state.copy()
+        init = self.init.copy() if self.init is not None else state.copy()
+        if self.steps2 is not None:
+            taken, done = self.steps2[0].copy(), self.steps2[1] != 0
+        else:
+            taken, done = np.full(call.n, step, np.int32), np.zeros(call.n, bool)
+        return Snapshot(step, state, init, taken, done)
+
+    # --- changing ------------------------------------------------------------------------
+    def restore(self, snap: Snapshot) -> None:
+        call = self.call
+        call.state[:] = snap.state
+        if self.init is not None:
+            self.init[:] = snap.init
+        if self.steps2 is not None:
+            self.steps2[0] = snap.taken
+            self.steps2[1] = snap.done
+        self.step = snap.step
+        self.dirty |= {"state", "params"}
+
+    def set_data(self, data) -> None:
+        """New param values of the same signature: scalars are uniforms (set at the next
+        dispatch when they changed), per-trajectory params are written when they changed."""
+        call, plan = self.call, self.plan
+        bound = call.bound.prepared.bound(data)
+        cast = bound.dtype.type
+        for uniform, name in plan.scalars:
+            self.uniforms[uniform] = float(cast(bound.params[name]))
+        if plan.pt:
+            new = np.stack([np.asarray(bound.params[p], bound.dtype).reshape(call.n)
+                            for p in plan.pt])
+            if not np.array_equal(new, call.params):
+                if self.resident and not self.dirty:
+                    self._sync()            # the host's state must be the device's
+                call.params = new
+                self.dirty |= {"params"}
+        call.bound = bound
+
+    def close(self) -> None:
+        self._free()
+
+
+def _segments(step0: int, total: int, pacer: _Pacer):
+    """(first step, end step) of each dispatch of steps [step0, total)."""
+    if step0 == total:
+        yield step0, step0
+        return
+    s0 = step0
+    while s0 < total:
+        s1 = min(s0 + pacer.steps, total)
+        yield s0, s1
+        s0 = s1
+
+
+def _release(kernel: GpuKernel) -> None:
+    try:
+        gl.call(kernel.release)
+    except gl.NoContext:
+        pass

@@ -1,0 +1,111 @@
+"""The reference backend's Simulation session (call/session.py): the run's arrays stay
+in memory between calls, and each ``advance`` runs the same steps, with the same step
+numbers, that one uninterrupted run (runner.py's ``_Run.integrate``) runs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...call.bound import Solution
+from ...call.session import Snapshot, pack_states
+from ...errors import BackendError
+from ...ir.evaluate import INT, Frame
+from .runner import StageContext, _Run
+
+
+class Session:
+    def __init__(self, prepared, data):
+        if prepared.template.adaptive is not None or prepared.template.save_at is not None:
+            raise BackendError("a Simulation runs fixed-step methods only so far (adaptive "
+                               "methods and save_at: use vgpu.solve)")
+        self.prepared = prepared
+        self._open(data)
+        self.h = self.run.start()
+        lay = self.run.layout
+        self.running = np.ones(lay.shape[0], bool)
+        self.taken = np.zeros(lay.shape[0], INT)
+        self.step = 0
+
+    def _open(self, data) -> None:
+        self.data = data
+        self.run = _Run(self.prepared.bound(data), None)
+
+    def advance(self, step0: int, nsteps: int) -> None:
+        if step0 == 0:
+            self._restart()
+        run, lay, h = self.run, self.run.layout, self.h
+        with np.errstate(all="ignore"):
+            for n in range(step0, step0 + nsteps):
+                if run.field.collapse is None:
+                    h = run.step(h, n, lay.active)
+                    continue
+                if not self.running.any():
+                    break
+                col = self.running[:, None]
+                new = run.step(h, n, lay.active & col)
+                h = [np.where(col, a, b) for a, b in zip(new, h)]
+                self.taken += self.running
+                self.running = self.running & ~run.collapse_vote(h, n, self.running)
+        # the step buffers are the run's (by step parity): keep the state in arrays of
+        # its own, so a later set_data (a new _Run) and snapshots see it unchanged
+        self.h = [np.array(x) for x in h]
+        self.step = step0 + nsteps
+
+    def _restart(self) -> None:
+        """What every compiled kernel does before step 0 (and _Run.start does from h0):
+        the states with a start expression computed from it, with the current values of
+        the others; init(x) the values so made; no basin collapsed."""
+        run, lay = self.run, self.run.layout
+        ctx = StageContext(run, {}, run.t0, INT.type(0), init={})
+        ctx.init = ctx.states
+        frame = Frame(run.plan, ctx, run.dtype, run.fixed)
+        with np.errstate(all="ignore"):
+            for s, x in zip(run.field.states, self.h):
+                ctx.states[s.name] = run.full(x if s.init is None else
+                                              frame.eval(s.init, lay.active))
+        run.init = dict(ctx.states)
+        self.h = [run.init[name] for name in run.names]
+        self.running[:] = True
+        self.taken[:] = 0
+
+    def _taken(self) -> np.ndarray:
+        if self.run.field.collapse is None:
+            return np.full(self.run.layout.shape[0], self.step, INT)
+        return self.taken
+
+    def states(self) -> np.ndarray:
+        return self.run.pack(self.h)
+
+    def steps_taken(self) -> np.ndarray:
+        return self.run.layout.per_basin_to_grid(self._taken()).astype(INT)
+
+    def outputs(self) -> dict:
+        with np.errstate(all="ignore"):
+            return self.run.deposit(self.h, self._taken())
+
+    def snapshot(self, step: int) -> Snapshot:
+        lay, names = self.run.layout, self.run.names
+        grid = lambda a: lay.to_grid(a).reshape(-1)      # noqa: E731
+        init = self.run.init or dict(zip(names, self.h))
+        return Snapshot(step, np.stack([grid(x) for x in self.h]),
+                        np.stack([grid(init[k]) for k in names]),
+                        grid(np.broadcast_to(self._taken()[:, None], lay.shape)).astype(INT),
+                        grid(np.broadcast_to(~self.running[:, None], lay.shape)).astype(bool))
+
+    def restore(self, snap: Snapshot) -> None:
+        run, lay = self.run, self.run.layout
+        grid = run.bound.grid_shape
+        lanes = lambda a: lay.to_lanes(np.asarray(a).reshape(grid))   # noqa: E731
+        self.h = [run.full(lanes(x)) for x in snap.state]
+        run.init = {k: run.full(lanes(x)) for k, x in zip(run.names, snap.init)}
+        self.taken = lanes(snap.taken)[:, 0].astype(INT)
+        self.running = ~lanes(snap.done)[:, 0].astype(bool)
+        self.step = snap.step
+
+    def set_data(self, data) -> None:
+        """New param values: a new run (its param-only values, cached, go), this state."""
+        snap = self.snapshot(self.step)
+        self._open(data)
+        self.restore(snap)
+
+    def close(self) -> None:
+        pass

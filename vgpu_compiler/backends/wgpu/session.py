@@ -1,0 +1,267 @@
+"""The wgpu backend's Simulation session (call/session.py): a private copy of the
+field's kernel (the same pipeline, buffers of its own) whose buffers hold the run
+between calls. An ``advance`` is the dispatches of steps ``[step0, step0 + nsteps)``
+(the kernel runs any such range, as runner.py's segments do); nothing is uploaded
+unless it changed and nothing read back until asked for. An ensemble of several
+chunks (runner._chunks) keeps each chunk's arrays on the host between dispatches."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ... import spelling as S
+from ...call.counters import COUNTERS
+from ...call.session import Snapshot, pack_states
+from ...errors import BackendError
+from ...ir.step import step_program
+from ...noise.normal import key_of
+from . import check_dtype
+from . import device as dev
+from .runner import (FIRST_WORK, TARGET_CPU_SECONDS, TARGET_SECONDS, _chunks, _dispatch,
+                     _groups, _loop_cap, _lock, _pack_uniforms, _raise_error, available,
+                     kernel_for)
+
+
+class Session:
+    def __init__(self, prepared, data):
+        t = prepared.template
+        if t.adaptive is not None or t.save_at is not None:
+            raise BackendError("a Simulation on wgpu runs fixed-step methods only so far")
+        if not available():
+            raise BackendError(f"no wgpu device here ({dev.get().error}); "
+                               f"use {S.setting('backend', 'numpy')}")
+        bound = prepared.bound(data)
+        check_dtype(bound.dtype.name, bound.field.span)
+        self.bound = bound
+        self.kernel = k = kernel_for(bound).private()
+        meta, f, n = k.meta, bound.field, bound.n_trajectories
+        self.n, self.n_states = n, len(f.states)
+        self.state = np.zeros((self.n_states, n), np.float32)
+        if bound.h0 is not None:
+            free = np.asarray(bound.h0, np.float32).reshape(n, -1)
+            self.state[[i for i, s in enumerate(f.states) if s.init is None]] = free.T
+        self.init = np.zeros_like(self.state) if meta["uses_init"] else None
+        self.steps2 = np.zeros((2, n), np.int32) if meta["collapse"] else None
+        self.pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+        self.chunks = _chunks(k, bound)
+        self.resident = len(self.chunks) == 1
+        self.cap = _loop_cap(meta)
+        self.stages = len(step_program(f.solver.tableau).stages)
+        self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+        self.values = [0.0] * (len(k.uniform_index) + 1)
+        self._uniforms(bound)
+        self.outputs_meta = [b for b in meta["buffers"] if b["role"] == "output"]
+        self.out_sizes = [4 * int(np.prod(bound.output_shapes[b["array"]]))
+                          for b in self.outputs_meta]
+        self.dirty = {"state", "params", "inputs"}
+        self.step = 0
+        self.outs: dict | None = None
+
+    def _put(self, name, value) -> None:
+        u = self.kernel.uniform_index
+        if name in u:
+            self.values[u[name]] = value
+
+    def _uniforms(self, bound) -> None:
+        meta = self.kernel.meta
+        self._put("u_dt", float(np.float32(bound.dt)))
+        self._put("u_t0", float(np.float32(bound.t0)))
+        for x in meta["uniforms"]:
+            role = x["role"]
+            if role == "key":
+                self._put(x["name"], int(key_of(bound.seed)[int(x["of"])]))
+            elif role == "grid":
+                self._put(x["name"], int(bound.whole_shape[int(x["of"])]))
+            elif role == "dim":
+                self._put(x["name"], int(bound.dims[x["of"]]))
+            elif role == "param":
+                self._put(x["name"], float(np.float32(bound.params[x["of"]])))
+
+    # --- running -------------------------------------------------------------------------
+    def advance(self, step0: int, nsteps: int) -> None:
+        with _lock:
+            self._advance(step0, nsteps)
+
+    def _advance(self, step0: int, nsteps: int) -> None:
+        d = dev.get()
+        device, queue, k, meta = d.device, d.device.queue, self.kernel, self.kernel.meta
+        total = step0 + nsteps
+        self._put("u_steps", total)
+        target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+        if "inputs" in self.dirty:
+            for b in meta["buffers"]:
+                if b["role"] == "input":
+                    arr = np.ascontiguousarray(self.bound.inputs[b["array"]], np.float32)
+                    queue.write_buffer(k.ensure(b["name"], arr.nbytes), 0,
+                                       arr.tobytes() or bytes(16))
+        for b, size in zip(self.outputs_meta, self.out_sizes):     # flux of this advance
+            queue.write_buffer(k.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
+        err = k.ensure("b_err", 16)
+        self.outs = None
+        for a, b in self.chunks:
+            count = b - a
+            self._put("u_count", count)
+            self._put("u_origin", a // self.row if meta["has_basin"] else a)
+            upload = self.dirty if self.resident else {"state", "params"}
+            self._upload(queue, a, b, upload)
+            group, groups = k.bind_group(), _groups(k, self.bound, a, b)
+            first = max(1, min(FIRST_WORK // max(1, count * self.stages), self.cap or 1 << 30))
+            s0 = step0
+            while True:
+                s1 = min(s0 + first, total)
+                self._put("u_step0", s0)
+                self._put("u_nsteps", s1 - s0)
+                self._put("u_final", int(s1 == total))
+                reads = [(err, 16)]
+                back = s1 == total and not self.resident
+                if back:
+                    reads += self._reads(count)
+                began = time.perf_counter()
+                with d.lock:
+                    got = _dispatch(k, device, queue, _pack_uniforms(k, self.values), group,
+                                    groups, reads)
+                COUNTERS.add("dispatches")
+                seconds = time.perf_counter() - began
+                if s1 > s0 and seconds > 0:
+                    want = int((s1 - s0) * target / seconds)
+                    first = max(1, min(want, 4 * first, self.cap or want))
+                _raise_error(np.frombuffer(got[0], np.uint32), meta, self.bound)
+                if back:
+                    self._absorb(a, b, got[1:])
+                s0 = s1
+                if s0 >= total:
+                    break
+        self.dirty = set()
+        self.step = total
+
+    def _upload(self, queue, a: int, b: int, upload) -> None:
+        k, meta, count = self.kernel, self.kernel.meta, b - a
+        buf = k.ensure("b_state", self.n_states * count * 4)
+        if "state" in upload:
+            queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
+        if meta["uses_init"]:
+            buf = k.ensure("b_init", self.n_states * count * 4)
+            if "state" in upload:
+                queue.write_buffer(buf, 0, np.ascontiguousarray(self.init[:, a:b]).tobytes())
+        if meta["collapse"]:
+            buf = k.ensure("b_steps", 2 * count * 4)
+            if "state" in upload:
+                queue.write_buffer(buf, 0, np.ascontiguousarray(self.steps2[:, a:b]).tobytes())
+        if self.pt:
+            p = np.stack([np.asarray(self.bound.params[name], np.float32).reshape(self.n)[a:b]
+                          for name in self.pt])
+            buf = k.ensure("b_params", p.nbytes)
+            if "params" in upload:
+                queue.write_buffer(buf, 0, p.tobytes())
+
+    def _reads(self, count: int) -> list:
+        k, meta = self.kernel, self.kernel.meta
+        reads = [(k.buffers["b_state"], self.n_states * count * 4)]
+        if meta["uses_init"]:
+            reads.append((k.buffers["b_init"], self.n_states * count * 4))
+        if meta["collapse"]:
+            reads.append((k.buffers["b_steps"], 8 * count))
+        return reads
+
+    def _absorb(self, a: int, b: int, got: list) -> None:
+        count, meta = b - a, self.kernel.meta
+        self.state[:, a:b] = np.frombuffer(got[0], np.float32).reshape(self.n_states, count)
+        i = 1
+        if meta["uses_init"]:
+            self.init[:, a:b] = np.frombuffer(got[i], np.float32).reshape(self.n_states, count)
+            i += 1
+        if meta["collapse"]:
+            self.steps2[:, a:b] = np.frombuffer(got[i], np.int32).reshape(2, count)
+
+    def _read_back(self, extra=()) -> list:
+        """The one chunk's arrays (and ``extra`` buffers), read from the device."""
+        d = dev.get()
+        k = self.kernel
+        with _lock, d.lock:
+            got = _dispatch_reads(k, d.device, self._reads(self.n) + list(extra))
+        self._absorb(0, self.n, got)
+        return got
+
+    def _sync(self) -> None:
+        if self.resident and not self.dirty:
+            self._read_back()
+
+    # --- reading -------------------------------------------------------------------------
+    def states(self) -> np.ndarray:
+        self._sync()
+        return pack_states(self.state, self.bound.grid_shape)
+
+    def steps_taken(self) -> np.ndarray:
+        grid = self.bound.grid_shape
+        if self.steps2 is None:
+            return np.full(grid, self.step, np.int32)
+        self._sync()
+        return self.steps2[0].reshape(grid).copy()
+
+    def outputs(self) -> dict:
+        k, out = self.kernel, {}
+        reads = [(k.buffers[b["name"]], size) for b, size in zip(self.outputs_meta,
+                                                                  self.out_sizes)]
+        if reads:
+            d = dev.get()
+            with _lock, d.lock:
+                got = _dispatch_reads(k, d.device, reads)
+            for b, raw in zip(self.outputs_meta, got):
+                out[b["array"]] = np.frombuffer(raw, np.float32).reshape(
+                    self.bound.output_shapes[b["array"]]).copy()
+        return out
+
+    def snapshot(self, step: int) -> Snapshot:
+        self._sync()
+        state = self.state.copy()
+        init = self.init.copy() if self.init is not None else state.copy()
+        if self.steps2 is not None:
+            taken, done = self.steps2[0].copy(), self.steps2[1] != 0
+        else:
+            taken, done = np.full(self.n, step, np.int32), np.zeros(self.n, bool)
+        return Snapshot(step, state, init, taken, done)
+
+    # --- changing ------------------------------------------------------------------------
+    def restore(self, snap: Snapshot) -> None:
+        self.state[:] = snap.state
+        if self.init is not None:
+            self.init[:] = snap.init
+        if self.steps2 is not None:
+            self.steps2[0], self.steps2[1] = snap.taken, snap.done
+        self.step = snap.step
+        self.dirty |= {"state", "params"}
+
+    def set_data(self, data) -> None:
+        bound = self.bound.prepared.bound(data)
+        changed = any(not np.array_equal(bound.params[p], self.bound.params[p])
+                      for p in self.pt)
+        self.bound = bound
+        self._uniforms(bound)
+        if changed:
+            self._sync()
+            self.dirty |= {"params"}
+
+    def close(self) -> None:
+        self.kernel.buffers.clear()
+        self.kernel.group = None
+
+
+def _dispatch_reads(k, device, reads: list) -> list:
+    """Copy ``reads`` (buffer, bytes) into the kernel's staging buffer and map it once."""
+    enc = device.create_command_encoder()
+    offsets, at = [], 0
+    for _, size in reads:
+        offsets.append(at)
+        at += -(-size // 4) * 4
+    staging = k.staging(at)
+    for (buf, size), off in zip(reads, offsets):
+        if size:
+            enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
+    device.queue.submit([enc.finish()])
+    staging.map_sync(1)
+    try:
+        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
+    finally:
+        staging.unmap()
+    return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]

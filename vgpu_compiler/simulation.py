@@ -1,0 +1,312 @@
+"""``vgpu.Simulation``: a fixed-step run that stays alive between calls.
+
+The kernel is found (or compiled) once and the run's state stays where the backend
+keeps it (device buffers; numpy arrays for the reference) between calls:
+``advance`` runs more steps from where the last call ended and uploads nothing
+unless something changed; ``states``, ``t``, ``status``, ``outputs`` and
+``steps_taken`` are read back when asked for (and kept until the next change);
+``set_params`` / ``set_state`` write only what changed; ``save`` / ``load``
+checkpoint the whole run to a ``.npz`` file. Steps keep their numbers across calls
+(``t_n = t0 + n * dt``, ``step``, the noise counter), so advancing in pieces gives,
+bit for bit, what one run of the total number of steps gives. Every method holds
+the simulation's lock: calls from several threads run one after another.
+
+Each backend opens its own session (call/session.py); this module only keeps the
+run's arguments and counts steps.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from . import backends as registry
+from . import spelling as S
+from .api import Source, _compiled, _fell_back, _located, _say_chosen, _text
+from .call.bind import prepare
+from .call.bound import Solution
+from .call.session import Snapshot, pack_states
+from .errors import ArgumentTypeError, BackendError, CallError
+
+FORMAT = 1          # the checkpoint format's version
+
+
+class Simulation:
+    """``Simulation(src, h0, *, params, inputs, dims, field, backend, dtype, dt, t0,
+    seed)``: the arguments of ``vgpu.run_field`` (``steps`` goes to ``advance``)."""
+
+    def __init__(self, src, h0=None, *, params=None, inputs=None, dims=None, field=None,
+                 backend="auto", dtype="float32", dt=None, t0=None, seed=0):
+        self._lock = threading.RLock()
+        self._session = None
+        text, filename = _text(src)
+        self._text, self._filename = text, filename
+        self._args = dict(h0=h0, params=dict(params or {}), inputs=inputs, dims=dims,
+                          field=field, dtype=dtype, dt=dt, t0=t0, seed=seed)
+        with _located(text, filename):
+            self._field = _compiled(text, filename).select(field)
+            prepared, data = self._prepare(self._args["params"])
+            t = prepared.template
+            if t.adaptive is not None:
+                raise CallError(f"field {self._field.name} uses the adaptive method "
+                                f"{self._field.solver.method}: a Simulation runs fixed-step "
+                                f"methods only so far (use vgpu.solve)")
+            if 0 in t.grid_shape:
+                raise CallError("a Simulation needs at least one trajectory "
+                                f"(the grid has shape {t.grid_shape})")
+            self._program_steps = t.steps
+            self._session, self.backend = _open(prepared, data, backend)
+        self._prepared, self._step, self._cache = prepared, 0, {}
+        self._session.advance(0, 0)         # the start values (and flux on them)
+
+    def _prepare(self, params):
+        a = self._args
+        return prepare(self._field, a["h0"], params or None, a["inputs"], a["dims"],
+                       a["dtype"], a["dt"], None, a["t0"], None, None, None, a["seed"])
+
+    # --- running ---------------------------------------------------------------------
+    def advance(self, steps=None, *, until=None) -> "Simulation":
+        """Run ``steps`` more steps (None: the solve statement's ``steps``), or up to the
+        first step time at or after ``until``; returns the simulation."""
+        with self._lock, _located(self._text, self._filename):
+            if steps is not None and until is not None:
+                raise ArgumentTypeError("advance() takes steps= or until=, not both")
+            if until is not None:
+                steps = self._steps_until(until)
+            elif steps is None:
+                steps = self._program_steps
+            if type(steps) is not int and not isinstance(steps, np.integer) or steps < 0:
+                raise ArgumentTypeError(f"{S.name('steps')} must be a whole number >= 0, "
+                                        f"got {steps!r}")
+            steps = int(steps)
+            self._cache = {}
+            self._session.advance(self._step, steps)
+            self._step += steps
+            return self
+
+    def _steps_until(self, until) -> int:
+        t = self._prepared.template
+        try:
+            until = float(until)
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(f"until must be a number, got {until!r}") from None
+        if not math.isfinite(until):
+            raise ArgumentTypeError(f"until must be finite, got {until!r}")
+        cast = t.dtype.type
+        target = (until - float(t.t0)) / float(t.dt)
+        n = max(0, round(target))
+        if float(cast(t.t0) + cast(n) * cast(t.dt)) < until:   # as the kernel computes t_n
+            n = math.ceil(target)
+        if n < self._step:
+            raise CallError(f"until={until} is before the simulation's time "
+                            f"({float(self._time(self._step))}): a Simulation only runs "
+                            f"forwards")
+        return n - self._step
+
+    # --- reading (on access, kept until the next change) ------------------------------
+    def _read(self, what: str, make):
+        with self._lock:
+            hit = self._cache.get(what)
+            if hit is None:
+                hit = self._cache[what] = make()
+            return hit
+
+    @property
+    def states(self) -> np.ndarray:
+        """The current states, grid_shape (+ (n_states,)), as run_field returns them."""
+        return self._read("states", self._session.states).copy()
+
+    @property
+    def steps_taken(self) -> np.ndarray:
+        return self._read("taken", self._session.steps_taken).copy()
+
+    @property
+    def outputs(self) -> dict:
+        """Flux deposited on the current state (the outputs of a run that ended here)."""
+        return {k: v.copy() for k, v in self._read("outputs", self._session.outputs).items()}
+
+    @property
+    def t(self) -> np.ndarray:
+        """The time each trajectory reached (t0 + steps_taken * dt), grid_shape."""
+        return self._read("t", lambda: self._time(self.steps_taken)).copy()
+
+    @property
+    def status(self) -> np.ndarray:
+        """int8, grid_shape: 0 (fixed-step methods end every step they take)."""
+        return np.zeros(self._prepared.grid_shape, np.int8)
+
+    @property
+    def step(self) -> int:
+        """Steps run so far (the next step's number)."""
+        return self._step
+
+    def solution(self) -> Solution:
+        """The current state as a Solution (what vgpu.solve over the steps so far returns)."""
+        with self._lock:
+            sol = Solution(states=self.states, outputs=self.outputs,
+                           steps_taken=self.steps_taken, status=self.status, t=self.t,
+                           steps_rejected=np.zeros(self._prepared.grid_shape, np.int32),
+                           backend=self.backend)
+            return sol
+
+    def _time(self, n):
+        t = self._prepared.template
+        cast = t.dtype.type
+        return (cast(t.t0) + np.asarray(n).astype(t.dtype) * cast(t.dt)).astype(t.dtype)
+
+    # --- changing ----------------------------------------------------------------------
+    def set_params(self, params=None, **more) -> "Simulation":
+        """New values for some params (a scalar, or an array of the grid's shape), in
+        force from the next step; the others keep theirs."""
+        with self._lock, _located(self._text, self._filename):
+            new = {**self._args["params"], **(params or {}), **more}
+            prepared, data = self._prepare(new)
+            self._args["params"] = new
+            self._cache = {}
+            if prepared is self._prepared:
+                self._session.set_data(data)        # the same signature: values only
+                self._session.advance(self._step, 0)    # (flux, with the new values)
+                return self
+            snap = self._session.snapshot(self._step)
+            session, _ = _open(prepared, data, self.backend)
+            session.restore(snap)
+            session.advance(self._step, 0)      # (outputs: flux on the state restored)
+            self._session.close()
+            self._session, self._prepared = session, prepared
+            return self
+
+    def set_state(self, states) -> "Simulation":
+        """Replace the current state: an array shaped as ``states`` (every state)."""
+        with self._lock, _located(self._text, self._filename):
+            t, f = self._prepared.template, self._field
+            n_states = len(f.states)
+            want = t.grid_shape + ((n_states,) if n_states > 1 else ())
+            try:
+                a = np.asarray(states, dtype=t.dtype)
+            except (TypeError, ValueError) as e:
+                raise ArgumentTypeError(f"set_state takes an array of numbers: {e}") from None
+            if a.shape != want:
+                raise CallError(f"set_state takes an array of shape {want} (the states of "
+                                f"every trajectory), got {a.shape}")
+            started = [s.name for s in f.states if s.init is not None]
+            if self._step == 0 and started:
+                raise CallError(f"set_state before the first step: states "
+                                f"{', '.join(started)} start from their start expressions; "
+                                f"advance first, or pass h0")
+            snap = self._session.snapshot(self._step)
+            snap.state = np.ascontiguousarray(a.reshape(-1, n_states).T)
+            if self._step == 0:
+                snap.init = snap.state.copy()
+            self._cache = {}
+            self._session.restore(snap)
+            self._session.advance(self._step, 0)
+            return self
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write a checkpoint (.npz): program text, arguments, state, step, counters and
+        the noise position (the seed and the step: Philox is counter-based)."""
+        with self._lock:
+            a = self._args
+            arrays = {"format": np.int64(FORMAT), "text": np.str_(self._text),
+                      "filename": np.str_(self._filename),
+                      "field": np.str_(a["field"] or ""), "dtype": np.str_(np.dtype(
+                          self._prepared.dtype).name), "backend": np.str_(self.backend),
+                      "seed": np.str_(str(int(a["seed"] or 0))),
+                      "dt": np.float64(np.nan if a["dt"] is None else a["dt"]),
+                      "t0": np.float64(np.nan if a["t0"] is None else a["t0"])}
+            if a["h0"] is not None:
+                arrays["h0"] = np.asarray(a["h0"])
+            for group in ("params", "inputs", "dims"):
+                for k, v in (a[group] or {}).items():
+                    arrays[f"{group}:{k}"] = np.asarray(v)
+            arrays.update(self._session.snapshot(self._step).arrays("snap:"))
+            np.savez(path, **arrays)
+
+    @classmethod
+    def load(cls, path, *, backend=None) -> "Simulation":
+        """A Simulation resumed from ``save``'s checkpoint (on its backend, or
+        ``backend=``): it continues bit for bit as the saved one would have."""
+        try:
+            z = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise CallError(f"cannot read checkpoint {path!r}: {e}") from None
+        with z:
+            if "format" not in z or int(z["format"]) != FORMAT:
+                raise CallError(f"{path!r} is not a vgpu Simulation checkpoint (format "
+                                f"{FORMAT})")
+            groups = {"params": {}, "inputs": {}, "dims": {}}
+            for name in z.files:
+                group, _, key = name.partition(":")
+                if group in groups:
+                    v = z[name]
+                    groups[group][key] = (int(v) if group == "dims" else
+                                          float(v) if v.ndim == 0 else v)
+            opt = lambda k: None if math.isnan(float(z[k])) else float(z[k])   # noqa: E731
+            sim = cls(Source(str(z["text"]), str(z["filename"])),
+                      z["h0"] if "h0" in z else None, params=groups["params"],
+                      inputs=groups["inputs"] or None, dims=groups["dims"] or None,
+                      field=str(z["field"]) or None, backend=backend or str(z["backend"]),
+                      dtype=str(z["dtype"]), dt=opt("dt"), t0=opt("t0"),
+                      seed=int(str(z["seed"])))
+            snap = Snapshot.of(z, "snap:")
+        with sim._lock:
+            sim._session.restore(snap)
+            sim._session.advance(snap.step, 0)
+            sim._step = snap.step
+            sim._cache = {}
+        return sim
+
+    # --- the end -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Give back the device buffers now (also done when the simulation is collected)."""
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+
+    def __enter__(self) -> "Simulation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Simulation of field {self._field.name} on {self.backend}: "
+                f"{math.prod(self._prepared.grid_shape)} trajectories, step {self._step}>")
+
+
+def _open(prepared, data, backend: str):
+    """(the session, the backend's name): ``auto`` tries the registry's order."""
+    if backend not in registry.choices():
+        raise ArgumentTypeError(f"{S.name('backend')} must be one of "
+                                f"{', '.join(map(repr, registry.choices()))}, got {backend!r}")
+    if backend != "auto":
+        chosen = registry.get(backend)
+        ok, why = chosen.available()
+        if not ok:
+            raise BackendError(f"the {backend} backend is not available here ({why}); "
+                               f"use {S.setting('backend', 'numpy')}")
+        return _session(chosen, prepared, data), backend
+    order = registry.auto_order()
+    for i, candidate in enumerate(order):
+        ok, why = candidate.available()
+        if not ok:
+            _fell_back(candidate, f"is not available ({why})", order[i + 1:])
+            continue
+        try:
+            session = _session(candidate, prepared, data)
+        except BackendError as e:
+            if i == len(order) - 1:
+                raise
+            _fell_back(candidate, f"cannot run this: {e.message}", order[i + 1:])
+            continue
+        _say_chosen(candidate)
+        return session, candidate.name
+    raise BackendError("no backend is available here")
+
+
+def _session(backend, prepared, data):
+    if backend.open is None:
+        raise BackendError(f"the {backend.name} backend has no Simulation sessions")
+    return backend.open(prepared, data)
