@@ -109,12 +109,13 @@ def emit_glsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 
 
 def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None, reduction: str = "tree") -> PrintedKernel:
+          source: str | None = None, reduction: str = "tree",
+          history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                      source=source, reduction=reduction)
+                      source=source, reduction=reduction, history=history)
     if field.solver.adaptive is None and not field.solver.dense:
         return print_kernel(kernel, DIALECTS[dtype])
     from . import adaptive           # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
@@ -136,7 +137,8 @@ def _lower(field: Field, **options) -> PrintedKernel:
 
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None, reduction: str = "tree") -> tuple[str, PrintedKernel]:
+          source: str | None = None, reduction: str = "tree",
+          history: bool = False) -> tuple[str, PrintedKernel]:
     """The GLSL text and the kernel description (for the runtime).
 
     The runtime passes ``reduction=reduction_for(renderer)`` (the kernel key holds the
@@ -147,7 +149,7 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """
     _check_size(field)
     kernel = _lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                    source=source, reduction=reduction)
+                    source=source, reduction=reduction, history=history)
     return render_kernel(kernel), kernel
 
 

@@ -265,3 +265,4 @@ class Kernel:
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
     noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
     traj: Term = 0                  # ... the trajectory's flat grid index, for Philox
+    history: bool = False           # the loop writes saved steps to b_hist (save_every)

@@ -11,6 +11,8 @@ printing.py prints the description with a dialect.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...ir.nodes import CoupledAt, Expr, Field, Reduce, Sym
@@ -35,17 +37,29 @@ REDUCTIONS = ("tree", "serial")
 
 
 def describe(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-             source: str | None = None, reduction: str = "tree") -> Kernel:
+             source: str | None = None, reduction: str = "tree",
+             history: bool = False) -> Kernel:
     """The kernel description of ``field`` for one dtype and set of per-trajectory params
     (``source``: the program text, for comments).
 
     ``reduction``: how basins reduce, "tree" (a GPU) or "serial" (a software renderer).
+    ``history``: the step loop also writes every saved step of a ``save_every`` history
+    into a buffer (``b_hist``), so a history costs no dispatch per saved state.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, not {dtype!r}")
-    return _Lowering(field, dtype, frozenset(per_trajectory_params), source, reduction).kernel()
+    kernel = _Lowering(field, dtype, frozenset(per_trajectory_params), source,
+                       reduction).kernel()
+    if not history:
+        return kernel
+    return dataclasses.replace(kernel, history=True, buffers=kernel.buffers + (
+        Buffer(len(kernel.buffers), "history", "b_hist", "float",
+               comment="saved steps of this dispatch: slot, state, lane"),), uniforms=(
+        kernel.uniforms + (Uniform("int", "u_every", "steps between saved steps", "every"),
+                           Uniform("int", "u_hist0", "the saved step in slot 0 of b_hist",
+                                   "hist0"))))
 
 
 class _Lowering:

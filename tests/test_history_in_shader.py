@@ -1,0 +1,53 @@
+"""save_every histories written by the shader (glsl/history.py): every saved state is the
+state a run of that many steps ends with, bit for bit, however the run is split into
+dispatches and chunks; the times are the reference's; a field with collapse keeps the
+dispatch-per-saved-step path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.backends.glsl import plan as glsl_plan
+from vgpu_compiler.call.bound import saved_steps
+from vgpu_compiler.call.counters import COUNTERS
+
+VDP = open("examples/vanderpol.field").read()
+OU = open("examples/ou.field").read()
+
+
+def _check(src, h0, steps, every, **kw):
+    sol = vgpu.solve(src, h0, backend="glsl", steps=steps, save_every=every, **kw)
+    ref = vgpu.solve(src, h0, backend="numpy", steps=steps, save_every=every, **kw)
+    np.testing.assert_array_equal(sol.times, ref.times)
+    assert sol.history.shape == ref.history.shape
+    for m, n in enumerate(saved_steps(steps, every)):
+        alone = vgpu.run_field(src, h0, backend="glsl", steps=n, **kw)
+        np.testing.assert_array_equal(sol.history[m], alone)
+    np.testing.assert_array_equal(sol.history[-1], sol.states)
+    np.testing.assert_allclose(sol.history, ref.history, rtol=2e-4, atol=2e-5)
+    return sol
+
+
+@pytest.mark.parametrize("steps, every", [(23, 1), (23, 5), (25, 5), (7, 30), (0, 3)])
+def test_history_is_the_states_of_shorter_runs(glsl, steps, every):
+    h0 = np.tile(np.float32([2, 0]), (37, 1))
+    _check(VDP, h0, steps, every, params={"mu": np.linspace(0, 5, 37).astype(np.float32)})
+
+
+def test_split_into_dispatches_and_chunks(glsl):
+    h0 = np.tile(np.float32([2, 0]), (300, 1))
+    with glsl_plan.limits(max_steps=3, max_block=2 * 4 * 128):     # 3 chunks, 3 steps each
+        _check(VDP, h0, 20, 2)
+
+
+def test_noise_and_float64(glsl):
+    _check(OU, np.linspace(-1, 1, 50), 17, 4, seed=5, dtype="float64")
+
+
+def test_one_dispatch_for_many_saved_states(glsl):
+    h0 = np.tile(np.float32([2, 0]), (64, 1))
+    vgpu.solve(VDP, h0, backend="glsl", steps=200, save_every=1)
+    before = COUNTERS.snapshot()["dispatches"]
+    vgpu.solve(VDP, h0, backend="glsl", steps=200, save_every=1)
+    assert COUNTERS.snapshot()["dispatches"] - before <= 3   # the start, then the steps
