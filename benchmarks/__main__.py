@@ -34,6 +34,7 @@ BENCHMARKS = {
     "lorenz_adaptive": "benchmarks.lorenz_adaptive",
     "ou": "benchmarks.ou",
     "cluster": "benchmarks.cluster",
+    "simulation": "benchmarks.simulation",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
