@@ -15,10 +15,11 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
 from vgpu_compiler.noise.philox import philox
 from vgpu_compiler.call.bound import Solution
 from vgpu_compiler.simulation import Simulation
+from vgpu_compiler.pipeline import Pipeline
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "Simulation", "NonFiniteWarning", "StatusWarning", "philox",
+    "Solution", "Simulation", "Pipeline", "NonFiniteWarning", "StatusWarning", "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

@@ -176,6 +176,36 @@ class Simulation:
             self._session, self._prepared = session, prepared
             return self
 
+    def set_input(self, name: str, array) -> "Simulation":
+        """A new value of input ``name`` (its shape unchanged), read from the next step."""
+        with self._lock, _located(self._text, self._filename):
+            t = self._prepared.template
+            if name not in t.inputs:
+                raise CallError(f"field {self._field.name} has no input {name!r} (inputs: "
+                                f"{', '.join(t.inputs) or 'none'})")
+            a = np.asarray(array, dtype=t.dtype)
+            want = self._input_shape(name)
+            if a.shape != want:
+                raise CallError(f"input {name} has shape {want}; set_input got {a.shape}")
+            self._args["inputs"] = {**(self._args["inputs"] or {}), name: a}
+            self._session.set_input(name, a)
+            self._cache = {}
+            return self
+
+    def _input_shape(self, name: str) -> tuple:
+        t = self._prepared.template
+        decl = next(a for a in self._field.inputs if a.name == name)
+        return tuple(t.dims[d] if isinstance(d, str) else int(d) for d in decl.dims)
+
+    def _rerun(self, steps: int) -> None:
+        """Run ``steps`` steps from step 0 again, from the state held now (a pipeline's
+        stage: states with a start expression start from it, the others from their
+        current values)."""
+        with self._lock:
+            self._cache = {}
+            self._session.advance(0, steps)
+            self._step = steps
+
     def set_state(self, states) -> "Simulation":
         """Replace the current state: an array shaped as ``states`` (every state)."""
         with self._lock, _located(self._text, self._filename):

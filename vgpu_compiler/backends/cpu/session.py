@@ -84,5 +84,18 @@ class Session:
         self._open(data)
         self.restore(snap)
 
+    def set_input(self, name: str, array: np.ndarray) -> None:
+        """A new value of input ``name`` (same shape), written into the kernel's buffer."""
+        run = self.run
+        new = np.array(array, run.bound.dtype, order="C")     # (never the caller's array)
+        for i, b in enumerate(run.k.meta["buffers"]):
+            if b["role"] == "input" and b["array"] == name:
+                run.buffers[i] = new
+                run.ptrs[i] = new.ctypes.data
+        run.bound.inputs[name] = new
+
+    def alias_input(self, name, source, output) -> bool:
+        return False
+
     def close(self) -> None:
         pass

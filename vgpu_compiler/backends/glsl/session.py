@@ -59,6 +59,7 @@ class Session:
         self.resident = len(self.plan.chunks) == 1
         self.dirty = {"state", "params", "inputs"}      # the device needs these from the host
         self.step = 0
+        self.aliased: dict = {}     # input buffer -> (the session whose buffer it is, name)
 
     # --- running -------------------------------------------------------------------------
     def advance(self, step0: int, nsteps: int) -> None:
@@ -99,7 +100,7 @@ class Session:
         if "inputs" in upload:
             inputs = call.bound.inputs
             writes += [(k.ensure(ctx, buffer, inputs[name].nbytes), inputs[name])
-                       for buffer, name in plan.inputs]
+                       for buffer, name in plan.inputs if buffer not in self.aliased]
         if "outputs" in upload:         # an advance's flux: on the state it ends with
             for buffer, _, size in plan.outputs:
                 buf = k.ensure(ctx, buffer, size)
@@ -231,6 +232,40 @@ class Session:
                 self.dirty |= {"params"}
         call.bound = bound
 
+    # --- pipelines (pipeline.py) ----------------------------------------------------------
+    def set_input(self, name: str, array: np.ndarray) -> None:
+        """A new value of input ``name`` (same shape), written before the next dispatch."""
+        self.call.bound.inputs[name] = np.ascontiguousarray(array, self.call.bound.dtype)
+        self.dirty |= {"inputs"}
+
+    def alias_input(self, name: str, source: "Session", output: str | None) -> bool:
+        """Make input ``name`` read ``source``'s buffer of ``output`` (None: its states) on
+        the device, with no copy: True when both keep their arrays in one buffer each (one
+        chunk), of one dtype, and ``output`` is not summed on the host (float64 flux)."""
+        if not (isinstance(source, Session) and self.resident and source.resident
+                and source.call.bound.dtype == self.call.bound.dtype
+                and (output is None or source.call.deposits is None)):
+            return False
+        if output is None:
+            buffer = "b_state"
+        else:
+            buffer = next(b for b, n, _ in source.plan.outputs if n == output)
+        mine = next(b for b, n in self.plan.inputs if n == name)
+        if "inputs" in self.dirty:      # the other inputs first
+            self.advance(self.step, 0)
+        k, other = self.kernel, source.kernel
+        old = k.buffers.get(mine)
+        if old is not None and mine not in self.aliased:
+            gl.call(lambda ctx: old.release())
+        k.buffers[mine] = other.buffers[buffer]
+        k.capacity[mine] = other.capacity[buffer]
+        k.generation += 1
+        self.aliased[mine] = (source, buffer)
+        self._free.detach()
+        self._free = weakref.finalize(self, _release, k, tuple(self.aliased))
+        self._free.atexit = False
+        return True
+
     def close(self) -> None:
         self._free()
 
@@ -247,7 +282,10 @@ def _segments(step0: int, total: int, pacer: _Pacer):
         s0 = s1
 
 
-def _release(kernel: GpuKernel) -> None:
+def _release(kernel: GpuKernel, aliased=()) -> None:
+    for name in aliased:            # another session's buffers: it releases them
+        kernel.buffers.pop(name, None)
+        kernel.capacity.pop(name, None)
     try:
         gl.call(kernel.release)
     except gl.NoContext:

@@ -107,5 +107,15 @@ class Session:
         self._open(data)
         self.restore(snap)
 
+    def set_input(self, name: str, array: np.ndarray) -> None:
+        """A new value of input ``name`` (same shape), read from the next step on."""
+        inputs = self.run.bound.inputs
+        inputs[name] = np.ascontiguousarray(array, self.run.dtype)
+        self.data = self.data._replace(inputs={**self.data.inputs, name: inputs[name]})
+        self.run.fixed.clear()          # values computed from the old one
+
+    def alias_input(self, name, source, output) -> bool:
+        return False                    # the arrays are in memory: pipeline.py copies
+
     def close(self) -> None:
         pass

@@ -242,6 +242,13 @@ class Session:
             self._sync()
             self.dirty |= {"params"}
 
+    def set_input(self, name: str, array: np.ndarray) -> None:
+        self.bound.inputs[name] = np.ascontiguousarray(array, np.float32)
+        self.dirty |= {"inputs"}
+
+    def alias_input(self, name, source, output) -> bool:
+        return False
+
     def close(self) -> None:
         self.kernel.buffers.clear()
         self.kernel.group = None

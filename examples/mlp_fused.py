@@ -1,0 +1,189 @@
+"""The MLP of mlp_train.py with the whole epoch on the device: a vgpu.Pipeline of fields.
+
+mlp_train.py runs every matrix product as a call of the matmul field and keeps the
+elementwise work (bias, tanh, softmax, the gradient, the update) in numpy, so every
+product's operands go to the device and its result comes back. Here the elementwise
+work is fused into the fields (a bias is a start value, tanh and softmax are flux on
+the final state, the update is the integration itself: w' = -lr x d over the batch),
+and the fields' buffers feed each other on the device (vgpu.Pipeline): an epoch is
+seven dispatches and moves no array through the host. The loss and accuracy are read
+back only when printed.
+
+    python examples/mlp_fused.py                   # glsl where OpenGL 4.3 is, else numpy
+    python examples/mlp_fused.py --compare         # also the numpy-elementwise version
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+try:
+    import vgpu
+except ImportError:             # run from a checkout without `pip install .`
+    sys.path.insert(0, str(HERE.parent))
+    import vgpu
+sys.path.insert(0, str(HERE))
+import mlp_train  # noqa: E402
+
+# A = tanh(X @ W + B): the bias is the start value, tanh is deposited on the final state.
+DENSE_TANH = """
+field dense_tanh {
+    input X[M, K], W[K, N], B[N]
+    output A[M, N]
+    grid i < M, j < N
+    state z = B[j]
+    dz/dt = X[i, step] * W[step, j]
+    solve euler(dt = 1, steps = K)
+    flux A[i, j] += tanh(z)
+}
+"""
+# P = softmax(A @ W + B) along each row (a basin is a row: its classes), and the
+# cross-entropy's gradient DZ = (P - Y) / M.
+DENSE_SOFTMAX = """
+field dense_softmax {{
+    param inv_m = 1.0
+    input A[M, K], W[K, N], B[N], Y[M, N]
+    output P[M, N], DZ[M, N]
+    grid i < M, j < N
+    basin l < {classes}
+    state z = B[j]
+    coupled e = exp(z)
+    dz/dt = A[i, step] * W[step, j]
+    solve euler(dt = 1, steps = K)
+    flux P[i, j] += e / sum(e)
+    flux DZ[i, j] += (e / sum(e) - Y[i, j]) * inv_m
+}}
+"""
+# D = (DZ @ W.T) * (1 - A^2): the gradient through tanh.
+BACK_TANH = """
+field back_tanh {
+    input DZ[M, N], W[K, N], A[M, K]
+    output D[M, K]
+    grid i < M, j < K
+    state g = 0
+    dg/dt = DZ[i, step] * W[j, step]
+    solve euler(dt = 1, steps = N)
+    flux D[i, j] += g * (1 - A[i, j] * A[i, j])
+}
+"""
+# w <- w - lr * X.T @ D, one batch row per step; b <- b - lr * sum of D's rows.
+UPDATE_W = """
+field update_w {
+    param lr = 1.0
+    input X[M, K], D[M, N]
+    grid i < K, j < N
+    state w
+    dw/dt = -lr * X[step, i] * D[step, j]
+    solve euler(dt = 1, steps = M)
+}
+"""
+UPDATE_B = """
+field update_b {
+    param lr = 1.0
+    input D[M, N]
+    grid j < N
+    state b
+    db/dt = -lr * D[step, j]
+    solve euler(dt = 1, steps = M)
+}
+"""
+
+
+class FusedMLP:
+    """mlp_train.MLP's network and training step as a Pipeline of seven fields."""
+
+    def __init__(self, x, onehot, model: mlp_train.MLP, lr: float, backend: str = "auto"):
+        m, classes = onehot.shape
+        p = self.pipe = vgpu.Pipeline(backend)
+        w1, b1, w2, b2 = model.w1, model.b1, model.w2, model.b2
+        hidden = w1.shape[1]
+        a1 = np.zeros((m, hidden), np.float32)
+        dz = np.zeros((m, classes), np.float32)
+        self.fwd1 = p.add(DENSE_TANH, inputs={"X": x, "W": w1, "B": b1})
+        self.fwd2 = p.add(DENSE_SOFTMAX.format(classes=classes),
+                          inputs={"A": a1, "W": w2, "B": b2, "Y": onehot},
+                          params={"inv_m": 1.0 / m})
+        self.back = p.add(BACK_TANH, inputs={"DZ": dz, "W": w2, "A": a1})
+        self.w2 = p.add(UPDATE_W, w2, inputs={"X": a1, "D": dz}, params={"lr": lr})
+        self.b2 = p.add(UPDATE_B, b2, inputs={"D": dz}, params={"lr": lr})
+        self.w1 = p.add(UPDATE_W, w1, inputs={"X": x, "D": a1}, params={"lr": lr})
+        self.b1 = p.add(UPDATE_B, b1, inputs={"D": a1}, params={"lr": lr})
+        for dst, name, src, what in [
+                (self.fwd1, "W", self.w1, None), (self.fwd1, "B", self.b1, None),
+                (self.fwd2, "A", self.fwd1, "A"), (self.fwd2, "W", self.w2, None),
+                (self.fwd2, "B", self.b2, None),
+                (self.back, "DZ", self.fwd2, "DZ"), (self.back, "W", self.w2, None),
+                (self.back, "A", self.fwd1, "A"),
+                (self.w2, "X", self.fwd1, "A"), (self.w2, "D", self.fwd2, "DZ"),
+                (self.b2, "D", self.fwd2, "DZ"),
+                (self.w1, "D", self.back, "D"), (self.b1, "D", self.back, "D")]:
+            p.link(dst, name, src, what)
+        self.onehot = onehot
+
+    @property
+    def backend(self) -> str:
+        return self.fwd1.sim.backend
+
+    def epoch(self) -> None:
+        self.pipe.run()
+
+    def loss_and_accuracy(self, y) -> tuple[float, float]:
+        """Of the forward pass of the last epoch (before its update)."""
+        p = self.fwd2.outputs["P"]
+        loss = float(-np.mean(np.sum(self.onehot * np.log(p + 1e-12), axis=1)))
+        return loss, float(np.mean(p.argmax(axis=1) == y))
+
+
+def train(epochs: int = 100, hidden: int = 32, samples: int = 512, lr: float = 2.0,
+          backend: str = "auto", seed: int = 0, log_every: int = 25,
+          quiet: bool = False) -> dict:
+    rng = np.random.default_rng(seed)
+    x, y = mlp_train.two_moons(samples, 0.1, rng)
+    onehot = np.eye(2, dtype=np.float32)[y]
+    model = mlp_train.MLP(2, hidden, 2, rng)         # the same start as mlp_train.train
+    fused = FusedMLP(x, onehot, model, lr, backend)
+    start = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        fused.epoch()
+        if not quiet and (epoch % log_every == 0 or epoch == 1):
+            loss, acc = fused.loss_and_accuracy(y)
+            print(f"epoch {epoch:4d}  loss {loss:.4f}  train accuracy {acc * 100:5.1f}%")
+    seconds = time.perf_counter() - start
+    fused.pipe.run()                # the forward pass of the trained weights
+    _, accuracy = fused.loss_and_accuracy(y)
+    return {"accuracy": accuracy, "seconds": seconds, "backend": fused.backend,
+            "on_device": fused.pipe.on_device, "copies": len(fused.pipe.copies)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=512)
+    parser.add_argument("--lr", type=float, default=2.0)
+    parser.add_argument("--backend", choices=("auto", "glsl", "wgpu", "cpu", "numpy"),
+                        default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare", action="store_true",
+                        help="also train mlp_train.py's numpy-elementwise version")
+    args = parser.parse_args(argv)
+    kw = dict(epochs=args.epochs, hidden=args.hidden, samples=args.samples, lr=args.lr,
+              seed=args.seed)
+    r = train(backend=args.backend, **kw)
+    print(f"fused: final train accuracy {r['accuracy'] * 100:.1f}% on {r['backend']} "
+          f"({r['seconds']:.2f} s, {1e3 * r['seconds'] / args.epochs:.2f} ms an epoch; "
+          f"{r['on_device']} links on the device, {r['copies']} through the host)")
+    if args.compare:
+        backend = r["backend"] if r["backend"] in ("glsl", "numpy") else "auto"
+        n = mlp_train.train(backend=backend, quiet=True, **kw)
+        print(f"numpy elementwise: final train accuracy {n['accuracy'] * 100:.1f}% "
+              f"({n['seconds']:.2f} s, {1e3 * n['seconds'] / args.epochs:.2f} ms an epoch)")
+
+
+if __name__ == "__main__":
+    main()
