@@ -35,6 +35,7 @@ BENCHMARKS = {
     "ou": "benchmarks.ou",
     "cluster": "benchmarks.cluster",
     "simulation": "benchmarks.simulation",
+    "mlp": "benchmarks.mlp",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

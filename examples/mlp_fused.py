@@ -3,8 +3,9 @@
 mlp_train.py runs every matrix product as a call of the matmul field and keeps the
 elementwise work (bias, tanh, softmax, the gradient, the update) in numpy, so every
 product's operands go to the device and its result comes back. Here the elementwise
-work is fused into the fields (a bias is a start value, tanh and softmax are flux on
-the final state, the update is the integration itself: w' = -lr x d over the batch),
+work is fused into the fields (a bias is a start value, tanh is one more step, softmax
+and the loss's gradient are flux on the final logits, the update is the integration
+itself: w' = -lr x d over the batch),
 and the fields' buffers feed each other on the device (vgpu.Pipeline): an epoch is
 seven dispatches and moves no array through the host. The loss and accuracy are read
 back only when printed.
@@ -30,45 +31,53 @@ except ImportError:             # run from a checkout without `pip install .`
 sys.path.insert(0, str(HERE))
 import mlp_train  # noqa: E402
 
-# A = tanh(X @ W + B): the bias is the start value, tanh is deposited on the final state.
+# A = tanh(X @ W + B): the bias is the start value; after the K steps of the product, one
+# more step moves z to tanh(z) (a step of dt = 1 whose derivative is tanh(z) - z). The
+# min() keeps every read provably in range, so the kernel reads without checks.
 DENSE_TANH = """
 field dense_tanh {
     input X[M, K], W[K, N], B[N]
-    output A[M, N]
     grid i < M, j < N
     state z = B[j]
-    dz/dt = X[i, step] * W[step, j]
-    solve euler(dt = 1, steps = K)
-    flux A[i, j] += tanh(z)
+    dz/dt = where(step < K, X[i, min(step, K - 1)] * W[min(step, K - 1), j], tanh(z) - z)
+    solve euler(dt = 1, steps = K + 1)
 }
 """
-# P = softmax(A @ W + B) along each row (a basin is a row: its classes), and the
-# cross-entropy's gradient DZ = (P - Y) / M.
-DENSE_SOFTMAX = """
-field dense_softmax {{
-    param inv_m = 1.0
-    input A[M, K], W[K, N], B[N], Y[M, N]
-    output P[M, N], DZ[M, N]
-    grid i < M, j < N
-    basin l < {classes}
-    state z = B[j]
-    coupled e = exp(z)
-    dz/dt = A[i, step] * W[step, j]
-    solve euler(dt = 1, steps = K)
-    flux P[i, j] += e / sum(e)
-    flux DZ[i, j] += (e / sum(e) - Y[i, j]) * inv_m
-}}
-"""
-# D = (DZ @ W.T) * (1 - A^2): the gradient through tanh.
+
+
+def dense_softmax(classes: int) -> str:
+    """P = softmax(A @ W + B) along each row and the cross-entropy's gradient
+    DZ = (P - Y) / M: one trajectory per row, a state per class (the logits)."""
+    z = [f"z{c}" for c in range(classes)]
+    top = z[0]
+    for name in z[1:]:
+        top = f"max({top}, {name})"
+    lines = [f"field dense_softmax {{",
+             "    param inv_m = 1.0",
+             "    input A[M, K], W[K, C], B[C], Y[M, C]",
+             "    output P[M, C], DZ[M, C]",
+             "    grid i < M",
+             "    state " + ", ".join(f"{n} = B[{c}]" for c, n in enumerate(z)),
+             f"    let top = {top}",
+             "    let total = " + " + ".join(f"exp({n} - top)" for n in z)]
+    lines += [f"    d{n}/dt = A[i, step] * W[step, {c}]" for c, n in enumerate(z)]
+    lines += ["    solve euler(dt = 1, steps = K)"]
+    lines += [f"    flux P[i, {c}] += exp({n} - top) / total" for c, n in enumerate(z)]
+    lines += [f"    flux DZ[i, {c}] += (exp({n} - top) / total - Y[i, {c}]) * inv_m"
+              for c, n in enumerate(z)]
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+# D = (DZ @ W.T) * (1 - A^2), the gradient through tanh: the product's N steps, then one
+# step to g * (1 - A^2).
 BACK_TANH = """
 field back_tanh {
     input DZ[M, N], W[K, N], A[M, K]
-    output D[M, K]
     grid i < M, j < K
     state g = 0
-    dg/dt = DZ[i, step] * W[j, step]
-    solve euler(dt = 1, steps = N)
-    flux D[i, j] += g * (1 - A[i, j] * A[i, j])
+    dg/dt = where(step < N, DZ[i, min(step, N - 1)] * W[j, min(step, N - 1)],
+                  g * (1 - A[i, j] * A[i, j]) - g)
+    solve euler(dt = 1, steps = N + 1)
 }
 """
 # w <- w - lr * X.T @ D, one batch row per step; b <- b - lr * sum of D's rows.
@@ -105,7 +114,7 @@ class FusedMLP:
         a1 = np.zeros((m, hidden), np.float32)
         dz = np.zeros((m, classes), np.float32)
         self.fwd1 = p.add(DENSE_TANH, inputs={"X": x, "W": w1, "B": b1})
-        self.fwd2 = p.add(DENSE_SOFTMAX.format(classes=classes),
+        self.fwd2 = p.add(dense_softmax(classes),
                           inputs={"A": a1, "W": w2, "B": b2, "Y": onehot},
                           params={"inv_m": 1.0 / m})
         self.back = p.add(BACK_TANH, inputs={"DZ": dz, "W": w2, "A": a1})
@@ -115,13 +124,13 @@ class FusedMLP:
         self.b1 = p.add(UPDATE_B, b1, inputs={"D": a1}, params={"lr": lr})
         for dst, name, src, what in [
                 (self.fwd1, "W", self.w1, None), (self.fwd1, "B", self.b1, None),
-                (self.fwd2, "A", self.fwd1, "A"), (self.fwd2, "W", self.w2, None),
+                (self.fwd2, "A", self.fwd1, None), (self.fwd2, "W", self.w2, None),
                 (self.fwd2, "B", self.b2, None),
                 (self.back, "DZ", self.fwd2, "DZ"), (self.back, "W", self.w2, None),
-                (self.back, "A", self.fwd1, "A"),
-                (self.w2, "X", self.fwd1, "A"), (self.w2, "D", self.fwd2, "DZ"),
+                (self.back, "A", self.fwd1, None),
+                (self.w2, "X", self.fwd1, None), (self.w2, "D", self.fwd2, "DZ"),
                 (self.b2, "D", self.fwd2, "DZ"),
-                (self.w1, "D", self.back, "D"), (self.b1, "D", self.back, "D")]:
+                (self.w1, "D", self.back, None), (self.b1, "D", self.back, None)]:
             p.link(dst, name, src, what)
         self.onehot = onehot
 

@@ -20,10 +20,12 @@ from ...call.counters import COUNTERS
 from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from . import device as gl
-from .execute import (NO_ERROR_BYTES, _accumulate, _call_uniforms, _dispatch, _forget,
-                      _Pacer, _prepare, _raise_error, _read_outputs)
+from .execute import (NO_ERROR, NO_ERROR_BYTES, _accumulate, _call_uniforms, _dispatch,
+                      _forget, _Pacer, _prepare, _raise_error, _read_outputs, _set_uniforms,
+                      bind_buffers)
 from .kernel_cache import GpuKernel
 from .plan import plan_for
+from .special import MAX_STEPS, program_for
 from . import runner
 
 
@@ -38,7 +40,7 @@ class Session:
         found = runner._kernel(bound)
         base = found.base
         k = GpuKernel(base.key, base.source, found.meta)     # the field's own error table
-        k.disk_key = base.disk_key
+        k.disk_key, k.dtype = base.disk_key, base.dtype
         try:
             gl.call(k.compile)
         except gl.NoContext as exc:
@@ -87,11 +89,26 @@ class Session:
     def _trip(self, ctx, chunk, uniforms: dict, upload: set, back: bool):
         try:
             writes = self._writes(ctx, chunk, upload)
-            err = _dispatch(ctx, self.kernel, chunk, uniforms, writes)
+            special = self._special(ctx, chunk, uniforms)
+            if special is not None:
+                err = _dispatch_special(ctx, self.kernel, special, chunk, uniforms, writes)
+            else:
+                err = _dispatch(ctx, self.kernel, chunk, uniforms, writes)
             return err, (self._read(chunk) if back else None)
         except BaseException:       # stopped part way: trust no cached GL state
             _forget(self.kernel)
             raise
+
+    def _special(self, ctx, chunk, uniforms: dict):
+        """A run from step 0 of a few steps (a pipeline's stage, run again and again) gets
+        the kernel's specialised program (special.py: its int uniforms fixed, the loop
+        unrolled), as run_field's one-dispatch calls do; other advances the generic one
+        (a new step0 each time would be a new program each time)."""
+        if uniforms["u_step0"] != 0 or uniforms["u_nsteps"] > MAX_STEPS:
+            return None
+        ints = {**chunk.uniforms, **{n: uniforms[n] for n in
+                                     ("u_step0", "u_nsteps", "u_final", "u_steps")}}
+        return program_for(ctx, self.kernel, ints)
 
     def _writes(self, ctx, chunk, upload: set) -> list:
         k, call, plan = self.kernel, self.call, self.plan
@@ -280,6 +297,20 @@ def _segments(step0: int, total: int, pacer: _Pacer):
         s1 = min(s0 + pacer.steps, total)
         yield s0, s1
         s0 = s1
+
+
+def _dispatch_special(ctx, kernel, special, chunk, uniforms: dict, writes) -> np.ndarray:
+    """execute._dispatch with a specialised program (its int uniforms are constants)."""
+    _set_uniforms(special, uniforms)
+    bind_buffers(kernel)
+    for buf, data in writes:
+        buf.write(data)
+    special.program.run(*chunk.groups)
+    ctx.memory_barrier()
+    err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
+    if err[0] != NO_ERROR:
+        kernel.err_dirty = True
+    return err
 
 
 def _release(kernel: GpuKernel, aliased=()) -> None:
