@@ -9,8 +9,10 @@ import importlib
 import sys
 
 from .. import Backend
+from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
+HISTORY = "vgpu_compiler.backends.glsl.history"
 
 
 def _runner():
@@ -54,6 +56,9 @@ def _software() -> bool:
 
 
 def _run(prepared, data, progress=None):
+    if _history.fits(prepared.template):     # save_every: the shader writes the history
+        _runner()
+        return importlib.import_module(HISTORY).run(prepared.bound(data), progress)
     return _runner().run(prepared, data, progress)
 
 

@@ -19,6 +19,7 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from . import REDUCTION_ENV, build, device_reduction
 from . import device as gl
+from ..shader.history import fits  # noqa: F401 - which calls come here
 from .execute import (_Pacer, _absorb, _call_uniforms, _chunk_writes, _dispatch, _here,
                       _on_gl_thread, _prepare, _raise_error, _read_chunk,
                       _read_outputs, _report, _shared_writes, _solution, private_if_busy)
@@ -29,14 +30,9 @@ from . import runner
 MAX_SLOTS = 4096            # saved steps one dispatch writes, at most
 
 
-def fits(bound: Bound) -> bool:
-    """Does this call's history come from the shader (a fixed-step method, no collapse)?"""
-    f = bound.field
-    return bool(bound.save_every) and f.collapse is None and bound.adaptive is None \
-        and bound.save_at is None
-
-
 def run(bound: Bound, progress: Progress) -> Solution:
+    if not runner.available():
+        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
     found = _kernel(bound)
     kernel = private_if_busy(found)
     with holding(kernel):

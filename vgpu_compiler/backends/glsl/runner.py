@@ -35,7 +35,6 @@ from ...call.counters import COUNTERS
 from .disk_cache import DiskCache
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
-from . import history
 from . import REDUCTION_ENV, plan as _plan
 from .plan import plan_for
 from .kernel_cache import FieldView, GpuKernel, KernelCache, holding
@@ -74,8 +73,6 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
                            f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
-    if history.fits(bound):         # save_every: the shader writes the history
-        return history.run(bound, progress)
     found = _kernel(bound)
     kernel = private_if_busy(found)     # a progress callback's call: see execute.py
     with holding(kernel):

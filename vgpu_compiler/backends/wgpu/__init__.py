@@ -28,7 +28,8 @@ def check_dtype(dtype: str, span=None) -> None:
 
 
 def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          source: str | None = None, reduction: str = "tree") -> PrintedKernel:
+          source: str | None = None, reduction: str = "tree",
+          history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
     if field.solver.adaptive is not None or field.solver.dense:
@@ -39,7 +40,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
             f"{S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}",
             span=field.solver.span or field.span)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                      source=source, reduction=reduction)
+                      source=source, reduction=reduction, history=history)
     try:
         return print_kernel(kernel, DIALECTS[dtype])
     except RecursionError:
@@ -56,14 +57,14 @@ def emit_wgsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
-          reduction: str = "tree") -> tuple[str, PrintedKernel]:
+          reduction: str = "tree", history: bool = False) -> tuple[str, PrintedKernel]:
     """The WGSL text and the printed kernel (whose ``meta()`` the runtime reads)."""
     if len(field.states) > MAX_STATES:
         raise BackendError(f"field `{field.name}` has {len(field.states)} states; the wgpu "
                            f"backend takes at most {MAX_STATES}; use "
                            f"{S.setting('backend', 'numpy')}", span=field.span)
     kernel = lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
-                   reduction=reduction)
+                   reduction=reduction, history=history)
     return render_kernel(kernel), kernel
 
 

@@ -1,0 +1,210 @@
+"""``save_every`` histories written by the WGSL shader (as glsl/history.py does for GLSL):
+the step loop stores every saved step's state into ``b_hist`` inside the dispatch; each
+dispatch's saved states are copied into the staging buffer with the dispatch's own
+read-backs (one map per dispatch). Fields with ``collapse`` keep runner.py's path (a
+dispatch ends at every saved step: a collapsed basin repeats its final state, which the
+stopped loop does not write)."""
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+
+from ...call.bound import Bound, Solution, saved_steps
+from ...call.counters import COUNTERS
+from ...errors import BackendError
+from ...ir.step import step_program
+from ...noise.normal import key_of
+from . import build, check_dtype
+from . import device as dev
+from ..shader.history import fits  # noqa: F401 - which calls come here
+from .disk_cache import DISK
+from .runner import (FIRST_WORK, MEMORY, TARGET_CPU_SECONDS, TARGET_SECONDS, Kernel,
+                     _chunks, _dispatch, _groups, _here, _lock, _loop_cap, _pack,
+                     _pack_uniforms, _raise_error, _report, _states, field_id, identity,
+                     reduction)
+
+MAX_SLOTS = 4096            # saved steps one dispatch writes, at most
+
+
+def _kernel(bound: Bound) -> Kernel:
+    dtype = bound.dtype.name
+    check_dtype(dtype, bound.field.span)
+    pt = tuple(sorted(bound.per_trajectory))
+    red = reduction()
+    key = identity(bound.field, dtype, pt, red) + "-h"
+    shapes = (bound.grid_shape, tuple(sorted(bound.dims.items())),
+              tuple((k, v.shape) for k, v in bound.inputs.items()),
+              tuple(bound.output_shapes.items()))
+    mkey = hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
+    kernel = MEMORY.get(mkey)
+    if kernel is not None:
+        COUNTERS.add("memory_hits")
+        return kernel
+    found = DISK.load(key)
+    if found is not None:
+        COUNTERS.add("disk_hits")
+        source, meta = found
+    else:
+        source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
+                                reduction=red, history=True)
+        k = printed.kernel
+        shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
+                      + k.results) if k.has_basin else 0
+        meta = dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
+        DISK.store(key, source, meta)
+    with dev.get().lock:
+        try:
+            kernel = Kernel(mkey, source, meta)
+        except Exception as exc:        # noqa: BLE001 - naga refused the WGSL: a bug
+            DISK.evict(key)
+            raise BackendError(f"wgpu rejected the history WGSL of field "
+                               f"`{bound.field.name}`: {exc}") from None
+    kernel.field_id, kernel.dtype, kernel.pt = field_id(bound.field), dtype, pt
+    COUNTERS.add("compiles")
+    MEMORY.put(mkey, kernel)
+    return kernel
+
+
+def run(bound: Bound, progress) -> Solution:
+    if not dev.available():
+        raise BackendError(f"no wgpu device here ({dev.get().error})")
+    kernel = _kernel(bound)
+    if any(k is kernel for k in _here.kernels):     # inside a progress callback of its run
+        kernel = kernel.private()
+    with _lock:
+        sol = _run(kernel, bound, progress)
+    if progress is not None:
+        progress(bound.steps, bound.steps)
+    return sol
+
+
+def _uniforms(kernel: Kernel, bound: Bound) -> tuple[list, callable]:
+    values = [0.0] * (len(kernel.uniform_index) + 1)
+    u = kernel.uniform_index
+
+    def put(name, value):
+        if name in u:
+            values[u[name]] = value
+
+    put("u_dt", float(np.float32(bound.dt)))
+    put("u_t0", float(np.float32(bound.t0)))
+    put("u_steps", int(bound.steps))
+    put("u_every", int(bound.save_every))
+    for x in kernel.meta["uniforms"]:
+        if x["role"] == "key":
+            put(x["name"], int(key_of(bound.seed)[int(x["of"])]))
+        elif x["role"] == "grid":
+            put(x["name"], int(bound.whole_shape[int(x["of"])]))
+        elif x["role"] == "dim":
+            put(x["name"], int(bound.dims[x["of"]]))
+        elif x["role"] == "param":
+            put(x["name"], float(np.float32(bound.params[x["of"]])))
+    return values, put
+
+
+def _run(kernel: Kernel, bound: Bound, progress) -> Solution:
+    d = dev.get()
+    device, queue, meta = d.device, d.device.queue, kernel.meta
+    f, n = bound.field, bound.n_trajectories
+    n_states, steps, every = len(f.states), bound.steps, bound.save_every
+    state = np.zeros((n_states, n), np.float32)
+    if bound.h0 is not None:
+        free = np.asarray(bound.h0, np.float32).reshape(n, -1)
+        state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+    saved_at = saved_steps(steps, every)
+    saved = np.empty((len(saved_at), n_states, n), np.float32)
+    outputs: dict = {}
+    out_meta = [b for b in meta["buffers"] if b["role"] == "output"]
+    out_sizes = [4 * int(np.prod(bound.output_shapes[b["array"]])) for b in out_meta]
+    for b in meta["buffers"]:
+        if b["role"] == "input":
+            arr = np.ascontiguousarray(bound.inputs[b["array"]], np.float32)
+            queue.write_buffer(kernel.ensure(b["name"], arr.nbytes), 0, arr.tobytes() or bytes(16))
+    for b, size in zip(out_meta, out_sizes):
+        queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
+    err = kernel.ensure("b_err", 16)
+    values, put = _uniforms(kernel, bound)
+    cap = _loop_cap(meta)
+    stages = len(step_program(f.solver.tableau).stages)
+    target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+    row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+    most = dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
+    chunks = _chunks(kernel, bound)
+    for ci, (a, b) in enumerate(chunks):
+        count = b - a
+        per_slot = n_states * count * 4
+        room = max(1, min(MAX_SLOTS, most // per_slot))
+        put("u_count", count)
+        put("u_origin", a // row + bound.origin if meta["has_basin"]
+            else a + bound.first_trajectory)
+        buf = kernel.ensure("b_state", n_states * count * 4)
+        queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
+        if meta["uses_init"]:
+            kernel.ensure("b_init", n_states * count * 4)
+        if pt:
+            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(n)[a:b]
+                          for name in pt])
+            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
+        hist = kernel.ensure("b_hist", room * per_slot)
+        group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
+        first = max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))
+        s0, start = 0, True
+        while True:
+            s1 = 0 if start else min(steps, s0 + first, (s0 // every + room) * every)
+            hist0 = s0 // every + 1
+            last = -(-s1 // every) if s1 == steps else s1 // every
+            slots = 0 if start else last - hist0 + 1
+            put("u_step0", s0)
+            put("u_nsteps", s1 - s0)
+            put("u_hist0", hist0)
+            put("u_final", int(s1 == steps))
+            end = s1 == steps
+            reads = [(err, 16)]
+            if start or end:
+                reads.append((buf, n_states * count * 4))
+            if slots:
+                reads.append((hist, slots * per_slot))
+            if end and ci == len(chunks) - 1:
+                reads += [(kernel.buffers[x["name"]], size)
+                          for x, size in zip(out_meta, out_sizes)]
+            began = time.perf_counter()
+            with d.lock:
+                got = _dispatch(kernel, device, queue, _pack_uniforms(kernel, values), group,
+                                groups, reads)
+            COUNTERS.add("dispatches")
+            seconds = time.perf_counter() - began
+            if s1 > s0 and seconds > 0:
+                want = int((s1 - s0) * target / seconds)
+                first = max(1, min(want, 4 * first, cap or want))
+            _raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
+            i = 1
+            if start or end:
+                got_state = _states(got[1], n_states, count)
+                if start:
+                    saved[0, :, a:b] = got_state
+                if end:
+                    state[:, a:b] = got_state
+                i = 2
+            if slots:
+                saved[hist0:hist0 + slots, :, a:b] = np.frombuffer(
+                    got[i], np.float32).reshape(slots, n_states, count)
+                i += 1
+            if end:
+                if ci == len(chunks) - 1:
+                    for x, raw in zip(out_meta, got[i:]):
+                        outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
+                            bound.output_shapes[x["array"]]).copy()
+                break
+            if progress is not None and s1 > s0:
+                _report(kernel, progress, (ci * steps + s1) // len(chunks), steps)
+            s0, start = s1, False
+    sol = Solution(states=_pack(state, bound), outputs=outputs,
+                   steps_taken=np.full(bound.grid_shape, steps, np.int32))
+    shape = (len(saved_at),) + bound.grid_shape + ((n_states,) if n_states > 1 else ())
+    sol.history = saved.transpose(0, 2, 1).reshape(shape)
+    sol.times = (np.float32(bound.t0) + np.asarray(saved_at).astype(np.float32)
+                 * np.float32(bound.dt)).astype(np.float32)
+    return sol
