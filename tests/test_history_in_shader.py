@@ -16,9 +16,9 @@ VDP = open("examples/vanderpol.field").read()
 OU = open("examples/ou.field").read()
 
 
-@pytest.fixture(params=("glsl", "wgpu"))
+@pytest.fixture(params=("glsl", "wgpu", "cpu"))
 def gpu(request) -> str:
-    """A backend whose shader writes histories (its own fixture decides skip or fail)."""
+    """A backend whose kernel writes histories (its own fixture decides skip or fail)."""
     request.getfixturevalue(request.param)
     return request.param
 
@@ -51,6 +51,14 @@ def test_split_into_dispatches_and_chunks(glsl):
 
 def test_noise_and_float64(glsl):
     _check(OU, np.linspace(-1, 1, 50), 17, 4, seed=5, dtype="float64")
+
+
+def test_cpu_noise_float64_and_progress(cpu):
+    _check(OU, np.linspace(-1, 1, 50), 17, 4, "cpu", seed=5, dtype="float64")
+    seen = []
+    sol = vgpu.solve(VDP, np.tile([2.0, 0.0], (30, 1)), backend="cpu", steps=300,
+                     save_every=7, progress=lambda done, total: seen.append(done))
+    assert seen[-1] == 300 and len(sol.history) == len(saved_steps(300, 7))
 
 
 def test_wgpu_split_into_dispatches_and_noise(wgpu):

@@ -11,6 +11,10 @@ def _available() -> tuple[bool, str]:
 
 
 def _run(prepared, data, progress=None):
+    from ..shader.history import fits
+    if fits(prepared.template):         # save_every: the kernel stores the history
+        from . import history
+        return history.run(prepared, data, progress)
     from . import runner
     return runner.run(prepared, data, progress)
 

@@ -50,8 +50,10 @@ def _environment():
     return env
 
 
-def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
-    """(C text, meta, lanes per block, int uniforms) of ``field``."""
+def source(field, dtype: str, per_trajectory=(), history: bool = False
+           ) -> tuple[str, dict, int, int]:
+    """(C text, meta, lanes per block, int uniforms) of ``field``; ``history``: the step
+    loop also stores each saved step of a save_every history (cpu/history.py)."""
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
@@ -59,7 +61,7 @@ def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
                            f"compiler's time grows quickly with a kernel's size; use "
                            f"backend='numpy'")
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
-                          reduction="serial")
+                          reduction="serial", history=history)
     if desc.has_basin and desc.basin_size > MAX_BASIN:
         raise BackendError(f"a basin of {desc.basin_size} trajectories is more than the cpu "
                            f"backend holds per block ({MAX_BASIN})")
@@ -102,8 +104,8 @@ def _blocks(desc):
     return [st.block for st in desc.stages] + [desc.collapse, desc.flux]
 
 
-def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
-    text, meta, lanes, n_int = source(field, dtype, per_trajectory)
+def kernel(field, dtype: str, per_trajectory=(), history: bool = False) -> CpuKernel:
+    text, meta, lanes, n_int = source(field, dtype, per_trajectory, history)
     key = toolchain.key(text)
     hit = _memory.get(key)
     if hit is not None:

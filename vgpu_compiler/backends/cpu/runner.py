@@ -195,7 +195,7 @@ class _Call:
 
 def _is_int(u: dict, meta: dict) -> bool:
     return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
-                         "key")
+                         "key", "every", "hist0")
 
 
 def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
