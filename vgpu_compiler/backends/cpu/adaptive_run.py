@@ -2,7 +2,7 @@
 method's with save_at: kernel calls until every trajectory has ended.
 
 Each call runs at most ``attempts`` step attempts per trajectory (about
-runner.WORK_PER_CALL lane-stage evaluations in all, so Ctrl-C stops a long run
+``runner.WORK_PER_CALL`` lane-stage evaluations in all, so Ctrl-C stops a long run
 at the next call); a trajectory resumes where the last call left it (its state,
 t, step size, FSAL derivative and counters stay in their buffers). Between
 calls the host counts the trajectories still running (the status row) and
@@ -16,7 +16,8 @@ import numpy as np
 from ...call.bound import Progress, Solution
 from ...ir import controller as C
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
-from .runner import WORK_PER_CALL, _Call
+from . import runner
+from .runner import _Call
 
 
 class AdaptiveCall(_Call):
@@ -58,7 +59,7 @@ class AdaptiveCall(_Call):
     def solve(self, progress: Progress) -> Solution:
         bound, n = self.bound, self.n
         stages = max(1, len(self.k.meta.get("stages", ())) or 7)
-        attempts = max(1, WORK_PER_CALL // (max(1, self.nslots) * stages))
+        attempts = max(1, runner.WORK_PER_CALL // (max(1, self.nslots) * stages))
         step0 = 0
         while True:
             self._call(step0, 0, False, attempts=attempts)

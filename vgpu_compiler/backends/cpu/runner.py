@@ -1,5 +1,6 @@
-"""Running a bound call on the cpu backend: buffers as numpy arrays, the kernel called
-once per segment (a segment ends where a history keeps the state, or progress is
+"""Running a bound call of a fixed-step method on the cpu backend (``_Call``; the
+adaptive kernel's call extends it, adaptive_run.py): buffers as numpy arrays, the kernel
+called once per segment (a segment ends where a history keeps the state, or progress is
 reported), run-time errors raised as the GLSL backend raises them, flux deposits
 summed in the reference's lane order (bit for bit the reference's sums).
 """
@@ -13,8 +14,8 @@ import numpy as np
 
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
-from .kernel import CpuKernel, kernel
+from ...errors import ProgramIndexError, Span, ZeroDivision
+from .kernel import CpuKernel
 
 NO_ERROR = 0xFFFFFFFF
 # Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
@@ -32,31 +33,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def run(prepared, data, progress: Progress = None) -> Solution:
-    t = prepared.template
-    stepped = t.adaptive is not None or t.save_at is not None
-    bound = prepared.bound(data)
-    k = _kernel(prepared, bound, dense=stepped)
-    if stepped:         # bs3, dopri5, tsit5, or any method with save_at
-        from .adaptive_run import AdaptiveCall
-        return AdaptiveCall(k, bound).solve(progress)
-    return _Call(k, bound).solve(progress)
-
-
-def _kernel(prepared, bound: Bound, dense: bool) -> CpuKernel:
-    """The call's kernel, kept on the Prepared call (a fixed-step method with save_at:
-    its kernel of templates/adaptive.c.j2, keyed apart)."""
-    slot = prepared.slots.setdefault("cpu", {})
-    pt = bound.per_trajectory
-    key = (bound.dtype.name, pt, dense)
-    k = slot.get(key)
-    if k is None:
-        k = slot[key] = kernel(bound.field, bound.dtype.name, pt, dense)
-    else:
-        COUNTERS.add("memory_hits")
-    return k
 
 
 class _Call:
