@@ -11,12 +11,12 @@ import vgpu
 
 solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-BACKENDS = ["numpy", "glsl"]
+BACKENDS = ["numpy", "glsl", "cpu"]
 
 
 def backend_fixture(backend, request):
-    if backend == "glsl":
-        request.getfixturevalue("glsl")
+    if backend != "numpy":
+        request.getfixturevalue(backend)
     return backend
 
 

@@ -15,8 +15,8 @@ def _run(prepared, data, progress=None):
     if fits(prepared.template):         # save_every: the kernel stores the history
         from . import history
         return history.run(prepared, data, progress)
-    from . import runner
-    return runner.run(prepared, data, progress)
+    from . import dispatch
+    return dispatch.run(prepared, data, progress)
 
 
 def _open(prepared, data):

@@ -118,7 +118,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
                       source=source, reduction=reduction, history=history)
     if field.solver.adaptive is None and not field.solver.dense:
         return print_kernel(kernel, DIALECTS[dtype])
-    from . import adaptive           # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
+    from ..shader import adaptive    # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
     printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
     return printed

@@ -22,7 +22,7 @@ from ...call.prepare import Data, Prepared
 from ...errors import BackendError
 from ...ir import controller as C
 from . import device as gl
-from .adaptive import COUNTERS as ROWS
+from ..shader.adaptive import COUNTERS as ROWS
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
