@@ -3,7 +3,7 @@
 Columns (glsl; the same network, data, start weights and learning rate):
   numpy elementwise   mlp_train.py: each matrix product a run_field of the matmul field,
                       bias, tanh, softmax, gradient and update in numpy
-  fused pipeline      mlp_fused.py: seven fields in a vgpu.Pipeline whose buffers feed
+  fused pipeline      mlp_fused.py: five fields in a vgpu.Pipeline whose buffers feed
                       each other on the device; nothing goes through the host in an epoch
 Sizes: (samples, hidden) = (512, 32), mlp_train.py's default, and (4096, 256), where the
 products are large enough for the device's arithmetic to count.

@@ -7,7 +7,7 @@ work is fused into the fields (a bias is a start value, tanh is one more step, s
 and the loss's gradient are flux on the final logits, the update is the integration
 itself: w' = -lr x d over the batch),
 and the fields' buffers feed each other on the device (vgpu.Pipeline): an epoch is
-seven dispatches and moves no array through the host. The loss and accuracy are read
+five dispatches and moves no array through the host. The loss and accuracy are read
 back only when printed.
 
     python examples/mlp_fused.py                   # glsl where OpenGL 4.3 is, else numpy
@@ -31,36 +31,39 @@ except ImportError:             # run from a checkout without `pip install .`
 sys.path.insert(0, str(HERE))
 import mlp_train  # noqa: E402
 
-# A = tanh(X @ W + B): the bias is the start value; after the K steps of the product, one
-# more step moves z to tanh(z) (a step of dt = 1 whose derivative is tanh(z) - z). The
-# min() keeps every read provably in range, so the kernel reads without checks.
+# Each layer's weights and bias are one array WB = [W; b] (K + 1 rows): the bias row is
+# the product's start value, and one update field moves both.
+#
+# A = tanh(X @ W + b): after the K steps of the product, one more step moves z to
+# tanh(z) (a step of dt = 1 whose derivative is tanh(z) - z). The min() keeps every
+# read provably in range, so the kernel reads without checks.
 DENSE_TANH = """
 field dense_tanh {
-    input X[M, K], W[K, N], B[N]
+    input X[M, K], WB[K1, N]
     grid i < M, j < N
-    state z = B[j]
-    dz/dt = where(step < K, X[i, min(step, K - 1)] * W[min(step, K - 1), j], tanh(z) - z)
+    state z = WB[K1 - 1, j]
+    dz/dt = where(step < K, X[i, min(step, K - 1)] * WB[min(step, K1 - 1), j], tanh(z) - z)
     solve euler(dt = 1, steps = K + 1)
 }
 """
 
 
 def dense_softmax(classes: int) -> str:
-    """P = softmax(A @ W + B) along each row and the cross-entropy's gradient
+    """P = softmax(A @ W + b) along each row and the cross-entropy's gradient
     DZ = (P - Y) / M: one trajectory per row, a state per class (the logits)."""
     z = [f"z{c}" for c in range(classes)]
     top = z[0]
     for name in z[1:]:
         top = f"max({top}, {name})"
-    lines = [f"field dense_softmax {{",
+    lines = ["field dense_softmax {",
              "    param inv_m = 1.0",
-             "    input A[M, K], W[K, C], B[C], Y[M, C]",
+             "    input A[M, K], WB[K1, C], Y[M, C]",
              "    output P[M, C], DZ[M, C]",
              "    grid i < M",
-             "    state " + ", ".join(f"{n} = B[{c}]" for c, n in enumerate(z)),
+             "    state " + ", ".join(f"{n} = WB[K1 - 1, {c}]" for c, n in enumerate(z)),
              f"    let top = {top}",
              "    let total = " + " + ".join(f"exp({n} - top)" for n in z)]
-    lines += [f"    d{n}/dt = A[i, step] * W[step, {c}]" for c, n in enumerate(z)]
+    lines += [f"    d{n}/dt = A[i, step] * WB[min(step, K1 - 1), {c}]" for c, n in enumerate(z)]
     lines += ["    solve euler(dt = 1, steps = K)"]
     lines += [f"    flux P[i, {c}] += exp({n} - top) / total" for c, n in enumerate(z)]
     lines += [f"    flux DZ[i, {c}] += (exp({n} - top) / total - Y[i, {c}]) * inv_m"
@@ -72,71 +75,64 @@ def dense_softmax(classes: int) -> str:
 # step to g * (1 - A^2).
 BACK_TANH = """
 field back_tanh {
-    input DZ[M, N], W[K, N], A[M, K]
+    input DZ[M, N], WB[K1, N], A[M, K]
     grid i < M, j < K
     state g = 0
-    dg/dt = where(step < N, DZ[i, min(step, N - 1)] * W[j, min(step, N - 1)],
+    dg/dt = where(step < N, DZ[i, min(step, N - 1)] * WB[min(j, K1 - 1), min(step, N - 1)],
                   g * (1 - A[i, j] * A[i, j]) - g)
     solve euler(dt = 1, steps = N + 1)
 }
 """
-# w <- w - lr * X.T @ D, one batch row per step; b <- b - lr * sum of D's rows.
-UPDATE_W = """
-field update_w {
+# [W; b] <- [W; b] - lr * [X, 1].T @ D, one batch row per step (the bias row's input is 1).
+UPDATE = """
+field update {
     param lr = 1.0
     input X[M, K], D[M, N]
-    grid i < K, j < N
+    grid i < K1, j < N
     state w
-    dw/dt = -lr * X[step, i] * D[step, j]
-    solve euler(dt = 1, steps = M)
-}
-"""
-UPDATE_B = """
-field update_b {
-    param lr = 1.0
-    input D[M, N]
-    grid j < N
-    state b
-    db/dt = -lr * D[step, j]
+    dw/dt = -lr * where(i < K, X[step, min(i, K - 1)], 1.0) * D[step, j]
     solve euler(dt = 1, steps = M)
 }
 """
 
 
 class FusedMLP:
-    """mlp_train.MLP's network and training step as a Pipeline of seven fields."""
+    """mlp_train.MLP's network and training step as a Pipeline of five fields."""
 
     def __init__(self, x, onehot, model: mlp_train.MLP, lr: float, backend: str = "auto"):
         m, classes = onehot.shape
         p = self.pipe = vgpu.Pipeline(backend)
-        w1, b1, w2, b2 = model.w1, model.b1, model.w2, model.b2
-        hidden = w1.shape[1]
+        wb1 = np.vstack([model.w1, model.b1]).astype(np.float32)
+        wb2 = np.vstack([model.w2, model.b2]).astype(np.float32)
+        hidden = wb1.shape[1]
         a1 = np.zeros((m, hidden), np.float32)
         dz = np.zeros((m, classes), np.float32)
-        self.fwd1 = p.add(DENSE_TANH, inputs={"X": x, "W": w1, "B": b1})
-        self.fwd2 = p.add(dense_softmax(classes),
-                          inputs={"A": a1, "W": w2, "B": b2, "Y": onehot},
+        self.fwd1 = p.add(DENSE_TANH, inputs={"X": x, "WB": wb1})
+        self.fwd2 = p.add(dense_softmax(classes), inputs={"A": a1, "WB": wb2, "Y": onehot},
                           params={"inv_m": 1.0 / m})
-        self.back = p.add(BACK_TANH, inputs={"DZ": dz, "W": w2, "A": a1})
-        self.w2 = p.add(UPDATE_W, w2, inputs={"X": a1, "D": dz}, params={"lr": lr})
-        self.b2 = p.add(UPDATE_B, b2, inputs={"D": dz}, params={"lr": lr})
-        self.w1 = p.add(UPDATE_W, w1, inputs={"X": x, "D": a1}, params={"lr": lr})
-        self.b1 = p.add(UPDATE_B, b1, inputs={"D": a1}, params={"lr": lr})
+        self.back = p.add(BACK_TANH, inputs={"DZ": dz, "WB": wb2, "A": a1})
+        self.l2 = p.add(UPDATE, wb2, inputs={"X": a1, "D": dz}, params={"lr": lr},
+                        dims={"K1": hidden + 1})
+        self.l1 = p.add(UPDATE, wb1, inputs={"X": x, "D": a1}, params={"lr": lr},
+                        dims={"K1": x.shape[1] + 1})
         for dst, name, src, what in [
-                (self.fwd1, "W", self.w1, None), (self.fwd1, "B", self.b1, None),
-                (self.fwd2, "A", self.fwd1, None), (self.fwd2, "W", self.w2, None),
-                (self.fwd2, "B", self.b2, None),
-                (self.back, "DZ", self.fwd2, "DZ"), (self.back, "W", self.w2, None),
+                (self.fwd1, "WB", self.l1, None),
+                (self.fwd2, "A", self.fwd1, None), (self.fwd2, "WB", self.l2, None),
+                (self.back, "DZ", self.fwd2, "DZ"), (self.back, "WB", self.l2, None),
                 (self.back, "A", self.fwd1, None),
-                (self.w2, "X", self.fwd1, None), (self.w2, "D", self.fwd2, "DZ"),
-                (self.b2, "D", self.fwd2, "DZ"),
-                (self.w1, "D", self.back, None), (self.b1, "D", self.back, None)]:
+                (self.l2, "X", self.fwd1, None), (self.l2, "D", self.fwd2, "DZ"),
+                (self.l1, "D", self.back, None)]:
             p.link(dst, name, src, what)
         self.onehot = onehot
 
     @property
     def backend(self) -> str:
         return self.fwd1.sim.backend
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(w1, b1, w2, b2), read back."""
+        wb1, wb2 = self.l1.states, self.l2.states
+        return wb1[:-1], wb1[-1], wb2[:-1], wb2[-1]
 
     def epoch(self) -> None:
         self.pipe.run()
