@@ -235,3 +235,30 @@ def test_reads_are_lazy_and_kept(glsl):
     assert COUNTERS.snapshot()["dispatches"] - before == 5      # one dispatch a step
     a = sim.states
     assert sim._cache["states"] is not None and np.array_equal(a, sim.states)
+
+
+def test_glsl_chunks_and_paced_dispatches(glsl):
+    """An ensemble of several chunks keeps each chunk's arrays on the host between
+    dispatches; an advance longer than a dispatch's step limit is several dispatches."""
+    from vgpu_compiler.backends.glsl import plan as glsl_plan
+    h0 = np.linspace(0.5, 3, 40).astype(np.float32)
+    with glsl_plan.limits(max_steps=3, max_block=2 * 4 * 16):     # chunks of 16 (2 basins)
+        whole = vgpu.solve(BASIN, h0, backend="numpy", dims={"N": 40}, steps=25)
+        sim = vgpu.Simulation(BASIN, h0, backend="glsl", dims={"N": 40})
+        assert len(sim._session.plan.chunks) > 1 and not sim._session.resident
+        _pieces(sim, (4, 11, 10))
+        np.testing.assert_array_equal(sim.steps_taken, whole.steps_taken)
+        np.testing.assert_allclose(sim.states, whole.states, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(sim.outputs["H"], whole.outputs["H"])
+        glsl_whole = vgpu.run_field(BASIN, h0, backend="glsl", dims={"N": 40}, steps=25)
+        np.testing.assert_array_equal(sim.states, glsl_whole)
+
+
+def test_wgpu_paced_dispatches(wgpu):
+    from vgpu_compiler.backends.wgpu import runner
+    h0 = np.linspace(0.5, 3, 40).astype(np.float32)
+    with runner.limits(max_steps=3):
+        sim = _pieces(vgpu.Simulation(BASIN, h0, backend="wgpu", dims={"N": 40}), (4, 11, 10))
+        whole = vgpu.solve(BASIN, h0, backend="wgpu", dims={"N": 40}, steps=25)
+    np.testing.assert_array_equal(sim.states, whole.states)
+    np.testing.assert_array_equal(sim.outputs["H"], whole.outputs["H"])
