@@ -1,6 +1,6 @@
 """``save_every`` histories stored by the C kernel itself (as the GPU backends' shaders
 do): the kernel is built with ``history=True`` and its history buffer is the history
-array, so a history costs no kernel call per saved step (each call is an OpenMP
+array (each call's from the slot of its first saved step on), so a history costs no kernel call per saved step (each call is an OpenMP
 parallel region: thousands of them cost more than the steps). Calls end only where
 runner.py's would without a history (work per call, progress ticks)."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     saved = np.empty((len(at), n_states, n), bound.dtype)
     call = _HistoryCall(k, bound, saved)
     call.ints[call.role["every"]] = every
-    call.ints[call.role["hist0"]] = 0           # the whole history is one buffer
+    slot = [b["role"] for b in k.meta["buffers"]].index("history")
     call._call(0, 0, steps == 0)                # the start values (flux too when no step)
     saved[0] = call.state
     tick = max(1, steps // 100) if progress is not None else steps
@@ -50,6 +50,8 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     start = 0
     while start < steps:
         end = min(steps, start + chunk, (start // tick + 1) * tick)
+        first = min(start // every + 1, len(at) - 1)    # the call's first saved step
+        call.ptrs[slot] = saved[first].ctypes.data
         call._call(start, end - start, end == steps)
         if progress is not None and (end % tick == 0 or end == steps):
             progress(end, steps)

@@ -186,7 +186,7 @@ class _Call:
 
 
 INT_ROLES = frozenset({"steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
-                       "key", "max_steps", "attempts", "nsave", "every", "hist0"})
+                       "key", "max_steps", "attempts", "nsave", "every"})
 
 
 def _is_int(u: dict, meta: dict) -> bool:

@@ -117,7 +117,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             hist0 = s0 // every + 1
             slots = 0 if first else _last_slot(s1, steps, every) - hist0 + 1
             u = {**uniforms, "u_step0": s0, "u_nsteps": s1 - s0, "u_every": every,
-                 "u_hist0": hist0, "u_final": int(s1 == steps)}
+                 "u_final": int(s1 == steps)}
             end = s1 == steps
             what = (ci == 0 and first, first, slots, per_slot, end,
                     end and ci == len(plan.chunks) - 1)

@@ -56,10 +56,8 @@ def describe(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         return kernel
     return dataclasses.replace(kernel, history=True, buffers=kernel.buffers + (
         Buffer(len(kernel.buffers), "history", "b_hist", "float",
-               comment="saved steps of this dispatch: slot, state, lane"),), uniforms=(
-        kernel.uniforms + (Uniform("int", "u_every", "steps between saved steps", "every"),
-                           Uniform("int", "u_hist0", "the saved step in slot 0 of b_hist",
-                                   "hist0"))))
+               comment="the saved steps of this dispatch, in order: slot, state, lane"),), uniforms=(
+        kernel.uniforms + (Uniform("int", "u_every", "steps between saved steps", "every"),)))
 
 
 class _Lowering:

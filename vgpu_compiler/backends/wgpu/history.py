@@ -159,7 +159,6 @@ def _run(kernel: Kernel, bound: Bound, progress) -> Solution:
             slots = 0 if start else last - hist0 + 1
             put("u_step0", s0)
             put("u_nsteps", s1 - s0)
-            put("u_hist0", hist0)
             put("u_final", int(s1 == steps))
             end = s1 == steps
             reads = [(err, 16)]
