@@ -105,105 +105,135 @@ def _uniforms(kernel: Kernel, bound: Bound) -> tuple[list, callable]:
 
 
 def _run(kernel: Kernel, bound: Bound, progress) -> Solution:
-    d = dev.get()
-    device, queue, meta = d.device, d.device.queue, kernel.meta
-    f, n = bound.field, bound.n_trajectories
-    n_states, steps, every = len(f.states), bound.steps, bound.save_every
-    state = np.zeros((n_states, n), np.float32)
-    if bound.h0 is not None:
-        free = np.asarray(bound.h0, np.float32).reshape(n, -1)
-        state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
-    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
-    saved_at = saved_steps(steps, every)
-    saved = np.empty((len(saved_at), n_states, n), np.float32)
-    outputs: dict = {}
-    out_meta = [b for b in meta["buffers"] if b["role"] == "output"]
-    out_sizes = [4 * int(np.prod(bound.output_shapes[b["array"]])) for b in out_meta]
-    for b in meta["buffers"]:
-        if b["role"] == "input":
-            arr = np.ascontiguousarray(bound.inputs[b["array"]], np.float32)
-            queue.write_buffer(kernel.ensure(b["name"], arr.nbytes), 0, arr.tobytes() or bytes(16))
-    for b, size in zip(out_meta, out_sizes):
-        queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
-    err = kernel.ensure("b_err", 16)
-    values, put = _uniforms(kernel, bound)
-    cap = _loop_cap(meta)
-    stages = len(step_program(f.solver.tableau).stages)
-    target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
-    row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
-    most = dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
-    chunks = _chunks(kernel, bound)
-    for ci, (a, b) in enumerate(chunks):
+    run = _HistoryRun(kernel, bound, progress)
+    for ci, (a, b) in enumerate(run.chunks):
+        run.chunk(ci, a, b)
+    return run.solution()
+
+
+class _HistoryRun:
+    """One call's host arrays (states, the history, outputs) and its dispatches."""
+
+    def __init__(self, kernel: Kernel, bound: Bound, progress):
+        self.kernel, self.bound, self.progress = kernel, bound, progress
+        self.d = dev.get()
+        meta, f, n = kernel.meta, bound.field, bound.n_trajectories
+        self.n, self.n_states = n, len(f.states)
+        self.steps, self.every = bound.steps, bound.save_every
+        self.state = np.zeros((self.n_states, n), np.float32)
+        if bound.h0 is not None:
+            free = np.asarray(bound.h0, np.float32).reshape(n, -1)
+            self.state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+        self.pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+        self.saved_at = saved_steps(self.steps, self.every)
+        self.saved = np.empty((len(self.saved_at), self.n_states, n), np.float32)
+        self.outputs: dict = {}
+        self.out_meta = [b for b in meta["buffers"] if b["role"] == "output"]
+        self.out_sizes = [4 * int(np.prod(bound.output_shapes[b["array"]]))
+                          for b in self.out_meta]
+        queue = self.d.device.queue
+        for b in meta["buffers"]:
+            if b["role"] == "input":
+                arr = np.ascontiguousarray(bound.inputs[b["array"]], np.float32)
+                queue.write_buffer(kernel.ensure(b["name"], arr.nbytes), 0,
+                                   arr.tobytes() or bytes(16))
+        for b, size in zip(self.out_meta, self.out_sizes):
+            queue.write_buffer(kernel.ensure(b["name"], size), 0,
+                               bytes(max(16, -(-size // 16) * 16)))
+        self.err = kernel.ensure("b_err", 16)
+        self.values, self.put = _uniforms(kernel, bound)
+        self.cap = _loop_cap(meta)
+        self.stages = len(step_program(f.solver.tableau).stages)
+        self.target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+        self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+        self.most = self.d.limits.get("max_storage_buffer_binding_size", 1 << 27)
+        self.chunks = _chunks(kernel, bound)
+
+    def chunk(self, ci: int, a: int, b: int) -> None:
+        """Every dispatch of trajectories [a, b): the start, then paced segments, each
+        ending where the history buffer is full."""
+        k, bound, meta, put = self.kernel, self.bound, self.kernel.meta, self.put
         count = b - a
-        per_slot = n_states * count * 4
-        room = max(1, min(MAX_SLOTS, most // per_slot))
+        per_slot = self.n_states * count * 4
+        room = max(1, min(MAX_SLOTS, self.most // per_slot))
         put("u_count", count)
-        put("u_origin", a // row + bound.origin if meta["has_basin"]
+        put("u_origin", a // self.row + bound.origin if meta["has_basin"]
             else a + bound.first_trajectory)
-        buf = kernel.ensure("b_state", n_states * count * 4)
-        queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
+        queue = self.d.device.queue
+        buf = k.ensure("b_state", self.n_states * count * 4)
+        queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
         if meta["uses_init"]:
-            kernel.ensure("b_init", n_states * count * 4)
-        if pt:
-            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(n)[a:b]
-                          for name in pt])
-            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
-        hist = kernel.ensure("b_hist", room * per_slot)
-        group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
-        first = max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))
+            k.ensure("b_init", self.n_states * count * 4)
+        if self.pt:
+            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(self.n)[a:b]
+                          for name in self.pt])
+            queue.write_buffer(k.ensure("b_params", p.nbytes), 0, p.tobytes())
+        self.hist = k.ensure("b_hist", room * per_slot)
+        self.group, self.groups = k.bind_group(), _groups(k, bound, a, b)
+        first = max(1, min(FIRST_WORK // max(1, count * self.stages), self.cap or 1 << 30))
         s0, start = 0, True
         while True:
-            s1 = 0 if start else min(steps, s0 + first, (s0 // every + room) * every)
-            hist0 = s0 // every + 1
-            last = -(-s1 // every) if s1 == steps else s1 // every
-            slots = 0 if start else last - hist0 + 1
-            put("u_step0", s0)
-            put("u_nsteps", s1 - s0)
-            put("u_final", int(s1 == steps))
-            end = s1 == steps
-            reads = [(err, 16)]
-            if start or end:
-                reads.append((buf, n_states * count * 4))
-            if slots:
-                reads.append((hist, slots * per_slot))
-            if end and ci == len(chunks) - 1:
-                reads += [(kernel.buffers[x["name"]], size)
-                          for x, size in zip(out_meta, out_sizes)]
+            s1 = 0 if start else min(self.steps, s0 + first, (s0 // self.every + room)
+                                     * self.every)
             began = time.perf_counter()
-            with d.lock:
-                got = _dispatch(kernel, device, queue, _pack_uniforms(kernel, values), group,
-                                groups, reads)
-            COUNTERS.add("dispatches")
+            self._segment(ci, a, b, s0, s1, start)
             seconds = time.perf_counter() - began
             if s1 > s0 and seconds > 0:
-                want = int((s1 - s0) * target / seconds)
-                first = max(1, min(want, 4 * first, cap or want))
-            _raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
-            i = 1
-            if start or end:
-                got_state = _states(got[1], n_states, count)
-                if start:
-                    saved[0, :, a:b] = got_state
-                if end:
-                    state[:, a:b] = got_state
-                i = 2
-            if slots:
-                saved[hist0:hist0 + slots, :, a:b] = np.frombuffer(
-                    got[i], np.float32).reshape(slots, n_states, count)
-                i += 1
-            if end:
-                if ci == len(chunks) - 1:
-                    for x, raw in zip(out_meta, got[i:]):
-                        outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
-                            bound.output_shapes[x["array"]]).copy()
-                break
-            if progress is not None and s1 > s0:
-                _report(kernel, progress, (ci * steps + s1) // len(chunks), steps)
+                want = int((s1 - s0) * self.target / seconds)
+                first = max(1, min(want, 4 * first, self.cap or want))
+            if s1 == self.steps:
+                return
+            if self.progress is not None and s1 > s0:
+                _report(k, self.progress, (ci * self.steps + s1) // len(self.chunks),
+                        self.steps)
             s0, start = s1, False
-    sol = Solution(states=_pack(state, bound), outputs=outputs,
-                   steps_taken=np.full(bound.grid_shape, steps, np.int32))
-    shape = (len(saved_at),) + bound.grid_shape + ((n_states,) if n_states > 1 else ())
-    sol.history = saved.transpose(0, 2, 1).reshape(shape)
-    sol.times = (np.float32(bound.t0) + np.asarray(saved_at).astype(np.float32)
-                 * np.float32(bound.dt)).astype(np.float32)
-    return sol
+
+    def _segment(self, ci: int, a: int, b: int, s0: int, s1: int, start: bool) -> None:
+        """One dispatch of steps [s0, s1) of trajectories [a, b), and what it reads back:
+        the start state, the saved steps, at the end the states and outputs."""
+        k, steps, every, count = self.kernel, self.steps, self.every, b - a
+        hist0 = s0 // every + 1
+        last = -(-s1 // every) if s1 == steps else s1 // every
+        slots = 0 if start else last - hist0 + 1
+        self.put("u_step0", s0)
+        self.put("u_nsteps", s1 - s0)
+        self.put("u_final", int(s1 == steps))
+        end, outputs = s1 == steps, s1 == steps and ci == len(self.chunks) - 1
+        reads = [(self.err, 16)]
+        if start or end:
+            reads.append((k.buffers["b_state"], self.n_states * count * 4))
+        if slots:
+            reads.append((self.hist, slots * self.n_states * count * 4))
+        if outputs:
+            reads += [(k.buffers[x["name"]], size)
+                      for x, size in zip(self.out_meta, self.out_sizes)]
+        with self.d.lock:
+            got = _dispatch(k, self.d.device, self.d.device.queue,
+                            _pack_uniforms(k, self.values), self.group, self.groups, reads)
+        COUNTERS.add("dispatches")
+        _raise_error(np.frombuffer(got[0], np.uint32), k.meta, self.bound)
+        got = got[1:]
+        if start or end:
+            state = _states(got.pop(0), self.n_states, count)
+            if start:
+                self.saved[0, :, a:b] = state
+            if end:
+                self.state[:, a:b] = state
+        if slots:
+            self.saved[hist0:hist0 + slots, :, a:b] = np.frombuffer(
+                got.pop(0), np.float32).reshape(slots, self.n_states, count)
+        if outputs:
+            for x, raw in zip(self.out_meta, got):
+                self.outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
+                    self.bound.output_shapes[x["array"]]).copy()
+
+    def solution(self) -> Solution:
+        bound, n_states = self.bound, self.n_states
+        sol = Solution(states=_pack(self.state, bound), outputs=self.outputs,
+                       steps_taken=np.full(bound.grid_shape, self.steps, np.int32))
+        shape = (len(self.saved_at),) + bound.grid_shape + ((n_states,) if n_states > 1
+                                                             else ())
+        sol.history = self.saved.transpose(0, 2, 1).reshape(shape)
+        sol.times = (np.float32(bound.t0) + np.asarray(self.saved_at).astype(np.float32)
+                     * np.float32(bound.dt)).astype(np.float32)
+        return sol
