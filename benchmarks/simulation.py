@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from .common import Config, Result, Table, Target, describe_error, log, ratio_target
+from .common import Config, Result, Table, Target, describe_error, log
 from .peers import glsl_hand
 
 NAME = "simulation"

@@ -26,7 +26,7 @@ from . import spelling as S
 from .api import Source, _compiled, _fell_back, _located, _say_chosen, _text
 from .call.bind import prepare
 from .call.bound import Solution
-from .call.session import Snapshot, pack_states
+from .call.session import Snapshot
 from .errors import ArgumentTypeError, BackendError, CallError
 
 FORMAT = 1          # the checkpoint format's version

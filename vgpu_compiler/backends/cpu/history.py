@@ -9,7 +9,6 @@ import numpy as np
 
 from ...call.bound import Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from ..shader.history import fits  # noqa: F401 - which calls come here
 from .kernel import kernel
 from . import runner
 from .runner import _Call

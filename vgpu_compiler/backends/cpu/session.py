@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...call.session import Snapshot, pack_states
+from ...call.session import Snapshot
 from ...call.counters import COUNTERS
 from ...errors import BackendError
 from .kernel import kernel

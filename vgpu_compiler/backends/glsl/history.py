@@ -19,8 +19,7 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from . import REDUCTION_ENV, build, device_reduction
 from . import device as gl
-from ..shader.history import fits  # noqa: F401 - which calls come here
-from .execute import (_Pacer, _absorb, _call_uniforms, _chunk_writes, _dispatch, _here,
+from .execute import (_Pacer, _absorb, _call_uniforms, _chunk_writes, _dispatch,
                       _on_gl_thread, _prepare, _raise_error, _read_chunk,
                       _read_outputs, _report, _shared_writes, _solution, private_if_busy)
 from .kernel_cache import FieldView, GpuKernel, holding

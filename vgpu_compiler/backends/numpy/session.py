@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...call.bound import Solution
-from ...call.session import Snapshot, pack_states
+from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir.evaluate import INT, Frame
 from .runner import StageContext, _Run

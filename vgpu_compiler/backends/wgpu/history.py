@@ -18,7 +18,6 @@ from ...ir.step import step_program
 from ...noise.normal import key_of
 from . import build, check_dtype
 from . import device as dev
-from ..shader.history import fits  # noqa: F401 - which calls come here
 from .disk_cache import DISK
 from .runner import (FIRST_WORK, MEMORY, TARGET_CPU_SECONDS, TARGET_SECONDS, Kernel,
                      _chunks, _dispatch, _groups, _here, _lock, _loop_cap, _pack,
