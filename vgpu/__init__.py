@@ -14,8 +14,8 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   VgpuZeroDivisionError, ZeroDivision)
 from vgpu_compiler.noise.philox import philox
 from vgpu_compiler.call.bound import Solution
-from vgpu_compiler.simulation import Simulation
-from vgpu_compiler.pipeline import Pipeline
+from vgpu_compiler.persistent.pipeline import Pipeline
+from vgpu_compiler.persistent.simulation import Simulation
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",

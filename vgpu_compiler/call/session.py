@@ -1,6 +1,6 @@
 """What a backend's Simulation session is (``Backend.open``), and its Snapshot.
 
-A Simulation (simulation.py) keeps a fixed-step run alive between calls: the
+A Simulation (persistent/simulation.py) keeps a fixed-step run alive between calls: the
 backend's session holds the state where the backend keeps it (numpy arrays for
 the reference; buffers on the device for compiled backends) and runs further
 steps on request. A session of a call's ``(prepared, data)`` has:

@@ -249,7 +249,7 @@ class Session:
                 self.dirty |= {"params"}
         call.bound = bound
 
-    # --- pipelines (pipeline.py) ----------------------------------------------------------
+    # --- pipelines (persistent/pipeline.py) -----------------------------------------------
     def set_input(self, name: str, array: np.ndarray) -> None:
         """A new value of input ``name`` (same shape), written before the next dispatch."""
         self.call.bound.inputs[name] = np.ascontiguousarray(array, self.call.bound.dtype)

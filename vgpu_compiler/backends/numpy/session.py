@@ -114,7 +114,7 @@ class Session:
         self.run.fixed.clear()          # values computed from the old one
 
     def alias_input(self, name, source, output) -> bool:
-        return False                    # the arrays are in memory: pipeline.py copies
+        return False                    # the arrays are in memory: the pipeline copies
 
     def close(self) -> None:
         pass

@@ -21,13 +21,13 @@ import threading
 
 import numpy as np
 
-from . import backends as registry
-from . import spelling as S
-from .api import Source, _compiled, _fell_back, _located, _say_chosen, _text
-from .call.bind import prepare
-from .call.bound import Solution
-from .call.session import Snapshot
-from .errors import ArgumentTypeError, BackendError, CallError
+from .. import backends as registry
+from .. import spelling as S
+from ..api import Source, _compiled, _fell_back, _located, _say_chosen, _text
+from ..call.bind import prepare
+from ..call.bound import Solution
+from ..call.session import Snapshot
+from ..errors import ArgumentTypeError, BackendError, CallError
 
 FORMAT = 1          # the checkpoint format's version
 

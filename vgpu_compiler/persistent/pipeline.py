@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .errors import ArgumentTypeError, CallError
+from ..errors import ArgumentTypeError, CallError
 from .simulation import Simulation
 
 
