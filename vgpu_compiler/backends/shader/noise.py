@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ...ir.nodes import Field
 from .dialect import mangle
-from .kernel import Let, Term, Uniform, flat
+from .kernel import Assign, Let, Term, Uniform, flat
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,6 @@ def printed_traj(kernel, dialect) -> str:
 
 def printed(kernel, dialect) -> tuple[tuple, tuple]:
     """(draws, updates): ``F vg_dwk = ...`` per noise used, then ``s = ...`` per term."""
-    from .printing import Assign
     F, lit = dialect.F, dialect.float_literal
     draws, updates, seen = [], [], set()
     for t in kernel.noise:
