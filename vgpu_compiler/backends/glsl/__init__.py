@@ -42,14 +42,13 @@ del _m
 
 from .dialect import DIALECTS, Dialect  # noqa: E402
 from .kernel import Kernel  # noqa: E402
-from .lower import REDUCTIONS, VERSION, describe  # noqa: E402
+from .lower import REDUCTION_ENV, REDUCTIONS, VERSION, describe, forced_reduction  # noqa: E402
 from .printing import PrintedKernel, print_kernel  # noqa: E402
 from .template import render_kernel  # noqa: E402
 
 # GL_RENDERER strings of CPU (software) renderers: Mesa llvmpipe / softpipe / swrast,
 # Google SwiftShader, Microsoft's WARP-based GL ("D3D12 (Microsoft Basic Render Driver)").
 SOFTWARE_RENDERERS = re.compile(r"llvmpipe|softpipe|swrast|swiftshader|basic render", re.I)
-REDUCTION_ENV = "VGPU_REDUCTION"
 MAX_STATES = 256                # states of one GLSL kernel (see the module docstring)
 MAX_STATES_ENV = "VGPU_GLSL_MAX_STATES"
 
@@ -86,11 +85,8 @@ def reduction_for(renderer: str | None) -> str:
     diagnosis hook; it is read when a kernel is built, so a kernel already in the
     disk cache keeps the strategy it was built with).
     """
-    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    forced = forced_reduction()
     if forced:
-        if forced not in REDUCTIONS:
-            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
-                               f"not {forced!r}")
         return forced
     return "serial" if renderer and SOFTWARE_RENDERERS.search(renderer) else "tree"
 
@@ -153,4 +149,4 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 
 __all__ = ["emit_glsl", "build", "lower", "describe", "print_kernel", "reduction_for",
            "device_reduction", "Kernel", "PrintedKernel", "Dialect", "DIALECTS", "VERSION",
-           "REDUCTIONS", "MAX_STATES", "max_states"]
+           "REDUCTIONS", "REDUCTION_ENV", "MAX_STATES", "max_states"]

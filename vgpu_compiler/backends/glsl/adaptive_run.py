@@ -26,6 +26,8 @@ from ..shader.adaptive import COUNTERS as ROWS
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
+from .kernel_cache import holding
+from .lookup import available, kernel_of_call
 
 FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 
@@ -33,14 +35,12 @@ FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced b
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
-    from . import runner
-    from .kernel_cache import holding
     bound = prepared.bound(data)
     if bound.adaptive is None:
         bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
-    if not runner.available():
+    if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-    kernel = runner._kernel(bound)
+    kernel = kernel_of_call(bound)
     with holding(kernel):
         if kernel.program is None:
             gl.call(kernel.compile)

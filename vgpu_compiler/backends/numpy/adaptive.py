@@ -28,7 +28,7 @@ from ...ir import controller as C
 from ...ir.evaluate import INT
 from ...ir.step import step_program
 from .layout import Layout
-from .runner import _Run
+from .interpreter import _Run
 
 COMPACT_BELOW = 64          # never compact a working set smaller than this
 

@@ -122,6 +122,15 @@ class Let:
 
 
 @dataclass(frozen=True)
+class Assign:
+    """A printed assignment: ``target = expr;`` in the dialect's text (the printer's
+    output, where ``Let`` is its input)."""
+    target: str
+    expr: str
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class Deposit:
     """A flux statement: ``func(index..., value)``, out of range an error at ``span``."""
 

@@ -19,15 +19,8 @@ from dataclasses import asdict, dataclass
 from ...ir.step import Combination
 from . import noise as _noise
 from .dialect import Dialect, mangle
-from .kernel import INIT, Block, CoupledBlock, Kernel, Reduction, Stage
+from .kernel import INIT, Assign, Block, CoupledBlock, Kernel, Reduction, Stage
 from .render import Printer
-
-
-@dataclass(frozen=True)
-class Assign:
-    target: str
-    expr: str
-    comment: str = ""
 
 
 @dataclass(frozen=True)
