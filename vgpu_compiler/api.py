@@ -259,7 +259,7 @@ def _solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
-    if prepared.template.adaptive is not None:      # (fixed steps end with status 0)
+    if prepared.template.adaptive is not None or prepared.template.field.events:
         warn_status(sol, prepared.grid_shape)
     return sol
 

@@ -39,6 +39,9 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     if getattr(t, "adaptive", None) is not None or getattr(t, "save_at", None) is not None:
         raise BackendError("the cpu backend has no adaptive methods and no save_at yet; "
                            "backend='glsl' or backend='numpy' runs them")
+    if t.field.events:
+        raise BackendError(f"the cpu backend has no events (`when`, `stop when`) yet (field "
+                           f"`{t.field.name}`); backend='glsl' or backend='numpy' runs them")
     bound = prepared.bound(data)
     slot = prepared.slots.setdefault("cpu", {})
     pt = bound.per_trajectory

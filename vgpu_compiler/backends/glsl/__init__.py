@@ -113,6 +113,10 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
+    if field.events:
+        raise BackendError(f"the GLSL backend has no events (`when`, `stop when`) yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
+                           span=field.events[0].span)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
     if field.solver.adaptive is None and not field.solver.dense:

@@ -310,11 +310,17 @@ class _Run:
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
+    if bound.adaptive is not None and bound.field.events:
+        from .adaptive_events import run as run_adaptive_events
+        return run_adaptive_events(bound, progress)
     if bound.adaptive is not None:
         from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
         return run_adaptive(bound, progress)
     if bound.save_at is not None:
         from .dense_fixed import run as run_saving      # fixed-step save_at (Hermite)
         return run_saving(bound, progress)
+    if bound.field.events:
+        from .fixed_events import run as run_events     # `when`, `stop when`
+        return run_events(bound, progress)
     with np.errstate(all="ignore"):
         return _Run(bound, progress).solve()
