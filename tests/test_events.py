@@ -289,3 +289,17 @@ def test_save_every_with_events():
     sol = run(ball("rk4(dt = 0.01, steps = 100)"), np.array([1.0]), save_every=10)
     assert sol.history.shape == (11, 1, 3)
     np.testing.assert_allclose(sol.history[-1], sol.states)
+
+
+def test_save_at_with_events():
+    """Adaptive: the saved states come from the extension inside each step, up to the
+    event; fixed-step methods refuse save_at with events (not there yet)."""
+    times = np.linspace(0, 3, 31)
+    sol = run(ball("dopri5(t1 = 3, rtol = 1e-9, atol = 1e-12)"), np.array([1.0]),
+              save_at=times)
+    t1 = bounce_times(1.0, 0.9, 1)[0]
+    before = times < t1
+    np.testing.assert_allclose(sol.history[before, 0, 0], 1 - 9.81 / 2 * times[before] ** 2,
+                               atol=1e-8)
+    with pytest.raises(vgpu.VgpuError, match="save_at with events"):
+        run(ball("rk4(dt = 0.01, steps = 100)"), np.array([1.0]), save_at=times[:5] / 10)

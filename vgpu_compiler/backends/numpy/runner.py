@@ -20,6 +20,7 @@ from ...ir.nodes import CoupledAt, Reduce, Sym
 from ...ir.ops import SymKind
 from ...ir.step import Combination, step_program
 from ...call.bound import Bound, Progress, Solution, saved_steps
+from ...errors import BackendError
 from ...ir.evaluate import INT, Context, Frame, Plan, Schedule, check_index
 from .layout import Layout
 from .noise import Noise
@@ -316,6 +317,10 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if bound.adaptive is not None:
         from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
         return run_adaptive(bound, progress)
+    if bound.save_at is not None and bound.field.events:
+        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
+                           "tsit5) on the numpy backend: a fixed-step method's save_at "
+                           "with events is not there yet; use save_every")
     if bound.save_at is not None:
         from .dense_fixed import run as run_saving      # fixed-step save_at (Hermite)
         return run_saving(bound, progress)
