@@ -119,7 +119,7 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
             error.with_source(text, filename)
         raise
     _warn_nonfinite(sol, prepared.grid_shape)
-    if prepared.template.adaptive is not None:      # (fixed steps end with status 0)
+    if prepared.template.adaptive is not None or prepared.template.field.events:
         warn_status(sol, prepared.grid_shape)
     return sol
 

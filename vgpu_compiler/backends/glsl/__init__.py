@@ -33,6 +33,7 @@ from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
 from ..shader import dialect, kernel, lower as _lowering, printing, render, template, traits
+from ..shader import events as _events
 
 # The language-neutral stages live in backends/shader (shared with the WGSL backend);
 # their old names here (backends.glsl.lower, .kernel, .dialect ...) stay importable.
@@ -109,14 +110,39 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
+    if field.events:
+        check_events(field, dtype)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
-    if field.solver.adaptive is None and not field.solver.dense:
+    if field.solver.adaptive is None and not field.solver.dense and not field.events:
         return print_kernel(kernel, DIALECTS[dtype])
     from ..shader import adaptive    # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
-    printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+    kernel = adaptive.extend(kernel, field)
+    if field.events:                 # (a fixed-step method's events: its dense variant)
+        kernel = _events.extend(kernel, field, _line)
+    printed = print_kernel(kernel, DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+    if field.events:
+        printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
     return printed
+
+
+def check_events(field: Field, dtype: str) -> None:
+    """What the GLSL backend's events do not cover: a BackendError naming it."""
+    why = None
+    if field.noises:
+        why = "events in a stochastic field (noise)"
+    elif dtype == "float64" and any(e.flux for e in field.events):
+        why = "`flux` inside `when` in float64 (GLSL has no float64 atomics)"
+    elif len(field.events) > 30:
+        why = f"more than 30 events ({len(field.events)})"
+    if why:
+        raise BackendError(f"the GLSL backend has no {why} (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
+
+
+def _line(span) -> str:
+    return f"line {span.line}" if span is not None else ""
 
 
 def _lower(field: Field, **options) -> PrintedKernel:

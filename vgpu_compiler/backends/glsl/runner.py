@@ -33,7 +33,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
     t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
-    if t.adaptive is not None or t.save_at is not None:
+    if t.adaptive is not None or t.save_at is not None or t.field.events:
         return run_adaptive(prepared, data, progress)
     if progress is None and not data.origin:     # (a window's place is not in its slot)
         slots = prepared.slots

@@ -273,4 +273,5 @@ class Kernel:
     adaptive: object = None         # an adaptive method's pieces (adaptive.AdaptiveParts)
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
     noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
+    events: object = None           # `when` / `stop when`: events.EventParts
     traj: Term = 0                  # ... the trajectory's flat grid index, for Philox
