@@ -328,8 +328,8 @@ def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog
                    save_at=np.linspace(0, 0.01, 3))
     import dataclasses
     from vgpu_compiler import backends as registry
-    from vgpu_compiler import api
-    monkeypatch.setattr(api, "_fallback_reasons", set())   # warnings given so far
+    from vgpu_compiler import pipeline
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())   # warnings given so far
     monkeypatch.setenv("VGPU_NO_CPU", "1")      # (auto would run it on cpu first)
     glsl = registry.get("glsl")         # GLSL hidden: auto tries wgpu, then numpy
     registry.register(dataclasses.replace(glsl, available=lambda: (False, "hidden")))

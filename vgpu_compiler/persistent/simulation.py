@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import backends as registry
 from .. import spelling as S
-from ..api import Source, _compiled, _fell_back, _located, _say_chosen, _text
+from ..pipeline import Located, Source, _fell_back, _say_chosen, parsed, text_of
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..call.session import Snapshot
@@ -40,18 +40,22 @@ class Simulation:
                  backend="auto", dtype="float32", dt=None, t0=None, seed=0):
         self._lock = threading.RLock()
         self._session = None
-        text, filename = _text(src)
+        text, filename = text_of(src)
         self._text, self._filename = text, filename
         self._args = dict(h0=h0, params=dict(params or {}), inputs=inputs, dims=dims,
                           field=field, dtype=dtype, dt=dt, t0=t0, seed=seed)
-        with _located(text, filename):
-            self._field = _compiled(text, filename).select(field)
+        with Located(text, filename):
+            self._field = parsed(text, filename).select(field)
             prepared, data = self._prepare(self._args["params"])
             t = prepared.template
             if t.adaptive is not None:
                 raise CallError(f"field {self._field.name} uses the adaptive method "
                                 f"{self._field.solver.method}: a Simulation runs fixed-step "
                                 f"methods only so far (use vgpu.solve)")
+            if self._field.events:
+                raise CallError(f"field {self._field.name} has events (when, stop when): a "
+                                f"Simulation runs fields without events only so far (use "
+                                f"vgpu.solve)")
             if 0 in t.grid_shape:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")
@@ -69,7 +73,7 @@ class Simulation:
     def advance(self, steps=None, *, until=None) -> "Simulation":
         """Run ``steps`` more steps (None: the solve statement's ``steps``), or up to the
         first step time at or after ``until``; returns the simulation."""
-        with self._lock, _located(self._text, self._filename):
+        with self._lock, Located(self._text, self._filename):
             if steps is not None and until is not None:
                 raise ArgumentTypeError("advance() takes steps= or until=, not both")
             if until is not None:
@@ -159,7 +163,7 @@ class Simulation:
     def set_params(self, params=None, **more) -> "Simulation":
         """New values for some params (a scalar, or an array of the grid's shape), in
         force from the next step; the others keep theirs."""
-        with self._lock, _located(self._text, self._filename):
+        with self._lock, Located(self._text, self._filename):
             new = {**self._args["params"], **(params or {}), **more}
             prepared, data = self._prepare(new)
             self._args["params"] = new
@@ -178,7 +182,7 @@ class Simulation:
 
     def set_input(self, name: str, array) -> "Simulation":
         """A new value of input ``name`` (its shape unchanged), read from the next step."""
-        with self._lock, _located(self._text, self._filename):
+        with self._lock, Located(self._text, self._filename):
             t = self._prepared.template
             if name not in t.inputs:
                 raise CallError(f"field {self._field.name} has no input {name!r} (inputs: "
@@ -208,7 +212,7 @@ class Simulation:
 
     def set_state(self, states) -> "Simulation":
         """Replace the current state: an array shaped as ``states`` (every state)."""
-        with self._lock, _located(self._text, self._filename):
+        with self._lock, Located(self._text, self._filename):
             t, f = self._prepared.template, self._field
             n_states = len(f.states)
             want = t.grid_shape + ((n_states,) if n_states > 1 else ())

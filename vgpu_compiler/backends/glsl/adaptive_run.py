@@ -22,10 +22,14 @@ from ...call.prepare import Data, Prepared
 from ...errors import BackendError
 from ...ir import controller as C
 from . import device as gl
+from ...ir.events import BISECTIONS
+from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
+from .kernel_cache import holding
+from .lookup import available, kernel_of_call
 
 FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 
@@ -33,14 +37,15 @@ FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced b
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
-    from . import runner
-    from .kernel_cache import holding
     bound = prepared.bound(data)
+    if bound.field.events and (bound.save_at is not None or bound.save_every):
+        raise BackendError("the GLSL backend has no save_at or save_every with events yet "
+                           f"(field `{bound.field.name}`); use backend='numpy'")
     if bound.adaptive is None:
         bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
-    if not runner.available():
+    if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-    kernel = runner._kernel(bound)
+    kernel = kernel_of_call(bound)
     with holding(kernel):
         if kernel.program is None:
             gl.call(kernel.compile)
@@ -75,6 +80,9 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
     n_save = 0 if bound.save_at is None else len(bound.save_at)
     once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
+    events = len(bound.field.events)
+    if events:      # an attempt locates at most one time: a bisection per condition
+        per += events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4
     if LOOP_LIMIT - 1 - once < per:         # the save loop alone could hit the limiter
         raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
                            f"this software renderer (its loop limiter); use fewer times or "
@@ -116,6 +124,9 @@ def _run(kernel, bound: Bound, progress) -> Solution:
                            f"{biggest} trajectories) is larger than the largest storage block "
                            f"of this driver ({block} bytes); save fewer times, run fewer "
                            f"trajectories per call, or use backend='numpy'")
+    n_evi = evi_rows(bound.field.n_when) if bound.field.events else 0
+    evi = np.zeros((n_evi, n), np.int32)
+    evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), bound.dtype)
     ad = np.zeros((2 + n_states, n), bound.dtype)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
@@ -143,6 +154,9 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         cnt[:, chunk.a:chunk.b] = extra["cnt"]
         if n_save:
             hist[:, :, chunk.a:chunk.b] = extra["hist"]
+        if n_evi:
+            evi[:, chunk.a:chunk.b] = extra["evi"]
+            evf[:, chunk.a:chunk.b] = extra["evf"]
         if extra["outputs"] is not None:
             outputs = extra["outputs"]
     if progress is not None:
@@ -154,6 +168,15 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     sol.steps_rejected = cnt[1].reshape(grid).copy()
     sol.status = cnt[2].astype(np.int8).reshape(grid)
     sol.t = ad[0].reshape(grid).copy()
+    if n_evi:                   # events: a stopped lane's own status, time and steps
+        lstat = evi[1]
+        stopped = lstat != 0
+        sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
+        sol.t = np.where(stopped, evf[0], ad[0]).astype(bound.dtype).reshape(grid)
+        if bound.adaptive is None:      # fixed steps: the step it stopped in counts
+            sol.steps_taken = np.where(stopped, evi[2], cnt[0]).astype(np.int32).reshape(grid)
+        sol.event_counts = np.ascontiguousarray(
+            evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
     if bound.save_at is not None:
         for j in range(n_save):             # stopped early: repeat the final state
             late = cnt[4] <= j
@@ -184,6 +207,9 @@ def _trip(ctx, kernel, call, plan, chunk, uniforms: dict, times: np.ndarray, wha
         kernel.ensure(ctx, "b_cnt", len(ROWS) * count * 4)
         kernel.ensure(ctx, "b_hist", len(times) * call.n_states * count * item)
         save = kernel.ensure(ctx, "b_save", len(times) * item)
+        if call.bound.field.events:
+            kernel.ensure(ctx, "b_evi", evi_rows(call.bound.field.n_when) * count * 4)
+            kernel.ensure(ctx, "b_evf", len(EVF_ROWS) * count * item)
         if len(times):
             writes.append((save, np.ascontiguousarray(times)))
     run = kernel.ensure(ctx, "b_run", 4)
@@ -207,4 +233,11 @@ def _read_back(ctx, kernel, call, plan, chunk, n_save: int, last: bool):
                                                             * item),
                              dtype).reshape(n_save, call.n_states, count)
     outputs = _read_outputs(kernel, call, plan) if last else None
-    return raw, {"ad": ad, "cnt": cnt, "hist": hist, "outputs": outputs}
+    extra = {"ad": ad, "cnt": cnt, "hist": hist, "outputs": outputs}
+    if call.bound.field.events:
+        rows = evi_rows(call.bound.field.n_when)
+        extra["evi"] = np.frombuffer(kernel.buffers["b_evi"].read(rows * count * 4),
+                                     np.int32).reshape(rows, count)
+        extra["evf"] = np.frombuffer(kernel.buffers["b_evf"].read(len(EVF_ROWS) * count * item),
+                                     dtype).reshape(len(EVF_ROWS), count)
+    return raw, extra

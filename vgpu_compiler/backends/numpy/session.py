@@ -8,7 +8,7 @@ import numpy as np
 from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir.evaluate import INT, Frame
-from .runner import StageContext, _Run
+from .interpreter import StageContext, _Run
 
 
 class Session:

@@ -32,6 +32,10 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
+    if field.events:
+        raise BackendError(f"the wgpu backend has no events (`when`, `stop when`) yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'glsl')} or "
+                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
     if field.solver.adaptive is not None or field.solver.dense:
         raise BackendError(
             f"the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet "

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import spelling as S
-from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
+from ...errors import BackendError
 from ...call.bound import Bound, Solution, saved_steps
 from ...call.counters import COUNTERS
 from ...call.lru import LRU
@@ -35,11 +35,12 @@ from ...ir.dump import dump
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
-from . import REDUCTIONS, VERSION, build, check_dtype
+from . import VERSION, build, check_dtype
 from . import device as dev
+from ..shader.faults import NO_ERROR, raise_error as _raise_error
+from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
 
-NO_ERROR = 0xFFFFFFFF
 LOOP_LIMIT = 65535
 TARGET_SECONDS = 0.2            # a dispatch's time on a GPU (watchdogs kill long ones)
 TARGET_CPU_SECONDS = 1.0        # on a CPU adapter (no watchdog; fewer syncs)
@@ -181,17 +182,11 @@ def field_id(field) -> str:
     return hashlib.sha256(dump(field).encode()).hexdigest()[:FIELD_ID_CHARS]
 
 
-REDUCTION_ENV = "VGPU_REDUCTION"
-
-
 def reduction() -> str:
     """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else
     tree; VGPU_REDUCTION=tree|serial overrides it, as for GLSL (part of the kernel key)."""
-    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    forced = forced_reduction()
     if forced:
-        if forced not in REDUCTIONS:
-            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
-                               f"not {forced!r}")
         return forced
     return "serial" if dev.software() else "tree"
 
@@ -527,21 +522,6 @@ def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
     if state.shape[0] == 1:
         return state.reshape(grid).copy()
     return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
-
-
-def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
-    if int(err[0]) == NO_ERROR:
-        return
-    kind, what, line, column = meta["errors"][int(err[0])]
-    span = Span(line, column) if line else None
-    where = f" (line {line})" if line else ""
-    if kind != "index":
-        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
-    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
-        "output", bound.output_shapes[what])
-    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
-    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
-                            f"{tuple(shape)}{where}", span=span)
 
 
 # --- cache management ----------------------------------------------------------------------
