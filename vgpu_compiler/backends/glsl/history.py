@@ -24,13 +24,13 @@ from .execute import (_Pacer, _absorb, _call_uniforms, _chunk_writes, _dispatch,
                       _read_outputs, _report, _shared_writes, _solution, private_if_busy)
 from .kernel_cache import FieldView, GpuKernel, holding
 from .plan import plan_for
-from . import runner
+from . import lookup
 
 MAX_SLOTS = 4096            # saved steps one dispatch writes, at most
 
 
 def run(bound: Bound, progress: Progress) -> Solution:
-    if not runner.available():
+    if not lookup.available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
     found = _kernel(bound)
     kernel = private_if_busy(found)
@@ -46,16 +46,16 @@ def _kernel(bound: Bound):
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
     hit = slots.get("glsl_hist")
-    if hit is not None and hit[0] == env and runner.MEMORY.get(hit[1].base.key) is hit[1].base:
+    if hit is not None and hit[0] == env and lookup.MEMORY.get(hit[1].base.key) is hit[1].base:
         COUNTERS.add("memory_hits")
         return hit[1]
     dtype, pt = bound.dtype.name, tuple(sorted(bound.per_trajectory))
-    key, fid, spans = runner._identity(bound.field, dtype, pt, env)
+    key, fid, spans = lookup._identity(bound.field, dtype, pt, env)
     key += "-h"
-    mkey = runner.memory_key(key, runner.shape_signature(bound))
-    kernel = runner.MEMORY.get(mkey)
+    mkey = lookup.memory_key(key, lookup.shape_signature(bound))
+    kernel = lookup.MEMORY.get(mkey)
     if kernel is None:
-        found = runner.DISK.load(key)
+        found = lookup.DISK.load(key)
         if found is not None:
             COUNTERS.add("disk_hits")
             source, meta = found
@@ -63,7 +63,7 @@ def _kernel(bound: Bound):
             source, desc = build(bound.field, dtype=dtype, per_trajectory_params=pt,
                                  reduction=device_reduction(), history=True)
             meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
-            runner.DISK.store(key, source, meta)
+            lookup.DISK.store(key, source, meta)
         kernel = GpuKernel(mkey, source, meta)
         kernel.disk_key, kernel.field_id, kernel.dtype, kernel.pt = key, fid, dtype, pt
         try:
@@ -71,15 +71,15 @@ def _kernel(bound: Bound):
         except gl.NoContext as exc:
             raise BackendError(f"no OpenGL context: {exc}") from None
         except Exception as exc:        # noqa: BLE001 - a driver that rejects the shader
-            runner.DISK.evict(key)
+            lookup.DISK.evict(key)
             raise BackendError(f"the OpenGL driver rejected the history shader of field "
                                f"`{bound.field.name}`: {exc}") from None
         COUNTERS.add("compiles")
-        kernel = runner.MEMORY.put(kernel)
+        kernel = lookup.MEMORY.put(kernel)
     else:
         COUNTERS.add("memory_hits")
     if kernel.meta.get("spans") != spans:
-        kernel = FieldView(kernel, runner._ErrorTable(bound.field, dtype, pt, kernel.meta))
+        kernel = FieldView(kernel, lookup._ErrorTable(bound.field, dtype, pt, kernel.meta))
     slots["glsl_hist"] = (env, kernel)
     return kernel
 

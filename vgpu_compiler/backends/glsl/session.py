@@ -26,7 +26,7 @@ from .execute import (NO_ERROR, NO_ERROR_BYTES, _accumulate, _call_uniforms, _di
 from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .special import MAX_STEPS, program_for
-from . import runner
+from . import lookup
 
 
 class Session:
@@ -34,10 +34,10 @@ class Session:
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
             raise BackendError("a Simulation on glsl runs fixed-step methods only so far")
-        if not runner.available():
+        if not lookup.available():
             raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
         bound = prepared.bound(data)
-        found = runner._kernel(bound)
+        found = lookup.kernel_of_call(bound)
         base = found.base
         k = GpuKernel(base.key, base.source, found.meta)     # the field's own error table
         k.disk_key, k.dtype = base.disk_key, base.dtype
