@@ -11,7 +11,6 @@ max_steps are uniforms: a new value never recompiles.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -20,14 +19,13 @@ from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from ...call.prepare import Data, Prepared
 from ...errors import BackendError
-from ...ir import controller as C
+from ..shader import adaptive_host as host
+from ..shader.adaptive import COUNTERS as ROWS
+from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
-from .adaptive import COUNTERS as ROWS
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
-
-FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
@@ -35,9 +33,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     from . import runner
     from .kernel_cache import holding
-    bound = prepared.bound(data)
-    if bound.adaptive is None:
-        bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
+    bound = host.kernel_field(prepared.bound(data))
     if not runner.available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
     kernel = runner._kernel(bound)
@@ -47,56 +43,18 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
         return _run(kernel, bound, progress)
 
 
-_VARIANTS: dict = {}         # id(field) -> (field, its dense variant)
-
-
-def _dense_variant(field):
-    """The field with ``solver.dense`` set (one object per field: its kernel key is
-    digested once per field object)."""
-    hit = _VARIANTS.get(id(field))
-    if hit is None or hit[0] is not field:
-        if len(_VARIANTS) > 256:
-            _VARIANTS.clear()
-        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
-                                                                        dense=True))
-        hit = _VARIANTS[id(field)] = (field, variant)
-    return hit[1]
-
-
 def _attempt_cap(kernel, bound: Bound) -> int | None:
     """The most attempts one dispatch may run on a software renderer (its loop limiter:
     see plan.loop_cap), counting the controller's own loops; None elsewhere."""
     from . import SOFTWARE_RENDERERS
     if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
         return None
-    meta = kernel.meta
-    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    m = getattr(bound.field.solver.tableau, "q", 1) + 1
-    per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
-    once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
-    if LOOP_LIMIT - 1 - once < per:         # the save loop alone could hit the limiter
-        raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
-                           f"this software renderer (its loop limiter); use fewer times or "
-                           f"backend='numpy'")
-    return (LOOP_LIMIT - 1 - once) // per
+    return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
 
 
 def _uniforms(call, plan, bound: Bound) -> dict:
-    a, cast = bound.adaptive, bound.dtype.type
     u = _call_uniforms(call, plan)
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
-    if a is None:                   # a fixed-step method run for save_at
-        u.update({"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
-                  "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
-                  "u_final": 0})
-        return u
-    u.update({"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
-              "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
-              "u_dtmax": float(cast(a.dtmax)), "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),
-              "u_max_steps": int(a.max_steps),
-              "u_nsave": 0 if bound.save_at is None else len(bound.save_at),
-              "u_steps": 0, "u_nsteps": 0, "u_final": 0})
+    u.update(host.controller_uniforms(bound))
     return u
 
 
@@ -111,11 +69,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     cap = _attempt_cap(kernel, bound)
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
     block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
-    if n_save * n_states * biggest * item > block:
-        raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
-                           f"{biggest} trajectories) is larger than the largest storage block "
-                           f"of this driver ({block} bytes); save fewer times, run fewer "
-                           f"trajectories per call, or use backend='numpy'")
+    host.check_history(bound, n_states, biggest, item, block)
     ad = np.zeros((2 + n_states, n), bound.dtype)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
@@ -147,21 +101,9 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             outputs = extra["outputs"]
     if progress is not None:
         progress(int(n), int(n))
-    grid = bound.grid_shape
-    sol = Solution(states=_pack(call, call.state),
-                   outputs=call.deposits if call.deposits is not None else outputs,
-                   steps_taken=cnt[0].reshape(grid).copy())
-    sol.steps_rejected = cnt[1].reshape(grid).copy()
-    sol.status = cnt[2].astype(np.int8).reshape(grid)
-    sol.t = ad[0].reshape(grid).copy()
-    if bound.save_at is not None:
-        for j in range(n_save):             # stopped early: repeat the final state
-            late = cnt[4] <= j
-            hist[j][:, late] = call.state[:, late]
-        sol.history = (np.stack([_pack(call, hist[j]) for j in range(n_save)]) if n_save
-                       else np.zeros((0,) + sol.states.shape, bound.dtype))
-        sol.times = times
-    return sol
+    return host.solution(bound, call.state,
+                         call.deposits if call.deposits is not None else outputs, ad, cnt,
+                         hist, lambda rows: _pack(call, rows))
 
 
 def _absorb(call, chunk, raw: dict) -> None:

@@ -27,7 +27,10 @@ def _available() -> tuple[bool, str]:
 
 
 def _run(prepared, data, progress=None):
-    from . import runner
+    from . import adaptive_run, runner
+    t = prepared.template
+    if t.adaptive is not None or t.save_at is not None:    # bs3, dopri5, tsit5; save_at
+        return adaptive_run.run(prepared, data, progress)
     return runner.run(prepared, data, progress)
 
 

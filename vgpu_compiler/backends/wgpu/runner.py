@@ -44,7 +44,7 @@ LOOP_LIMIT = 65535
 TARGET_SECONDS = 0.2            # a dispatch's time on a GPU (watchdogs kill long ones)
 TARGET_CPU_SECONDS = 1.0        # on a CPU adapter (no watchdog; fewer syncs)
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
-FLOAT_ROLES = {"dt", "t0", "param"}
+FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap"}
 MEMORY = LRU(64)                # memory key -> Kernel
 _lock = threading.RLock()
 FIELD_ID_CHARS = 16
@@ -170,7 +170,7 @@ def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
         if span is not None:
             spans.update(f"{span.line}:{span.column};".encode())
     parts = [compiler_fingerprint(), dump(field), spans.hexdigest(), dtype, ",".join(pt),
-             reduction, dev.identity()]
+             reduction, dev.identity(), "dense" if field.solver.dense else ""]
     key = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
     return f"{field_id(field)}-{key}"
 
@@ -223,7 +223,8 @@ def kernel_for(bound: Bound) -> Kernel:
                                     reduction=red)
             k = printed.kernel
             shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
-                          + k.results + (8 if k.collapse is not None else 0)) \
+                          + k.results + (8 if k.collapse is not None else 0)
+                          + (k.basin_size + 8 if k.adaptive is not None else 0)) \
                 if k.has_basin else 0
             meta = dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
             DISK.store(key, source, meta)
@@ -262,11 +263,7 @@ def _check_limits(meta: dict, field) -> None:
 
 # --- running ------------------------------------------------------------------------------
 def run(prepared, data, progress=None) -> Solution:
-    t = prepared.template
-    if t.adaptive is not None or t.save_at is not None:
-        raise BackendError(
-            "the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet; "
-            f"use {S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}")
+    """A fixed-step call (adaptive_run.run: an adaptive method's, or one with save_at)."""
     bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
@@ -300,10 +297,11 @@ def _report(kernel: Kernel, progress, done: int, total: int) -> None:
         _here.kernels = outer
 
 
-def _chunks(kernel: Kernel, bound: Bound) -> list[tuple[int, int]]:
-    """[a, b) trajectory ranges (whole rows of basins) within the device's limits."""
+def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
+    """[a, b) trajectory ranges (whole rows of basins) within the device's limits (a
+    buffer of ``rows`` f32 per trajectory besides the states' and the params')."""
     limits, meta, n = dev.get().limits, kernel.meta, bound.n_trajectories
-    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), 2)
+    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), rows)
     most = max(1, limits.get("max_storage_buffer_binding_size", 1 << 27) // per)
     groups = limits.get("max_compute_workgroups_per_dimension", 65535)
     if meta["has_basin"]:
@@ -353,23 +351,11 @@ def _segments(steps: int, first: int, cap, history):
             s0 = s1
 
 
-def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
-    d = dev.get()
-    device, queue, meta = d.device, d.device.queue, kernel.meta
-    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
-    n_states = len(f.states)
-    state = None
-    if bound.h0 is not None:
-        state = np.zeros((n_states, n), dtype)
-        free = np.asarray(bound.h0, dtype).reshape(n, -1)
-        state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
-    out_state = np.zeros((n_states, n), dtype)
-    taken = np.full(n, bound.steps, np.int32)
-    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
-    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
-    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
-    roles = {b["role"]: b["name"] for b in meta["buffers"]}
-    # inputs and outputs, once per run
+def _setup(kernel: Kernel, bound: Bound):
+    """A run's inputs written and its outputs zeroed (once per run), and the uniforms
+    every dispatch shares: (values, put(name, value))."""
+    queue, meta = dev.get().device.queue, kernel.meta
+    dtype = np.dtype(np.float32)
     for b in meta["buffers"]:
         if b["role"] == "input":
             arr = np.ascontiguousarray(bound.inputs[b["array"]], dtype)
@@ -377,7 +363,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
         elif b["role"] == "output":
             size = 4 * int(np.prod(bound.output_shapes[b["array"]]))
             queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
-    err = kernel.ensure("b_err", 16)
+    kernel.ensure("b_err", 16)
     values = [0.0] * (len(kernel.uniform_index) + 1)
     u = kernel.uniform_index
 
@@ -400,6 +386,33 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             put(x["name"], int(bound.dims[x["of"]]))
         elif x["role"] == "param":
             put(x["name"], float(np.float32(bound.params[x["of"]])))
+    return values, put
+
+
+def _initial(bound: Bound) -> np.ndarray | None:
+    """The given initial states as (states, trajectories) f32 (the states with a start
+    expression left 0: the kernel computes them), or None when none are given."""
+    if bound.h0 is None:
+        return None
+    f, n = bound.field, bound.n_trajectories
+    state = np.zeros((len(f.states), n), np.float32)
+    free = np.asarray(bound.h0, np.float32).reshape(n, -1)
+    state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+    return state
+
+
+def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
+    d = dev.get()
+    device, queue, meta = d.device, d.device.queue, kernel.meta
+    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
+    n_states = len(f.states)
+    state = _initial(bound)
+    out_state = np.zeros((n_states, n), dtype)
+    taken = np.full(n, bound.steps, np.int32)
+    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
+    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
+    values, put = _setup(kernel, bound)
     cap = _loop_cap(meta)
     outputs: dict = {}
     out_sizes = {b["array"]: 4 * int(np.prod(bound.output_shapes[b["array"]]))
@@ -435,7 +448,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             began = time.perf_counter()
             end = s1 == bound.steps
             save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
-            reads = [(err, 16)]
+            reads = [(kernel.buffers["b_err"], 16)]
             if save or end:
                 reads.append((buf, n_states * count * 4))
             if end and meta["collapse"]:
@@ -501,6 +514,13 @@ def _dispatch(kernel: Kernel, device, queue, uniforms: bytes, group, groups, rea
     cp.set_bind_group(0, group)
     cp.dispatch_workgroups(*groups)
     cp.end()
+    return _read(kernel, queue, enc, reads)
+
+
+def _read(kernel: Kernel, queue, enc, reads) -> list:
+    """The bytes of each (buffer, size) of ``reads``: copied into the kernel's staging
+    buffer by the command encoder ``enc`` (after what it already holds), submitted,
+    mapped once."""
     offsets, at = [], 0
     for _, size in reads:
         offsets.append(at)

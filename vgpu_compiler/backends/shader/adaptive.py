@@ -1,4 +1,4 @@
-"""The GLSL kernel of an adaptive method (bs3, dopri5, tsit5): what it adds to a field's.
+"""The kernel of an adaptive method (bs3, dopri5, tsit5): what it adds to a field's.
 
 ``extend(kernel, field)`` adds to the kernel description of lower.py the
 buffers that carry a trajectory between dispatches (its ``t``, step size,
@@ -7,9 +7,11 @@ uniforms of the controller (tolerances, t1, dt0, dtmax, max_steps, attempts
 per dispatch): changing any of them never recompiles. ``print_parts`` prints
 the error estimate and the continuous extension (ir.step's Combinations, the
 same numbers and the same order of operations as the numpy reference), and
-the controller's constants (ir/controller.py). templates/adaptive.glsl.j2
-lays it out: one invocation carries its own t and dt; a basin shares one step
-size (its largest error over active lanes, in basin memory).
+the controller's constants (ir/controller.py), in any dialect (GLSL, WGSL).
+templates/adaptive.glsl.j2 and adaptive.wgsl.j2 lay it out: one invocation
+carries its own t and dt; a basin shares one step size (its largest error over
+active lanes, in basin memory). The host side both runners share is
+adaptive_host.py.
 """
 from __future__ import annotations
 
