@@ -29,6 +29,7 @@ from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import check_dtype
 from . import device as dev
 from . import runner as R
+from .dispatch import _dispatch, _pack, _pack_uniforms, _raise_error, _read
 
 _ZERO = bytes(16)
 
@@ -106,15 +107,15 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
         while running:
             put("u_step0", step0)
             put("u_attempts", attempts)
-            packed = R._pack_uniforms(kernel, values)
+            packed = _pack_uniforms(kernel, values)
             began = time.perf_counter()
             with d.lock:
                 queue.write_buffer(running_buf, 0, _ZERO)
-                got = R._dispatch(kernel, device, queue, packed, group, groups,
+                got = _dispatch(kernel, device, queue, packed, group, groups,
                                   [(kernel.buffers["b_err"], 16), (running_buf, 4)])
             seconds = time.perf_counter() - began
             COUNTERS.add("dispatches")
-            R._raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
+            _raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
             running = int(np.frombuffer(got[1], np.uint32)[0])
             if seconds > 0:
                 want = int(attempts * target / seconds)
@@ -128,7 +129,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
             reads += [(kernel.buffers[x["name"]],
                        4 * int(np.prod(bound.output_shapes[x["array"]]))) for x in out_bufs]
         with d.lock:
-            got = R._read(kernel, queue, device.create_command_encoder(), reads)
+            got = _read(kernel, queue, device.create_command_encoder(), reads)
         out_state[:, a:b] = np.frombuffer(got[0], np.float32).reshape(n_states, count)
         ad[:, a:b] = np.frombuffer(got[1], np.float32).reshape(2 + n_states, count)
         cnt[:, a:b] = np.frombuffer(got[2], np.int32).reshape(len(ROWS), count)
@@ -142,4 +143,4 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
     if progress is not None:
         progress(int(n), int(n))
     return host.solution(bound, out_state, outputs, ad, cnt, hist,
-                         lambda rows: R._pack(rows, bound))
+                         lambda rows: _pack(rows, bound))
