@@ -54,13 +54,13 @@ field decay {
 """
 
 
-BACKENDS = ["numpy", "glsl"]
+BACKENDS = ["numpy", "glsl", "cpu"]
 
 
 def on(backend, request):
-    """The backend name; the GLSL tests need a context (the conftest ``glsl`` fixture)."""
-    if backend == "glsl":
-        request.getfixturevalue("glsl")
+    """The backend name; a compiled backend's test needs it (its conftest fixture)."""
+    if backend != "numpy":
+        request.getfixturevalue(backend)
     return backend
 
 
@@ -342,9 +342,10 @@ field counter {
 """
 
 
-@pytest.mark.parametrize("backend", ["numpy", "glsl"])
-def test_a_constant_derivative_beside_a_varying_one(backend):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_constant_derivative_beside_a_varying_one(backend, request):
     """dn/dt = 0 is one number, not an array per lane: the reference broadcasts it."""
+    on(backend, request)
     h0 = np.ones((4, 2))
     out = vgpu.run_field(CONSTANT_RATE, h0, backend=backend, dtype="float64")
     np.testing.assert_allclose(out[:, 0], np.exp(-1.0), rtol=1e-7)

@@ -1,5 +1,5 @@
 """examples/vanderpol_adaptive.field and examples/lorenz_tsit5.field: what their comments
-claim, on numpy, GLSL and wgpu (float32 only there), against scipy; and ``vgpuc run``
+claim, on numpy, GLSL, wgpu (float32 only there) and cpu, against scipy; and ``vgpuc run``
 on them."""
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import vgpu
 
 solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-BACKENDS = ["numpy", "glsl", "wgpu"]
+BACKENDS = ["numpy", "glsl", "wgpu", "cpu"]
 
 
 def backend_fixture(backend, request):
-    if backend in ("glsl", "wgpu"):
+    if backend != "numpy":
         request.getfixturevalue(backend)
     return backend
 

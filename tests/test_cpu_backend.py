@@ -181,3 +181,36 @@ def test_a_long_run_is_several_calls_with_the_same_answer(monkeypatch):
     assert COUNTERS.snapshot()["dispatches"] - before >= 97 // 7
     np.testing.assert_array_equal(cut.states, whole.states)
     np.testing.assert_array_equal(cut.history, whole.history)
+
+
+def test_an_adaptive_run_cut_into_calls_has_the_same_answer(monkeypatch):
+    """An adaptive run is kernel calls of a few step attempts each (Ctrl-C, progress):
+    every trajectory resumes where it stopped, so the numbers do not depend on the cut."""
+    from vgpu_compiler.backends.cpu import runner
+    src = LORENZ.replace("rk4(dt = 0.01, steps = 1000)", "dopri5(t1 = 1)")
+    assert "dopri5" in src
+    h0 = RNG.normal(size=(70, 3))
+    kw = dict(backend="cpu", dtype="float64", save_at=np.linspace(0, 1, 7), rtol=1e-7)
+    whole = vgpu.solve(src, h0, **kw)
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1)            # one attempt a call
+    seen = []
+    cut = vgpu.solve(src, h0, progress=lambda done, total: seen.append((done, total)), **kw)
+    assert len(seen) >= whole.steps_taken.max() and seen[-1] == (70, 70)
+    for name in ("states", "history", "t", "steps_taken", "steps_rejected", "status"):
+        np.testing.assert_array_equal(getattr(cut, name), getattr(whole, name), err_msg=name)
+
+
+def test_a_run_time_error_in_an_adaptive_kernel_is_the_references():
+    src = """field f {
+        input w[M]
+        state x
+        dx/dt = w[int(x)]
+        solve tsit5(t1 = 4)
+    }"""
+    w = np.ones(3)
+    for backend in ("numpy", "cpu"):
+        with pytest.raises(vgpu.ProgramIndexError, match=r"w\[3\] but input w has shape "
+                                                         r"\(3,\) \(line 4\)"):
+            vgpu.solve(src, np.zeros(2), inputs={"w": w}, backend=backend, dtype="float64")
+    ok = vgpu.solve(src, np.zeros(2), inputs={"w": w}, backend="cpu", dtype="float64", t1=2.5)
+    np.testing.assert_allclose(ok.states, 2.5)

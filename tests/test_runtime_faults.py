@@ -40,6 +40,9 @@ def _python(code: str, timeout: int = 240, **env) -> dict:
 PRELUDE = """
 import json, os, signal, sys, threading, time, warnings
 import numpy as np
+# Ctrl-C as at a terminal, even when the tests themselves were started where SIGINT is
+# ignored (a shell's background job), which the child would otherwise inherit
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import vgpu
 from vgpu_compiler.backends.glsl import device as gl
 from vgpu_compiler.backends.glsl import plan as glsl_plan
@@ -208,6 +211,7 @@ def test_ctrl_c_stops_a_long_glsl_run_and_leaves_the_runtime_ready():
 
 JOB_WAIT = """
 import json, os, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)    # as at a terminal
 from vgpu_compiler.backends.glsl import device as gl
 finished = []
 def slow(ctx):

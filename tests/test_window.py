@@ -180,10 +180,6 @@ def test_an_adaptive_method_in_windows(backend):
     h0 = RNG.normal(size=(300, 3)).astype(np.float32)
     rho = np.linspace(0, 30, 300).astype(np.float32)
     call = dict(h0=h0, params={"rho": rho}, t1=0.3)
-    if backend == "cpu":        # no adaptive methods on cpu yet: refused, auto moves on
-        with pytest.raises(vgpu.BackendError, match="no adaptive methods"):
-            vgpu.solve(TSIT5, backend="cpu", **call)
-        return
     whole = vgpu.solve(TSIT5, backend=backend, **call)
     parts = _windows(TSIT5, backend, [0, 100, 300], 300, ("h0",), **call)
     for name in ("states", "t", "status", "steps_taken", "steps_rejected"):

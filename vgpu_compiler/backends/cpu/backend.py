@@ -11,8 +11,8 @@ def _available() -> tuple[bool, str]:
 
 
 def _run(prepared, data, progress=None):
-    from . import runner
-    return runner.run(prepared, data, progress)
+    from . import dispatch
+    return dispatch.run(prepared, data, progress)
 
 
 BACKEND = Backend(

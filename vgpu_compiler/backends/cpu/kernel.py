@@ -3,23 +3,27 @@ lay out with templates/field.c.j2, compile and load (toolchain.py), cached in me
 and on disk (the disk key: the C text, the compiler, its flags and the CPU).
 
 Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectories
-(a few of the CPU's widest vectors: the compiler unrolls across them).
+(a few of the CPU's widest vectors: the compiler unrolls across them), or
+``ADAPTIVE_LANES`` for an adaptive method's kernel (templates/adaptive.c.j2: every
+stage's derivatives of every lane in local arrays).
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass
 
 from ...call.counters import COUNTERS
 from ...errors import BackendError
-from ..shader import lower, printing, template
+from ..shader import adaptive, lower, printing, template
 from . import toolchain
 from .dialect import DIALECTS
 
 VERSION = "c-1"
 LANES = {"float32": 64, "float64": 32}
+ADAPTIVE_LANES = 16
 MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
 # The C compiler's time grows faster than linearly with one function's size: a field past
 # these (a few hundred states, or a few hundred KB of C) would take minutes to compile,
@@ -50,32 +54,49 @@ def _environment():
     return env
 
 
-def source(field, dtype: str, per_trajectory=()) -> tuple[str, dict, int, int]:
-    """(C text, meta, lanes per block, int uniforms) of ``field``."""
+def source(field, dtype: str, per_trajectory=(), dense: bool = False
+           ) -> tuple[str, dict, int, int]:
+    """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
+    kernel, or with ``dense`` a fixed-step method's kernel for save_at."""
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
                            f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
                            f"compiler's time grows quickly with a kernel's size; use "
                            f"backend='numpy'")
+    if dense and field.solver.adaptive is None and not field.solver.dense:
+        field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
+    stepped = field.solver.adaptive is not None or field.solver.dense
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
                           reduction="serial")
     if desc.has_basin and desc.basin_size > MAX_BASIN:
         raise BackendError(f"a basin of {desc.basin_size} trajectories is more than the cpu "
                            f"backend holds per block ({MAX_BASIN})")
+    if stepped:
+        desc = adaptive.extend(desc, field)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
-    lanes = desc.basin_size if desc.has_basin else LANES[dtype]
+    lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
     floats = [u.name for u in desc.uniforms if u.type not in ("int", "uint")]
     noise = tuple(getattr(desc, "noise", ()))         # a stochastic field (main's noise)
     noise_vars = tuple(getattr(printed, "noise_vars", ()))
     coupled = sorted({v.target for b in _blocks(desc) if b and b.coupled for v in b.coupled.values})
     split = any(st.block.coupled is not None for st in desc.stages)
-    text = _environment().get_template("field.c.j2").render(
+    extra = {}
+    if stepped:
+        printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+        k0 = desc.stage_k[0]
+        extra = dict(   # the stage values of the first step's trial point, and of the new state
+            trial=[{"target": y, "expr": f"{s} + u_dt * {k0[i]}"}
+                   for i, (s, y, _) in enumerate(desc.states)],
+            at_new=[{"target": y, "expr": f"vg_new{i}[l]"}
+                    for i, (_, y, _) in enumerate(desc.states)])
+    name = printed.dialect.adaptive_template if stepped else "field.c.j2"
+    text = _environment().get_template(name).render(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars,
         int_slot={n: i for i, n in enumerate(ints)},
-        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints))
+        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints), **extra)
     text = text.replace(f"({desc.version},", f"({VERSION},")
     if len(text) > MAX_SOURCE:
         raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
@@ -102,8 +123,8 @@ def _blocks(desc):
     return [st.block for st in desc.stages] + [desc.collapse, desc.flux]
 
 
-def kernel(field, dtype: str, per_trajectory=()) -> CpuKernel:
-    text, meta, lanes, n_int = source(field, dtype, per_trajectory)
+def kernel(field, dtype: str, per_trajectory=(), dense: bool = False) -> CpuKernel:
+    text, meta, lanes, n_int = source(field, dtype, per_trajectory, dense)
     key = toolchain.key(text)
     hit = _memory.get(key)
     if hit is not None:

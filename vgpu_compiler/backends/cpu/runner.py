@@ -1,5 +1,6 @@
-"""Running a bound call on the cpu backend: buffers as numpy arrays, the kernel called
-once per segment (a segment ends where a history keeps the state, or progress is
+"""Running a bound call of a fixed-step method on the cpu backend (``_Call``; the
+adaptive kernel's call extends it, adaptive_run.py): buffers as numpy arrays, the kernel
+called once per segment (a segment ends where a history keeps the state, or progress is
 reported), run-time errors raised as the GLSL backend raises them, flux deposits
 summed in the reference's lane order (bit for bit the reference's sums).
 """
@@ -13,8 +14,8 @@ import numpy as np
 
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from ...errors import BackendError, ProgramIndexError, Span, ZeroDivision
-from .kernel import CpuKernel, kernel
+from ...errors import ProgramIndexError, Span, ZeroDivision
+from .kernel import CpuKernel
 
 NO_ERROR = 0xFFFFFFFF
 # Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
@@ -34,24 +35,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def run(prepared, data, progress: Progress = None) -> Solution:
-    t = prepared.template
-    if getattr(t, "adaptive", None) is not None or getattr(t, "save_at", None) is not None:
-        raise BackendError("the cpu backend has no adaptive methods and no save_at yet; "
-                           "backend='glsl' or backend='numpy' runs them")
-    bound = prepared.bound(data)
-    slot = prepared.slots.setdefault("cpu", {})
-    pt = bound.per_trajectory
-    key = (bound.dtype.name, pt)
-    k = slot.get(key)
-    if k is None:
-        k = slot[key] = kernel(bound.field, bound.dtype.name, pt)
-    else:
-        COUNTERS.add("memory_hits")
-    return _Call(k, bound).solve(progress)
-
-
 class _Call:
+    def values(self) -> dict:
+        """The value of each uniform role that is not the grid's, a dim or a param."""
+        b = self.bound
+        return {"dt": b.dt, "t0": b.t0, "steps": b.steps, "count": self.n}
+
     def __init__(self, k: CpuKernel, bound: Bound):
         self.k, self.bound = k, bound
         f, dt = bound.field, bound.dtype
@@ -75,8 +64,7 @@ class _Call:
         if origin and not f.basin:
             origin = bound.first_trajectory
         whole = getattr(bound, "whole_shape", grid)
-        values = {"dt": bound.dt, "t0": bound.t0, "steps": bound.steps, "count": n,
-                  "origin": origin}
+        values = {**self.values(), "origin": origin}
         for u in meta["uniforms"]:
             role, of = u["role"], u["of"]
             if role == "grid":
@@ -127,11 +115,13 @@ class _Call:
             return np.zeros(max(1, math.prod(bound.output_shapes[b["array"]])), dt)
         return np.zeros(2, dt)          # deposits (GLSL's float64 flux): not used here
 
-    def _call(self, step0: int, nsteps: int, final: bool) -> None:
+    def _call(self, step0: int, nsteps: int, final: bool, **more: int) -> None:
         ints = list(self.ints)
         ints[self.role["step0"]] = step0
         ints[self.role["nsteps"]] = nsteps
         ints[self.role["final"]] = int(final)
+        for role, value in more.items():
+            ints[self.role[role]] = value
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
         COUNTERS.add("dispatches")
@@ -176,11 +166,13 @@ class _Call:
             sol.times = (dt.type(bound.t0) + saved.astype(dt) * dt.type(bound.dt)).astype(dt)
         return sol
 
-    def _pack(self) -> np.ndarray:
+    def _pack(self, state: np.ndarray | None = None) -> np.ndarray:
+        """(states, trajectories) as the grid's shape (+ the states axis, when several)."""
+        state = self.state if state is None else state
         grid = self.bound.grid_shape
-        if len(self.state) == 1:
-            return self.state[0].reshape(grid).copy()
-        return np.array(self.state.T, order="C").reshape(grid + (len(self.state),))
+        if len(state) == 1:
+            return state[0].reshape(grid).copy()
+        return np.array(state.T, order="C").reshape(grid + (len(state),))
 
     def _outputs(self) -> dict:
         bound = self.bound
@@ -193,9 +185,12 @@ class _Call:
         return out
 
 
+INT_ROLES = frozenset({"steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
+                       "key", "max_steps", "attempts", "nsave"})
+
+
 def _is_int(u: dict, meta: dict) -> bool:
-    return u["role"] in ("steps", "step0", "nsteps", "final", "count", "origin", "grid", "dim",
-                         "key")
+    return u["role"] in INT_ROLES
 
 
 def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:

@@ -1,4 +1,7 @@
-"""The kernel of an adaptive method (bs3, dopri5, tsit5): what it adds to a field's.
+"""The kernel of an adaptive method (bs3, dopri5, tsit5), or of a fixed-step method run
+for ``save_at``: what it adds to a field's kernel description, for every compiled
+backend (GLSL: templates/adaptive.glsl.j2; WGSL: adaptive.wgsl.j2; C:
+templates/adaptive.c.j2).
 
 ``extend(kernel, field)`` adds to the kernel description of lower.py the
 buffers that carry a trajectory between dispatches (its ``t``, step size,
@@ -7,10 +10,9 @@ uniforms of the controller (tolerances, t1, dt0, dtmax, max_steps, attempts
 per dispatch): changing any of them never recompiles. ``print_parts`` prints
 the error estimate and the continuous extension (ir.step's Combinations, the
 same numbers and the same order of operations as the numpy reference), and
-the controller's constants (ir/controller.py), in any dialect (GLSL, WGSL).
-templates/adaptive.glsl.j2 and adaptive.wgsl.j2 lay it out: one invocation
-carries its own t and dt; a basin shares one step size (its largest error over
-active lanes, in basin memory). The host side both runners share is
+the controller's constants (ir/controller.py), in a dialect. The templates lay
+it out: a trajectory carries its own t and dt; a basin shares one step size
+(its largest error over active lanes). The host side the GPU runners share is
 adaptive_host.py.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from ...ir import controller as C
 from ...ir.nodes import Field
 from ...ir.step import Combination, step_program
-from ..shader.kernel import Buffer, Kernel, Uniform
+from .kernel import Buffer, Kernel, Uniform
 
 RUNNING = -1                # b_cnt status while a trajectory still steps
 COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
@@ -94,6 +96,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "one": lit(1.0), "zero": lit(0.0), "small": lit(1e-5), "tiny": lit(1e-15),
               "h_small": lit(1e-6), "h_frac": lit(1e-3), "hundred": lit(100.0),
               "cent": lit(0.01), "inv_root": lit(1.0 / (parts.q + 1)),
+              "neg_root": lit(-1.0 / (parts.q + 1)),
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS),
               "underflow": str(C.STEP_UNDERFLOW)}
