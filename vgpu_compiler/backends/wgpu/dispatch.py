@@ -63,7 +63,7 @@ def _read(kernel, queue, enc, reads) -> list:
         if size:
             enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
     queue.submit([enc.finish()])
-    staging.map_sync(1)         # wgpu.MapMode.READ
+    _map_read(staging)
     try:
         raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
     finally:
@@ -107,3 +107,18 @@ def _initial(bound: Bound) -> np.ndarray | None:
     free = np.asarray(bound.h0, np.float32).reshape(n, -1)
     state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
     return state
+
+
+def _map_read(staging) -> None:
+    """Map ``staging`` for reading, just submitted work included. wgpu-py's map_sync
+    submits an empty command buffer first on every read mapping (for a buffer no
+    submitted copy wrote: wgpu-native issue 305); our copy into it was just submitted,
+    so the mode its own ``queue.read_buffer`` uses, "READ_NOSYNC", skips that extra
+    submission (a wgpu-py without that mode: map_sync)."""
+    try:
+        promise = staging.map_async("READ_NOSYNC")
+    except (KeyError, ValueError, AttributeError):
+        staging.map_sync(1)     # wgpu.MapMode.READ
+        return
+    promise.sync_wait()
+
