@@ -217,3 +217,32 @@ def test_concurrent_fast_calls_each_get_their_own_answer(wgpu):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_read_back_maps_without_an_extra_submission_or_falls_back():
+    """dispatch._map_read uses wgpu-py's "READ_NOSYNC" mode (no empty submission per
+    mapping); a wgpu-py without it gets map_sync."""
+    from vgpu_compiler.backends.wgpu.dispatch import _map_read
+    calls = []
+
+    class Promise:
+        def sync_wait(self):
+            calls.append("waited")
+
+    class Staging:
+        def __init__(self, known):
+            self.known = known
+
+        def map_async(self, mode):
+            calls.append(mode)
+            if not self.known:
+                raise ValueError("unknown mode")
+            return Promise()
+
+        def map_sync(self, mode):
+            calls.append(("map_sync", mode))
+    _map_read(Staging(True))
+    assert calls == ["READ_NOSYNC", "waited"]
+    calls.clear()
+    _map_read(Staging(False))
+    assert calls == ["READ_NOSYNC", ("map_sync", 1)]
