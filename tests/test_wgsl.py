@@ -44,6 +44,29 @@ def test_wgsl_validates_with_naga(path, reduction, wgpu):
     device.get().device.create_shader_module(code=text)     # raises on any WGSL error
 
 
+def emit_dense(name: str) -> str:
+    """The WGSL of an example's fixed-step method run for save_at (its field's
+    ``solver.dense`` variant: templates/adaptive.wgsl.j2's cubic Hermite kernel)."""
+    import dataclasses
+    src = (ROOT / "examples" / f"{name}.field").read_text()
+    field = compile_program(src, f"{name}.field").select(None)
+    field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
+    return emit_wgsl(field, source=src)
+
+
+def test_golden_dense_wgsl_validates_with_naga(update_golden, wgpu):
+    from vgpu_compiler.backends.wgpu import device
+    text = emit_dense("vanderpol")
+    golden = GOLDEN / "vanderpol.dense.wgsl"
+    if update_golden:
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file for {golden.name}: run pytest --update-golden"
+    assert text == golden.read_text(), f"{golden.name} differs: run pytest --update-golden"
+    assert emit_dense("vanderpol") == text
+    assert "cubic Hermite" in text and "b_hist" in text
+    device.get().device.create_shader_module(code=text)     # raises on any WGSL error
+
+
 def test_naga_rejects_broken_wgsl(wgpu):
     """The validation above can fail: naga raises on a wrong shader."""
     from vgpu_compiler.backends.wgpu import device
