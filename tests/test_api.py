@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler import api
+from vgpu_compiler import pipeline
 from vgpu_compiler.errors import BackendError
 from vgpu_compiler.call.counters import COUNTERS
 
@@ -118,11 +118,11 @@ def test_parse_results_are_memoised():
 
 
 def test_parse_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(api._parsed, "capacity", 2)
+    monkeypatch.setattr(pipeline._parsed, "capacity", 2)
     texts = [SCALE + f"\n# bounded {k}\n" for k in range(3)]
     for t in texts:
         vgpu.compile(t)
-    assert len(api._parsed) <= 2
+    assert len(pipeline._parsed) <= 2
     before = COUNTERS.snapshot()["parses"]
     vgpu.compile(texts[0])                       # evicted: parsed again
     assert COUNTERS.snapshot()["parses"] == before + 1
@@ -132,9 +132,9 @@ def _fake_runner(monkeypatch, available=True, run=None):
     module = types.ModuleType(RUNNER)
     module.available = lambda: available
     module.run = run or (lambda prepared, data, progress=None:
-                         api._numpy(prepared, data, progress))
+                         pipeline._numpy(prepared, data, progress))
     monkeypatch.setitem(sys.modules, RUNNER, module)
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
     _hide_wgpu(monkeypatch)
     monkeypatch.setenv("VGPU_NO_CPU", "1")      # these tests are about GLSL and numpy
     return module
@@ -170,7 +170,7 @@ def test_auto_uses_glsl_when_available(monkeypatch):
 
     def run(prepared, data, progress=None):
         calls.append(prepared.field.name)
-        return api._numpy(prepared, data, progress)
+        return pipeline._numpy(prepared, data, progress)
 
     _fake_runner(monkeypatch, run=run)
     before = COUNTERS.snapshot()["cpu_fallbacks"]
@@ -197,7 +197,7 @@ def test_auto_falls_back_when_glsl_cannot_run_the_program(monkeypatch, caplog):
 def test_missing_glsl_module_means_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, RUNNER, None)      # import raises ImportError
     monkeypatch.setenv("VGPU_NO_CPU", "1")
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
     np.testing.assert_array_equal(vgpu.run_field(SCALE, np.ones(2)), 2.0)
     with pytest.raises(vgpu.BackendError):
         vgpu.run_field(SCALE, np.ones(2), backend="glsl")

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler import api
+from vgpu_compiler import pipeline
 from vgpu_compiler.backends.glsl import MAX_STATES, build, emit_glsl
 from vgpu_compiler.backends.glsl.render import MAX_DEPTH, MAX_NEST
 from vgpu_compiler.frontend.compile import compile_program
@@ -185,7 +185,7 @@ def test_deep_programs_agree_on_both_backends(name, glsl):
 def test_auto_runs_uncuttable_nesting_on_numpy_with_one_warning(name, glsl,
                                                                 monkeypatch, caplog):
     src, line = REFUSED[name]
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
     want = call(src, "numpy")
     with pytest.raises(BackendError, match="numpy") as info:
         call(src, "glsl")
@@ -252,7 +252,7 @@ def test_a_field_past_the_state_limit_is_refused_and_auto_uses_numpy(glsl, monke
     want = vgpu.run_field(src, h0, backend="numpy")
     with pytest.raises(BackendError, match=f"{n} states"):
         vgpu.run_field(src, h0, backend="glsl")
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
     with caplog.at_level(logging.WARNING, logger="vgpu"):
         for _ in range(2):
             np.testing.assert_array_equal(vgpu.run_field(src, h0), want)
@@ -285,7 +285,7 @@ def test_a_deep_exponent_runs_on_every_backend(glsl, monkeypatch):
     want = call(src, "numpy")
     np.testing.assert_array_equal(want, _euler(lambda x: np.ones_like(x)))
     np.testing.assert_array_equal(call(src, "glsl"), want)
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
     np.testing.assert_array_equal(call(src, "auto"), want)
 
 

@@ -45,7 +45,7 @@ def test_every_example_is_covered():
     names = {p.stem for p in EXAMPLES.glob("*.field")}
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
                      "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5",
-                     "ou", "gbm_option"}
+                     "ou", "gbm_option", "bouncing_ball", "lif"}
     for name in names:
         vgpu.compile(load(name))
 
@@ -206,3 +206,38 @@ def test_gbm_option_prices_the_call(backend):
     assert abs(exact - 10.4506) < 1e-4                 # the textbook value
     assert abs(price - exact) < 5 * se
     assert abs(flux - price) < 1e-3 * price            # the field's flux sums the same payoff
+
+
+EVENT_BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend"))]
+
+
+@pytest.mark.parametrize("backend", EVENT_BACKENDS)
+def test_bouncing_ball(backend):
+    """Every ball bounces at the closed-form times until a bounce is slower than
+    `rest`, then lies on the floor (status 1)."""
+    n = 9
+    sol = vgpu.solve(load("bouncing_ball"), dims={"N": n}, backend=backend)
+    e = 0.5 + 0.4 * np.arange(n) / (n - 1)
+    g, t1 = 9.81, np.sqrt(2 / 9.81)
+    v1 = g * t1
+    for k in range(n):      # bounces until e^m * v1 < rest, the last one stops it
+        m = int(np.ceil(np.log(0.2 / v1) / np.log(e[k])))
+        times = t1 + 2 * v1 * np.cumsum(np.r_[0, e[k] ** np.arange(1, m)]) / g
+        assert sol.event_counts[k, 0] == m
+        assert abs(sol.t[k] - times[-1]) < 1e-4
+    assert (sol.status == 1).all()
+    assert sol.outputs["bounces"].sum() == sol.event_counts.sum()
+
+
+@pytest.mark.parametrize("backend", EVENT_BACKENDS)
+def test_lif_spike_counts(backend):
+    n = 12
+    sol = vgpu.solve(load("lif"), dims={"N": n}, backend=backend)
+    current = 0.8 + 1.2 * np.arange(n) / (n - 1)
+    above = current > 1
+    want = np.zeros(n, int)
+    want[above] = np.floor(1 / (0.02 * np.log(current[above] / (current[above] - 1))))
+    np.testing.assert_array_equal(sol.event_counts[:, 0], want)
+    np.testing.assert_array_equal(sol.outputs["raster"].sum(axis=1), want)
+    np.testing.assert_array_equal(sol.outputs["rate"], sol.outputs["raster"].sum(axis=0))

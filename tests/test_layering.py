@@ -3,9 +3,9 @@ backend never imports another backend. Every import is read from the source (ast
 absolute and relative ones, and those inside functions.
 
 Stages, low to high: errors, spelling, resources < ir, noise < frontend < call <
-backends < api, distributed < cli (a call given dask arrays goes from the API to
-distributed/, whose blocks call the API on the workers); ``vgpu`` (the public face)
-may import api and anything below.
+backends < pipeline (one call: text to Solution) < distributed < api < cli (a call
+given dask arrays goes from the API to distributed/, whose blocks run the pipeline on
+the workers); ``vgpu`` (the public face) may import api and anything below.
 The package's own ``__init__`` is empty (every ``from .. import x`` imports it) and sits
 at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
 A backend may import the registry (``backends/__init__.py``), which imports none, and
@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
 RANK = {"errors": 0, "spelling": 0, "resources": 0, "ir": 1, "noise": 1, "frontend": 2,
-        "call": 3, "backends": 4, "api": 5, "distributed": 5, "cli": 6, "__main__": 6,
+        "call": 3, "backends": 4, "pipeline": 5, "distributed": 6, "api": 7, "cli": 8,
+        "__main__": 8,
         "__init__": 0}
 SHARED = frozenset({"shader"})   # backends/ packages every backend may import
 FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
@@ -102,8 +103,8 @@ def test_imports_read_relative_and_nested_ones():
     assert "vgpu_compiler.backends.glsl.device" in targets  # from . import device
     assert "vgpu_compiler.backends.glsl" in targets         # from . import X, in a function
     assert "vgpu_compiler.backends.glsl.REDUCTION_ENV" not in targets   # a name, not a module
-    api = {t for t, _ in _imports(ROOT / "vgpu_compiler" / "api.py")}
-    assert "vgpu_compiler.frontend.compile" in api          # inside a function
+    pipeline = {t for t, _ in _imports(ROOT / "vgpu_compiler" / "pipeline.py")}
+    assert "vgpu_compiler.frontend.compile" in pipeline     # inside a function
 
 
 def test_the_rule_catches_upward_and_sideways_imports():
@@ -135,3 +136,42 @@ def test_the_rule_catches_upward_and_sideways_imports():
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_imports_upward_or_across_backends(path):
     assert _problems(path) == []
+
+
+def _cycles() -> list[list[str]]:
+    """The import cycles among our modules (strongly connected parts of more than one
+    module, imports inside functions counted: a lazy import does not hide one)."""
+    modules = {_name(p).removesuffix(".__init__"): p for p in _modules()}
+    edges = {m: sorted({t.removesuffix(".__init__") for t, _ in _imports(p)} & set(modules))
+             for m, p in modules.items()}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):               # Tarjan's algorithm (the graph is small: recursion is fine)
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles() == []

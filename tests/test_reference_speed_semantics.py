@@ -1,7 +1,7 @@
 """The reference backend's fast paths keep its meaning exactly.
 
 The numpy reference evaluates each stage along a straight-line schedule and
-writes into arrays kept for the run (see ``backends/numpy/runner.py``). None of
+writes into arrays kept for the run (see ``backends/numpy/interpreter.py``). None of
 that may change a bit: float32 stays float32 with the documented operation
 order (``h + dt * (sum of a_sj * k_j)``), and run-time errors are raised only
 for the lanes that evaluate the read.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler import api
+from vgpu_compiler import pipeline
 from vgpu_compiler import backends as registry
 from vgpu_compiler.backends import Backend
 from vgpu_compiler.call.counters import COUNTERS
@@ -47,7 +47,7 @@ def _fake(name="fake", ok=True, why="", gpu=True, run=None, software=None):
 def fake(monkeypatch):
     """Register fakes for one test, and forget the fallback warnings given so far."""
     added = []
-    monkeypatch.setattr(api, "_fallback_reasons", set())
+    monkeypatch.setattr(pipeline, "_fallback_reasons", set())
 
     def add(*args, **kw):
         backend, calls = _fake(*args, **kw)
@@ -124,7 +124,7 @@ def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, 
     for builtin in ("glsl", "wgpu"):        # here they run on llvmpipe / lavapipe
         if registry.get(builtin).available()[0] and registry.get(builtin).software():
             assert names.index("real") < names.index(builtin)
-    monkeypatch.setattr(api, "_chosen", set())
+    monkeypatch.setattr(pipeline, "_chosen", set())
     with caplog.at_level(logging.INFO, logger="vgpu"):
         vgpu.run_field(SCALE, np.ones(2))
         vgpu.run_field(SCALE, np.ones(2))

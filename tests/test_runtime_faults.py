@@ -296,13 +296,14 @@ def test_a_kernel_evicted_after_it_was_found_still_runs(glsl, fresh_cache, many)
     from field_examples import LORENZ
     from vgpu_compiler.call.bind import bind
     from vgpu_compiler.backends.glsl.execute import execute
+    from vgpu_compiler.backends.glsl.lookup import kernel_of_call
     from vgpu_compiler.backends.glsl.plan import limits
     field = vgpu.compile(LORENZ).select(None)
     h0 = np.random.default_rng(5).normal(size=(30, 3))
     every = 10 if many else None
     ref = vgpu.solve(LORENZ, h0, steps=40, save_every=every, backend="numpy")
     bound = bind(field, h0, None, None, None, "float32", None, 40, None, every)
-    kernel = glsl._kernel(bound)
+    kernel = kernel_of_call(bound)
     assert glsl.MEMORY.evict(kernel.key) and kernel.program is None
     with limits(max_steps=7 if many else None), kernel.lock:
         sol = execute(kernel, bound, None)

@@ -24,8 +24,15 @@ def emit(path: Path, reduction: str = "tree") -> str:
     return emit_wgsl(field, source=src, reduction=reduction)
 
 
+EVENTS = {"lif", "bouncing_ball"}        # `when` blocks: not on wgpu yet, refused
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_golden_wgsl(path, update_golden):
+    if path.stem in EVENTS:
+        with pytest.raises(BackendError, match="no events"):
+            emit(path)
+        return
     text = emit(path)
     golden = GOLDEN / f"{path.stem}.wgsl"
     if update_golden:
@@ -39,6 +46,8 @@ def test_golden_wgsl(path, update_golden):
 @pytest.mark.parametrize("reduction", ["tree", "serial"])
 def test_wgsl_validates_with_naga(path, reduction, wgpu):
     from vgpu_compiler.backends.wgpu import device
+    if path.stem in EVENTS:
+        return test_golden_wgsl(path, False)
     golden = GOLDEN / f"{path.stem}.wgsl"
     text = golden.read_text() if reduction == "tree" and golden.exists() else emit(path, reduction)
     device.get().device.create_shader_module(code=text)     # raises on any WGSL error

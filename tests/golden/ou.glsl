@@ -26,12 +26,23 @@ uniform uint u_key0;  // noise key: seed mod 2^32
 uniform uint u_key1;  // noise key: seed div 2^32
 
 // --- helpers -----------------------------------------------------------------
+// The high and low words of a * b from four 16-bit products. Philox's first round
+// multiplies c.z, the noise's index: a constant, and Mesa (22.3, llvmpipe) folds
+// umulExtended of constants to a high word of 0; this folds right.
+void vg_umul_halves(uint a, uint b, out uint hi, out uint lo) {
+    uint lh = (a & 0xFFFFu) * (b >> 16u);
+    uint hl = (a >> 16u) * (b & 0xFFFFu);
+    uint mid = (((a & 0xFFFFu) * (b & 0xFFFFu)) >> 16u) + (lh & 0xFFFFu) + (hl & 0xFFFFu);
+    hi = (a >> 16u) * (b >> 16u) + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+    lo = a * b;
+}
+
 // Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11; Random123's philox.h): 128
 // random bits of the counter c under the key k; the words of vgpu.philox, bit for bit.
 uvec4 vg_philox(uvec4 c, uvec2 k) {
     uint hi0, lo0, hi1, lo1;
     umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
+    vg_umul_halves(0xCD9E8D57u, c.z, hi1, lo1);
     c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
     k += uvec2(0x9E3779B9u, 0xBB67AE85u);
     umulExtended(0xD2511F53u, c.x, hi0, lo0);

@@ -77,6 +77,8 @@ class Solution:
     status: np.ndarray | None = None        # int8, grid_shape (ir/controller.py's codes)
     t: np.ndarray | None = None             # the time each trajectory reached, grid_shape
     steps_rejected: np.ndarray | None = None    # int32, grid_shape
+    # int32, grid_shape + (number of `when` blocks,): how often each fired per trajectory
+    event_counts: np.ndarray | None = None
     backend: str | None = None              # the backend that ran it (set by the API)
 
 

@@ -1,7 +1,8 @@
 """Every Solution's per-trajectory status (ir/controller.py's codes) and its one warning.
 
-Fixed-step runs end with status 0 at ``t0 + steps_taken * dt`` and reject no step:
-their backends leave ``status``, ``t`` and ``steps_rejected`` to ``complete_status``.
+Fixed-step runs without events end with status 0 at ``t0 + steps_taken * dt`` and
+reject no step: their backends leave ``status``, ``t``, ``steps_rejected`` (and
+``event_counts`` when the field has no event) to ``complete_status``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def complete_status(sol: Solution, bound: Bound) -> Solution:
         sol.status = np.zeros(shape, np.int8)
     if sol.steps_rejected is None:
         sol.steps_rejected = np.zeros(shape, np.int32)
+    if sol.event_counts is None:       # (a field without events: a last axis of 0)
+        sol.event_counts = np.zeros(shape + (bound.field.n_when,), np.int32)
     if sol.t is None:
         taken = np.asarray(sol.steps_taken).astype(bound.dtype)
         sol.t = (bound.dtype.type(bound.t0) + taken * bound.dtype.type(bound.dt)

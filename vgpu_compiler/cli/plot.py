@@ -6,7 +6,9 @@
 - with a history (``--save-every``): a panel with the states over time
   for a few trajectories;
 - every one-dimensional output (``flux`` into ``output counts[32]``): a panel
-  with its values as bars, one per slot (a histogram field's bins).
+  with its values as bars, one per slot (a histogram field's bins);
+- every two-dimensional output (``output raster[N, 100]``): a panel with its
+  values as an image, rows down (a spike raster: neuron x time bin).
 """
 from __future__ import annotations
 
@@ -100,9 +102,19 @@ def _draw_bars(ax, name: str, values: np.ndarray) -> None:
     ax.set_title(f"output {name}: {len(values)} slots, total {values.sum():g}")
 
 
+def _draw_image(ax, name: str, values: np.ndarray) -> None:
+    values = np.asarray(values, dtype=np.float64)
+    ax.imshow(values, aspect="auto", interpolation="nearest", cmap="Greys", origin="upper")
+    ax.set_xlabel(f"{name}[.., j]")
+    ax.set_ylabel(f"{name}[i, ..]")
+    ax.set_title(f"output {name}: {values.shape[0]} x {values.shape[1]}, "
+                 f"total {values.sum():g}")
+
+
 def _bar_outputs(outputs: dict | None) -> list[tuple[str, np.ndarray]]:
-    """The one-dimensional outputs, drawn as bars (the first MAX_OUTPUT_PANELS)."""
-    found = [(k, v) for k, v in (outputs or {}).items() if np.ndim(v) == 1 and np.size(v)]
+    """The one- and two-dimensional outputs, drawn as bars or an image (the first
+    MAX_OUTPUT_PANELS)."""
+    found = [(k, v) for k, v in (outputs or {}).items() if np.ndim(v) in (1, 2) and np.size(v)]
     return found[:MAX_OUTPUT_PANELS]
 
 
@@ -124,7 +136,8 @@ def plot_solution(path: str, states: np.ndarray, state_names: Sequence[str], *,
         if with_history:
             _draw_history(axes[0, 1], history, times, names)
         for k, (name, values) in enumerate(bars):
-            _draw_bars(axes[0, 1 + with_history + k], name, values)
+            draw = _draw_bars if np.ndim(values) == 1 else _draw_image
+            draw(axes[0, 1 + with_history + k], name, values)
         if title:
             fig.suptitle(title)
         fig.tight_layout()

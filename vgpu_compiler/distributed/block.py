@@ -1,9 +1,9 @@
 """What a Dask worker runs: one block (a window of rows of the first grid axis).
 
-The block calls the API's ``solve_window`` in the worker process: the program is parsed
-once per process (the API's parse cache), the kernel compiled once per process and shape
-(the GLSL backend's memory cache) and lowered once per machine (its disk cache, under
-the worker's ``VGPU_CACHE_DIR``). ``backend="auto"`` is the worker's own choice: a worker
+The block calls the pipeline's ``solve_window`` in the worker process: the program is
+parsed once per process (the pipeline's parse cache), the kernel compiled once per
+process and shape (the GLSL backend's memory cache) and lowered once per machine (its
+disk cache, under the worker's ``VGPU_CACHE_DIR``). ``backend="auto"`` is the worker's own choice: a worker
 with a GPU runs GLSL on it, one without falls back as a local run would; the Solution
 names it (``backend``) and a log line on the worker says it.
 """
@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from ..call.window import Window
+from ..pipeline import solve_window
 
 log = logging.getLogger("vgpu.distributed")
 
@@ -38,7 +39,6 @@ def run_blocks(*columns, spec: dict, has_h0: bool, block_id=None) -> np.ndarray:
 def run(spec: dict, start: int, stop: int, h0, *pt):
     """The Solution of rows [start, stop) of the call that ``spec`` describes (the
     per-trajectory params ``pt`` in the order of ``spec["pt"]``), as numpy arrays."""
-    from ..api import solve_window
     params = dict(spec["params"])
     params.update(zip(spec["pt"], pt))
     sol = solve_window(spec["source"], Window(int(start), int(stop), spec["rows"]),

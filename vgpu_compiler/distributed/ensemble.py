@@ -29,6 +29,7 @@ from ..call.bound import Solution
 from ..call.empty import solution as empty_solution
 from ..call.status import complete_status
 from ..call.window import Window
+from ..pipeline import compile as compile_program
 from . import block
 
 SPLIT_EVERY = 8         # the fan-in of the tree that sums the outputs
@@ -39,7 +40,6 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
           chunks, extra=None, seed=0) -> Solution:
     import dask
     import dask.array as da
-    from ..api import compile as compile_program
     selected = compile_program(src).select(field)
     params = {k: _array(v) for k, v in (params or {}).items()}
     h0 = None if h0 is None else _array(h0)

@@ -174,8 +174,32 @@ class NoiseDecl:
     span: Span
 
 
+@dataclass(frozen=True)
+class Assign:
+    """``x = expr`` inside a ``when`` block."""
+    target: Name
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class WhenBlock:
+    """``when COND { x = ...; flux H[...] += ... }`` (body: Assign, FluxStmt, or any other
+    statement, which the checker refuses there)."""
+    cond: Expr
+    body: tuple
+    span: Span
+
+
+@dataclass(frozen=True)
+class StopWhen:
+    """``stop when COND``."""
+    cond: Expr
+    span: Span
+
+
 Statement = Union[ParamDecl, ArraysDecl, StateDecl, LetDecl, Deriv, GridDecl, CoupledDecl,
-                  CollapseDecl, FluxStmt, SolveDecl, NoiseDecl]
+                  CollapseDecl, FluxStmt, SolveDecl, NoiseDecl, WhenBlock, StopWhen]
 
 
 @dataclass(frozen=True)
@@ -346,6 +370,15 @@ class _Builder(Transformer):
 
     def noise(self, meta, children):
         return NoiseDecl(tuple(_name(c) for c in children), _meta_span(meta))
+
+    def assign(self, meta, children):
+        return Assign(_name(children[0]), children[1], _meta_span(meta))
+
+    def when(self, meta, children):
+        return WhenBlock(children[0], tuple(children[1:]), _meta_span(meta))
+
+    def stop(self, meta, children):
+        return StopWhen(children[0], _meta_span(meta))
 
     def field(self, meta, children):
         return FieldDef(_name(children[0]), tuple(children[1:]), _meta_span(meta))

@@ -30,6 +30,15 @@ ADAPTIVE_ARGS = ("t0",) + N.Adaptive.NAMES
 DERIV_CTX = Context("a derivative", ALL | {"noise"})
 COLLAPSE_CTX = Context("the collapse condition")
 FLUX_CTX = Context("a flux statement")
+EVENT_RULE = "; an event sees its own trajectory's state, not its basin's coupled values"
+EVENT_CTX = Context("an event condition", ALL - {"coupled"}, rule=EVENT_RULE)
+ASSIGN_CTX = Context("an event assignment", ALL - {"coupled"}, rule=EVENT_RULE)
+EVENT_FLUX_CTX = Context("a flux in a `when` block", ALL - {"coupled"}, rule=EVENT_RULE)
+_BLOCK_WORD = {A.ParamDecl: "param", A.ArraysDecl: "an array declaration",
+               A.StateDecl: "state", A.LetDecl: "let", A.Deriv: "an equation",
+               A.GridDecl: "grid or basin", A.CoupledDecl: "coupled",
+               A.CollapseDecl: "collapse", A.SolveDecl: "solve", A.NoiseDecl: "noise",
+               A.WhenBlock: "a nested `when`", A.StopWhen: "stop when"}
 # methods that are not a tableau of their own: name -> the tableau of their drift step
 NOISE_ONLY_METHODS = {"milstein": "euler"}
 
@@ -80,6 +89,7 @@ def check_field(fielddef: A.FieldDef) -> N.Field:
         flux=_flux(scope, exprs),
         solver=_solver(scope, exprs),
         span=fielddef.span,
+        events=_events(scope, exprs),
     )
 
 
@@ -208,20 +218,68 @@ def _collapse(scope: Scope, exprs: ExprChecker) -> N.Expr | None:
 
 
 def _flux(scope: Scope, exprs: ExprChecker) -> tuple[N.Flux, ...]:
-    result = []
-    for stmt in scope.flux:
-        name = stmt.target.name
-        kind = scope.kind(name)
-        if kind != "output":
-            what = describe(kind) if kind else "not declared"
-            err = NameError_ if kind is None else TypeError_
-            raise err(f"`flux` writes into an output array; `{name}` is {what} "
-                      f"(declare it with `output {name}[...]`)", span=stmt.target.span)
-        rank = len(scope.array(name).dims)
-        index = exprs.indices(stmt, rank, Context("a flux index"))
-        value = exprs.float(stmt.value, FLUX_CTX)
-        result.append(N.Flux(name, index, value, stmt.span))
+    return tuple(_one_flux(scope, exprs, stmt, FLUX_CTX) for stmt in scope.flux)
+
+
+def _one_flux(scope: Scope, exprs: ExprChecker, stmt: A.FluxStmt, ctx: Context) -> N.Flux:
+    name = stmt.target.name
+    kind = scope.kind(name)
+    if kind != "output":
+        what = describe(kind) if kind else "not declared"
+        err = NameError_ if kind is None else TypeError_
+        raise err(f"`flux` writes into an output array; `{name}` is {what} "
+                  f"(declare it with `output {name}[...]`)", span=stmt.target.span)
+    rank = len(scope.array(name).dims)
+    index_ctx = Context("a flux index", ctx.allowed, rule=ctx.rule)
+    index = exprs.indices(stmt, rank, index_ctx)
+    value = exprs.float(stmt.value, ctx)
+    return N.Flux(name, index, value, stmt.span)
+
+
+# --- events ------------------------------------------------------------------------
+def _events(scope: Scope, exprs: ExprChecker) -> tuple[N.Event, ...]:
+    """``when`` blocks and ``stop when``, in written order."""
+    result, blocks = [], 0
+    for stmt in scope.events:
+        cond = exprs.cond(stmt.cond, EVENT_CTX)
+        if isinstance(stmt, A.StopWhen):
+            result.append(N.Event(cond, stop=True, span=stmt.span))
+            continue
+        if not stmt.body:
+            raise DeclarationError("an empty `when` block; it needs at least one state "
+                                   "assignment (`x = ...`) or `flux`", span=stmt.span)
+        assigns, flux, seen = [], [], {}
+        names = [s.name.name for s in scope.states]
+        for item in stmt.body:
+            if isinstance(item, A.FluxStmt):
+                flux.append(_one_flux(scope, exprs, item, EVENT_FLUX_CTX))
+            elif isinstance(item, A.Assign):
+                assigns.append(_assign(scope, exprs, item, names, seen))
+            else:
+                word = _BLOCK_WORD.get(type(item), "this statement")
+                raise DeclarationError(f"{word} does not belong in a `when` block; it holds "
+                                       "state assignments (`x = ...`) and `flux` only",
+                                       span=item.span)
+        result.append(N.Event(cond, tuple(assigns), tuple(flux), block=blocks, span=stmt.span))
+        blocks += 1
     return tuple(result)
+
+
+def _assign(scope: Scope, exprs: ExprChecker, item: A.Assign, names: list,
+            seen: dict) -> tuple[int, N.Expr]:
+    name = item.target.name
+    kind = scope.kind(name)
+    if kind != "state":
+        if kind is None:
+            raise NameError_(f"`{name}` is not declared; a `when` block assigns states",
+                             span=item.target.span)
+        raise NameError_(f"`{name}` is {describe(kind)}; a `when` block may assign only "
+                         "states", span=item.target.span)
+    if name in seen:
+        raise DeclarationError(f"`{name}` is assigned twice in one `when` block (first on "
+                               f"line {seen[name].span.line})", span=item.span)
+    seen[name] = item
+    return names.index(name), exprs.float(item.value, ASSIGN_CTX)
 
 
 # --- solve ------------------------------------------------------------------------------

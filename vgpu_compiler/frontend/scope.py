@@ -54,6 +54,7 @@ class Scope:
     flux: list[A.FluxStmt] = field(default_factory=list)
     solve: list[A.SolveDecl] = field(default_factory=list)
     noises: list[A.Name] = field(default_factory=list)
+    events: list = field(default_factory=list)     # WhenBlock and StopWhen, in order
     grid_decl: A.GridDecl | None = None
     basin_decl: A.GridDecl | None = None
     dims: list[str] = field(default_factory=list)
@@ -152,6 +153,8 @@ def _collect(scope: Scope, stmt: A.Statement) -> None:
         scope.grid = _grid(scope)
     elif isinstance(stmt, A.GridDecl):
         scope.basin_decl = _one(scope, scope.basin_decl, stmt, "basin")
+    elif isinstance(stmt, (A.WhenBlock, A.StopWhen)):
+        scope.events.append(stmt)
     else:
         bucket = {A.Deriv: scope.derivs, A.CollapseDecl: scope.collapse,
                   A.FluxStmt: scope.flux, A.SolveDecl: scope.solve}[type(stmt)]

@@ -143,6 +143,15 @@ def dump(field: Field) -> str:
     for f in field.flux:
         index = ", ".join(p.expr(i) for i in f.index)
         out += p.lines(f"{f.output}[{index}] += ", f.value)
+    if field.events:
+        out.append("  events:")
+    for e in field.events:
+        out += p.lines("stop when " if e.stop else f"when #{e.block} ", e.cond)
+        for k, value in e.assigns:
+            out += p.lines(f"  {field.states[k].name} = ", value)
+        for f in e.flux:
+            index = ", ".join(p.expr(i) for i in f.index)
+            out += p.lines(f"  flux {f.output}[{index}] += ", f.value)
     out += _solver(p, field)
     return "\n".join(out) + "\n"
 

@@ -245,6 +245,22 @@ class Flux:
 
 
 @dataclass(frozen=True)
+class Event:
+    """``when COND { x = e; flux H[..] += v }`` or ``stop when COND`` (``stop``): see the
+    Events section of docs/language.md. ``assigns`` are (state index, value) in written
+    order, every value evaluated on the state at the event before any is made;
+    ``block`` is this event's position among the ``when`` blocks (event_counts'
+    last axis), None for a stop."""
+
+    cond: Expr                              # BOOL
+    assigns: tuple[tuple[int, Expr], ...] = ()
+    flux: tuple[Flux, ...] = ()
+    stop: bool = False
+    block: int | None = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class Adaptive:
     """The arguments of an adaptive method's solve statement (None: not written there;
     its default or a call-time value applies)."""
@@ -307,6 +323,12 @@ class Field:
     solver: Solver
     span: Span | None = _span()
     noises: tuple[Noise, ...] = ()      # stochastic fields (declaration order)
+    events: tuple[Event, ...] = ()      # `when` blocks and `stop when`, in written order
+
+    @property
+    def n_when(self) -> int:
+        """How many `when` blocks (the last axis of Solution.event_counts)."""
+        return sum(1 for e in self.events if not e.stop)
 
     @property
     def free_states(self) -> tuple[State, ...]:

@@ -120,6 +120,10 @@ def fold_field(field: Field) -> Field:
                                                for n in solver.adaptive.NAMES})),
         noises=tuple(replace(n, diffusion=tuple(f(g) for g in n.diffusion),
                              slope=tuple(f(g) for g in n.slope)) for n in field.noises),
+        events=tuple(replace(e, cond=f(e.cond), assigns=tuple((k, f(v)) for k, v in e.assigns),
+                             flux=tuple(replace(x, index=tuple(f(i) for i in x.index),
+                                                value=f(x.value)) for x in e.flux))
+                     for e in field.events),
     )
 
 

@@ -53,7 +53,7 @@ def walk(*roots: Expr | None, skip: Callable[[Expr], bool] | None = None,
 
 def field_roots(field: Field) -> list[Expr]:
     """Every expression of a field: param defaults, starts, coupled, derivatives,
-    collapse, flux (indices then value), dt, steps, t0, noises."""
+    collapse, flux (indices then value), dt, steps, t0, noises, events."""
     roots = [p.default for p in field.params] + [s.init for s in field.states]
     roots += [c.expr for c in field.coupled] + list(field.derivs) + [field.collapse]
     for f in field.flux:
@@ -63,6 +63,10 @@ def field_roots(field: Field) -> list[Expr]:
         roots += field.solver.adaptive.exprs()
     for n in field.noises:          # each noise's coefficients, then their slopes
         roots += list(n.diffusion) + list(n.slope)
+    for e in field.events:          # each event's condition, assignments, flux
+        roots += [e.cond] + [v for _, v in e.assigns]
+        for f in e.flux:
+            roots += list(f.index) + [f.value]
     return [r for r in roots if r is not None]
 
 

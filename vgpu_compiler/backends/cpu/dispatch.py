@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
+from ...errors import BackendError
 from .adaptive_run import AdaptiveCall
 from .kernel import CpuKernel, kernel
 from .runner import _Call
@@ -11,6 +12,9 @@ from .runner import _Call
 
 def run(prepared, data, progress: Progress = None) -> Solution:
     t = prepared.template
+    if t.field.events:
+        raise BackendError(f"the cpu backend has no events (`when`, `stop when`) yet (field "
+                           f"`{t.field.name}`); backend='glsl' or backend='numpy' runs them")
     stepped = t.adaptive is not None or t.save_at is not None
     bound = prepared.bound(data)
     k = _kernel(prepared, bound, dense=stepped)

@@ -14,10 +14,9 @@ import numpy as np
 
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
-from ...errors import ProgramIndexError, Span, ZeroDivision
+from ..shader.faults import NO_ERROR, raise_error as _raise_error
 from .kernel import CpuKernel
 
-NO_ERROR = 0xFFFFFFFF
 # Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
 # each), so Ctrl-C stops it at the next one (Python sees signals between ctypes calls).
 WORK_PER_CALL = 1 << 26
@@ -192,15 +191,3 @@ INT_ROLES = frozenset({"steps", "step0", "nsteps", "final", "count", "origin", "
 def _is_int(u: dict, meta: dict) -> bool:
     return u["role"] in INT_ROLES
 
-
-def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
-    kind, what, line, column = meta["errors"][int(err[0])]
-    span = Span(line, column) if line else None
-    where = f" (line {line})" if line else ""
-    if kind != "index":
-        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
-    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
-        "output", bound.output_shapes[what])
-    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
-    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
-                            f"{tuple(shape)}{where}", span=span)

@@ -34,6 +34,7 @@ from ...errors import BackendError
 from ...ir.nodes import Field
 from ..shader import (adaptive, dialect, kernel, lower as _lowering, printing, render, template,
                       traits)
+from ..shader import events as _events
 
 # The language-neutral stages live in backends/shader (shared with the WGSL backend);
 # their old names here (backends.glsl.lower, .kernel, .dialect ...) stay importable.
@@ -43,14 +44,13 @@ del _m
 
 from .dialect import DIALECTS, Dialect  # noqa: E402
 from .kernel import Kernel  # noqa: E402
-from .lower import REDUCTIONS, VERSION, describe  # noqa: E402
+from .lower import REDUCTION_ENV, REDUCTIONS, VERSION, describe, forced_reduction  # noqa: E402
 from .printing import PrintedKernel, print_kernel  # noqa: E402
 from .template import render_kernel  # noqa: E402
 
 # GL_RENDERER strings of CPU (software) renderers: Mesa llvmpipe / softpipe / swrast,
 # Google SwiftShader, Microsoft's WARP-based GL ("D3D12 (Microsoft Basic Render Driver)").
 SOFTWARE_RENDERERS = re.compile(r"llvmpipe|softpipe|swrast|swiftshader|basic render", re.I)
-REDUCTION_ENV = "VGPU_REDUCTION"
 MAX_STATES = 256                # states of one GLSL kernel (see the module docstring)
 MAX_STATES_ENV = "VGPU_GLSL_MAX_STATES"
 
@@ -87,11 +87,8 @@ def reduction_for(renderer: str | None) -> str:
     diagnosis hook; it is read when a kernel is built, so a kernel already in the
     disk cache keeps the strategy it was built with).
     """
-    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    forced = forced_reduction()
     if forced:
-        if forced not in REDUCTIONS:
-            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
-                               f"not {forced!r}")
         return forced
     return "serial" if renderer and SOFTWARE_RENDERERS.search(renderer) else "tree"
 
@@ -114,14 +111,39 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
+    if field.events:
+        check_events(field, dtype)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
-    if field.solver.adaptive is None and not field.solver.dense:
+    if field.solver.adaptive is None and not field.solver.dense and not field.events:
         return print_kernel(kernel, DIALECTS[dtype])
     # bs3, dopri5, tsit5 (and save_at): templates/adaptive.glsl.j2, shader/adaptive.py
-    printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+    kernel = adaptive.extend(kernel, field)
+    if field.events:                 # (a fixed-step method's events: its dense variant)
+        kernel = _events.extend(kernel, field, _line)
+    printed = print_kernel(kernel, DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+    if field.events:
+        printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
     return printed
+
+
+def check_events(field: Field, dtype: str) -> None:
+    """What the GLSL backend's events do not cover: a BackendError naming it."""
+    why = None
+    if field.noises:
+        why = "events in a stochastic field (noise)"
+    elif dtype == "float64" and any(e.flux for e in field.events):
+        why = "`flux` inside `when` in float64 (GLSL has no float64 atomics)"
+    elif len(field.events) > 30:
+        why = f"more than 30 events ({len(field.events)})"
+    if why:
+        raise BackendError(f"the GLSL backend has no {why} (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
+
+
+def _line(span) -> str:
+    return f"line {span.line}" if span is not None else ""
 
 
 def _lower(field: Field, **options) -> PrintedKernel:
@@ -154,4 +176,4 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 
 __all__ = ["emit_glsl", "build", "lower", "describe", "print_kernel", "reduction_for",
            "device_reduction", "Kernel", "PrintedKernel", "Dialect", "DIALECTS", "VERSION",
-           "REDUCTIONS", "MAX_STATES", "max_states"]
+           "REDUCTIONS", "REDUCTION_ENV", "MAX_STATES", "max_states"]

@@ -19,24 +19,30 @@ from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from ...call.prepare import Data, Prepared
 from ...errors import BackendError
+from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
+from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
+from .kernel_cache import holding
+from .lookup import available, kernel_of_call
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
-    from . import runner
-    from .kernel_cache import holding
-    bound = host.kernel_field(prepared.bound(data))
-    if not runner.available():
+    bound = prepared.bound(data)
+    if bound.field.events and (bound.save_at is not None or bound.save_every):
+        raise BackendError("the GLSL backend has no save_at or save_every with events yet "
+                           f"(field `{bound.field.name}`); use backend='numpy'")
+    bound = host.kernel_field(bound)
+    if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-    kernel = runner._kernel(bound)
+    kernel = kernel_of_call(bound)
     with holding(kernel):
         if kernel.program is None:
             gl.call(kernel.compile)
@@ -49,7 +55,11 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
     from . import SOFTWARE_RENDERERS
     if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
         return None
-    return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
+    meta, events = kernel.meta, len(bound.field.events)
+    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
+    # an attempt locates at most one time: a bisection per condition
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4 if events else 0
+    return host.attempt_cap(meta, bound, LOOP_LIMIT, extra)
 
 
 def _uniforms(call, plan, bound: Bound) -> dict:
@@ -70,6 +80,9 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
     block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
     host.check_history(bound, n_states, biggest, item, block)
+    n_evi = evi_rows(bound.field.n_when) if bound.field.events else 0
+    evi = np.zeros((n_evi, n), np.int32)
+    evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), bound.dtype)
     ad = np.zeros((2 + n_states, n), bound.dtype)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
@@ -97,13 +110,27 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         cnt[:, chunk.a:chunk.b] = extra["cnt"]
         if n_save:
             hist[:, :, chunk.a:chunk.b] = extra["hist"]
+        if n_evi:
+            evi[:, chunk.a:chunk.b] = extra["evi"]
+            evf[:, chunk.a:chunk.b] = extra["evf"]
         if extra["outputs"] is not None:
             outputs = extra["outputs"]
     if progress is not None:
         progress(int(n), int(n))
-    return host.solution(bound, call.state,
-                         call.deposits if call.deposits is not None else outputs, ad, cnt,
-                         hist, lambda rows: _pack(call, rows))
+    sol = host.solution(bound, call.state,
+                        call.deposits if call.deposits is not None else outputs, ad, cnt,
+                        hist, lambda rows: _pack(call, rows))
+    if n_evi:                   # events: a stopped lane's own status, time and steps
+        grid = bound.grid_shape
+        lstat = evi[1]
+        stopped = lstat != 0
+        sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
+        sol.t = np.where(stopped, evf[0], ad[0]).astype(bound.dtype).reshape(grid)
+        if bound.adaptive is None:      # fixed steps: the step it stopped in counts
+            sol.steps_taken = np.where(stopped, evi[2], cnt[0]).astype(np.int32).reshape(grid)
+        sol.event_counts = np.ascontiguousarray(
+            evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
+    return sol
 
 
 def _absorb(call, chunk, raw: dict) -> None:
@@ -126,6 +153,9 @@ def _trip(ctx, kernel, call, plan, chunk, uniforms: dict, times: np.ndarray, wha
         kernel.ensure(ctx, "b_cnt", len(ROWS) * count * 4)
         kernel.ensure(ctx, "b_hist", len(times) * call.n_states * count * item)
         save = kernel.ensure(ctx, "b_save", len(times) * item)
+        if call.bound.field.events:
+            kernel.ensure(ctx, "b_evi", evi_rows(call.bound.field.n_when) * count * 4)
+            kernel.ensure(ctx, "b_evf", len(EVF_ROWS) * count * item)
         if len(times):
             writes.append((save, np.ascontiguousarray(times)))
     run = kernel.ensure(ctx, "b_run", 4)
@@ -149,4 +179,11 @@ def _read_back(ctx, kernel, call, plan, chunk, n_save: int, last: bool):
                                                             * item),
                              dtype).reshape(n_save, call.n_states, count)
     outputs = _read_outputs(kernel, call, plan) if last else None
-    return raw, {"ad": ad, "cnt": cnt, "hist": hist, "outputs": outputs}
+    extra = {"ad": ad, "cnt": cnt, "hist": hist, "outputs": outputs}
+    if call.bound.field.events:
+        rows = evi_rows(call.bound.field.n_when)
+        extra["evi"] = np.frombuffer(kernel.buffers["b_evi"].read(rows * count * 4),
+                                     np.int32).reshape(rows, count)
+        extra["evf"] = np.frombuffer(kernel.buffers["b_evf"].read(len(EVF_ROWS) * count * item),
+                                     dtype).reshape(len(EVF_ROWS), count)
+    return raw, extra

@@ -45,14 +45,6 @@ def _no_context_reason() -> str:
         "no OpenGL 4.3 context could be made"
 
 
-def _software() -> bool:
-    """Is the OpenGL context a software rasteriser (llvmpipe ...)? False without one."""
-    if not _available()[0]:
-        return False
-    from . import SOFTWARE_RENDERERS, device
-    return bool(SOFTWARE_RENDERERS.search(device.device_info().get("renderer", "")))
-
-
 def _run(prepared, data, progress=None):
     return _runner().run(prepared, data, progress)
 

@@ -24,14 +24,13 @@ from math import copysign
 
 import numpy as np
 
-from ...errors import ProgramIndexError, Span, ZeroDivision
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
 from ...noise.normal import key_of
+from ..shader.faults import NO_ERROR, raise_error
 from .plan import Chunk, Plan, plan_for, uniforms_of
 
-NO_ERROR = 0xFFFFFFFF
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
 
@@ -414,19 +413,7 @@ def _accumulate(dep: np.ndarray, meta: dict, outputs: dict) -> None:
 
 
 def _raise_error(err: np.ndarray, call: _Call) -> None:
-    if int(err[0]) == NO_ERROR:
-        return
-    kind, what, line, column = call.meta["errors"][int(err[0])]
-    span = Span(line, column) if line else None
-    where = f" (line {line})" if line else ""
-    if kind != "index":
-        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
-    bound = call.bound
-    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
-        "output", bound.output_shapes[what])
-    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
-    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
-                            f"{tuple(shape)}{where}", span=span)
+    raise_error(err, call.meta, call.bound)
 
 
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from ...ir import controller as C
 from ...ir.evaluate import INT
 from ...ir.step import step_program
 from .layout import Layout
-from .runner import _Run
+from .interpreter import _Run
 
 COMPACT_BELOW = 64          # never compact a working set smaller than this
 
@@ -144,6 +144,7 @@ class _AdaptiveRun(_Run):
         if a.t1 == self.bound.t0:
             running[:] = False
         mask = lay.active
+        self.begin(h, t, taken)             # (events: every condition at t0)
         k0 = [x.copy() for x in self.F(h, t, taken, mask, 0)]
         dt = self.first_step(h, k0, t, mask) if running.any() else np.zeros_like(t)
         # save_at times at t0 take the start
@@ -165,6 +166,7 @@ class _AdaptiveRun(_Run):
             out_taken[g] = taken[which, 0]
             out_rej[g] = rejected[which]
             out_next[g] = next_save[which]
+            self.finish_rows(which, g)
 
         done_mark, total = 0, 1000
         span = float(a.t1 - self.bound.t0) or 1.0
@@ -182,6 +184,7 @@ class _AdaptiveRun(_Run):
                 t, dt, taken = t[keep], dt[keep], taken[keep]
                 rejected, after_reject = rejected[keep], after_reject[keep]
                 status, next_save, running = status[keep], next_save[keep], running[keep]
+                self.compact(keep)
                 self._alloc()
             mask = lay.active & running[:, None]
             # the step: at most dtmax, cut to end exactly at t1 near it
@@ -201,7 +204,7 @@ class _AdaptiveRun(_Run):
                 e = use * self.weighted(ks, self.error, i)
                 ratio += np.square(e / C.scale(h[i], new[i], self.rtol, self.atol))
             err_lane = np.sqrt(ratio / d(n_states))
-            err = np.where(lay.active, err_lane, d(0)).max(axis=1, keepdims=True)
+            err = np.where(self.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             accept = running[:, None] & finite & (err <= 1)
             reject = running[:, None] & ~accept
@@ -210,6 +213,10 @@ class _AdaptiveRun(_Run):
             acc = accept[:, 0]
             if acc.any():
                 t_new = np.where(cut, self.t1, t + use).astype(self.dtype)
+                moved = None
+                if self.field.events:       # located events end the step early
+                    new, t_new, cut, moved = self.events_in_step(
+                        h, new, ks, t, t_new, use, accept, taken, cut)
                 if n_save:
                     self._save(hist, saves, next_save, acc, rows, h, new, ks, t, t_new, use)
                 last = ks[-1] if prog.fsal else None
@@ -221,8 +228,13 @@ class _AdaptiveRun(_Run):
                 if not prog.fsal:
                     k0 = [np.where(accept, kn, old) for kn, old in
                           zip(self.F(h, t, taken, lay.active & accept, 0), k0)]
+                if moved is not None and moved.any():    # F at the state after events
+                    k0 = [np.where(moved, kn, old) for kn, old in
+                          zip(self.F(h, t, taken, lay.active & moved, 0), k0)]
                 k0 = [x.copy() for x in k0]
                 ended = acc & cut[:, 0]
+                if moved is not None:
+                    ended |= acc & self.all_stopped()
                 running &= ~ended
                 if self.field.collapse is not None:
                     running &= ~(acc & self._collapsed(h, t, taken, mask & accept))
@@ -250,6 +262,20 @@ class _AdaptiveRun(_Run):
         if self.progress is not None and done_mark != total:
             self.progress(total, total)
         return self._pack(out_h, out_t, out_status, out_taken, out_rej, hist, out_next, saves)
+
+    # --- hooks for events (adaptive_events.py): nothing to do without them ---------------
+    def begin(self, h: list, t, taken) -> None:
+        pass
+
+    def finish_rows(self, which: np.ndarray, rows: np.ndarray) -> None:
+        pass
+
+    def compact(self, keep: np.ndarray) -> None:
+        pass
+
+    def counted(self) -> np.ndarray:
+        """The lanes whose error counts (the active ones; events: not stopped)."""
+        return self.layout.active
 
     def start(self) -> list:
         h = super().start()

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...call.bound import Bound, Progress, Solution
 from ...ir.evaluate import INT
-from .runner import _Run
+from .interpreter import _Run
 
 
 class _SavingRun(_Run):

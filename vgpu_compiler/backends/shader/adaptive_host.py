@@ -63,13 +63,14 @@ def controller_uniforms(bound: Bound) -> dict:
             "u_steps": 0, "u_nsteps": 0, "u_final": 0}
 
 
-def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
+def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> int:
     """The most attempts one dispatch may run under a loop limiter of ``loop_limit``
     iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the
-    controller's own loops; a save_at loop that alone could reach it is a BackendError."""
+    controller's own loops and ``extra`` more per attempt (events: their bisections);
+    a save_at loop that alone could reach it is a BackendError."""
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
     m = getattr(bound.field.solver.tableau, "q", 1) + 1
-    per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
+    per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
     n_save = 0 if bound.save_at is None else len(bound.save_at)
     once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
     if loop_limit - 1 - once < per:         # the save loop alone could hit the limiter

@@ -122,6 +122,15 @@ class Let:
 
 
 @dataclass(frozen=True)
+class Assign:
+    """A printed assignment: ``target = expr;`` in the dialect's text (the printer's
+    output, where ``Let`` is its input)."""
+    target: str
+    expr: str
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class Deposit:
     """A flux statement: ``func(index..., value)``, out of range an error at ``span``."""
 
@@ -264,4 +273,5 @@ class Kernel:
     adaptive: object = None         # an adaptive method's pieces (adaptive.AdaptiveParts)
     ranges: Ranges | None = field(default=None, compare=False, repr=False)  # index proofs
     noise: tuple = ()               # stochastic fields: noise.NoiseTerm per (noise, state)
+    events: object = None           # `when` / `stop when`: events.EventParts
     traj: Term = 0                  # ... the trajectory's flat grid index, for Philox

@@ -11,8 +11,11 @@ printing.py prints the description with a dialect.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ...errors import BackendError
 from ...ir.nodes import CoupledAt, Expr, Field, Reduce, Sym
 from ...ir.ops import SymKind
 from ...ir.ranges import Ranges
@@ -32,6 +35,17 @@ COMPONENTS = "xyz"
 #   serial  lane 0 folds the active lanes one by one: two barriers in all, right for a
 #           software renderer (llvmpipe), where every barrier switches through all lanes
 REDUCTIONS = ("tree", "serial")
+REDUCTION_ENV = "VGPU_REDUCTION"
+
+
+def forced_reduction() -> str | None:
+    """The strategy VGPU_REDUCTION=tree|serial forces on every backend (a test and
+    diagnosis hook, read when a kernel is built), or None when it is not set."""
+    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    if forced and forced not in REDUCTIONS:
+        raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
+                           f"not {forced!r}")
+    return forced or None
 
 
 def describe(field: Field, *, dtype: str = "float32", per_trajectory_params=(),

@@ -6,7 +6,8 @@ docs/language.md, Noise): after the drift update, noise ``k`` adds
 each state it drives, with ``G`` and ``G_x`` evaluated in stage 0 (the state at
 the step's start, ``t = t_n``) and ``dW_k = sqrt(dt) * Z``; ``Z`` is the
 float32 normal of the dialect's ``normal`` (GLSL: ``vg_normal`` of
-templates/helpers.glsl.j2, Philox4x32-10 with ``umulExtended``, the same words
+templates/helpers.glsl.j2, Philox4x32-10 with ``umulExtended``, its first round's
+constant word multiplied with 16-bit halves, which Mesa folds right; the same words
 as ``vgpu.philox``) of the counter
 ``(i, n, k, 0)``: ``i`` the trajectory's flat row-major index in the grid,
 computed from the grid indices the kernel gives the program (so every
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from ...ir.nodes import Field
 from .dialect import mangle
-from .kernel import Let, Term, Uniform, flat
+from .kernel import Assign, Let, Term, Uniform, flat
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,6 @@ def printed_traj(kernel, dialect) -> str:
 
 def printed(kernel, dialect) -> tuple[tuple, tuple]:
     """(draws, updates): ``F vg_dwk = ...`` per noise used, then ``s = ...`` per term."""
-    from .printing import Assign
     F, lit = dialect.F, dialect.float_literal
     draws, updates, seen = [], [], set()
     for t in kernel.noise:

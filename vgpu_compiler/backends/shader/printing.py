@@ -17,17 +17,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...ir.step import Combination
+from . import events as _ev
 from . import noise as _noise
 from .dialect import Dialect, mangle
-from .kernel import INIT, Block, CoupledBlock, Kernel, Reduction, Stage
+from .kernel import INIT, Assign, Block, CoupledBlock, Kernel, Reduction, Stage
 from .render import Printer
-
-
-@dataclass(frozen=True)
-class Assign:
-    target: str
-    expr: str
-    comment: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +136,7 @@ class _Printing:
         stages = tuple(self._stage(st) for st in k.stages)
         collapse = self._block(k.collapse) if k.collapse else None
         flux = self._flux(k.flux) if k.flux else None
+        events = self._events(k.events) if k.events else None
         if k.reports_errors:
             self.p.helpers.add(d.fail)
         noise_draws, noise_update = _noise.printed(k, d)
@@ -162,7 +157,7 @@ class _Printing:
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
-            collapse=collapse, flux=flux, noise_draws=noise_draws, noise_update=noise_update,
+            collapse=collapse, flux=flux, events=events, noise_draws=noise_draws, noise_update=noise_update,
             noise_traj=_noise.printed_traj(k, d),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
@@ -205,6 +200,16 @@ class _Printing:
             return f"{s} + {scale} * {k[j][i]}"
         terms = [f"{lit(float(w))} * {k[j][i]}" for j, w in comb.terms]
         return f"{s} + u_dt * ({' + '.join(terms)})" if terms else s
+
+    def _events(self, parts) -> tuple:
+        """Each event's condition, assignment values and flux, printed (events.py)."""
+        out = []
+        for ev in parts.events:
+            out.append(_ev.PrintedEvent(
+                cond=self._block(ev.cond), assign=self._block(ev.assign) if ev.assign else None,
+                targets=ev.targets, flux=self._flux(ev.flux) if ev.flux else None,
+                stop=ev.stop, block=ev.block))
+        return tuple(out)
 
     # --- blocks ---------------------------------------------------------------------
     def _block(self, b: Block) -> PrintedBlock:

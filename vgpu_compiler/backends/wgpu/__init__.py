@@ -32,6 +32,10 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree") -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
+    if field.events:
+        raise BackendError(f"the wgpu backend has no events (`when`, `stop when`) yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'glsl')} or "
+                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction)
     adaptive_method = field.solver.adaptive is not None or field.solver.dense

@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...call.bound import Bound
-from ...errors import ProgramIndexError, Span, ZeroDivision
-
-NO_ERROR = 0xFFFFFFFF
+from ..shader.faults import NO_ERROR, raise_error as _raise_error
 
 _NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -80,21 +78,6 @@ def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
     if state.shape[0] == 1:
         return state.reshape(grid).copy()
     return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
-
-
-def _raise_error(err: np.ndarray, meta: dict, bound: Bound) -> None:
-    if int(err[0]) == NO_ERROR:
-        return
-    kind, what, line, column = meta["errors"][int(err[0])]
-    span = Span(line, column) if line else None
-    where = f" (line {line})" if line else ""
-    if kind != "index":
-        raise ZeroDivision(f"integer {what} by zero{where}", span=span)
-    role, shape = ("input", bound.inputs[what].shape) if what in bound.inputs else (
-        "output", bound.output_shapes[what])
-    at = ", ".join(str(int(np.int32(np.uint32(x)))) for x in err[1:1 + len(shape)])
-    raise ProgramIndexError(f"index out of range: {what}[{at}] but {role} {what} has shape "
-                            f"{tuple(shape)}{where}", span=span)
 
 
 def _initial(bound: Bound) -> np.ndarray | None:

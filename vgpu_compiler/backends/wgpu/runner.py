@@ -35,8 +35,9 @@ from ...ir.dump import dump
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
-from . import REDUCTIONS, VERSION, build, check_dtype
+from . import VERSION, build, check_dtype
 from . import device as dev
+from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
 from .fast import OneDispatch
 from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, _states
@@ -183,17 +184,11 @@ def field_id(field) -> str:
     return hashlib.sha256(dump(field).encode()).hexdigest()[:FIELD_ID_CHARS]
 
 
-REDUCTION_ENV = "VGPU_REDUCTION"
-
-
 def reduction() -> str:
     """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else
     tree; VGPU_REDUCTION=tree|serial overrides it, as for GLSL (part of the kernel key)."""
-    forced = os.environ.get(REDUCTION_ENV, "").strip().lower()
+    forced = forced_reduction()
     if forced:
-        if forced not in REDUCTIONS:
-            raise BackendError(f"{REDUCTION_ENV} must be one of {', '.join(REDUCTIONS)}, "
-                               f"not {forced!r}")
         return forced
     return "serial" if dev.software() else "tree"
 

@@ -1,0 +1,139 @@
+"""Events on the GLSL backend, against the numpy reference (and closed forms).
+
+Everything runs inside the shader (templates/events.glsl.j2): the conditions,
+the bisection, the events, flux at each firing, the partial steps. numpy and
+GLSL must agree on event counts and located times.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.errors import BackendError, StatusWarning
+
+from event_fields import ball, bounce_times, lif, lif_count
+
+HEIGHTS = np.array([1.0, 1.3, 1.9, 2.4, 0.7, 1.1, 3.0])
+K = np.array([3, 5, 2, 10, 4, 1, 7], float)
+
+
+def both(src, h0=None, **kw):
+    out = []
+    for backend in ("numpy", "glsl"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StatusWarning)
+            out.append(vgpu.solve(src, h0, backend=backend, **kw))
+    return out
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 1000)", "heun(dt = 0.005, steps = 2000)",
+                                    "dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_ball_glsl_matches_numpy(glsl, method, basin):
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K})
+    assert got.backend == "glsl"
+    assert (got.status == ref.status).all() and (got.status == 1).all()
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-5)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-4)
+    if method.startswith("rk4"):
+        want = [bounce_times(h, 0.9, int(k))[-1] for h, k in zip(HEIGHTS, K)]
+        np.testing.assert_allclose(got.t, want, atol=2e-5)
+
+
+def test_ball_glsl_float64_closed_form(glsl):
+    ref, got = both(ball("rk4(dt = 0.01, steps = 1000)"), HEIGHTS, params={"K": K},
+                    dtype="float64")
+    want = [bounce_times(h, 0.9, int(k))[-1] for h, k in zip(HEIGHTS, K)]
+    np.testing.assert_allclose(got.t, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.t, ref.t, rtol=0, atol=1e-13)
+
+
+def test_lif_glsl_counts_and_flux_match_numpy_and_the_closed_form(glsl):
+    current = np.linspace(1.1, 4.0, 37)
+    for method in ["rk4(dt = 2e-4, steps = 5000)", "dopri5(t1 = 1, rtol = 1e-7)"]:
+        ref, got = both(lif(method), params={"I": current}, dims={"N": 37})
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.event_counts[:, 0], lif_count(current, 1.0))
+        np.testing.assert_array_equal(got.outputs["spikes"], ref.outputs["spikes"])
+        np.testing.assert_array_equal(got.outputs["bins"], ref.outputs["bins"])
+
+
+def test_zeno_glsl_status_4(glsl):
+    t_star = math.sqrt(2 / 9.81) * 3
+    for method in ["rk4(dt = 0.01, steps = 300)", "dopri5(t1 = 3)"]:
+        ref, got = both(ball(method), np.array([1.0, 2.0]), params={"e": 0.5})
+        assert (got.status == 4).all() and (ref.status == 4).all()
+        np.testing.assert_allclose(got.t[0], t_star, atol=1e-4)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_order_and_sweep_glsl(glsl):
+    src = """field f {
+        state x = 0, a = 0, b = 0, n = 0, m = 0
+        dx/dt = 1
+        da/dt = 0
+        db/dt = 0
+        dn/dt = 0
+        dm/dt = 0
+        when x > 0.7 { b = a + 10 }
+        when x > 0.3 { a = t }
+        when x > 0.5 { n = n + 1 }
+        when x > 0.5 { m = n * 10 }
+        stop when n >= 1 and x > 0.9
+        solve euler(dt = 1, steps = 3)
+    }"""
+    ref, got = both(src, dims={"N": 3}, dtype="float64")
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert got.status.tolist() == ref.status.tolist() == [1, 1, 1]
+    np.testing.assert_allclose(got.t, 0.9, atol=1e-11)
+
+
+def test_coupled_basin_with_stops_glsl(glsl):
+    src = """field f {
+        basin l < 4
+        state x, y = 0
+        coupled s = x
+        dx/dt = 1 + 0.1 * mean(s)
+        dy/dt = x
+        stop when x > 2
+        solve rk4(dt = 0.1, steps = 30)
+    }"""
+    h0 = np.array([0.0, 0.5, 1.0, 1.5, 0.2, 0.3])
+    ref, got = both(src, h0, dtype="float64")
+    np.testing.assert_allclose(got.t, ref.t, atol=1e-12)
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+
+
+def test_glsl_refuses_what_it_lacks(glsl):
+    noisy = """field f {
+        noise xi
+        state x = 0
+        dx/dt = 1 + 0 * xi
+        stop when x > 0.5
+        solve euler(dt = 0.1, steps = 10)
+    }"""
+    with pytest.raises(BackendError, match="GLSL backend has no events in a stochastic"):
+        vgpu.solve(noisy, dims={"N": 2}, backend="glsl")
+    with pytest.raises(BackendError, match="save_at or save_every with events"):
+        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="glsl",
+                   save_every=2)
+    with pytest.raises(BackendError, match="float64"):
+        vgpu.solve(lif("rk4(dt = 1e-3, steps = 10)"), dims={"N": 2}, backend="glsl",
+                   dtype="float64")
+
+
+def test_events_glsl_many_dispatches(glsl):
+    """A run long enough for several dispatches: events carried between them."""
+    current = np.linspace(1.5, 3.0, 300)
+    ref, got = both(lif("euler(dt = 2e-5, steps = 15000)"), params={"I": current},
+                    dims={"N": 300})
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)

@@ -1,0 +1,164 @@
+"""Events (``when``, ``stop when``) in the kernel description, in no language.
+
+``extend(kernel, field)`` adds what a kernel needs to run a field's events
+(docs/language.md, "Events"; the numpy reference is backends/numpy/events.py):
+- per event, its condition as a block over the state variables ``q_*`` (the
+  state being examined: a step's end, a bisection point, the state after an
+  event), ``tt`` and ``nstep``; its assignments' values (temporaries ``vg_v*``,
+  all evaluated before any is made) and its flux deposits, over ``q_*`` too;
+- the buffers that carry a trajectory's events between dispatches: ``b_evi``
+  (ints: previous condition values as bits, the lane's own status, the steps it
+  took, the events of the current step, then the count of each ``when``) and
+  ``b_evf`` (floats: the time it stopped, the end of the current 64-events span);
+- the location rule's numbers (ir/events.py) and the continuous extension of a
+  fixed-step method (ir/events.dense_program: the Hermite through both ends).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...ir import controller as C
+from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
+from ...ir.nodes import Field
+from ...ir.ranges import Where
+from ...ir.step import Combination
+from .dialect import mangle
+from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, flat
+
+EVI_ROWS = ("prev", "lstat", "ltaken", "instep")    # then one row per `when` (counts)
+EVF_ROWS = ("tstop", "window")
+STATE = "q"                 # the prefix of the state variables an event block reads
+CTX = Context(state=STATE, time="tt", step="nstep", where=Where.AFTER)
+
+
+@dataclass(frozen=True)
+class EventBlocks:
+    cond: Block
+    assign: Block | None                # Let(vg_v<e>_<j>, value) per assignment
+    targets: tuple[tuple[int, str], ...]    # (state index, the temporary holding its value)
+    flux: Block | None
+    stop: bool
+    block: int | None                   # the `when` block's number (event_counts' column)
+
+
+@dataclass(frozen=True)
+class EventParts:
+    events: tuple[EventBlocks, ...]
+    n_when: int
+    bisections: int
+    max_per_step: int
+    dense: tuple[Combination, ...]      # the continuous extension, per power of theta
+    end_slope: bool                     # dense reads F at the step's end as one more stage
+    q_names: tuple[str, ...]            # the q_* variable of each state
+
+
+def extend(kernel: Kernel, field: Field, where) -> Kernel:
+    """The kernel with its events (``where``: the lowering's ``_where`` for comments)."""
+    fluxers = list(kernel.fluxers)
+    decls = {o.name: o for o in field.outputs}
+    events = []
+    for e, ev in enumerate(field.events):
+        cond = Block(ctx=CTX, coupled=None, body=(Let("vg_hold", ev.cond, where(ev.span)),),
+                     prefix=f"vg_te{e}_")
+        assign, targets = None, []
+        if ev.assigns:
+            body = []
+            for j, (k, value) in enumerate(ev.assigns):
+                name = f"vg_v{e}_{j}"
+                body.append(Let(name, value, where(ev.span)))
+                targets.append((k, name))
+            assign = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_ta{e}_")
+        flux = None
+        if ev.flux:
+            body = []
+            for fl in ev.flux:
+                n = len(fluxers)
+                func = mangle(f"fx{n}", fl.output)
+                template = next(x for x in kernel.fluxers if x.array == fl.output) \
+                    if any(x.array == fl.output for x in kernel.fluxers) else None
+                dims = template.dims if template else tuple(
+                    str(x) if isinstance(x, int) else mangle("d", x)
+                    for x in decls[fl.output].dims)
+                offset = template.flat if template else flat(
+                    [f"i{k}" for k in range(len(dims))], dims)
+                fluxers.append(Fluxer(func=func, buffer=mangle("b_out", fl.output), dims=dims,
+                                      array=fl.output, flat=offset, deposit=-1))
+                body.append(Deposit(func, (*fl.index, fl.value), fl.output, fl.span,
+                                    where(fl.span)))
+            flux = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_tx{e}_")
+        events.append(EventBlocks(cond, assign, tuple(targets), flux, ev.stop, ev.block))
+    buffers = list(kernel.buffers)
+    buffers.append(Buffer(len(buffers), "evi", "b_evi", "int",
+                          comment="events: previous conditions (bits), own status, steps, "
+                                  "events this step, count per when"))
+    buffers.append(Buffer(len(buffers), "evf", "b_evf", "float",
+                          comment="events: time stopped, end of the 64-events span"))
+    dense, end_slope = dense_program(field.solver.tableau)
+    parts = EventParts(events=tuple(events), n_when=field.n_when,
+                       bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
+                       dense=dense, end_slope=end_slope,
+                       q_names=tuple(mangle(STATE, s.name) for s in field.states))
+    return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
+                               events=parts)
+
+
+def evi_rows(n_when: int) -> int:
+    return len(EVI_ROWS) + n_when
+
+
+@dataclass(frozen=True)
+class PrintedEvent:
+    cond: object                        # PrintedBlock: vg_hold = the condition
+    assign: object | None               # PrintedBlock: the values, into vg_v<e>_<j>
+    targets: tuple[tuple[int, str], ...]
+    flux: object | None                 # PrintedBlock of flux calls
+    stop: bool
+    block: int | None
+
+
+def weighted(comb: Combination, name, lit, i: int) -> str:
+    """``sum(w_j * k_j)`` of state i, ``name(j, i)`` naming stage j's k."""
+    terms = [name(j, i) if w == 1 else f"{lit(float(w))} * {name(j, i)}"
+             for j, w in comb.terms]
+    return " + ".join(terms) if terms else lit(0.0)
+
+
+@dataclass(frozen=True)
+class PrintedEvents:
+    events: tuple                       # PrintedEvent per event (printing.py)
+    dense: tuple[tuple[str, ...], ...]  # per state, per power of theta: sum(w_j k_j)
+    q: tuple[str, ...]
+    c: dict                             # printed constants
+    bis: int
+    stopped: int
+    too_many: int
+    max: int
+    n_when: int
+    fixed: bool
+
+
+def print_parts(printed, dialect, running: int) -> PrintedEvents:
+    """The events' pieces of a printed kernel, in its dialect. A fixed-step method's
+    extension reads stage 0's k from ``vg_f<i>`` (the start slope, kept before stage 0's
+    k is F at the step's end) and the end slope from stage 0's k."""
+    k = printed.kernel
+    parts, lit = k.events, dialect.float_literal
+    fixed = k.adaptive is None or k.adaptive.fixed
+    n_stages = len(k.stages)
+
+    def name(j: int, i: int) -> str:
+        if parts.end_slope and j == n_stages:
+            return k.stage_k[0][i]
+        if fixed and j == 0:
+            return f"vg_f{i}"
+        return k.stage_k[j][i]
+
+    consts = {"zero": lit(0.0), "one": lit(1.0), "two": lit(2.0), "half": lit(0.5),
+              "running": str(running), "end": str(C.REACHED_END)}
+    return PrintedEvents(
+        events=printed.events, q=parts.q_names,
+        dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
+                    for i in range(len(k.states))),
+        c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
+        fixed=fixed)

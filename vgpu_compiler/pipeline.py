@@ -1,0 +1,278 @@
+"""The pipeline of one call, below the API and the distributed runs that both use it:
+text -> (memoised) Compiled (``compile``) -> Field -> call.bind.prepare: the call's
+Prepared (memoised per signature; every call error raised here) and its Data -> the
+backend chosen from the registry (backends/: ``auto`` tries them in order, one warning
+per reason it moves on; an empty ensemble is answered here, call/empty.py) ->
+``run(prepared, data, progress)`` -> a Solution -> one warning counting non-finite
+trajectories. Errors located in the text get the text and file name attached, so
+they print the line with a caret. ``solve_window`` is what a Dask worker runs
+(distributed/block.py).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import warnings
+
+import numpy as np
+
+from . import spelling as S
+from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .call.bind import prepare
+from .call.status import complete_status, warn_status
+from .call.bound import Solution
+from .call.counters import COUNTERS
+from .call.lru import LRU
+from .call.empty import is_empty, solution as empty_solution
+from . import backends as registry
+
+log = logging.getLogger("vgpu")
+
+PARSE_CACHE_SIZE = 64
+_parsed: LRU = LRU(PARSE_CACHE_SIZE)        # (text, filename) -> Compiled
+_fallback_reasons: set[str] = set()         # each fallback reason is logged once per process
+_fallback_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):     # a parent thread may hold it at the fork
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_fallback_lock",
+                                                                     threading.Lock()))
+
+
+class Source(str):
+    """Program text that remembers the file it came from (``vgpu.load``)."""
+
+    filename: str
+
+    def __new__(cls, text: str, filename: str = "<string>") -> "Source":
+        s = super().__new__(cls, text)
+        s.filename = filename
+        return s
+
+
+def load(path) -> Source:
+    """Read a ``.field`` file; errors in it will name the file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentTypeError(f"load() takes the path of a .field file (a str or a path), "
+                                f"got {type(path).__name__}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise CallError(f"cannot read program file {os.fspath(path)!r}: {reason}") from None
+    return Source(text, os.fspath(path))
+
+
+def compile(src, field: str | None = None):
+    """Parse and check a program; returns the Compiled object with every stage kept."""
+    text, filename = text_of(src)
+    with Located(text, filename):
+        compiled = parsed(text, filename)
+        if field is not None:
+            compiled.select(field)
+    return compiled
+
+
+def solve_window(src, window, h0=None, *, params=None, inputs=None, dims=None, field=None,
+                 backend="auto", dtype="float32", dt=None, steps=None, t0=None,
+                 save_every=None, extra=None, seed=0) -> Solution:
+    """Run one window of a call (call/window.py): rows [window.start, window.stop) of the
+    first grid axis of a grid of window.rows rows; h0 and per-trajectory params hold
+    those rows only; everything else is the whole call's. The result is exactly those
+    rows of the whole call's (flux: this window's deposits). ``extra``: the adaptive
+    arguments and save_at, as solve passes them on. Used by distributed/."""
+    return solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                  save_every, None, extra, seed=seed, window=window)
+
+
+
+# --- the pipeline ------------------------------------------------------------------
+def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, save_every,
+           progress, extra=None, full=True, seed=0, window=None) -> Solution:
+    """``extra``: the adaptive arguments and save_at given; ``full``: fill every field of
+    the Solution (run_field reads only the states); ``seed``: the noise's key;
+    ``window``: rows of the first grid axis of a larger grid (call/window.py)."""
+    text, filename = text_of(src)
+    if progress is not None:
+        _check_progress(progress)
+    prepared = selected = None
+    try:                            # (what Located does, without a context manager)
+        selected = parsed(text, filename).select(field)
+        save_at = None
+        if extra:
+            extra = dict(extra)
+            save_at = extra.pop("save_at", None)
+        prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
+                                 t0, save_every, extra, save_at, seed, window)
+        sol = _run(prepared, data, backend, progress)
+        if full:
+            complete_status(sol, prepared.template)
+    except MemoryError:
+        if selected is None:
+            raise
+        error = CallError(_out_of_memory(selected, prepared))
+        error.with_source(text, filename)
+        raise error from None
+    except VgpuError as error:
+        if error.source is None:
+            error.with_source(text, filename)
+        raise
+    _warn_nonfinite(sol, prepared.grid_shape)
+    if prepared.template.adaptive is not None or prepared.template.field.events:
+        warn_status(sol, prepared.grid_shape)
+    return sol
+
+
+def _out_of_memory(field, prepared) -> str:
+    """The message for a call whose arrays do not fit in memory, with their size."""
+    if prepared is None:
+        return (f"out of memory while converting the arrays of a call of field {field.name}: "
+                f"pass smaller arrays")
+    n = int(np.prod(prepared.grid_shape, dtype=np.int64))
+    state = n * len(field.states) * prepared.dtype.itemsize
+    gib = state / (1 << 30)
+    return (f"out of memory running field {field.name} on a grid of shape {prepared.grid_shape} "
+            f"({n} trajectories, {gib:.2f} GiB of states alone): run fewer trajectories "
+            f"per call")
+
+
+def text_of(src) -> tuple[str, str]:
+    if type(src) is str:            # the usual case, first: isinstance on an ABC is slow
+        return src, "<string>"
+    if isinstance(src, os.PathLike):
+        src = load(src)
+    if not isinstance(src, str):
+        raise ArgumentTypeError(f"the program must be text (a str, or vgpu.load(path)), "
+                                f"got {type(src).__name__}")
+    return str(src), getattr(src, "filename", "<string>")
+
+
+class Located:
+    """Attach the program text to any VgpuError raised inside (source errors print a caret)."""
+
+    def __init__(self, text: str, filename: str):
+        self.text, self.filename = text, filename
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, VgpuError) and error.source is None:
+            error.with_source(self.text, self.filename)
+        return False
+
+
+def parsed(text: str, filename: str):
+    key = (text, filename)
+    hit = _parsed.get(key)
+    if hit is not None:
+        COUNTERS.add("parse_hits")
+        return hit
+    from .frontend.compile import compile_program
+    compiled = compile_program(text, filename)
+    COUNTERS.add("parses")
+    return _parsed.put(key, compiled)
+
+
+# --- backends ----------------------------------------------------------------------
+def _run(prepared, data, backend, progress) -> Solution:
+    """Run the call on the backend named (``auto``: the first available in the
+    registry's order that can run it, one warning per reason it moved on)."""
+    if backend not in registry.choices():
+        raise ArgumentTypeError(f"{S.name('backend')} must be one of "
+                                f"{', '.join(map(repr, registry.choices()))}, got {backend!r}")
+    if backend != "auto":
+        chosen = registry.get(backend)
+        ok, why = chosen.available()
+        if not ok:
+            raise BackendError(f"the {backend} backend is not available here ({why}); "
+                               f"use {S.setting('backend', 'numpy')}")
+        if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
+            sol = empty_solution(prepared.template, progress)
+        else:
+            sol = chosen.run(prepared, data, progress)
+        sol.backend = backend
+        return sol
+    order = registry.auto_order()
+    for i, candidate in enumerate(order):
+        last = i == len(order) - 1
+        ok, why = candidate.available()
+        if not ok:
+            _fell_back(candidate, f"is not available ({why})", order[i + 1:])
+            continue
+        if i and not candidate.gpu:
+            COUNTERS.add("cpu_fallbacks")       # auto came down to a CPU backend
+        try:
+            sol = _on(candidate, prepared, data, progress)
+        except BackendError as e:
+            if last:
+                raise
+            _fell_back(candidate, f"cannot run this: {e.message}", order[i + 1:])
+            continue
+        if candidate.name not in _chosen:
+            _say_chosen(candidate)
+        return sol
+    raise BackendError("no backend is available here")      # numpy always is
+
+
+_chosen: set = set()
+
+
+def _say_chosen(backend) -> None:
+    """One logged line (INFO, logger "vgpu") per backend that ``auto`` first runs on:
+    which it is and why (registry.why_chosen)."""
+    with _fallback_lock:
+        if backend.name in _chosen:
+            return
+        _chosen.add(backend.name)
+    log.info("%s", registry.why_chosen(backend))
+
+
+def _on(backend, prepared, data, progress) -> Solution:
+    if is_empty(prepared):      # nothing to dispatch: no backend needs to know
+        sol = empty_solution(prepared.template, progress)
+    else:
+        sol = backend.run(prepared, data, progress)
+    sol.backend = backend.name
+    return sol
+
+
+def _fell_back(backend, what: str, rest) -> None:
+    """One warning per reason ``auto`` moved past a backend (counted every time)."""
+    if not rest:
+        return
+    reason = f"the {backend.name.upper()} backend {what}"
+    with _fallback_lock:            # two threads falling back at once: one warning
+        first = reason not in _fallback_reasons
+        _fallback_reasons.add(reason)
+    if first:
+        after = next((b for b in rest if b.available()[0]), rest[-1])
+        log.warning("%s; running on the %s backend instead", reason,
+                    "numpy reference" if after.name == "numpy" else after.name)
+
+
+def _numpy(prepared, data, progress) -> Solution:
+    return registry.get("numpy").run(prepared, data, progress)
+
+
+def _check_progress(progress) -> None:
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress must be None, True or a function "
+                                f"progress(done, total), "
+                                f"got {type(progress).__name__} {progress!r}")
+
+
+def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:
+    states = np.asarray(sol.states)
+    if states.dtype.kind == "f" and math.isfinite(np.add.reduce(states, None)):
+        return      # the usual case, cheaply: a NaN or inf makes the sum one (an overflow
+                    # of finite values too, which the exact check below then clears)
+    bad = ~np.isfinite(states)
+    if states.ndim > len(grid_shape):
+        bad = bad.any(axis=-1)
+    count = int(bad.sum())
+    if count:
+        total = int(np.prod(grid_shape))
+        warnings.warn(f"{count} of {total} trajectories became NaN or infinite",
+                      NonFiniteWarning, stacklevel=4)
