@@ -2,7 +2,7 @@
 
 sigma = 10, beta = 8/3, rho_i = linspace(0, 21, N), u0 = (1, 0, 0), t in [0, 1],
 an adaptive 5(4) pair with rtol = atol = 1e-6, float32, end state only: VGPU's
-tsit5 (examples/lorenz_tsit5.field) on GLSL and on the numpy reference, diffrax
+tsit5 (examples/lorenz_tsit5.field) on GLSL, wgpu and the numpy reference, diffrax
 Tsit5 + PIDController under jit(vmap), torchdiffeq dopri5 on the (N, 3) batch,
 and scipy's RK45 one trajectory at a time (timed on a sample, scaled to N).
 Final states are checked against scipy DOP853 (rtol = atol = 1e-10, float64) on
@@ -48,6 +48,7 @@ def _peer(fn):
 
 COLUMNS = [
     ("VGPU GLSL", _vgpu("glsl"), "vgpu.solve(backend='glsl'), tsit5, per-trajectory steps"),
+    ("VGPU wgpu", _vgpu("wgpu"), "vgpu.solve(backend='wgpu'), tsit5, WGSL (lavapipe here)"),
     ("VGPU numpy ref", _vgpu("numpy"), "vgpu.solve(backend='numpy'), tsit5"),
     ("diffrax", _peer(adaptive_peers.make_diffrax),
      "jit(vmap(diffeqsolve)), Tsit5 + PIDController, CPU"),

@@ -1,5 +1,6 @@
 """examples/vanderpol_adaptive.field and examples/lorenz_tsit5.field: what their comments
-claim, on both backends, against scipy; and ``vgpuc run`` on them."""
+claim, on numpy, GLSL, wgpu (float32 only there) and cpu, against scipy; and ``vgpuc run``
+on them."""
 from __future__ import annotations
 
 import pathlib
@@ -11,7 +12,7 @@ import vgpu
 
 solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-BACKENDS = ["numpy", "glsl", "cpu"]
+BACKENDS = ["numpy", "glsl", "wgpu", "cpu"]
 
 
 def backend_fixture(backend, request):
@@ -21,12 +22,13 @@ def backend_fixture(backend, request):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_vanderpol_step_counts_differ_a_hundredfold(backend, request):
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_vanderpol_step_counts_differ_a_hundredfold(backend, dtype, request):
     backend_fixture(backend, request)
     mu = np.array([0.1, 1.0, 300.0])
     h0 = np.tile([2.0, 0.0], (3, 1))
     sol = vgpu.solve(vgpu.load(EXAMPLES / "vanderpol_adaptive.field"), h0, params={"mu": mu},
-                     dtype="float64", backend=backend, save_at=np.linspace(0, 20, 21))
+                     dtype=dtype, backend=backend, save_at=np.linspace(0, 20, 21))
     assert (sol.status == 0).all()
     assert sol.steps_taken[2] > 50 * sol.steps_taken[0]
     for i in range(2):

@@ -24,13 +24,13 @@ def emit(path: Path, reduction: str = "tree") -> str:
     return emit_wgsl(field, source=src, reduction=reduction)
 
 
-ADAPTIVE = {"lorenz_tsit5", "vanderpol_adaptive"}      # not on wgpu yet: refused
+EVENTS = {"lif", "bouncing_ball"}        # `when` blocks: not on wgpu yet, refused
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_golden_wgsl(path, update_golden):
-    if path.stem in ADAPTIVE:
-        with pytest.raises(BackendError, match="no adaptive methods"):
+    if path.stem in EVENTS:
+        with pytest.raises(BackendError, match="no events"):
             emit(path)
         return
     text = emit(path)
@@ -46,10 +46,33 @@ def test_golden_wgsl(path, update_golden):
 @pytest.mark.parametrize("reduction", ["tree", "serial"])
 def test_wgsl_validates_with_naga(path, reduction, wgpu):
     from vgpu_compiler.backends.wgpu import device
-    if path.stem in ADAPTIVE:
+    if path.stem in EVENTS:
         return test_golden_wgsl(path, False)
     golden = GOLDEN / f"{path.stem}.wgsl"
     text = golden.read_text() if reduction == "tree" and golden.exists() else emit(path, reduction)
+    device.get().device.create_shader_module(code=text)     # raises on any WGSL error
+
+
+def emit_dense(name: str) -> str:
+    """The WGSL of an example's fixed-step method run for save_at (its field's
+    ``solver.dense`` variant: templates/adaptive.wgsl.j2's cubic Hermite kernel)."""
+    import dataclasses
+    src = (ROOT / "examples" / f"{name}.field").read_text()
+    field = compile_program(src, f"{name}.field").select(None)
+    field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
+    return emit_wgsl(field, source=src)
+
+
+def test_golden_dense_wgsl_validates_with_naga(update_golden, wgpu):
+    from vgpu_compiler.backends.wgpu import device
+    text = emit_dense("vanderpol")
+    golden = GOLDEN / "vanderpol.dense.wgsl"
+    if update_golden:
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file for {golden.name}: run pytest --update-golden"
+    assert text == golden.read_text(), f"{golden.name} differs: run pytest --update-golden"
+    assert emit_dense("vanderpol") == text
+    assert "cubic Hermite" in text and "b_hist" in text
     device.get().device.create_shader_module(code=text)     # raises on any WGSL error
 
 
@@ -315,28 +338,17 @@ DECAY_ADAPTIVE = """field decay {
 }"""
 
 
-def test_adaptive_methods_and_save_at_are_refused_and_auto_moves_on(wgpu, caplog,
-                                                                   monkeypatch):
-    """Not on wgpu yet: an adaptive method or save_at is a BackendError saying so, and
-    auto runs the call on the next backend (GLSL here, or numpy)."""
+def test_adaptive_methods_and_save_at_run_on_wgpu_but_not_in_float64(wgpu):
+    """An adaptive method and a fixed-step method's save_at run on wgpu (the kernel of
+    templates/adaptive.wgsl.j2; tests/test_wgpu_adaptive.py tests them against the
+    reference); float64 is refused as for every wgpu call, naming the backend."""
     h0 = np.linspace(0.5, 2, 16).astype(np.float32)
-    with pytest.raises(BackendError, match="no adaptive methods"):
-        vgpu.solve(DECAY_ADAPTIVE, h0, backend="wgpu")
+    sol = vgpu.solve(DECAY_ADAPTIVE, h0, backend="wgpu")
+    np.testing.assert_allclose(sol.states, h0 * np.exp(-1.0), rtol=1e-4)
+    assert (sol.status == 0).all() and (sol.t == 1).all() and (sol.steps_taken > 1).all()
     src = (ROOT / "examples" / "lorenz.field").read_text()
-    with pytest.raises(BackendError, match="save_at"):
-        vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu",
-                   save_at=np.linspace(0, 0.01, 3))
-    import dataclasses
-    from vgpu_compiler import backends as registry
-    from vgpu_compiler import pipeline
-    monkeypatch.setattr(pipeline, "_fallback_reasons", set())   # warnings given so far
-    monkeypatch.setenv("VGPU_NO_CPU", "1")      # (auto would run it on cpu first)
-    glsl = registry.get("glsl")         # GLSL hidden: auto tries wgpu, then numpy
-    registry.register(dataclasses.replace(glsl, available=lambda: (False, "hidden")))
-    try:
-        with caplog.at_level("WARNING", logger="vgpu"):
-            sol = vgpu.solve(DECAY_ADAPTIVE, h0)
-        np.testing.assert_allclose(sol.states, h0 * np.exp(-1.0), rtol=1e-4)
-        assert "the WGPU backend cannot run this" in caplog.text
-    finally:
-        registry.unregister("glsl")
+    saved = vgpu.solve(src, np.ones((4, 3), np.float32), backend="wgpu",
+                       save_at=np.linspace(0, 0.01, 3))
+    assert saved.history.shape == (3, 4, 3)
+    with pytest.raises(BackendError, match="wgpu.*float64"):
+        vgpu.solve(DECAY_ADAPTIVE, h0, backend="wgpu", dtype="float64")

@@ -176,10 +176,6 @@ def test_noise_in_a_window_is_the_whole_runs_noise(backend):
 
 
 def test_an_adaptive_method_in_windows(backend):
-    if backend == "wgpu":       # no adaptive methods on wgpu yet: refused, saying so
-        with pytest.raises(vgpu.BackendError, match="no adaptive methods"):
-            vgpu.solve(TSIT5, np.ones((4, 3), np.float32), backend="wgpu", t1=0.3)
-        return
     """tsit5 (per-trajectory steps): states, t, status, steps taken and rejected."""
     h0 = RNG.normal(size=(300, 3)).astype(np.float32)
     rho = np.linspace(0, 30, 300).astype(np.float32)

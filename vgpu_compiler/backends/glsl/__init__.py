@@ -32,12 +32,13 @@ import sys
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
-from ..shader import dialect, kernel, lower as _lowering, printing, render, template, traits
+from ..shader import (adaptive, dialect, kernel, lower as _lowering, printing, render, template,
+                      traits)
 from ..shader import events as _events
 
 # The language-neutral stages live in backends/shader (shared with the WGSL backend);
 # their old names here (backends.glsl.lower, .kernel, .dialect ...) stay importable.
-for _m in (dialect, kernel, _lowering, printing, render, template, traits):
+for _m in (adaptive, dialect, kernel, _lowering, printing, render, template, traits):
     sys.modules[f"{__name__}.{_m.__name__.rpartition('.')[2]}"] = _m
 del _m
 
@@ -117,7 +118,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
                       source=source, reduction=reduction, history=history)
     if field.solver.adaptive is None and not field.solver.dense and not field.events:
         return print_kernel(kernel, DIALECTS[dtype])
-    from ..shader import adaptive    # bs3, dopri5, tsit5: templates/adaptive.glsl.j2
+    # bs3, dopri5, tsit5 (and save_at): templates/adaptive.glsl.j2, shader/adaptive.py
     kernel = adaptive.extend(kernel, field)
     if field.events:                 # (a fixed-step method's events: its dense variant)
         kernel = _events.extend(kernel, field, _line)

@@ -11,7 +11,6 @@ max_steps are uniforms: a new value never recompiles.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -20,18 +19,17 @@ from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from ...call.prepare import Data, Prepared
 from ...errors import BackendError
-from ...ir import controller as C
-from . import device as gl
 from ...ir.events import BISECTIONS
+from ..shader import adaptive_host as host
 from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
+from ..shader.adaptive_host import FIRST_ATTEMPTS
+from . import device as gl
 from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
-
-FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
@@ -41,8 +39,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     if bound.field.events and (bound.save_at is not None or bound.save_every):
         raise BackendError("the GLSL backend has no save_at or save_every with events yet "
                            f"(field `{bound.field.name}`); use backend='numpy'")
-    if bound.adaptive is None:
-        bound = dataclasses.replace(bound, field=_dense_variant(bound.field))
+    bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
     kernel = kernel_of_call(bound)
@@ -52,59 +49,22 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
         return _run(kernel, bound, progress)
 
 
-_VARIANTS: dict = {}         # id(field) -> (field, its dense variant)
-
-
-def _dense_variant(field):
-    """The field with ``solver.dense`` set (one object per field: its kernel key is
-    digested once per field object)."""
-    hit = _VARIANTS.get(id(field))
-    if hit is None or hit[0] is not field:
-        if len(_VARIANTS) > 256:
-            _VARIANTS.clear()
-        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
-                                                                        dense=True))
-        hit = _VARIANTS[id(field)] = (field, variant)
-    return hit[1]
-
-
 def _attempt_cap(kernel, bound: Bound) -> int | None:
     """The most attempts one dispatch may run on a software renderer (its loop limiter:
     see plan.loop_cap), counting the controller's own loops; None elsewhere."""
     from . import SOFTWARE_RENDERERS
     if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
         return None
-    meta = kernel.meta
+    meta, events = kernel.meta, len(bound.field.events)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    m = getattr(bound.field.solver.tableau, "q", 1) + 1
-    per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
-    once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
-    events = len(bound.field.events)
-    if events:      # an attempt locates at most one time: a bisection per condition
-        per += events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4
-    if LOOP_LIMIT - 1 - once < per:         # the save loop alone could hit the limiter
-        raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
-                           f"this software renderer (its loop limiter); use fewer times or "
-                           f"backend='numpy'")
-    return (LOOP_LIMIT - 1 - once) // per
+    # an attempt locates at most one time: a bisection per condition
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4 if events else 0
+    return host.attempt_cap(meta, bound, LOOP_LIMIT, extra)
 
 
 def _uniforms(call, plan, bound: Bound) -> dict:
-    a, cast = bound.adaptive, bound.dtype.type
     u = _call_uniforms(call, plan)
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
-    if a is None:                   # a fixed-step method run for save_at
-        u.update({"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
-                  "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
-                  "u_final": 0})
-        return u
-    u.update({"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
-              "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
-              "u_dtmax": float(cast(a.dtmax)), "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),
-              "u_max_steps": int(a.max_steps),
-              "u_nsave": 0 if bound.save_at is None else len(bound.save_at),
-              "u_steps": 0, "u_nsteps": 0, "u_final": 0})
+    u.update(host.controller_uniforms(bound))
     return u
 
 
@@ -119,11 +79,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     cap = _attempt_cap(kernel, bound)
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
     block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
-    if n_save * n_states * biggest * item > block:
-        raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
-                           f"{biggest} trajectories) is larger than the largest storage block "
-                           f"of this driver ({block} bytes); save fewer times, run fewer "
-                           f"trajectories per call, or use backend='numpy'")
+    host.check_history(bound, n_states, biggest, item, block)
     n_evi = evi_rows(bound.field.n_when) if bound.field.events else 0
     evi = np.zeros((n_evi, n), np.int32)
     evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), bound.dtype)
@@ -161,14 +117,11 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             outputs = extra["outputs"]
     if progress is not None:
         progress(int(n), int(n))
-    grid = bound.grid_shape
-    sol = Solution(states=_pack(call, call.state),
-                   outputs=call.deposits if call.deposits is not None else outputs,
-                   steps_taken=cnt[0].reshape(grid).copy())
-    sol.steps_rejected = cnt[1].reshape(grid).copy()
-    sol.status = cnt[2].astype(np.int8).reshape(grid)
-    sol.t = ad[0].reshape(grid).copy()
+    sol = host.solution(bound, call.state,
+                        call.deposits if call.deposits is not None else outputs, ad, cnt,
+                        hist, lambda rows: _pack(call, rows))
     if n_evi:                   # events: a stopped lane's own status, time and steps
+        grid = bound.grid_shape
         lstat = evi[1]
         stopped = lstat != 0
         sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
@@ -177,13 +130,6 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             sol.steps_taken = np.where(stopped, evi[2], cnt[0]).astype(np.int32).reshape(grid)
         sol.event_counts = np.ascontiguousarray(
             evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
-    if bound.save_at is not None:
-        for j in range(n_save):             # stopped early: repeat the final state
-            late = cnt[4] <= j
-            hist[j][:, late] = call.state[:, late]
-        sol.history = (np.stack([_pack(call, hist[j]) for j in range(n_save)]) if n_save
-                       else np.zeros((0,) + sol.states.shape, bound.dtype))
-        sol.times = times
     return sol
 
 

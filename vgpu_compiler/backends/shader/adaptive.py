@@ -1,6 +1,7 @@
 """The kernel of an adaptive method (bs3, dopri5, tsit5), or of a fixed-step method run
 for ``save_at``: what it adds to a field's kernel description, for every compiled
-backend (GLSL: templates/adaptive.glsl.j2; C: templates/adaptive.c.j2).
+backend (GLSL: templates/adaptive.glsl.j2; WGSL: adaptive.wgsl.j2; C:
+templates/adaptive.c.j2).
 
 ``extend(kernel, field)`` adds to the kernel description of lower.py the
 buffers that carry a trajectory between dispatches (its ``t``, step size,
@@ -11,7 +12,8 @@ the error estimate and the continuous extension (ir.step's Combinations, the
 same numbers and the same order of operations as the numpy reference), and
 the controller's constants (ir/controller.py), in a dialect. The templates lay
 it out: a trajectory carries its own t and dt; a basin shares one step size
-(its largest error over active lanes).
+(its largest error over active lanes). The host side the GPU runners share is
+adaptive_host.py.
 """
 from __future__ import annotations
 

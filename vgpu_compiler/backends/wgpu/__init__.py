@@ -10,6 +10,7 @@ from __future__ import annotations
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
+from ..shader import adaptive
 from ..shader.lower import REDUCTIONS, describe
 from ..shader.printing import PrintedKernel, print_kernel
 from ..shader.template import render_kernel
@@ -36,17 +37,16 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         raise BackendError(f"the wgpu backend has no events (`when`, `stop when`) yet (field "
                            f"`{field.name}`); use {S.setting('backend', 'glsl')} or "
                            f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
-    if field.solver.adaptive is not None or field.solver.dense:
-        raise BackendError(
-            f"the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet "
-            f"(field `{field.name}` solves with {field.solver.method}"
-            f"{' and save_at' if field.solver.dense else ''}); use "
-            f"{S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}",
-            span=field.solver.span or field.span)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
+    adaptive_method = field.solver.adaptive is not None or field.solver.dense
     try:
-        return print_kernel(kernel, DIALECTS[dtype])
+        if not adaptive_method:
+            return print_kernel(kernel, DIALECTS[dtype])
+        # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py
+        printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+        printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+        return printed
     except RecursionError:
         raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
                            f"the wgpu backend; write it in smaller pieces, or use "

@@ -27,11 +27,14 @@ def _available() -> tuple[bool, str]:
 
 
 def _run(prepared, data, progress=None):
+    from . import adaptive_run, runner
+    t = prepared.template
+    if t.adaptive is not None or t.save_at is not None:    # bs3, dopri5, tsit5; save_at
+        return adaptive_run.run(prepared, data, progress)
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the shader writes the history
         from . import history
         return history.run(prepared.bound(data), progress)
-    from . import runner
     return runner.run(prepared, data, progress)
 
 

@@ -61,7 +61,7 @@ WGSL = replace(
     barrier="workgroupBarrier();",
     atomic_add="atomicAdd(&{0}, {1})",
     atomic_cas="atomicCompareExchangeWeak(&{0}, {1}, {2})",
-    template="field.wgsl.j2",
+    template="field.wgsl.j2", adaptive_template="adaptive.wgsl.j2",
     normal="vg_normal(vec4<u32>({traj}, u32({step}), {k}, 0u))", normal_type="f32",
     to_uint="u32({0})")
 DIALECTS = {"float32": WGSL}

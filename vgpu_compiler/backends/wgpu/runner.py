@@ -37,15 +37,16 @@ from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
 from . import VERSION, build, check_dtype
 from . import device as dev
-from ..shader.faults import NO_ERROR, raise_error as _raise_error
 from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
+from .fast import OneDispatch
+from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, _states
 
 LOOP_LIMIT = 65535
 TARGET_SECONDS = 0.2            # a dispatch's time on a GPU (watchdogs kill long ones)
 TARGET_CPU_SECONDS = 1.0        # on a CPU adapter (no watchdog; fewer syncs)
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
-FLOAT_ROLES = {"dt", "t0", "param"}
+FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap"}
 MEMORY = LRU(64)                # memory key -> Kernel
 _lock = threading.RLock()
 FIELD_ID_CHARS = 16
@@ -92,6 +93,7 @@ class Kernel:
         self.buffers: dict = {}
         self.sizes: dict = {}
         self.group = None
+        self.written: dict = {}     # what dispatch.py last wrote to the uniform buffer, error slot
         names = [u["name"] for u in meta["uniforms"]]
         self.uniform_index = {n: i for i, n in enumerate(names)}
         self.uniform_float = [u["role"] in FLOAT_ROLES for u in meta["uniforms"]]
@@ -106,7 +108,7 @@ class Kernel:
         import wgpu
         k = object.__new__(Kernel)
         k.__dict__.update(self.__dict__)
-        k.buffers, k.sizes, k.group = {}, {}, None
+        k.buffers, k.sizes, k.group, k.written = {}, {}, None, {}
         k.ubuf = dev.get().device.create_buffer(
             size=self.uniform_bytes, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         return k
@@ -171,7 +173,7 @@ def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
         if span is not None:
             spans.update(f"{span.line}:{span.column};".encode())
     parts = [compiler_fingerprint(), dump(field), spans.hexdigest(), dtype, ",".join(pt),
-             reduction, dev.identity()]
+             reduction, dev.identity(), "dense" if field.solver.dense else ""]
     key = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
     return f"{field_id(field)}-{key}"
 
@@ -218,7 +220,8 @@ def kernel_for(bound: Bound) -> Kernel:
                                     reduction=red)
             k = printed.kernel
             shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
-                          + k.results + (8 if k.collapse is not None else 0)) \
+                          + k.results + (8 if k.collapse is not None else 0)
+                          + (k.basin_size + 8 if k.adaptive is not None else 0)) \
                 if k.has_basin else 0
             meta = dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
             DISK.store(key, source, meta)
@@ -257,24 +260,61 @@ def _check_limits(meta: dict, field) -> None:
 
 # --- running ------------------------------------------------------------------------------
 def run(prepared, data, progress=None) -> Solution:
-    t = prepared.template
-    if t.adaptive is not None or t.save_at is not None:
-        raise BackendError(
-            "the wgpu backend has no adaptive methods (bs3, dopri5, tsit5) or save_at yet; "
-            f"use {S.setting('backend', 'glsl')} or {S.setting('backend', 'numpy')}")
+    """A fixed-step call (adaptive_run.run: an adaptive method's, or one with save_at).
+    A repeated call of a signature that runs as one dispatch takes the fast path
+    (fast.py: ``prepared.slots["wgpu_fast"]``) while it still holds."""
+    fast = prepared.slots.get("wgpu_fast") if progress is None else None
+    if fast is not None and _still(fast, prepared.slots):
+        with _lock:
+            sol = fast.call(prepared, data)
+        if sol is not None:
+            return sol
     bound = prepared.bound(data)
     if not available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
                            f"use {S.setting('backend', 'numpy')}")
     check_dtype(bound.dtype.name, bound.field.span)
-    kernel = kernel_for(bound)
+    found = kernel_for(bound)
+    kernel = found
     if any(k is kernel for k in _here.kernels):     # inside a progress callback of its run
         kernel = kernel.private()
     with _lock:
         sol = _execute(kernel, bound, progress)
+        if kernel is found and bound.prepared is not None:
+            _remember(kernel, bound)
     if progress is not None:
         progress(bound.steps, bound.steps)
     return sol
+
+
+def _remember(kernel: Kernel, bound: Bound) -> None:
+    """Keep a OneDispatch in the call's Prepared when its signature runs as one chunk and
+    one dispatch (fast.py)."""
+    chunks = _chunks(kernel, bound)
+    if bound.save_every or bound.origin or len(chunks) != 1 or kernel.group is None:
+        return
+    stages = len(step_program(bound.field.solver.tableau).stages)
+    most = _first_steps(bound.n_trajectories, stages, _loop_cap(kernel.meta))
+    if bound.steps > most:
+        return
+    values, put = _uniform_values(kernel, bound)
+    put("u_count", bound.n_trajectories)
+    put("u_origin", bound.first_trajectory)
+    bound.prepared.slots["wgpu_fast"] = OneDispatch(
+        kernel, bound, values, _groups(kernel, bound, 0, bound.n_trajectories), most)
+    bound.prepared.slots["wgpu_fast_for"] = (os.environ.get(REDUCTION_ENV),
+                                             LIMITS["max_steps"], dev.get().limits)
+
+
+def _still(fast: OneDispatch, slots: dict) -> bool:
+    """True when ``fast`` still runs a call as the full path would: the same kernel,
+    still in the memory cache, VGPU_REDUCTION, the test limits and the adapter's limits
+    unchanged, and no progress callback of a run of this thread underway."""
+    hit, made = slots.get("wgpu"), slots.get("wgpu_fast_for")
+    return (hit is not None and hit[1] is fast.kernel and not _here.kernels
+            and MEMORY.get(fast.kernel.key) is fast.kernel and made is not None
+            and made[0] == os.environ.get(REDUCTION_ENV) and made[1] == LIMITS["max_steps"]
+            and made[2] is dev.get().limits and hit[0] == made[0])
 
 
 class _Here(threading.local):
@@ -295,10 +335,11 @@ def _report(kernel: Kernel, progress, done: int, total: int) -> None:
         _here.kernels = outer
 
 
-def _chunks(kernel: Kernel, bound: Bound) -> list[tuple[int, int]]:
-    """[a, b) trajectory ranges (whole rows of basins) within the device's limits."""
+def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
+    """[a, b) trajectory ranges (whole rows of basins) within the device's limits (a
+    buffer of ``rows`` f32 per trajectory besides the states' and the params')."""
     limits, meta, n = dev.get().limits, kernel.meta, bound.n_trajectories
-    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), 2)
+    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), rows)
     most = max(1, limits.get("max_storage_buffer_binding_size", 1 << 27) // per)
     groups = limits.get("max_compute_workgroups_per_dimension", 65535)
     if meta["has_basin"]:
@@ -335,6 +376,12 @@ def _loop_cap(meta: dict) -> int | None:
     return min(cap, forced) if forced else cap
 
 
+def _first_steps(count: int, stages: int, cap: int | None) -> int:
+    """The steps of a chunk's first dispatch: FIRST_WORK trajectory-stages, at most
+    ``cap`` (_loop_cap)."""
+    return max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))
+
+
 def _segments(steps: int, first: int, cap, history):
     """(s0, s1) of each dispatch; every saved step ends one; paced by ``first`` (a list,
     updated by the caller)."""
@@ -348,23 +395,11 @@ def _segments(steps: int, first: int, cap, history):
             s0 = s1
 
 
-def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
-    d = dev.get()
-    device, queue, meta = d.device, d.device.queue, kernel.meta
-    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
-    n_states = len(f.states)
-    state = None
-    if bound.h0 is not None:
-        state = np.zeros((n_states, n), dtype)
-        free = np.asarray(bound.h0, dtype).reshape(n, -1)
-        state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
-    out_state = np.zeros((n_states, n), dtype)
-    taken = np.full(n, bound.steps, np.int32)
-    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
-    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
-    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
-    roles = {b["role"]: b["name"] for b in meta["buffers"]}
-    # inputs and outputs, once per run
+def _setup(kernel: Kernel, bound: Bound):
+    """A run's inputs written and its outputs zeroed (once per run), and the uniforms
+    every dispatch shares: (values, put(name, value))."""
+    queue, meta = dev.get().device.queue, kernel.meta
+    dtype = np.dtype(np.float32)
     for b in meta["buffers"]:
         if b["role"] == "input":
             arr = np.ascontiguousarray(bound.inputs[b["array"]], dtype)
@@ -372,7 +407,13 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
         elif b["role"] == "output":
             size = 4 * int(np.prod(bound.output_shapes[b["array"]]))
             queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
-    err = kernel.ensure("b_err", 16)
+    kernel.ensure("b_err", 16)
+    return _uniform_values(kernel, bound)
+
+
+def _uniform_values(kernel: Kernel, bound: Bound):
+    """The uniforms every dispatch of a call shares: (values, put(name, value))."""
+    meta = kernel.meta
     values = [0.0] * (len(kernel.uniform_index) + 1)
     u = kernel.uniform_index
 
@@ -395,6 +436,21 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             put(x["name"], int(bound.dims[x["of"]]))
         elif x["role"] == "param":
             put(x["name"], float(np.float32(bound.params[x["of"]])))
+    return values, put
+
+
+def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
+    d = dev.get()
+    device, queue, meta = d.device, d.device.queue, kernel.meta
+    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
+    n_states = len(f.states)
+    state = _initial(bound)
+    out_state = np.zeros((n_states, n), dtype)
+    taken = np.full(n, bound.steps, np.int32)
+    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
+    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
+    values, put = _setup(kernel, bound)
     cap = _loop_cap(meta)
     outputs: dict = {}
     out_sizes = {b["array"]: 4 * int(np.prod(bound.output_shapes[b["array"]]))
@@ -421,7 +477,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             p = np.stack([np.asarray(bound.params[name], dtype).reshape(n)[a:b] for name in pt])
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
         group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
-        first = [max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))]
+        first = [_first_steps(count, stages, cap)]
         for s0, s1 in _segments(bound.steps, first, cap, history):
             put("u_step0", s0)
             put("u_nsteps", s1 - s0)
@@ -430,7 +486,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             began = time.perf_counter()
             end = s1 == bound.steps
             save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
-            reads = [(err, 16)]
+            reads = [(kernel.buffers["b_err"], 16)]
             if save or end:
                 reads.append((buf, n_states * count * 4))
             if end and meta["collapse"]:
@@ -467,61 +523,6 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
         sol.times = (np.float32(bound.t0) + np.asarray(history).astype(np.float32)
                      * np.float32(bound.dt)).astype(np.float32)
     return sol
-
-
-_NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
-
-
-def _pack_uniforms(kernel: Kernel, values: list) -> bytes:
-    """The uniform buffer's bytes: f32 or i32 per uniform, in declaration order, then
-    vg_zero (0), padded to 16 bytes."""
-    f = np.array(values[:-1], np.float64)
-    out = np.zeros(kernel.uniform_bytes // 4, np.uint32)
-    floats = np.asarray(kernel.uniform_float, bool)
-    k = len(f)
-    out[:k][floats] = f[floats].astype(np.float32).view(np.uint32)
-    out[:k][~floats] = f[~floats].astype(np.int64).astype(np.uint32)    # i32 or u32 bits
-    return out.tobytes()
-
-
-def _dispatch(kernel: Kernel, device, queue, uniforms: bytes, group, groups, reads) -> list:
-    """One dispatch and its read-backs: the uniforms and a cleared error slot are
-    written, the pass runs, each (buffer, size) of ``reads`` is copied into the kernel's
-    staging buffer in the same command buffer, which is then mapped once."""
-    queue.write_buffer(kernel.ubuf, 0, uniforms)
-    queue.write_buffer(reads[0][0], 0, _NO_ERROR_BYTES)
-    enc = device.create_command_encoder()
-    cp = enc.begin_compute_pass()
-    cp.set_pipeline(kernel.pipeline)
-    cp.set_bind_group(0, group)
-    cp.dispatch_workgroups(*groups)
-    cp.end()
-    offsets, at = [], 0
-    for _, size in reads:
-        offsets.append(at)
-        at += -(-size // 4) * 4
-    staging = kernel.staging(at)
-    for (buf, size), off in zip(reads, offsets):
-        if size:
-            enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
-    queue.submit([enc.finish()])
-    staging.map_sync(1)         # wgpu.MapMode.READ
-    try:
-        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
-    finally:
-        staging.unmap()
-    return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
-
-
-def _states(raw: bytes, n_states: int, count: int) -> np.ndarray:
-    return np.frombuffer(raw, np.float32).reshape(n_states, count)
-
-
-def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
-    grid = bound.grid_shape
-    if state.shape[0] == 1:
-        return state.reshape(grid).copy()
-    return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
 
 
 # --- cache management ----------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The host side of an adaptive method's kernel (shader/adaptive.py), shared by the GLSL
+and WGSL runners: which kernel a fixed-step method with ``save_at`` runs, the
+controller's uniforms, the most step attempts one dispatch may run under a software
+renderer's loop limiter, and the Solution made of the buffers read back.
+
+A runner dispatches until no trajectory runs (the kernel counts them in ``b_run``);
+a trajectory resumes where the last dispatch left it: its state, t, dt, FSAL
+derivative and counters (``b_ad``, ``b_cnt``: rows ``adaptive.COUNTERS``) wait in
+their buffers. Tolerances, t0, t1, dt0, dtmax and max_steps are uniforms: a new
+value never recompiles.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from ...call.bound import Bound, Solution
+from ...errors import BackendError
+from ...ir import controller as C
+
+FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
+_VARIANTS: dict = {}        # id(field) -> (field, its dense variant)
+
+
+def kernel_field(bound: Bound) -> Bound:
+    """The bound call whose field the kernel compiles: a fixed-step method run for
+    ``save_at`` runs its field's ``solver.dense`` variant (a kernel of its own)."""
+    if bound.adaptive is not None:
+        return bound
+    return dataclasses.replace(bound, field=dense_variant(bound.field))
+
+
+def dense_variant(field):
+    """The field with ``solver.dense`` set (one object per field: its kernel key is
+    digested once per field object)."""
+    hit = _VARIANTS.get(id(field))
+    if hit is None or hit[0] is not field:
+        if len(_VARIANTS) > 256:
+            _VARIANTS.clear()
+        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
+                                                                        dense=True))
+        hit = _VARIANTS[id(field)] = (field, variant)
+    return hit[1]
+
+
+def controller_uniforms(bound: Bound) -> dict:
+    """The controller's uniforms (adaptive.extend) for this call, in the working dtype's
+    numbers; ``u_steps`` is 0 for an adaptive method (a fixed-step method keeps its
+    own)."""
+    a, cast = bound.adaptive, bound.dtype.type
+    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    if a is None:                   # a fixed-step method run for save_at
+        return {"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
+                "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
+                "u_final": 0}
+    return {"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
+            "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
+            "u_dtmax": float(cast(a.dtmax)),
+            "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),
+            "u_max_steps": int(a.max_steps), "u_nsave": n_save,
+            "u_steps": 0, "u_nsteps": 0, "u_final": 0}
+
+
+def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> int:
+    """The most attempts one dispatch may run under a loop limiter of ``loop_limit``
+    iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the
+    controller's own loops and ``extra`` more per attempt (events: their bisections);
+    a save_at loop that alone could reach it is a BackendError."""
+    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
+    m = getattr(bound.field.solver.tableau, "q", 1) + 1
+    per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
+    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
+    if loop_limit - 1 - once < per:         # the save loop alone could hit the limiter
+        raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
+                           f"this software renderer (its loop limiter); use fewer times or "
+                           f"backend='numpy'")
+    return (loop_limit - 1 - once) // per
+
+
+def check_history(bound: Bound, n_states: int, trajectories: int, item: int,
+                  block: int) -> None:
+    """The save_at history of a chunk of ``trajectories`` must fit one storage block."""
+    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    if n_save * n_states * trajectories * item > block:
+        raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
+                           f"{trajectories} trajectories) is larger than the largest storage "
+                           f"block of this driver ({block} bytes); save fewer times, run "
+                           f"fewer trajectories per call, or use backend='numpy'")
+
+
+def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,
+             cnt: np.ndarray, hist: np.ndarray, pack: Callable) -> Solution:
+    """The Solution of a finished run from its buffers, (rows, trajectories) each:
+    ``state`` the final states, ``ad`` the b_ad rows (t first), ``cnt`` the b_cnt rows,
+    ``hist`` (times, states, trajectories); ``pack`` turns (states, trajectories) into
+    the grid's layout. A trajectory that stopped early repeats its final state at the
+    save_at times it did not reach."""
+    grid = bound.grid_shape
+    sol = Solution(states=pack(state), outputs=outputs,
+                   steps_taken=cnt[0].reshape(grid).copy())
+    sol.steps_rejected = cnt[1].reshape(grid).copy()
+    sol.status = cnt[2].astype(np.int8).reshape(grid)
+    sol.t = ad[0].reshape(grid).copy()
+    if bound.save_at is not None:
+        n_save = len(bound.save_at)
+        for j in range(n_save):
+            late = cnt[4] <= j
+            hist[j][:, late] = state[:, late]
+        sol.history = (np.stack([pack(hist[j]) for j in range(n_save)]) if n_save
+                       else np.zeros((0,) + sol.states.shape, bound.dtype))
+        sol.times = bound.save_at.astype(bound.dtype)
+    return sol

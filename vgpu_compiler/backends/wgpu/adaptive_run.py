@@ -1,0 +1,146 @@
+"""Running an adaptive method's kernel on wgpu (templates/adaptive.wgsl.j2), and a
+fixed-step method's with ``save_at`` (its field's ``solver.dense`` variant, a kernel of
+its own): dispatch until no trajectory runs.
+
+Every dispatch runs at most ``u_attempts`` step attempts per trajectory (a chunk's
+first dispatch ``FIRST_ATTEMPTS``, then paced to about runner.TARGET_SECONDS, and on
+a CPU adapter never more than the loop limiter of lavapipe's code generator allows);
+a trajectory resumes where the last dispatch left it: its state, t, dt, FSAL
+derivative and counters wait in their buffers. After each dispatch the host reads the
+error slot and one number, how many trajectories still run, in one mapping, and stops
+at zero; then the chunk's states, t, counters and save_at history are read back.
+Chunks (runner._chunks, sized for the history too) run one after another.
+Tolerances, t0, t1, dt0, dtmax and max_steps are uniforms: a new value never
+recompiles. What GLSL shares with it is in shader/adaptive_host.py.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ... import spelling as S
+from ...call.bound import Bound, Solution
+from ...call.counters import COUNTERS
+from ...errors import BackendError
+from ..shader import adaptive_host as host
+from ..shader.adaptive import COUNTERS as ROWS
+from ..shader.adaptive_host import FIRST_ATTEMPTS
+from . import check_dtype
+from . import device as dev
+from . import runner as R
+from .dispatch import _dispatch, _pack, _pack_uniforms, _raise_error, _read
+
+_ZERO = bytes(16)
+
+
+def run(prepared, data, progress=None) -> Solution:
+    """An adaptive method's call, or a fixed-step method's with save_at."""
+    bound = host.kernel_field(prepared.bound(data))
+    if not R.available():
+        raise BackendError(f"no wgpu device here ({dev.get().error}); "
+                           f"use {S.setting('backend', 'numpy')}")
+    check_dtype(bound.dtype.name, bound.field.span)
+    kernel = R.kernel_for(bound)
+    if any(k is kernel for k in R._here.kernels):   # inside a progress callback of its run
+        kernel = kernel.private()
+    with R._lock:
+        return _execute(kernel, bound, progress)
+
+
+def _attempt_cap(meta: dict, bound: Bound) -> int | None:
+    """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
+    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
+    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
+    forced = R.LIMITS["max_steps"]
+    return (min(cap, forced) if cap else forced) if forced else cap
+
+
+def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
+    d = dev.get()
+    device, queue, meta = d.device, d.device.queue, kernel.meta
+    f, n = bound.field, bound.n_trajectories
+    n_states = len(f.states)
+    state = R._initial(bound)
+    values, put = R._setup(kernel, bound)
+    for name, value in host.controller_uniforms(bound).items():
+        put(name, value)
+    times = np.zeros(0, np.float32) if bound.save_at is None else \
+        np.ascontiguousarray(bound.save_at, np.float32)
+    n_save = len(times)
+    cap = _attempt_cap(meta, bound)
+    chunks = R._chunks(kernel, bound, max(2 + n_states, len(ROWS), n_save * n_states))
+    host.check_history(bound, n_states, max((b - a for a, b in chunks), default=0), 4,
+                       d.limits.get("max_storage_buffer_binding_size", 1 << 27))
+    out_state = np.zeros((n_states, n), np.float32)
+    ad = np.zeros((2 + n_states, n), np.float32)
+    cnt = np.zeros((len(ROWS), n), np.int32)
+    hist = np.zeros((n_save, n_states, n), np.float32)
+    outputs: dict = {}
+    out_bufs = [b for b in meta["buffers"] if b["role"] == "output"]
+    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
+    target = R.TARGET_CPU_SECONDS if dev.software() else R.TARGET_SECONDS
+    row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+    for ci, (a, b) in enumerate(chunks):
+        count = b - a
+        put("u_count", count)
+        put("u_origin", a // row + bound.origin if meta["has_basin"]
+            else a + bound.first_trajectory)
+        buf = kernel.ensure("b_state", n_states * count * 4)
+        if state is not None:
+            queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
+        if meta["uses_init"]:
+            kernel.ensure("b_init", n_states * count * 4)
+        if pt:
+            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(n)[a:b]
+                          for name in pt])
+            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
+        sizes = {"b_ad": (2 + n_states) * count * 4, "b_cnt": len(ROWS) * count * 4,
+                 "b_hist": n_save * n_states * count * 4}
+        bufs = {name: kernel.ensure(name, size) for name, size in sizes.items()}
+        if n_save:
+            queue.write_buffer(kernel.ensure("b_save", times.nbytes), 0, times.tobytes())
+        running_buf = kernel.ensure("b_run", 4)
+        group, groups = kernel.bind_group(), R._groups(kernel, bound, a, b)
+        attempts = max(1, min(FIRST_ATTEMPTS, cap) if cap else FIRST_ATTEMPTS)
+        step0, running = 0, count
+        while running:
+            put("u_step0", step0)
+            put("u_attempts", attempts)
+            packed = _pack_uniforms(kernel, values)
+            began = time.perf_counter()
+            with d.lock:
+                queue.write_buffer(running_buf, 0, _ZERO)
+                got = _dispatch(kernel, device, queue, packed, group, groups,
+                                  [(kernel.buffers["b_err"], 16), (running_buf, 4)])
+            seconds = time.perf_counter() - began
+            COUNTERS.add("dispatches")
+            _raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
+            running = int(np.frombuffer(got[1], np.uint32)[0])
+            if seconds > 0:
+                want = int(attempts * target / seconds)
+                attempts = max(1, min(want, 4 * attempts, cap or want))
+            step0 = 1
+            if progress is not None and running:
+                R._report(kernel, progress, a + count - running, n)
+        last = ci == len(chunks) - 1
+        reads = [(buf, n_states * count * 4)] + [(bufs[k], sizes[k]) for k in sizes]
+        if last:
+            reads += [(kernel.buffers[x["name"]],
+                       4 * int(np.prod(bound.output_shapes[x["array"]]))) for x in out_bufs]
+        with d.lock:
+            got = _read(kernel, queue, device.create_command_encoder(), reads)
+        out_state[:, a:b] = np.frombuffer(got[0], np.float32).reshape(n_states, count)
+        ad[:, a:b] = np.frombuffer(got[1], np.float32).reshape(2 + n_states, count)
+        cnt[:, a:b] = np.frombuffer(got[2], np.int32).reshape(len(ROWS), count)
+        if n_save:
+            hist[:, :, a:b] = np.frombuffer(got[3], np.float32).reshape(n_save, n_states,
+                                                                        count)
+        if last:
+            for x, raw in zip(out_bufs, got[4:]):
+                outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
+                    bound.output_shapes[x["array"]]).copy()
+    if progress is not None:
+        progress(int(n), int(n))
+    return host.solution(bound, out_state, outputs, ad, cnt, hist,
+                         lambda rows: _pack(rows, bound))

@@ -1,0 +1,107 @@
+"""One wgpu dispatch and its read-backs, and what the host makes of them: the uniform
+buffer's bytes, the states in the grid's layout, the error slot as an exception.
+runner.py (fixed steps), fast.py (a signature's one-dispatch call) and
+adaptive_run.py (adaptive methods, save_at) dispatch through here."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...call.bound import Bound
+from ..shader.faults import NO_ERROR, raise_error as _raise_error
+
+_NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
+
+
+def _pack_uniforms(kernel, values: list) -> bytes:
+    """The uniform buffer's bytes: f32 or i32 per uniform, in declaration order, then
+    vg_zero (0), padded to 16 bytes."""
+    f = np.array(values[:-1], np.float64)
+    out = np.zeros(kernel.uniform_bytes // 4, np.uint32)
+    floats = np.asarray(kernel.uniform_float, bool)
+    k = len(f)
+    out[:k][floats] = f[floats].astype(np.float32).view(np.uint32)
+    out[:k][~floats] = f[~floats].astype(np.int64).astype(np.uint32)    # i32 or u32 bits
+    return out.tobytes()
+
+
+def _dispatch(kernel, device, queue, uniforms: bytes, group, groups, reads) -> list:
+    """One dispatch and its read-backs: the uniforms and a cleared error slot are
+    written, the pass runs, each (buffer, size) of ``reads`` is copied into the kernel's
+    staging buffer in the same command buffer, which is then mapped once. The uniform
+    buffer is written only when its bytes differ from the last ones written to it, and
+    the error slot only when it may hold an error (a new slot, or one that reported):
+    a repeated call with the same uniforms writes just its data."""
+    if kernel.written.get("ubuf") != (kernel.ubuf, uniforms):
+        queue.write_buffer(kernel.ubuf, 0, uniforms)
+        kernel.written["ubuf"] = (kernel.ubuf, uniforms)
+    err = reads[0][0]
+    if kernel.written.get("err") is not err:
+        queue.write_buffer(err, 0, _NO_ERROR_BYTES)
+    enc = device.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    cp.set_pipeline(kernel.pipeline)
+    cp.set_bind_group(0, group)
+    cp.dispatch_workgroups(*groups)
+    cp.end()
+    got = _read(kernel, queue, enc, reads)
+    kernel.written["err"] = err if got[0][:4] == _NO_ERROR_BYTES[:4] else None
+    return got
+
+
+def _read(kernel, queue, enc, reads) -> list:
+    """The bytes of each (buffer, size) of ``reads``: copied into the kernel's staging
+    buffer by the command encoder ``enc`` (after what it already holds), submitted,
+    mapped once."""
+    offsets, at = [], 0
+    for _, size in reads:
+        offsets.append(at)
+        at += -(-size // 4) * 4
+    staging = kernel.staging(at)
+    for (buf, size), off in zip(reads, offsets):
+        if size:
+            enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
+    queue.submit([enc.finish()])
+    _map_read(staging)
+    try:
+        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
+    finally:
+        staging.unmap()
+    return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
+
+
+def _states(raw: bytes, n_states: int, count: int) -> np.ndarray:
+    return np.frombuffer(raw, np.float32).reshape(n_states, count)
+
+
+def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
+    grid = bound.grid_shape
+    if state.shape[0] == 1:
+        return state.reshape(grid).copy()
+    return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
+
+
+def _initial(bound: Bound) -> np.ndarray | None:
+    """The given initial states as (states, trajectories) f32 (the states with a start
+    expression left 0: the kernel computes them), or None when none are given."""
+    if bound.h0 is None:
+        return None
+    f, n = bound.field, bound.n_trajectories
+    state = np.zeros((len(f.states), n), np.float32)
+    free = np.asarray(bound.h0, np.float32).reshape(n, -1)
+    state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+    return state
+
+
+def _map_read(staging) -> None:
+    """Map ``staging`` for reading, just submitted work included. wgpu-py's map_sync
+    submits an empty command buffer first on every read mapping (for a buffer no
+    submitted copy wrote: wgpu-native issue 305); our copy into it was just submitted,
+    so the mode its own ``queue.read_buffer`` uses, "READ_NOSYNC", skips that extra
+    submission (a wgpu-py without that mode: map_sync)."""
+    try:
+        promise = staging.map_async("READ_NOSYNC")
+    except (KeyError, ValueError, AttributeError):
+        staging.map_sync(1)     # wgpu.MapMode.READ
+        return
+    promise.sync_wait()
+
