@@ -650,6 +650,7 @@ def run_both(src: str, compiled, steps: int = 2, gpu: str = "glsl") -> str | Non
     import warnings
 
     import vgpu
+    from vgpu_compiler import backends
     from vgpu_compiler.errors import VgpuError
     for fld in compiled.program.fields:
         args = call_arguments(fld)
@@ -671,6 +672,11 @@ def run_both(src: str, compiled, steps: int = 2, gpu: str = "glsl") -> str | Non
             except Exception as exc:        # noqa: BLE001 - an internal error
                 return f"{backend}: internal error {type(exc).__name__}: {exc}"
         (k1, a), (k2, b) = outcomes
+        if fld.events and "events" not in backends.get(gpu).features:
+            # a backend without events must refuse them clearly, whatever numpy did
+            if k2 != "BackendError" or "no events" not in b.message:
+                return f"field {fld.name}: {gpu} has no events but gave {k2} ({b})"
+            continue
         if k1 != k2:
             return (f"field {fld.name}: numpy {k1} ({a if k1 != 'ok' else ''}), "
                     f"{gpu} {k2} ({b if k2 != 'ok' else ''})")
