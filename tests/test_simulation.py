@@ -95,12 +95,11 @@ def test_start_values_and_zero_steps(backend):
         sim.states, vgpu.run_field(BASIN, h0, backend=backend, dims={"N": 20}))
 
 
-def test_float64_with_flux(backend):
-    if backend == "wgpu":
-        pytest.skip("wgpu runs float32 only")
+@pytest.mark.parametrize("dtype", ["float64"])     # (deselected on wgpu: no float64)
+def test_float64_with_flux(backend, dtype):
     h0 = np.linspace(0.5, 3, 20)
-    whole = vgpu.solve(BASIN, h0, backend=backend, dims={"N": 20}, steps=30, dtype="float64")
-    sim = vgpu.Simulation(BASIN, h0, backend=backend, dims={"N": 20}, dtype="float64")
+    whole = vgpu.solve(BASIN, h0, backend=backend, dims={"N": 20}, steps=30, dtype=dtype)
+    sim = vgpu.Simulation(BASIN, h0, backend=backend, dims={"N": 20}, dtype=dtype)
     _pieces(sim, (12, 18))
     np.testing.assert_array_equal(sim.states, whole.states)
     np.testing.assert_array_equal(sim.outputs["H"], whole.outputs["H"])
