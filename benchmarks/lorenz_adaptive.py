@@ -49,6 +49,7 @@ def _peer(fn):
 COLUMNS = [
     ("VGPU GLSL", _vgpu("glsl"), "vgpu.solve(backend='glsl'), tsit5, per-trajectory steps"),
     ("VGPU wgpu", _vgpu("wgpu"), "vgpu.solve(backend='wgpu'), tsit5, WGSL (lavapipe here)"),
+    ("VGPU cpu", _vgpu("cpu"), "vgpu.solve(backend='cpu'), tsit5, generated C, per-lane steps"),
     ("VGPU numpy ref", _vgpu("numpy"), "vgpu.solve(backend='numpy'), tsit5"),
     ("diffrax", _peer(adaptive_peers.make_diffrax),
      "jit(vmap(diffeqsolve)), Tsit5 + PIDController, CPU"),
