@@ -223,6 +223,12 @@ class Target:
         return f"{tag}  {self.name}: {self.detail}"
 
 
+def as_info(t: Target) -> Target:
+    """The target as a figure to read, not a PASS/FAIL line."""
+    t.kind = "info"
+    return t
+
+
 def ratio_target(name: str, num: float | None, den: float | None, need: float,
                  what: str = "") -> Target:
     """PASS when num / den >= need (both rates, bigger is better)."""

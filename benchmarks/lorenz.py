@@ -12,7 +12,8 @@ import pathlib
 
 import numpy as np
 
-from .common import (Config, Result, Table, Target, describe_error, loadavg, log, max_rel_err,
+from .common import (Config, Result, Table, Target, as_info, describe_error, loadavg, log,
+                     max_rel_err,
                      measure_round_robin, ratio_target, vgpu_module)
 from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4, wgsl_hand
 
@@ -149,11 +150,6 @@ def _rate(runs, n, col):
     return None
 
 
-def _info(t: Target) -> Target:
-    t.kind = "info"
-    return t
-
-
 def _targets(runs, ns, steps) -> list[Target]:
     tn = TARGET_N if TARGET_N in ns else max(ns)
     rn = REF_TARGET_N if REF_TARGET_N in ns else max(ns)
@@ -167,7 +163,7 @@ def _targets(runs, ns, steps) -> list[Target]:
         ratio_target(f"VGPU GLSL >= 3x numba, {at}", g, _rate(runs, tn, "numba"), 3),
         ratio_target(f"VGPU wgpu >= 0.8x hand WGSL, {wat}", _rate(runs, wn, "VGPU wgpu"),
                      _rate(runs, wn, "hand WGSL"), 0.8),
-        _info(ratio_target(f"VGPU GLSL vs numba blocked (SIMD), {at}", g,
+        as_info(ratio_target(f"VGPU GLSL vs numba blocked (SIMD), {at}", g,
                            _rate(runs, tn, "numba blocked (SIMD)"), 1)),
         ratio_target(f"VGPU GLSL >= 5x torchdiffeq, {at}", g, _rate(runs, tn, "torchdiffeq"), 5),
         ratio_target(f"VGPU GLSL >= 5x diffrax, {at}", g, _rate(runs, tn, "diffrax"), 5),
@@ -183,7 +179,7 @@ def _targets(runs, ns, steps) -> list[Target]:
                          _rate(runs, n, "numba blocked (SIMD)"), 0.8),
         ]
         if c is not None:
-            out.append(_info(Target(f"VGPU cpu >= 1e9 trajectory-steps/s, N = {n:,}", c >= 1e9,
+            out.append(as_info(Target(f"VGPU cpu >= 1e9 trajectory-steps/s, N = {n:,}", c >= 1e9,
                                     f"{c:.3g} trajectory-steps/s (on a loaded machine: "
                                     "see loadavg)")))
     ref, hand = _rate(runs, rn, "VGPU numpy ref"), _rate(runs, rn, "hand numpy RK4")

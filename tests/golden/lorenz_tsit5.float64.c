@@ -20,6 +20,18 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     }
 }
 
+// SIMD variants from glibc's libmvec (x86-64), so that lane loops vectorise through
+// calls like _ZGVdN4v_sin instead of one libm call per lane: in float32 kernels the
+// double-precision functions every helper calls (<= 4 ulp in double: below float32's
+// rounding), in every kernel the float32 log and cos of the noise's normal (<= 4 ulp;
+// the reference's own float32 log/cos are not correctly rounded either). The flags
+// -fno-builtin-sin/cos keep gcc from fusing sin and cos of one argument into a scalar
+// sincos. Other C libraries and compilers: the plain scalar calls.
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__)
+#define VG_SIMD __attribute__((simd("notinbranch")))
+extern float logf(float) VG_SIMD;
+extern float cosf(float) VG_SIMD;
+#endif
 #define vg_zero ((double)0)
 static inline double vg_nan(void) { return (double)NAN; }
 static inline double vg_inf(void) { return (double)INFINITY; }

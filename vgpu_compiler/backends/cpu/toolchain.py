@@ -27,7 +27,8 @@ import threading
 from pathlib import Path
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fwrapv",
-         "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-std=gnu11", "-w")
+         "-fno-math-errno", "-fno-trapping-math", "-fno-builtin-sin", "-fno-builtin-cos",
+         "-fPIC", "-shared", "-std=gnu11", "-w")
 CC_ENV = "VGPU_CC"
 _PROBE = """
 #include <math.h>
