@@ -220,3 +220,44 @@ def test_wgpu_refuses_what_it_lacks(wgpu):
     with pytest.raises(BackendError, match="float64"):
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
                    dtype="float64")
+
+
+def test_events_read_init_inputs_per_trajectory_params_and_step(wgpu):
+    """A condition and an assignment may read init(x), inputs, per-trajectory params and
+    `step` (init(x) only in an event: the kernel keeps the start values for it)."""
+    src = """field f {
+        input a[N]
+        param p = 1
+        state x
+        dx/dt = a[i] * p
+        when x > 2 * init(x) { x = init(x) }
+        stop when step > 150
+        solve heun(dt = 0.01, steps = 500)
+    }"""
+    kw = dict(inputs={"a": np.linspace(1, 3, 5)}, params={"p": np.linspace(1, 2, 5)})
+    ref, got = both(src, np.linspace(0.5, 1.5, 5), **kw)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.event_counts[:, 0], [3, 3, 4, 5, 6])
+    assert (got.status == 1).all()
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.05, steps = 100)", "dopri5(t1 = 5)"])
+def test_events_with_collapse_in_a_basin(wgpu, method):
+    src = """field f {
+        basin l < 3
+        state x = 0, y = 1
+        dx/dt = 1
+        dy/dt = -y * (1 + float(l))
+        when x > 0.5 { x = 0 }
+        collapse when y < 0.2
+        solve %s
+    }""" % method
+    ref, got = both(src, dims={"N": 6})
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert got.event_counts.min() >= 2
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-5)
