@@ -208,9 +208,10 @@ def test_wgpu_refuses_what_it_lacks(wgpu):
     with pytest.raises(BackendError, match="wgpu backend has no events in a stochastic") as e:
         vgpu.solve(noisy, dims={"N": 2}, backend="wgpu")
     assert e.value.span is not None and e.value.span.line == 5
-    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with"):
+    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with") as e:
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
                    save_every=2)
+    assert e.value.span is not None and e.value.span.line == 10     # the `when`
     with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with"):
         vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="wgpu", save_at=[0.5])
     many = "field f {\n state x = 0\n dx/dt = 1\n%s\n solve euler(dt = 0.1, steps = 10)\n}" % (

@@ -42,7 +42,7 @@ def run(prepared, data, progress=None) -> Solution:
     if bound.field.events and (bound.save_at is not None or bound.save_every):
         raise BackendError(f"the wgpu backend has no save_at or save_every with events yet "
                            f"(field `{bound.field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}")
+                           f"{S.setting('backend', 'numpy')}", span=bound.field.events[0].span)
     bound = host.kernel_field(bound)
     if not R.available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
