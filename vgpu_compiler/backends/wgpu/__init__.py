@@ -4,6 +4,9 @@ The same three stages as GLSL, shared in backends/shader: ``describe`` (the GPU
 mapping, in no language), ``print_kernel`` with the WGSL dialect (dialect.py), and
 ``render_kernel`` through templates/field.wgsl.j2. WGSL has no float64: a float64
 call is a BackendError naming the backend (``auto`` moves on to GLSL or numpy).
+Events (``when``, ``stop when``) run in the adaptive template, a fixed-step method's
+too (templates/events.wgsl.j2, shader/events.py), as on GLSL; ``check_events`` names
+what they do not cover.
 """
 from __future__ import annotations
 
@@ -95,5 +98,5 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     return render_kernel(kernel), kernel
 
 
-__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "check_events", "WGSL", "DIALECTS", "VERSION",
-           "REDUCTIONS"]
+__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "check_events", "WGSL", "DIALECTS",
+           "VERSION", "REDUCTIONS"]

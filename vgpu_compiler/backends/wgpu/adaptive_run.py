@@ -11,7 +11,10 @@ error slot and one number, how many trajectories still run, in one mapping, and 
 at zero; then the chunk's states, t, counters and save_at history are read back.
 Chunks (runner._chunks, sized for the history too) run one after another.
 Tolerances, t0, t1, dt0, dtmax and max_steps are uniforms: a new value never
-recompiles. What GLSL shares with it is in shader/adaptive_host.py.
+recompiles. What GLSL shares with it is in shader/adaptive_host.py. A field with
+events runs here whatever its method (a fixed-step one as its dense variant): their
+state (b_evi, b_evf: shader/events.py) waits between dispatches too, and a stopped
+trajectory reports its own status, time and steps from it.
 """
 from __future__ import annotations
 
