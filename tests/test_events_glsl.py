@@ -137,3 +137,17 @@ def test_events_glsl_many_dispatches(glsl):
     ref, got = both(lif("euler(dt = 2e-5, steps = 15000)"), params={"I": current},
                     dims={"N": 300})
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_init_inside_an_event_glsl(glsl):
+    """init(x) read only by an event: the kernel keeps the start values (b_init)."""
+    src = """field f {
+        state x
+        dx/dt = 1
+        when x > 2 * init(x) { x = init(x) }
+        solve rk4(dt = 0.01, steps = 300)
+    }"""
+    ref, got = both(src, np.array([0.5, 1.0]))
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.event_counts[:, 0], [5, 2])   # (t = 3 ends on x == 2 init(x))
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-5)

@@ -4,6 +4,9 @@ The same three stages as GLSL, shared in backends/shader: ``describe`` (the GPU
 mapping, in no language), ``print_kernel`` with the WGSL dialect (dialect.py), and
 ``render_kernel`` through templates/field.wgsl.j2. WGSL has no float64: a float64
 call is a BackendError naming the backend (``auto`` moves on to GLSL or numpy).
+Events (``when``, ``stop when``) run in the adaptive template, a fixed-step method's
+too (templates/events.wgsl.j2, shader/events.py), as on GLSL; ``check_events`` names
+what they do not cover.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
 from ..shader import adaptive
+from ..shader import events as _events
 from ..shader.lower import REDUCTIONS, describe
 from ..shader.printing import PrintedKernel, print_kernel
 from ..shader.template import render_kernel
@@ -34,23 +38,45 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
     if field.events:
-        raise BackendError(f"the wgpu backend has no events (`when`, `stop when`) yet (field "
-                           f"`{field.name}`); use {S.setting('backend', 'glsl')} or "
-                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
+        check_events(field)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
     adaptive_method = field.solver.adaptive is not None or field.solver.dense
     try:
-        if not adaptive_method:
+        if not adaptive_method and not field.events:
             return print_kernel(kernel, DIALECTS[dtype])
-        # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py
-        printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+        # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py;
+        # events (templates/events.wgsl.j2, shader/events.py): a fixed-step method's in
+        # the same template (its dense variant, adaptive_host.kernel_field)
+        kernel = adaptive.extend(kernel, field)
+        if field.events:
+            kernel = _events.extend(kernel, field, _line)
+        printed = print_kernel(kernel, DIALECTS[dtype])
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+        if field.events:
+            printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
         return printed
     except RecursionError:
         raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
                            f"the wgpu backend; write it in smaller pieces, or use "
                            f"{S.setting('backend', 'numpy')}", span=field.span) from None
+
+
+def check_events(field: Field) -> None:
+    """What the wgpu backend's events do not cover (as GLSL's): a BackendError naming it,
+    at the first event."""
+    why = None
+    if field.noises:
+        why = "events in a stochastic field (noise)"
+    elif len(field.events) > 30:
+        why = f"more than 30 events ({len(field.events)})"
+    if why:
+        raise BackendError(f"the wgpu backend has no {why} (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
+
+
+def _line(span) -> str:
+    return f"line {span.line}" if span is not None else ""
 
 
 def emit_wgsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
@@ -72,5 +98,5 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     return render_kernel(kernel), kernel
 
 
-__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "WGSL", "DIALECTS", "VERSION",
-           "REDUCTIONS"]
+__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "check_events", "WGSL", "DIALECTS",
+           "VERSION", "REDUCTIONS"]

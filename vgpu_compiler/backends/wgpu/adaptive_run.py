@@ -11,7 +11,10 @@ error slot and one number, how many trajectories still run, in one mapping, and 
 at zero; then the chunk's states, t, counters and save_at history are read back.
 Chunks (runner._chunks, sized for the history too) run one after another.
 Tolerances, t0, t1, dt0, dtmax and max_steps are uniforms: a new value never
-recompiles. What GLSL shares with it is in shader/adaptive_host.py.
+recompiles. What GLSL shares with it is in shader/adaptive_host.py. A field with
+events runs here whatever its method (a fixed-step one as its dense variant): their
+state (b_evi, b_evf: shader/events.py) waits between dispatches too, and a stopped
+trajectory reports its own status, time and steps from it.
 """
 from __future__ import annotations
 
@@ -23,7 +26,9 @@ from ... import spelling as S
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...errors import BackendError
+from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
+from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import check_dtype
@@ -35,8 +40,13 @@ _ZERO = bytes(16)
 
 
 def run(prepared, data, progress=None) -> Solution:
-    """An adaptive method's call, or a fixed-step method's with save_at."""
-    bound = host.kernel_field(prepared.bound(data))
+    """An adaptive method's call, or a fixed-step method's with save_at or events."""
+    bound = prepared.bound(data)
+    if bound.field.events and (bound.save_at is not None or bound.save_every):
+        raise BackendError(f"the wgpu backend has no save_at or save_every with events yet "
+                           f"(field `{bound.field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=bound.field.events[0].span)
+    bound = host.kernel_field(bound)
     if not R.available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
                            f"use {S.setting('backend', 'numpy')}")
@@ -50,8 +60,12 @@ def run(prepared, data, progress=None) -> Solution:
 
 def _attempt_cap(meta: dict, bound: Bound) -> int | None:
     """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
-    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
-    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
+    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it). An attempt
+    with events locates at most one time: a bisection per condition (as GLSL counts)."""
+    events = len(bound.field.events)
+    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4 if events else 0
+    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT, extra) if dev.software() else None
     forced = R.LIMITS["max_steps"]
     return (min(cap, forced) if cap else forced) if forced else cap
 
@@ -76,6 +90,9 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
     ad = np.zeros((2 + n_states, n), np.float32)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), np.float32)
+    n_evi = evi_rows(f.n_when) if f.events else 0
+    evi = np.zeros((n_evi, n), np.int32)
+    evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), np.float32)
     outputs: dict = {}
     out_bufs = [b for b in meta["buffers"] if b["role"] == "output"]
     pt = [p.name for p in f.params if p.name in bound.per_trajectory]
@@ -97,6 +114,8 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
         sizes = {"b_ad": (2 + n_states) * count * 4, "b_cnt": len(ROWS) * count * 4,
                  "b_hist": n_save * n_states * count * 4}
+        if n_evi:       # events: written by the first dispatch, carried between them
+            sizes.update({"b_evi": n_evi * count * 4, "b_evf": len(EVF_ROWS) * count * 4})
         bufs = {name: kernel.ensure(name, size) for name, size in sizes.items()}
         if n_save:
             queue.write_buffer(kernel.ensure("b_save", times.nbytes), 0, times.tobytes())
@@ -136,11 +155,33 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
         if n_save:
             hist[:, :, a:b] = np.frombuffer(got[3], np.float32).reshape(n_save, n_states,
                                                                         count)
+        if n_evi:
+            evi[:, a:b] = np.frombuffer(got[4], np.int32).reshape(n_evi, count)
+            evf[:, a:b] = np.frombuffer(got[5], np.float32).reshape(len(EVF_ROWS), count)
         if last:
-            for x, raw in zip(out_bufs, got[4:]):
+            for x, raw in zip(out_bufs, got[1 + len(sizes):]):
                 outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
                     bound.output_shapes[x["array"]]).copy()
     if progress is not None:
         progress(int(n), int(n))
-    return host.solution(bound, out_state, outputs, ad, cnt, hist,
-                         lambda rows: _pack(rows, bound))
+    sol = host.solution(bound, out_state, outputs, ad, cnt, hist,
+                        lambda rows: _pack(rows, bound))
+    if n_evi:
+        _event_results(sol, bound, ad, cnt, evi, evf)
+    return sol
+
+
+def _event_results(sol: Solution, bound: Bound, ad, cnt, evi, evf) -> None:
+    """A stopped lane's own status, time and steps (b_evi, b_evf: shader/events.py's
+    rows), and the count of each `when` block (as glsl/adaptive_run.py)."""
+    grid = bound.grid_shape
+    lstat = evi[EVI_ROWS.index("lstat")]
+    stopped = lstat != 0
+    sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
+    sol.t = np.where(stopped, evf[EVF_ROWS.index("tstop")], ad[0]).astype(
+        np.float32).reshape(grid)
+    if bound.adaptive is None:          # fixed steps: the step it stopped in counts
+        sol.steps_taken = np.where(stopped, evi[EVI_ROWS.index("ltaken")],
+                                   cnt[0]).astype(np.int32).reshape(grid)
+    sol.event_counts = np.ascontiguousarray(
+        evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)

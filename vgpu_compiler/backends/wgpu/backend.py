@@ -29,8 +29,8 @@ def _available() -> tuple[bool, str]:
 def _run(prepared, data, progress=None):
     from . import adaptive_run, runner
     t = prepared.template
-    if t.adaptive is not None or t.save_at is not None:    # bs3, dopri5, tsit5; save_at
-        return adaptive_run.run(prepared, data, progress)
+    if t.adaptive is not None or t.save_at is not None or t.field.events:
+        return adaptive_run.run(prepared, data, progress)   # bs3, dopri5, tsit5; save_at; events
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the shader writes the history
         from . import history
@@ -55,6 +55,6 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32",),
-    features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events"}),
     software=_software,
 )
