@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, template
+from ..shader import events as _events
 from . import toolchain
 from .dialect import DIALECTS
 
@@ -75,6 +76,11 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend holds per block ({MAX_BASIN})")
     if stepped:
         desc = adaptive.extend(desc, field)
+    if field.events:        # (a fixed-step method's events: its dense variant)
+        if not stepped:
+            raise BackendError(f"field {field.name}: events run in the cpu backend's "
+                               f"stepped kernel only (dense=True)")
+        desc = _events.extend(desc, field, _line)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
@@ -86,6 +92,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     extra = {}
     if stepped:
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+        if field.events:
+            printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
         k0 = desc.stage_k[0]
         extra = dict(   # the stage values of the first step's trial point, and of the new state
             trial=[{"target": y, "expr": f"{s} + u_dt * {k0[i]}"}
@@ -97,7 +105,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars,
         int_slot={n: i for i, n in enumerate(ints)},
-        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints), **extra)
+        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
+        n_flux=len(field.flux), **extra)
     text = text.replace(f"({desc.version},", f"({VERSION},")
     if len(text) > MAX_SOURCE:
         raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
@@ -106,6 +115,10 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     meta = printed.meta()
     meta["version"] = VERSION
     return text, meta, lanes, len(ints)
+
+
+def _line(span) -> str:
+    return f"line {span.line}" if span is not None else ""
 
 
 def _max_states() -> int:
