@@ -69,7 +69,7 @@ def test_when_block_may_span_lines():
     assert sol.event_counts[0, 0] == 1
 
 
-REFUSING = {"wgpu": "the wgpu backend has no events", "cpu": "the cpu backend has no events"}
+REFUSING = {"wgpu": "the wgpu backend has no events"}
 
 
 @pytest.mark.parametrize("backend", sorted(REFUSING))
