@@ -58,7 +58,8 @@ def _environment():
 def source(field, dtype: str, per_trajectory=(), dense: bool = False,
            history: bool = False) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
-    kernel, or with ``dense`` a fixed-step method's kernel for save_at; ``history``: the
+    kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
+    events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
     limit = _max_states()
     if len(field.states) > limit:
@@ -66,7 +67,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
                            f"compiler's time grows quickly with a kernel's size; use "
                            f"backend='numpy'")
-    if dense and field.solver.adaptive is None and not field.solver.dense:
+    if (dense or field.events) and field.solver.adaptive is None and not field.solver.dense:
         field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
     stepped = field.solver.adaptive is not None or field.solver.dense
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
@@ -77,9 +78,6 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     if stepped:
         desc = adaptive.extend(desc, field)
     if field.events:        # (a fixed-step method's events: its dense variant)
-        if not stepped:
-            raise BackendError(f"field {field.name}: events run in the cpu backend's "
-                               f"stepped kernel only (dense=True)")
         desc = _events.extend(desc, field, _line)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
