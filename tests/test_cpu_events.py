@@ -274,3 +274,43 @@ def test_cpu_refuses_what_it_lacks(cpu):
 def test_cpu_lists_events():
     from vgpu_compiler import backends
     assert "events" in backends.get("cpu").features
+
+
+def test_init_in_an_event(cpu):
+    """init(x) in a condition and an assignment: the kernel keeps the start values
+    (shader/lower.py counts the events' uses of init)."""
+    src = """field f {
+        state x
+        dx/dt = 1
+        when x > init(x) + 0.5 { x = init(x) }
+        solve %s
+    }"""
+    for method in ["rk4(dt = 0.1, steps = 20)", "bs3(t1 = 2)"]:
+        ref, got = both(src % method, np.array([0.0, 0.3]), dtype="float64")
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.event_counts[:, 0], [3, 3])
+        np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+
+
+COLLAPSE = """field f {
+    basin l < 4
+    state x, n = 0
+    dx/dt = -x
+    dn/dt = 0
+    when x < 0.5 { x = x + 1; n = n + 1 }
+    collapse when n >= 2
+    solve %s
+}"""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_collapse_with_events_in_a_partial_basin(cpu, dtype):
+    """The last basin has idle lanes (10 = 4 + 4 + 2): they neither fire nor vote."""
+    h0 = np.linspace(0.6, 2.0, 10)
+    for method in ["rk4(dt = 0.05, steps = 200)", "dopri5(t1 = 10)"]:
+        ref, got = both(COLLAPSE % method, h0, dtype=dtype)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        assert (got.event_counts == 2).all()
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+        np.testing.assert_allclose(got.t, ref.t, rtol=1e-6 if dtype == "float32" else 1e-13)
+        assert got.t.max() < 3

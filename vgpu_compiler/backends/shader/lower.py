@@ -198,6 +198,9 @@ class _Lowering:
         roots = list(self.f.derivs) + [c.expr for c in self.f.coupled]
         roots += [self.f.collapse] if self.f.collapse is not None else []
         roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
+        for ev in self.f.events:        # `when` / `stop when`: conditions, values, flux
+            roots += [ev.cond] + [v for _, v in ev.assigns]
+            roots += [x for fl in ev.flux for x in (*fl.index, fl.value)]
         return {s.name for s in _walk(roots) if isinstance(s, Sym) and s.kind is SymKind.INIT}
 
     def _stage(self, stage: StepStage) -> Stage:
