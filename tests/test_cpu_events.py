@@ -314,3 +314,14 @@ def test_collapse_with_events_in_a_partial_basin(cpu, dtype):
         np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
         np.testing.assert_allclose(got.t, ref.t, rtol=1e-6 if dtype == "float32" else 1e-13)
         assert got.t.max() < 3
+
+
+def test_progress_with_events(cpu, monkeypatch):
+    from vgpu_compiler.backends.cpu import runner
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 12)
+    seen = []
+    sol = vgpu.solve(ball("rk4(dt = 0.01, steps = 1000)"), HEIGHTS, params={"K": K},
+                     backend="cpu", progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 2 and seen[-1] == (7, 7)
+    assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
+    assert (sol.status == 1).all()

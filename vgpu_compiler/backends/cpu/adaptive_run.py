@@ -103,8 +103,6 @@ class AdaptiveCall(_Call):
             attempts = min(attempts, self.log_attempts)
         step0 = 0
         while True:
-            if self.ev_outputs:
-                self.ev_at.fill(-1)
             self._call(step0, 0, False, attempts=attempts)
             if self.ev_outputs:
                 self._add_log(attempts)
@@ -145,14 +143,18 @@ class AdaptiveCall(_Call):
         return sol
 
     def _add_log(self, attempts: int) -> None:
-        """The event log of the last call into the events' sums, in its order."""
+        """The event log of the last call into the events' sums, in its order (slot
+        (attempt, phase, statement, lane)); the slots read are emptied again (-1)."""
         n_fx = len(self.ev_outputs)
         used = attempts * 2 * n_fx * self.nslots
-        at = self.ev_at[:used].reshape(attempts, 2, n_fx, self.nslots)
-        value = self.ev_value[:used].reshape(attempts, 2, n_fx, self.nslots)
+        slots = np.flatnonzero(self.ev_at[:used] >= 0)
+        if not len(slots):
+            return
+        at = self.ev_at[slots].astype(np.intp)
+        value = self.ev_value[slots]
+        self.ev_at[slots] = -1
+        statement = (slots // self.nslots) % n_fx
         for o in dict.fromkeys(self.ev_outputs):
             js = [j for j, x in enumerate(self.ev_outputs) if x == o]
-            a, v = at[:, :, js].reshape(-1), value[:, :, js].reshape(-1)
-            keep = a >= 0
-            if keep.any():
-                np.add.at(self.ev_sums[o].reshape(-1), a[keep].astype(np.intp), v[keep])
+            mine = np.isin(statement, js) if len(js) < n_fx else slice(None)
+            np.add.at(self.ev_sums[o].reshape(-1), at[mine], value[mine])
