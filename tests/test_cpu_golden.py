@@ -2,7 +2,8 @@
 
 ``pytest --update-golden`` rewrites tests/golden/*.c: a fixed-step field, a basin with
 coupling, and the adaptive kernels (templates/adaptive.c.j2) of an adaptive method and
-of a fixed-step method run for save_at. The text is the same on every machine (the
+of a fixed-step method run for save_at, and of the event examples (templates/events.c.j2:
+a fixed-step method with events runs in that kernel). The text is the same on every machine (the
 compiler's flags and the CPU are in the disk key, not in the text).
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 # (example, dtype, dense: a fixed-step method's kernel for save_at)
 CASES = [("lorenz", "float32", False), ("kuramoto", "float32", False),
          ("lorenz_tsit5", "float64", False), ("vanderpol_adaptive", "float32", False),
-         ("vanderpol", "float64", True)]
+         ("vanderpol", "float64", True), ("bouncing_ball", "float64", False),
+         ("lif", "float32", False)]
 
 
 def emit(name: str, dtype: str, dense: bool) -> str:
@@ -51,6 +53,10 @@ def test_the_adaptive_kernel_is_the_adaptive_template():
     assert "cubic Hermite" in dense and "Hairer's starting step" not in dense
     plain = emit("vanderpol", "float64", False)
     assert "step attempts" not in plain and "explicit Runge-Kutta" in plain
+    events = emit("lif", "float32", False)
+    assert "every condition at the step's end" in events and "the event log" in events
+    assert "Hairer's starting step" not in events and "with events, or the rest" in events
+    assert "events" not in emit("vanderpol", "float64", True)
 
 
 def test_golden_c_compiles(cpu, tmp_path, monkeypatch):

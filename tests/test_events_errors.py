@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 import vgpu
+from vgpu_compiler import backends
 from vgpu_compiler.errors import BackendError, DeclarationError, NameError_, SyntaxError_
+
+from conftest import COMPILED_BACKENDS
 
 BASE = """field f {
     param p = 1
@@ -69,20 +72,22 @@ def test_when_block_may_span_lines():
     assert sol.event_counts[0, 0] == 1
 
 
-REFUSING = {"cpu": "the cpu backend has no events"}     # (wgpu runs them: test_wgpu_events.py)
-
-
-@pytest.mark.parametrize("backend", sorted(REFUSING))
-def test_backends_without_events_refuse_them(backend, request):
-    request.getfixturevalue(backend)
+@pytest.mark.parametrize("backend", ("numpy",) + COMPILED_BACKENDS)
+def test_every_backend_runs_events(backend, request):
+    """Every backend of the registry lists events among its features and runs them."""
+    if backend != "numpy":
+        request.getfixturevalue(backend)        # a compiled backend's fixture: skip or fail
+    assert "events" in backends.get(backend).features
     src = """field f {
         state x = 0
         dx/dt = 1
         stop when x > 0.5
         solve euler(dt = 0.1, steps = 10)
     }"""
-    with pytest.raises(BackendError, match=REFUSING[backend]):
-        vgpu.solve(src, dims={"N": 4}, backend=backend)
-    # auto moves on to a backend that has them
-    sol = vgpu.solve(src, dims={"N": 4}, backend="auto")
-    assert (sol.status == 1).all() and sol.backend not in REFUSING
+    sol = vgpu.solve(src, dims={"N": 4}, backend=backend)
+    ref = vgpu.solve(src, dims={"N": 4}, backend="numpy")
+    assert sol.backend == backend
+    assert (sol.status == 1).all()
+    np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(sol.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(sol.t, 0.5, rtol=1e-5)     # x = t crosses 0.5 there

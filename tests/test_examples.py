@@ -35,6 +35,8 @@ def _wgpu_device(request):
     params = getattr(getattr(request.node, "callspec", None), "params", {})
     if params.get("backend") == "wgpu":
         request.getfixturevalue("wgpu")
+    if params.get("backend") == "cpu":
+        request.getfixturevalue("cpu")
 
 
 def load(name):
@@ -209,7 +211,7 @@ def test_gbm_option_prices_the_call(backend):
 
 
 EVENT_BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
-    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend"))]
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "cpu"]
 
 
 @pytest.mark.parametrize("backend", EVENT_BACKENDS)

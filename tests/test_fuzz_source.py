@@ -96,7 +96,7 @@ def test_errors_through_the_api_are_vgpu_errors():
 
 
 # --- mutants that compile run on both backends ----------------------------------------------------
-@pytest.mark.parametrize("gpu", ["glsl", "wgpu"])
+@pytest.mark.parametrize("gpu", ["glsl", "wgpu", "cpu"])
 def test_compiled_mutants_run_on_both_backends(gpu, request):
     request.getfixturevalue(gpu)        # fails on CI without it
     rng = random.Random(4242)

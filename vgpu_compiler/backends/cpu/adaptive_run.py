@@ -8,19 +8,52 @@ t, step size, FSAL derivative and counters stay in their buffers). Between
 calls the host counts the trajectories still running (the status row) and
 reports progress. Tolerances, t0, t1, dt0, dtmax, max_steps and the save_at
 times are run-time values: a new value never recompiles.
+
+Events (templates/events.c.j2) carry their per-lane rows between calls in b_evi
+and b_evf (shader/events.py); a stopped lane reports its own status, time (and,
+for a fixed-step method, steps). Flux inside `when` goes into an event log of
+(attempt, phase, statement, lane) slots, at most one deposit per slot: a call
+runs at most ``EVENT_LOG`` slots' worth of attempts, and after it the host adds
+the log into the outputs in that order; the outputs are then the end-of-run
+flux plus the events' (the reference's order of the two sums).
 """
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 
 from ...call.bound import Progress, Solution
 from ...ir import controller as C
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
+from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from . import runner
 from .runner import _Call
 
 
+EVENT_LOG = 1 << 22         # event-log slots per call at most (attempts x 2 x statements x lanes)
+
+
 class AdaptiveCall(_Call):
+    def __init__(self, k, bound):
+        super().__init__(k, bound)
+        f = bound.field
+        # flux statements inside `when`, in the kernel's order (shader/events.extend)
+        self.ev_outputs = [fl.output for ev in f.events for fl in ev.flux]
+        self.ev_sums = {o: np.zeros(s, bound.dtype) for o, s in bound.output_shapes.items()}
+        self.log_attempts = 0
+        if self.ev_outputs:
+            per = 2 * len(self.ev_outputs) * self.nslots
+            self.log_attempts = max(1, EVENT_LOG // per)
+            size = self.log_attempts * per
+            self.ev_at = np.full(size, -1, np.int32)
+            self.ev_value = np.zeros(size, bound.dtype)
+            ptrs = ([a.ctypes.data for a in self.buffers]
+                    + [self.dep_at.ctypes.data, self.dep_value.ctypes.data,
+                       self.ev_at.ctypes.data, self.ev_value.ctypes.data])
+            self.ptrs = (ctypes.c_void_p * len(ptrs))(*ptrs)
+
+
     def values(self) -> dict:
         b, cast = self.bound, self.bound.dtype.type
         a, n_save = b.adaptive, 0 if b.save_at is None else len(b.save_at)
@@ -54,15 +87,25 @@ class AdaptiveCall(_Call):
         if role == "hist":              # (time, state, trajectory)
             self.hist = np.zeros((max(1, n_save), n_states, n), dt)
             return self.hist
+        if role == "evi":               # events: prev bits, own status, steps, in step, counts
+            self.evi = np.zeros((evi_rows(bound.field.n_when), n), np.int32)
+            return self.evi
+        if role == "evf":               # events: time stopped, end of the 64-events span
+            self.evf = np.zeros((len(EVF_ROWS), n), dt)
+            return self.evf
         return super()._buffer(b)
 
     def solve(self, progress: Progress) -> Solution:
         bound, n = self.bound, self.n
         stages = max(1, len(self.k.meta.get("stages", ())) or 7)
         attempts = max(1, runner.WORK_PER_CALL // (max(1, self.nslots) * stages))
+        if self.ev_outputs:
+            attempts = min(attempts, self.log_attempts)
         step0 = 0
         while True:
             self._call(step0, 0, False, attempts=attempts)
+            if self.ev_outputs:
+                self._add_log(attempts)
             step0 = 1
             running = int(np.count_nonzero(self.cnt[2] == RUNNING))
             if progress is not None:
@@ -70,7 +113,11 @@ class AdaptiveCall(_Call):
             if not running:
                 break
         grid = bound.grid_shape
-        sol = Solution(states=self._pack(), outputs=self._outputs(),
+        outputs = self._outputs()
+        if bound.field.events:
+            for o, v in self.ev_sums.items():
+                outputs[o] = (outputs[o] + v).astype(bound.dtype)
+        sol = Solution(states=self._pack(), outputs=outputs,
                        steps_taken=self.cnt[0].reshape(grid).copy())
         sol.steps_rejected = self.cnt[1].reshape(grid).copy()
         sol.status = self.cnt[2].astype(np.int8).reshape(grid)
@@ -84,4 +131,30 @@ class AdaptiveCall(_Call):
             sol.history = (np.stack([self._pack(hist[j]) for j in range(n_save)]) if n_save
                            else np.zeros((0,) + sol.states.shape, bound.dtype))
             sol.times = bound.save_at.astype(bound.dtype)
+        if bound.field.events:      # a stopped lane's own status, time (and steps)
+            stopped = self.evi[1] != 0
+            sol.status = np.where(stopped, self.evi[1], self.cnt[2]).astype(np.int8).reshape(grid)
+            sol.t = np.where(stopped, self.evf[0], self.ad[0]).astype(bound.dtype).reshape(grid)
+            if bound.adaptive is None:      # fixed steps: the step it stopped in counts
+                sol.steps_taken = np.where(stopped, self.evi[2],
+                                           self.cnt[0]).astype(np.int32).reshape(grid)
+            sol.event_counts = np.ascontiguousarray(
+                self.evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
         return sol
+
+    def _add_log(self, attempts: int) -> None:
+        """The event log of the last call into the events' sums, in its order (slot
+        (attempt, phase, statement, lane)); the slots read are emptied again (-1)."""
+        n_fx = len(self.ev_outputs)
+        used = attempts * 2 * n_fx * self.nslots
+        slots = np.flatnonzero(self.ev_at[:used] >= 0)
+        if not len(slots):
+            return
+        at = self.ev_at[slots].astype(np.intp)
+        value = self.ev_value[slots]
+        self.ev_at[slots] = -1
+        statement = (slots // self.nslots) % n_fx
+        for o in dict.fromkeys(self.ev_outputs):
+            js = [j for j, x in enumerate(self.ev_outputs) if x == o]
+            mine = np.isin(statement, js) if len(js) < n_fx else slice(None)
+            np.add.at(self.ev_sums[o].reshape(-1), at[mine], value[mine])

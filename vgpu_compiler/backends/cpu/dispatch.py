@@ -13,14 +13,27 @@ from .runner import _Call
 def run(prepared, data, progress: Progress = None) -> Solution:
     t = prepared.template
     if t.field.events:
-        raise BackendError(f"the cpu backend has no events (`when`, `stop when`) yet (field "
-                           f"`{t.field.name}`); backend='glsl' or backend='numpy' runs them")
-    stepped = t.adaptive is not None or t.save_at is not None
+        check_events(t)
+    stepped = t.adaptive is not None or t.save_at is not None or bool(t.field.events)
     bound = prepared.bound(data)
     k = _kernel(prepared, bound, dense=stepped)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
         return AdaptiveCall(k, bound).solve(progress)
     return _Call(k, bound).solve(progress)
+
+
+def check_events(t) -> None:
+    """What the cpu backend's events do not cover: a BackendError naming it."""
+    f, why = t.field, None
+    if f.noises:
+        why = "events in a stochastic field (noise)"
+    elif t.save_at is not None or t.save_every:
+        why = "save_at or save_every with events"
+    elif len(f.events) > 30:
+        why = f"more than 30 events ({len(f.events)})"
+    if why:
+        raise BackendError(f"the cpu backend has no {why} (field `{f.name}`); use "
+                           f"backend='numpy'", span=f.events[0].span)
 
 
 def _kernel(prepared, bound: Bound, dense: bool) -> CpuKernel:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, template
+from ..shader import events as _events
 from . import toolchain
 from .dialect import DIALECTS
 
@@ -57,7 +58,8 @@ def _environment():
 def source(field, dtype: str, per_trajectory=(), dense: bool = False,
            history: bool = False) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
-    kernel, or with ``dense`` a fixed-step method's kernel for save_at; ``history``: the
+    kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
+    events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
     limit = _max_states()
     if len(field.states) > limit:
@@ -65,7 +67,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
                            f"compiler's time grows quickly with a kernel's size; use "
                            f"backend='numpy'")
-    if dense and field.solver.adaptive is None and not field.solver.dense:
+    if (dense or field.events) and field.solver.adaptive is None and not field.solver.dense:
         field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
     stepped = field.solver.adaptive is not None or field.solver.dense
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
@@ -75,6 +77,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend holds per block ({MAX_BASIN})")
     if stepped:
         desc = adaptive.extend(desc, field)
+    if field.events:        # (a fixed-step method's events: its dense variant)
+        desc = _events.extend(desc, field, _line)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
@@ -86,6 +90,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     extra = {}
     if stepped:
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
+        if field.events:
+            printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
         k0 = desc.stage_k[0]
         extra = dict(   # the stage values of the first step's trial point, and of the new state
             trial=[{"target": y, "expr": f"{s} + u_dt * {k0[i]}"}
@@ -97,7 +103,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars,
         int_slot={n: i for i, n in enumerate(ints)},
-        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints), **extra)
+        float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
+        n_flux=len(field.flux), **extra)
     text = text.replace(f"({desc.version},", f"({VERSION},")
     if len(text) > MAX_SOURCE:
         raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
@@ -106,6 +113,10 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     meta = printed.meta()
     meta["version"] = VERSION
     return text, meta, lanes, len(ints)
+
+
+def _line(span) -> str:
+    return f"line {span.line}" if span is not None else ""
 
 
 def _max_states() -> int:

@@ -17,6 +17,9 @@ class Session:
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
             raise BackendError("a Simulation on cpu runs fixed-step methods only so far")
+        if t.field.events:
+            raise BackendError("a Simulation on cpu has no events (`when`, `stop when`) yet; "
+                               "vgpu.solve(..., backend='cpu') runs them")
         self.prepared = prepared
         self._open(data)
         self.step = 0

@@ -1,0 +1,327 @@
+"""Events on the cpu backend, against the numpy reference (and closed forms).
+
+Everything runs inside the C kernel (templates/events.c.j2 on adaptive.c.j2): the
+conditions, the bisection, the events, the partial steps, flux at each firing (into
+the call's event log, summed on the host). numpy and cpu must agree on event counts,
+located times, statuses and states; the kernel does the reference's arithmetic in
+the reference's order, so most comparisons here are exact.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.errors import BackendError, StatusWarning, VgpuError
+
+from event_fields import ball, bounce_times, lif, lif_count
+
+HEIGHTS = np.array([1.0, 1.3, 1.9, 2.4, 0.7, 1.1, 3.0])
+K = np.array([3, 5, 2, 10, 4, 1, 7], float)
+DTYPES = ["float32", "float64"]
+
+
+def both(src, h0=None, **kw):
+    out = []
+    for backend in ("numpy", "cpu"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StatusWarning)
+            out.append(vgpu.solve(src, h0, backend=backend, **kw))
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 1000)", "heun(dt = 0.005, steps = 2000)",
+                                    "dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_ball_cpu_matches_numpy(cpu, method, basin, dtype):
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, dtype=dtype)
+    assert got.backend == "cpu"
+    assert (got.status == ref.status).all() and (got.status == 1).all()
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.event_counts[:, 0], K.astype(int))
+    if dtype == "float32" and "t1" in method:
+        # float32 adaptive: the step sizes follow an error estimate that cancels most of
+        # its digits (the cpu kernel's and numpy's agree to within a step, events or not)
+        np.testing.assert_allclose(got.t, ref.t, rtol=1e-4)
+        assert np.abs(got.steps_taken - ref.steps_taken).max() <= 1
+        np.testing.assert_allclose(got.states, ref.states, atol=1e-3)
+    else:
+        np.testing.assert_allclose(got.t, ref.t, rtol=1e-6 if dtype == "float32" else 1e-13)
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+        np.testing.assert_allclose(got.states, ref.states,
+                                   atol=1e-5 if dtype == "float32" else 1e-12)
+    assert got.t.dtype == np.dtype(dtype) and got.event_counts.dtype == np.int32
+    if method.startswith("rk4"):
+        want = [bounce_times(h, 0.9, int(k))[-1] for h, k in zip(HEIGHTS, K)]
+        np.testing.assert_allclose(got.t, want, atol=2e-5 if dtype == "float32" else 1e-12)
+
+
+def test_ball_cpu_float64_closed_form():
+    """rk4 integrates free fall exactly: the located bounce times are the closed form's
+    to about the float64 bracket (2^-40 of a step)."""
+    ref, got = both(ball("rk4(dt = 0.01, steps = 1000)"), HEIGHTS, params={"K": K},
+                    dtype="float64")
+    want = [bounce_times(h, 0.9, int(k))[-1] for h, k in zip(HEIGHTS, K)]
+    np.testing.assert_allclose(got.t, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.t, ref.t, rtol=0, atol=1e-13)
+    np.testing.assert_array_equal(got.steps_taken, [math.ceil(w / 0.01) for w in want])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lif_cpu_counts_and_flux_match_numpy_and_the_closed_form(cpu, dtype):
+    """float64 flux inside `when` too (the cpu backend needs no float atomics)."""
+    current = np.linspace(1.1, 4.0, 37)
+    for method in ["rk4(dt = 2e-4, steps = 5000)", "dopri5(t1 = 1, rtol = 1e-7)"]:
+        ref, got = both(lif(method), params={"I": current}, dims={"N": 37}, dtype=dtype)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.event_counts[:, 0], lif_count(current, 1.0))
+        np.testing.assert_array_equal(got.outputs["spikes"], ref.outputs["spikes"])
+        np.testing.assert_array_equal(got.outputs["bins"], ref.outputs["bins"])
+        np.testing.assert_array_equal(got.outputs["spikes"], lif_count(current, 1.0))
+        assert got.outputs["bins"].dtype == np.dtype(dtype)
+
+
+FLUX = """field f {
+    param I = 1.5
+    output total[1], at[4]
+    %s
+    state v = 0, w = 0
+    dv/dt = (I - v) / 0.02
+    dw/dt = 1
+    when v > 1 { v = 0; flux total[0] += t * 0.37; flux at[i %% 4] += v * w + 0.1 }
+    flux total[0] += v
+    solve %s
+}"""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_flux_of_fractional_values_at_events(cpu, dtype, basin):
+    """Flux of non-integer values at each firing (and at the end): as the reference's
+    sums, to its rounding (float64 too)."""
+    current = np.linspace(1.2, 3.5, 11)
+    for method in ["rk4(dt = 1e-3, steps = 500)", "tsit5(t1 = 0.5, rtol = 1e-8)"]:
+        ref, got = both(FLUX % (basin, method), params={"I": current}, dims={"N": 11},
+                        dtype=dtype)
+        assert ref.event_counts.sum() > 50
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        for name in ("total", "at"):
+            np.testing.assert_allclose(got.outputs[name], ref.outputs[name], rtol=tol)
+        # the end flux alone (v at the end) is a small part of `total`: the events count
+        assert got.outputs["total"][0] - got.states[:, 0].sum() > 5
+
+
+def test_event_flux_is_deterministic(cpu):
+    """The event log is summed on the host in a fixed order: runs agree bit for bit."""
+    current = np.linspace(1.2, 3.5, 203)
+    src = FLUX % ("", "rk4(dt = 1e-3, steps = 500)")
+    runs = [vgpu.solve(src, params={"I": current}, dims={"N": 203}, backend="cpu",
+                       dtype="float64") for _ in range(3)]
+    for r in runs[1:]:
+        for name in ("total", "at"):
+            assert r.outputs[name].tobytes() == runs[0].outputs[name].tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zeno_cpu_status_4(cpu, dtype):
+    t_star = math.sqrt(2 / 9.81) * 3
+    for method in ["rk4(dt = 0.01, steps = 300)", "dopri5(t1 = 3)"]:
+        ref, got = both(ball(method), np.array([1.0, 2.0]), params={"e": 0.5}, dtype=dtype)
+        assert (got.status == 4).all() and (ref.status == 4).all()
+        np.testing.assert_allclose(got.t[0], t_star, atol=1e-4)
+        np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        assert (got.event_counts >= 64).all()
+
+
+def test_zeno_warns(cpu):
+    with pytest.warns(StatusWarning):
+        vgpu.solve(ball("rk4(dt = 0.01, steps = 300)"), np.array([1.0]), params={"e": 0.5},
+                   backend="cpu")
+
+
+def test_order_and_sweep_cpu(cpu):
+    src = """field f {
+        state x = 0, a = 0, b = 0, n = 0, m = 0
+        dx/dt = 1
+        da/dt = 0
+        db/dt = 0
+        dn/dt = 0
+        dm/dt = 0
+        when x > 0.7 { b = a + 10 }
+        when x > 0.3 { a = t }
+        when x > 0.5 { n = n + 1 }
+        when x > 0.5 { m = n * 10 }
+        stop when n >= 1 and x > 0.9
+        solve euler(dt = 1, steps = 3)
+    }"""
+    for dtype in DTYPES:
+        ref, got = both(src, dims={"N": 3}, dtype=dtype)
+        np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.event_counts, [[1, 1, 1, 1]] * 3)
+        assert got.status.tolist() == ref.status.tolist() == [1, 1, 1]
+        np.testing.assert_allclose(got.t, 0.9, atol=1e-6 if dtype == "float32" else 1e-11)
+        np.testing.assert_allclose(got.states[:, 1], 0.3, atol=1e-6)      # a = t at 0.3
+        np.testing.assert_allclose(got.states[:, 4], 10)                   # m sees n = 1
+        assert got.steps_taken.tolist() == ref.steps_taken.tolist() == [1, 1, 1]
+
+
+def test_a_condition_true_at_t0_waits(cpu):
+    src = """field f {
+        state x, n = 0
+        dx/dt = -1
+        dn/dt = 0
+        when x > 0.5 { n = n + 1 }
+        when x < 0 { n = n + 100 }
+        solve rk4(dt = 0.1, steps = 20)
+    }"""
+    ref, got = both(src, np.array([1.0, 0.2, -0.5]), dtype="float64")
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.event_counts, [[0, 1], [0, 1], [0, 0]])
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+    assert (got.status == 0).all() and (got.t == 2.0).all()
+
+
+def test_coupled_basin_with_stops_cpu(cpu):
+    src = """field f {
+        basin l < 4
+        state x, y = 0
+        coupled s = x
+        dx/dt = 1 + 0.1 * mean(s)
+        dy/dt = x
+        stop when x > 2
+        solve %s
+    }"""
+    h0 = np.array([0.0, 0.5, 1.0, 1.5, 0.2, 0.3])
+    for method in ["rk4(dt = 0.1, steps = 30)", "dopri5(t1 = 3, rtol = 1e-8)"]:
+        ref, got = both(src % method, h0, dtype="float64")
+        assert (got.status == 1).all()
+        np.testing.assert_allclose(got.t, ref.t, atol=1e-12)
+        np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+        # a stopped lane stays where it stopped: x just past 2
+        np.testing.assert_allclose(got.states[:, 0], 2.0, atol=1e-9)
+
+
+def test_events_cpu_many_calls(cpu, monkeypatch):
+    """Runs cut into many kernel calls (and the event log into many parts): the events'
+    rows are carried between calls, the results are the same."""
+    from vgpu_compiler.backends.cpu import adaptive_run, runner
+    current = np.linspace(1.5, 3.0, 40)
+    src = lif("euler(dt = 2e-5, steps = 15000)")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 40}, backend="numpy")
+    whole = vgpu.solve(src, params={"I": current}, dims={"N": 40}, backend="cpu")
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 14)
+    monkeypatch.setattr(adaptive_run, "EVENT_LOG", 1 << 10)
+    cut = vgpu.solve(src, params={"I": current}, dims={"N": 40}, backend="cpu")
+    for sol in (whole, cut):
+        np.testing.assert_array_equal(sol.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(sol.outputs["bins"], ref.outputs["bins"])
+        np.testing.assert_array_equal(sol.outputs["spikes"], ref.outputs["spikes"])
+        np.testing.assert_array_equal(sol.states, ref.states)
+    ref, got = both(ball("dopri5(t1 = 10)", "basin l < 4"), HEIGHTS, params={"K": K})
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.t, ref.t)
+
+
+def test_flux_index_out_of_range_in_when_is_an_error(cpu):
+    src = """field f {
+        output H[3]
+        state x = 0
+        dx/dt = 1
+        when x > 0.5 { flux H[i + 2] += 1 }
+        solve rk4(dt = 0.1, steps = 10)
+    }"""
+    errors = []
+    for backend in ("numpy", "cpu"):
+        with pytest.raises(VgpuError) as info:
+            vgpu.solve(src, dims={"N": 3}, backend=backend)
+        errors.append(info.value)
+    assert type(errors[0]) is type(errors[1])
+    assert "H" in str(errors[1])
+    ok = vgpu.solve(src.replace("i + 2", "i"), dims={"N": 3}, backend="cpu")
+    np.testing.assert_array_equal(ok.outputs["H"], [1, 1, 1])
+
+
+def test_cpu_refuses_what_it_lacks(cpu):
+    noisy = """field f {
+        noise xi
+        state x = 0
+        dx/dt = 1 + 0 * xi
+        stop when x > 0.5
+        solve euler(dt = 0.1, steps = 10)
+    }"""
+    with pytest.raises(BackendError, match="cpu backend has no events in a stochastic"):
+        vgpu.solve(noisy, dims={"N": 2}, backend="cpu")
+    with pytest.raises(BackendError, match="cpu backend has no save_at or save_every with events"):
+        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="cpu",
+                   save_every=2)
+    with pytest.raises(BackendError, match="cpu backend has no save_at or save_every with events"):
+        vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="cpu",
+                   save_at=np.array([0.5]))
+    # auto runs them elsewhere
+    sol = vgpu.solve(noisy, dims={"N": 2}, backend="auto")
+    assert sol.backend != "cpu" and (sol.status == 1).all()
+
+
+def test_cpu_lists_events():
+    from vgpu_compiler import backends
+    assert "events" in backends.get("cpu").features
+
+
+def test_init_in_an_event(cpu):
+    """init(x) in a condition and an assignment: the kernel keeps the start values
+    (shader/lower.py counts the events' uses of init)."""
+    src = """field f {
+        state x
+        dx/dt = 1
+        when x > init(x) + 0.5 { x = init(x) }
+        solve %s
+    }"""
+    for method in ["rk4(dt = 0.1, steps = 20)", "bs3(t1 = 2)"]:
+        ref, got = both(src % method, np.array([0.0, 0.3]), dtype="float64")
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.event_counts[:, 0], [3, 3])
+        np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
+
+
+COLLAPSE = """field f {
+    basin l < 4
+    state x, n = 0
+    dx/dt = -x
+    dn/dt = 0
+    when x < 0.5 { x = x + 1; n = n + 1 }
+    collapse when n >= 2
+    solve %s
+}"""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_collapse_with_events_in_a_partial_basin(cpu, dtype):
+    """The last basin has idle lanes (10 = 4 + 4 + 2): they neither fire nor vote."""
+    h0 = np.linspace(0.6, 2.0, 10)
+    for method in ["rk4(dt = 0.05, steps = 200)", "dopri5(t1 = 10)"]:
+        ref, got = both(COLLAPSE % method, h0, dtype=dtype)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        assert (got.event_counts == 2).all()
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+        np.testing.assert_allclose(got.t, ref.t, rtol=1e-6 if dtype == "float32" else 1e-13)
+        assert got.t.max() < 3
+
+
+def test_progress_with_events(cpu, monkeypatch):
+    from vgpu_compiler.backends.cpu import runner
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 12)
+    seen = []
+    sol = vgpu.solve(ball("rk4(dt = 0.01, steps = 1000)"), HEIGHTS, params={"K": K},
+                     backend="cpu", progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 2 and seen[-1] == (7, 7)
+    assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
+    assert (sol.status == 1).all()
