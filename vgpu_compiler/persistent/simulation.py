@@ -157,8 +157,16 @@ class Simulation:
 
     @property
     def outputs(self) -> dict:
-        """Flux deposited on the current state (the outputs of a run that ended here)."""
-        return {k: v.copy() for k, v in self._read("outputs", self._session.outputs).items()}
+        """Flux deposited on the current state (the outputs of a run that ended here); for
+        an adaptive method, once every trajectory has ended (at t1 or earlier), the
+        outputs of the one solve."""
+        out = self._read("outputs", self._session.outputs)
+        if out is None:
+            raise CallError("an adaptive Simulation deposits flux as each trajectory ends: "
+                            "its outputs are there once every one has (advance(until=t1)"
+                            "; a run resumed from a checkpoint on a compiled backend has "
+                            "them only if every trajectory was still running then)")
+        return {k: v.copy() for k, v in out.items()}
 
     @property
     def t(self) -> np.ndarray:
@@ -203,7 +211,9 @@ class Simulation:
     def solution(self) -> Solution:
         """The current state as a Solution (what vgpu.solve over the steps so far returns)."""
         with self._lock:
-            sol = Solution(states=self.states, outputs=self.outputs,
+            outputs = self._read("outputs", self._session.outputs)
+            sol = Solution(states=self.states, outputs={k: v.copy() for k, v in
+                                                        (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
                            steps_rejected=self.steps_rejected, backend=self.backend)
             return sol

@@ -157,7 +157,10 @@ class AdaptiveSession:
     def steps_rejected(self) -> np.ndarray:
         return self._grid(self.rejected).astype(np.int32)
 
-    def outputs(self) -> dict:
+    def outputs(self) -> dict | None:
+        """The flux on the final states once every trajectory has ended (None before)."""
+        if self.running.any():
+            return None
         run = self.run
         run.final_t = np.where(self.running, self.until, self.t[:, 0]).astype(
             run.dtype).reshape(-1, 1)
