@@ -283,7 +283,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = b_cnt[4 * u_count + lane];
+            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
+            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
         }
     }
 
@@ -533,6 +534,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step attempts of this call ---
     for (int vg_a = 0; vg_a < u_attempts; vg_a++) {
+        for (int l = 0; l < VG_W; l++) {    // a Simulation's advance reached u_pause
+            vg_status[l] = vg_status[l] == -1 && vg_t[l] >= u_pause ? -2 : vg_status[l];
+        }
         bool vg_any = false;
         for (int l = 0; l < VG_W; l++) {
             vg_any |= vg_status[l] == -1;
@@ -970,6 +974,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     b_hist[(vg_next[l] * 3 + 2) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new2[l] : s_z + u_dt * acc;
                 }
                 vg_next[l]++;
+            }
+        }
+        for (int l = 0; l < VG_W; l++) {    // the step covers u_pause: kept at the next advance
+            if (vg_ok[l] && (vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l]) > u_pause) {
+                vg_ok[l] = false;
+                vg_status[l] = -2;
             }
         }
         double vg_prop[VG_W];

@@ -253,7 +253,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = b_cnt[4 * u_count + lane];
+            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
+            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
         }
     }
 
