@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.errors import BackendError, CallError
+from vgpu_compiler.errors import CallError
 
 scipy_ivp = pytest.importorskip("scipy.integrate")
 
 METHODS = ("bs3", "dopri5", "tsit5")
-FINISHED = ("numpy", "glsl", "cpu")
-REFUSED: tuple = ("wgpu",)       # backends that refuse an adaptive Simulation (BackendError)
+FINISHED = ("numpy", "glsl", "cpu", "wgpu")
 
 VDP = """
 field vdp {
@@ -232,13 +231,3 @@ def test_start_and_no_steps(backend):
     flat = vgpu.Simulation(src, h0, params={"mu": mu}, backend=backend, t1=0.0)
     flat.advance(until=0.0)
     _check_end(flat, vgpu.solve(src, h0, params={"mu": mu}, backend=backend, t1=0.0))
-
-
-@pytest.mark.parametrize("backend", REFUSED or ["-"])
-def test_unfinished_backends_refuse(backend, request):
-    if backend == "-":
-        assert not REFUSED
-        return
-    request.getfixturevalue(backend)
-    with pytest.raises(BackendError):
-        vgpu.Simulation(VDP.replace("METHOD", "dopri5"), np.zeros((2, 2)), backend=backend)
