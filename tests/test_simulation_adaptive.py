@@ -231,3 +231,34 @@ def test_start_and_no_steps(backend):
     flat = vgpu.Simulation(src, h0, params={"mu": mu}, backend=backend, t1=0.0)
     flat.advance(until=0.0)
     _check_end(flat, vgpu.solve(src, h0, params={"mu": mu}, backend=backend, t1=0.0))
+
+
+FLUX = """
+field decayh {
+    param k = 1.0
+    output H[4]
+    state x
+    dx/dt = -k * x
+    solve dopri5(t1 = 2)
+    flux H[clamp(int(x * 4), 0, 3)] += 1 + x
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_outputs_once_every_trajectory_has_ended(backend, dtype, tmp_path):
+    h0 = np.linspace(0.1, 3.9, 25)
+    k = np.linspace(0.2, 1.5, 25)
+    sol = vgpu.solve(FLUX, h0, params={"k": k}, backend=backend, dtype=dtype)
+    sim = vgpu.Simulation(FLUX, h0, params={"k": k}, backend=backend, dtype=dtype)
+    sim.advance(until=1.0)
+    with pytest.raises(CallError, match="once every one has"):
+        sim.outputs
+    sim.save(tmp_path / "half.npz")
+    sim.advance(until=2.0)
+    _same(sim.outputs["H"], sol.outputs["H"], "outputs")
+    assert sim.outputs["H"].sum() > 25            # every trajectory deposited
+    _same(sim.solution().outputs["H"], sol.outputs["H"], "solution().outputs")
+    back = vgpu.Simulation.load(tmp_path / "half.npz")   # every one was running then
+    back.advance(until=2.0)
+    _same(back.outputs["H"], sol.outputs["H"], "outputs after a checkpoint")
