@@ -1,4 +1,4 @@
-"""``vgpu.Simulation``: a fixed-step run that stays alive between calls.
+"""``vgpu.Simulation``: a run that stays alive between calls.
 
 The kernel is found (or compiled) once and the run's state stays where the backend
 keeps it (device buffers; numpy arrays for the reference) between calls:
@@ -10,6 +10,14 @@ checkpoint the whole run to a ``.npz`` file. Steps keep their numbers across cal
 (``t_n = t0 + n * dt``, ``step``, the noise counter), so advancing in pieces gives,
 bit for bit, what one run of the total number of steps gives. Every method holds
 the simulation's lock: calls from several threads run one after another.
+
+An adaptive method (bs3, dopri5, tsit5) runs the steps of one ``solve`` to t1:
+``advance(until=u)`` runs each trajectory's attempts until a step's end reaches or
+passes u, and the states at u come from that step's continuous extension (what
+``solve(save_at=[..., u, ...])`` gives, bit for bit); the step itself is taken again
+by the next advance, so the pieces never change the steps. Its checkpoints hold the
+controller (call/session.py's ADAPTIVE); set_params, set_input and set_state are
+errors there (they would change the steps of the one run).
 
 Each backend opens its own session (call/session.py); this module only keeps the
 run's arguments and counts steps.
