@@ -214,8 +214,10 @@ def test_two_threads_are_serialised(backend):
 
 
 def test_refusals():
-    with pytest.raises(vgpu.CallError, match="fixed-step"):
-        vgpu.Simulation(open("examples/lorenz_tsit5.field").read(), _h0(4), backend="numpy")
+    adaptive = vgpu.Simulation(open("examples/lorenz_tsit5.field").read(), _h0(4),
+                               backend="numpy")     # (tests/test_simulation_adaptive.py)
+    with pytest.raises(vgpu.CallError, match="until"):
+        adaptive.advance(5)
     sim = vgpu.Simulation(LORENZ, _h0(4), backend="numpy")
     with pytest.raises(vgpu.ArgumentTypeError):
         sim.advance(-1)

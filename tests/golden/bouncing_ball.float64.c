@@ -203,6 +203,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     const int u_max_steps = (int)vg_iu[8];  // most accepted steps
     const int u_attempts = (int)vg_iu[9];  // most step attempts in this dispatch
     const int u_nsave = (int)vg_iu[10];  // save_at times
+    const double u_pause = (double)vg_fu[13];  // no attempt from this time on (a Simulation's until; t1)
     const int vg_nslots = vg_iu[11];      // deposit slots per flux statement
     (void)vg_nslots;
     // --- buffers ---
@@ -298,7 +299,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = b_cnt[4 * u_count + lane];
+            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
+            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
         }
         vg_prev[l] = 0;
         vg_lstat[l] = 0;

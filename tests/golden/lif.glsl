@@ -52,6 +52,7 @@ uniform float u_gap;  // a step ending this close to t1 is cut to end at t1
 uniform int u_max_steps;  // most accepted steps
 uniform int u_attempts;  // most step attempts in this dispatch
 uniform int u_nsave;  // save_at times
+uniform float u_pause;  // no attempt from this time on (a Simulation's until; t1)
 
 // --- helpers -----------------------------------------------------------------
 // Record a run-time error (index out of range, int division by zero): the first one
@@ -132,6 +133,7 @@ void main() {
     int vg_status = -1;
     int vg_again = 0;
     int vg_next = 0;
+    bool vg_paused = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     // --- events: previous conditions (bit e), own status, steps, events this step ---
     int vg_prev = 0;
     int vg_lstat = 0;
@@ -151,7 +153,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = b_cnt.v[4 * u_count + lane];
+            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
             vg_prev = b_evi.v[lane];
             vg_lstat = b_evi.v[u_count + lane];
             vg_ltaken = b_evi.v[2 * u_count + lane];
@@ -466,7 +468,7 @@ void main() {
         b_evf.v[lane] = vg_tstop;
         b_evf.v[u_count + lane] = vg_window;
 
-        if (vg_status == -1) {
+        if (vg_status == -1 && !vg_paused) {
             atomicAdd(b_run.v[0], 1u);
         }
     }

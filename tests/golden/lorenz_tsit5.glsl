@@ -36,6 +36,7 @@ uniform float u_gap;  // a step ending this close to t1 is cut to end at t1
 uniform int u_max_steps;  // most accepted steps
 uniform int u_attempts;  // most step attempts in this dispatch
 uniform int u_nsave;  // save_at times
+uniform float u_pause;  // no attempt from this time on (a Simulation's until; t1)
 
 // x^(1/m) for x > 0.
 float vg_root(float x, int m) {
@@ -66,6 +67,7 @@ void main() {
     int vg_status = -1;
     int vg_again = 0;
     int vg_next = 0;
+    bool vg_paused = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
         s_x = b_state.v[0 * u_count + lane];
         s_y = b_state.v[1 * u_count + lane];
@@ -80,7 +82,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = b_cnt.v[4 * u_count + lane];
+            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
         }
     }
     bool vg_flux_due = false;
@@ -170,6 +172,10 @@ void main() {
     // --- the step attempts of this dispatch ---
     for (int vg_a = 0; vg_a < u_attempts; vg_a++) {
         if (vg_status != -1) {
+            break;
+        }
+        if (vg_t >= u_pause) {
+            vg_paused = true;
             break;
         }
         float vg_use = min(vg_h, u_dtmax);
@@ -339,6 +345,10 @@ void main() {
                         vg_next++;
                     }
                 }
+                if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
+                    vg_paused = true;
+                    break;
+                }
                 s_x = vg_n0;
                 k0_x = k6_x;
                 s_y = vg_n1;
@@ -383,7 +393,7 @@ void main() {
         b_cnt.v[2 * u_count + lane] = vg_status;
         b_cnt.v[3 * u_count + lane] = vg_again;
         b_cnt.v[4 * u_count + lane] = vg_next;
-        if (vg_status == -1) {
+        if (vg_status == -1 && !vg_paused) {
             atomicAdd(b_run.v[0], 1u);
         }
     }

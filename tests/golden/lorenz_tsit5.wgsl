@@ -34,6 +34,7 @@ struct VgUniforms {
     u_max_steps: i32,  // most accepted steps
     u_attempts: i32,  // most step attempts in this dispatch
     u_nsave: i32,  // save_at times
+    u_pause: f32,  // no attempt from this time on (a Simulation's until; t1)
     vg_zero: f32,  // always 0: a float zero the driver's compiler cannot fold
 }
 @group(0) @binding(7) var<uniform> vg_u: VgUniforms;
@@ -59,6 +60,7 @@ var<private> u_gap: f32;
 var<private> u_max_steps: i32;
 var<private> u_attempts: i32;
 var<private> u_nsave: i32;
+var<private> u_pause: f32;
 var<private> vg_zero: f32;
 
 // --- the controller ----------------------------------------------------------
@@ -103,6 +105,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     u_max_steps = vg_u.u_max_steps;
     u_attempts = vg_u.u_attempts;
     u_nsave = vg_u.u_nsave;
+    u_pause = vg_u.u_pause;
     vg_zero = vg_u.vg_zero;
     let u_dt: f32 = vg_u.u_dt;
     let u_t0: f32 = vg_u.u_t0;
@@ -126,6 +129,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     let u_max_steps: i32 = vg_u.u_max_steps;
     let u_attempts: i32 = vg_u.u_attempts;
     let u_nsave: i32 = vg_u.u_nsave;
+    let u_pause: f32 = vg_u.u_pause;
     // --- which trajectory this invocation integrates ---
     let lane: i32 = i32(vg_wgid.y * vg_nwg.x + vg_wgid.x) * 64 + i32(vg_lidx);
     if (lane >= u_count) {
@@ -149,6 +153,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
     if (vg_active) {
         s_x = b_state[0 * u_count + lane];
         s_y = b_state[1 * u_count + lane];
@@ -163,7 +168,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_rej = b_cnt[u_count + lane];
             vg_status = b_cnt[2 * u_count + lane];
             vg_again = b_cnt[3 * u_count + lane];
-            vg_next = b_cnt[4 * u_count + lane];
+            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);  // 2: a new advance
         }
     }
     var vg_flux_due: bool = false;
@@ -256,6 +261,10 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     // --- the step attempts of this dispatch ---
     for (var vg_a: i32 = 0; vg_a < u_attempts; vg_a++) {
         if (vg_status != -1) {
+            break;
+        }
+        if (vg_t >= u_pause) {
+            vg_paused = true;
             break;
         }
         var vg_use: f32 = min(vg_h, u_dtmax);
@@ -431,6 +440,10 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         vg_next++;
                     }
                 }
+                if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
+                    vg_paused = true;
+                    break;
+                }
                 s_x = vg_n0;
                 k0_x = k6_x;
                 s_y = vg_n1;
@@ -475,7 +488,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
         b_cnt[2 * u_count + lane] = vg_status;
         b_cnt[3 * u_count + lane] = vg_again;
         b_cnt[4 * u_count + lane] = vg_next;
-        if (vg_status == -1) {
+        if (vg_status == -1 && !vg_paused) {
             atomicAdd(&b_run[0], 1u);
         }
     }

@@ -203,6 +203,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     const int u_max_steps = (int)vg_iu[8];  // most accepted steps
     const int u_attempts = (int)vg_iu[9];  // most step attempts in this dispatch
     const int u_nsave = (int)vg_iu[10];  // save_at times
+    const float u_pause = (float)vg_fu[9];  // no attempt from this time on (a Simulation's until; t1)
     const int vg_nslots = vg_iu[11];      // deposit slots per flux statement
     (void)vg_nslots;
     // --- buffers ---
@@ -291,7 +292,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = b_cnt[4 * u_count + lane];
+            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
+            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
         }
     }
 
@@ -490,6 +492,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step attempts of this call ---
     for (int vg_a = 0; vg_a < u_attempts; vg_a++) {
+        for (int l = 0; l < VG_W; l++) {    // a Simulation's advance reached u_pause
+            vg_status[l] = vg_status[l] == -1 && vg_t[l] >= u_pause ? -2 : vg_status[l];
+        }
         bool vg_any = false;
         for (int l = 0; l < VG_W; l++) {
             vg_any |= vg_status[l] == -1;
@@ -825,6 +830,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
                 }
                 vg_next[l]++;
+            }
+        }
+        for (int l = 0; l < VG_W; l++) {    // the step covers u_pause: kept at the next advance
+            if (vg_ok[l] && (vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l]) > u_pause) {
+                vg_ok[l] = false;
+                vg_status[l] = -2;
             }
         }
         float vg_prop[VG_W];

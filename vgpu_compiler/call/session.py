@@ -15,6 +15,14 @@ steps on request. A session of a call's ``(prepared, data)`` has:
 - ``set_data(data)``: new param values of the same signature (scalars, per-trajectory
   arrays), in force from the next step;
 - ``close()``: give back what the session holds (device buffers).
+
+An adaptive method's session (``prepared.template.adaptive``) has instead of
+``advance``, ``set_data`` and ``set_input``: ``advance_to(until)``, which runs each
+trajectory's steps of one solve to t1 until a step's end reaches or passes ``until``
+(the state there from the step's continuous extension, as ``save_at`` computes it;
+the step itself is not cut and is not yet kept), and ``times()``, ``status()``,
+``steps_rejected()`` beside ``states()``, ``steps_taken()``, ``outputs()``; its
+Snapshot carries the controller (``ADAPTIVE``).
 """
 from __future__ import annotations
 
@@ -32,17 +40,43 @@ class Snapshot:
     init: np.ndarray            # (n_states, N) the start values (what init(x) reads)
     taken: np.ndarray           # (N,) int32 steps each trajectory's basin took (collapse)
     done: np.ndarray            # (N,) bool: its basin collapsed
+    # an adaptive method's controller, per trajectory (ADAPTIVE's keys); None: fixed steps
+    controller: dict | None = None
 
     def arrays(self, prefix: str = "") -> dict:
-        return {prefix + "step": np.int64(self.step), prefix + "state": self.state,
-                prefix + "init": self.init, prefix + "taken": self.taken,
-                prefix + "done": self.done}
+        out = {prefix + "step": np.int64(self.step), prefix + "state": self.state,
+               prefix + "init": self.init, prefix + "taken": self.taken,
+               prefix + "done": self.done}
+        for k, v in (self.controller or {}).items():
+            out[prefix + "ad:" + k] = np.asarray(v)
+        return out
 
     @classmethod
     def of(cls, arrays, prefix: str = "") -> "Snapshot":
+        names = getattr(arrays, "files", None) or list(arrays)
+        ad = {k[len(prefix) + 3:]: np.asarray(arrays[k]) for k in names
+              if k.startswith(prefix + "ad:")}
         return cls(int(arrays[prefix + "step"]), np.asarray(arrays[prefix + "state"]),
                    np.asarray(arrays[prefix + "init"]), np.asarray(arrays[prefix + "taken"]),
-                   np.asarray(arrays[prefix + "done"]).astype(bool))
+                   np.asarray(arrays[prefix + "done"]).astype(bool), ad or None)
+
+
+# An adaptive run's controller in a Snapshot, every array in grid order (N = trajectories;
+# a basin's values repeated on each of its trajectories). ``state`` holds the integrator's
+# state at ``t`` (t <= until: the step that covers ``until`` is taken again, with the same
+# result, by the next advance), ``at`` the states at ``until``.
+ADAPTIVE = {
+    "until": "() the time the last advance reached",
+    "t": "(N,) the time of the state held",
+    "dt": "(N,) the next attempt's step size",
+    "k0": "(n_states, N) F at (t, state): the FSAL derivative",
+    "at": "(n_states, N) the states at until (the continuous extension)",
+    "taken": "(N,) int32 steps accepted",
+    "rejected": "(N,) int32 steps rejected",
+    "status": "(N,) int8 the Solution's status (0 while running)",
+    "again": "(N,) bool: the last attempt was rejected",
+    "running": "(N,) bool: still stepping",
+}
 
 
 def pack_states(state: np.ndarray, grid: tuple) -> np.ndarray:

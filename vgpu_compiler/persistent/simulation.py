@@ -1,4 +1,4 @@
-"""``vgpu.Simulation``: a fixed-step run that stays alive between calls.
+"""``vgpu.Simulation``: a run that stays alive between calls.
 
 The kernel is found (or compiled) once and the run's state stays where the backend
 keeps it (device buffers; numpy arrays for the reference) between calls:
@@ -10,6 +10,14 @@ checkpoint the whole run to a ``.npz`` file. Steps keep their numbers across cal
 (``t_n = t0 + n * dt``, ``step``, the noise counter), so advancing in pieces gives,
 bit for bit, what one run of the total number of steps gives. Every method holds
 the simulation's lock: calls from several threads run one after another.
+
+An adaptive method (bs3, dopri5, tsit5) runs the steps of one ``solve`` to t1:
+``advance(until=u)`` runs each trajectory's attempts until a step's end reaches or
+passes u, and the states at u come from that step's continuous extension (what
+``solve(save_at=[..., u, ...])`` gives, bit for bit); the step itself is taken again
+by the next advance, so the pieces never change the steps. Its checkpoints hold the
+controller (call/session.py's ADAPTIVE); set_params, set_input and set_state are
+errors there (they would change the steps of the one run).
 
 Each backend opens its own session (call/session.py); this module only keeps the
 run's arguments and counts steps.
@@ -24,6 +32,7 @@ import numpy as np
 from .. import backends as registry
 from .. import spelling as S
 from ..pipeline import Located, Source, _fell_back, _say_chosen, parsed, text_of
+from ..call.adaptive import overrides as adaptive_overrides
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..call.session import Snapshot
@@ -34,24 +43,23 @@ FORMAT = 1          # the checkpoint format's version
 
 class Simulation:
     """``Simulation(src, h0, *, params, inputs, dims, field, backend, dtype, dt, t0,
-    seed)``: the arguments of ``vgpu.run_field`` (``steps`` goes to ``advance``)."""
+    seed)``: the arguments of ``vgpu.run_field`` (``steps`` goes to ``advance``); for an
+    adaptive method also ``t1, rtol, atol, dt0, dtmax, max_steps`` (as vgpu.solve's)."""
 
     def __init__(self, src, h0=None, *, params=None, inputs=None, dims=None, field=None,
-                 backend="auto", dtype="float32", dt=None, t0=None, seed=0):
+                 backend="auto", dtype="float32", dt=None, t0=None, seed=0, t1=None,
+                 rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None):
         self._lock = threading.RLock()
         self._session = None
         text, filename = text_of(src)
         self._text, self._filename = text, filename
         self._args = dict(h0=h0, params=dict(params or {}), inputs=inputs, dims=dims,
-                          field=field, dtype=dtype, dt=dt, t0=t0, seed=seed)
+                          field=field, dtype=dtype, dt=dt, t0=t0, seed=seed,
+                          adaptive=adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
         with Located(text, filename):
             self._field = parsed(text, filename).select(field)
             prepared, data = self._prepare(self._args["params"])
             t = prepared.template
-            if t.adaptive is not None:
-                raise CallError(f"field {self._field.name} uses the adaptive method "
-                                f"{self._field.solver.method}: a Simulation runs fixed-step "
-                                f"methods only so far (use vgpu.solve)")
             if self._field.events:
                 raise CallError(f"field {self._field.name} has events (when, stop when): a "
                                 f"Simulation runs fields without events only so far (use "
@@ -60,20 +68,27 @@ class Simulation:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")
             self._program_steps = t.steps
+            self._adaptive = t.adaptive
             self._session, self.backend = _open(prepared, data, backend)
         self._prepared, self._step, self._cache = prepared, 0, {}
-        self._session.advance(0, 0)         # the start values (and flux on them)
+        if self._adaptive is None:
+            self._session.advance(0, 0)         # the start values (and flux on them)
+        else:
+            self._until = float(t.dtype.type(t.t0))
 
     def _prepare(self, params):
         a = self._args
         return prepare(self._field, a["h0"], params or None, a["inputs"], a["dims"],
-                       a["dtype"], a["dt"], None, a["t0"], None, None, None, a["seed"])
+                       a["dtype"], a["dt"], None, a["t0"], None, a["adaptive"], None,
+                       a["seed"])
 
     # --- running ---------------------------------------------------------------------
     def advance(self, steps=None, *, until=None) -> "Simulation":
         """Run ``steps`` more steps (None: the solve statement's ``steps``), or up to the
         first step time at or after ``until``; returns the simulation."""
         with self._lock, Located(self._text, self._filename):
+            if self._adaptive is not None:
+                return self._advance_adaptive(steps, until)
             if steps is not None and until is not None:
                 raise ArgumentTypeError("advance() takes steps= or until=, not both")
             if until is not None:
@@ -89,14 +104,37 @@ class Simulation:
             self._step += steps
             return self
 
+    def _advance_adaptive(self, steps, until) -> "Simulation":
+        """The steps of one solve to t1 until each trajectory's step end reaches or passes
+        ``until`` (a step is cut only at t1); the states at ``until`` from the step's
+        continuous extension, as solve(save_at=[..., until, ...]) gives them."""
+        f, t = self._field, self._prepared.template
+        if steps is not None:
+            raise CallError(f"field {f.name} uses the adaptive method {f.solver.method}, "
+                            f"which chooses its own steps: advance(until=time), not "
+                            f"advance(steps=...)")
+        if until is None:
+            raise CallError(f"field {f.name} uses the adaptive method {f.solver.method}: "
+                            f"advance(until=time) (a time up to t1 = {self._adaptive.t1})")
+        until = _number(until)
+        cast = t.dtype.type
+        u = float(cast(until))
+        t1 = float(cast(self._adaptive.t1))
+        if u > t1:
+            raise CallError(f"until={until} is after t1 = {self._adaptive.t1}: an adaptive "
+                            f"Simulation runs the steps of one solve to t1 (give a later "
+                            f"t1 to the Simulation)")
+        if u < self._until:
+            raise CallError(f"until={until} is before the simulation's time "
+                            f"({self._until}): a Simulation only runs forwards")
+        self._cache = {}
+        self._session.advance_to(u)
+        self._until = u
+        return self
+
     def _steps_until(self, until) -> int:
         t = self._prepared.template
-        try:
-            until = float(until)
-        except (TypeError, ValueError):
-            raise ArgumentTypeError(f"until must be a number, got {until!r}") from None
-        if not math.isfinite(until):
-            raise ArgumentTypeError(f"until must be finite, got {until!r}")
+        until = _number(until)
         cast = t.dtype.type
         target = (until - float(t.t0)) / float(t.dt)
         n = max(0, round(target))
@@ -127,31 +165,65 @@ class Simulation:
 
     @property
     def outputs(self) -> dict:
-        """Flux deposited on the current state (the outputs of a run that ended here)."""
-        return {k: v.copy() for k, v in self._read("outputs", self._session.outputs).items()}
+        """Flux deposited on the current state (the outputs of a run that ended here); for
+        an adaptive method, once every trajectory has ended (at t1 or earlier), the
+        outputs of the one solve."""
+        out = self._read("outputs", self._session.outputs)
+        if out is None:
+            raise CallError("an adaptive Simulation deposits flux as each trajectory ends: "
+                            "its outputs are there once every one has (advance(until=t1)"
+                            "; a run resumed from a checkpoint on a compiled backend has "
+                            "them only if every trajectory was still running then)")
+        return {k: v.copy() for k, v in out.items()}
 
     @property
     def t(self) -> np.ndarray:
-        """The time each trajectory reached (t0 + steps_taken * dt), grid_shape."""
+        """The time each trajectory reached, grid_shape: t0 + steps_taken * dt; for an
+        adaptive method the last advance's ``until`` (or the time a trajectory ended,
+        with a status other than 0, or at t1)."""
+        if self._adaptive is not None:
+            return self._read("t", self._session.times).copy()
         return self._read("t", lambda: self._time(self.steps_taken)).copy()
 
     @property
     def status(self) -> np.ndarray:
-        """int8, grid_shape: 0 (fixed-step methods end every step they take)."""
+        """int8, grid_shape: a Solution's status (fixed-step methods: 0, they end every
+        step they take)."""
+        if self._adaptive is not None:
+            return self._read("status", self._session.status_codes).copy()
         return np.zeros(self._prepared.grid_shape, np.int8)
 
     @property
+    def steps_rejected(self) -> np.ndarray:
+        """int32, grid_shape: step attempts rejected so far (0 for fixed-step methods)."""
+        if self._adaptive is not None:
+            return self._read("rejected", self._session.steps_rejected).copy()
+        return np.zeros(self._prepared.grid_shape, np.int32)
+
+    @property
+    def until(self) -> float:
+        """An adaptive Simulation's time: the last advance's ``until`` (t0 at first)."""
+        if self._adaptive is None:
+            return float(self._time(self._step))
+        return self._until
+
+    @property
     def step(self) -> int:
-        """Steps run so far (the next step's number)."""
+        """Steps run so far (the next step's number); for an adaptive method (its
+        trajectories take steps of their own) see steps_taken."""
+        if self._adaptive is not None:
+            raise CallError("an adaptive method's trajectories take steps of their own: "
+                            "read sim.steps_taken (and sim.until)")
         return self._step
 
     def solution(self) -> Solution:
         """The current state as a Solution (what vgpu.solve over the steps so far returns)."""
         with self._lock:
-            sol = Solution(states=self.states, outputs=self.outputs,
+            outputs = self._read("outputs", self._session.outputs)
+            sol = Solution(states=self.states, outputs={k: v.copy() for k, v in
+                                                        (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
-                           steps_rejected=np.zeros(self._prepared.grid_shape, np.int32),
-                           backend=self.backend)
+                           steps_rejected=self.steps_rejected, backend=self.backend)
             return sol
 
     def _time(self, n):
@@ -164,6 +236,7 @@ class Simulation:
         """New values for some params (a scalar, or an array of the grid's shape), in
         force from the next step; the others keep theirs."""
         with self._lock, Located(self._text, self._filename):
+            self._fixed_only("set_params")
             new = {**self._args["params"], **(params or {}), **more}
             prepared, data = self._prepare(new)
             self._args["params"] = new
@@ -183,6 +256,7 @@ class Simulation:
     def set_input(self, name: str, array) -> "Simulation":
         """A new value of input ``name`` (its shape unchanged), read from the next step."""
         with self._lock, Located(self._text, self._filename):
+            self._fixed_only("set_input")
             t = self._prepared.template
             if name not in t.inputs:
                 raise CallError(f"field {self._field.name} has no input {name!r} (inputs: "
@@ -196,6 +270,16 @@ class Simulation:
             self._cache = {}
             return self
 
+    def _fixed_only(self, what: str) -> None:
+        """An adaptive Simulation runs the steps of one solve: nothing may change them."""
+        if self._adaptive is not None:
+            f = self._field
+            raise CallError(f"{what}: field {f.name} uses the adaptive method "
+                            f"{f.solver.method}, and an adaptive Simulation runs exactly "
+                            f"the steps of one solve to t1 (its step sizes and FSAL "
+                            f"derivative belong to the values it started with); start a "
+                            f"new Simulation (h0=sim.states, t0=sim.until) instead")
+
     def _input_shape(self, name: str) -> tuple:
         t = self._prepared.template
         decl = next(a for a in self._field.inputs if a.name == name)
@@ -206,6 +290,7 @@ class Simulation:
         stage: states with a start expression start from it, the others from their
         current values)."""
         with self._lock:
+            self._fixed_only("a pipeline's stage")
             self._cache = {}
             self._session.advance(0, steps)
             self._step = steps
@@ -213,6 +298,7 @@ class Simulation:
     def set_state(self, states) -> "Simulation":
         """Replace the current state: an array shaped as ``states`` (every state)."""
         with self._lock, Located(self._text, self._filename):
+            self._fixed_only("set_state")
             t, f = self._prepared.template, self._field
             n_states = len(f.states)
             want = t.grid_shape + ((n_states,) if n_states > 1 else ())
@@ -252,6 +338,8 @@ class Simulation:
                       "t0": np.float64(np.nan if a["t0"] is None else a["t0"])}
             if a["h0"] is not None:
                 arrays["h0"] = np.asarray(a["h0"])
+            for k, v in a["adaptive"].items():
+                arrays[f"adaptive:{k}"] = np.asarray(v)
             for group in ("params", "inputs", "dims"):
                 for k, v in (a[group] or {}).items():
                     arrays[f"{group}:{k}"] = np.asarray(v)
@@ -270,24 +358,30 @@ class Simulation:
             if "format" not in z or int(z["format"]) != FORMAT:
                 raise CallError(f"{path!r} is not a vgpu Simulation checkpoint (format "
                                 f"{FORMAT})")
-            groups = {"params": {}, "inputs": {}, "dims": {}}
+            groups = {"params": {}, "inputs": {}, "dims": {}, "adaptive": {}}
             for name in z.files:
                 group, _, key = name.partition(":")
                 if group in groups:
                     v = z[name]
-                    groups[group][key] = (int(v) if group == "dims" else
-                                          float(v) if v.ndim == 0 else v)
+                    groups[group][key] = (int(v) if group == "dims" or key == "max_steps"
+                                          else float(v) if v.ndim == 0 else v)
             opt = lambda k: None if math.isnan(float(z[k])) else float(z[k])   # noqa: E731
             sim = cls(Source(str(z["text"]), str(z["filename"])),
                       z["h0"] if "h0" in z else None, params=groups["params"],
                       inputs=groups["inputs"] or None, dims=groups["dims"] or None,
                       field=str(z["field"]) or None, backend=backend or str(z["backend"]),
                       dtype=str(z["dtype"]), dt=opt("dt"), t0=opt("t0"),
-                      seed=int(str(z["seed"])))
+                      seed=int(str(z["seed"])), **groups["adaptive"])
             snap = Snapshot.of(z, "snap:")
         with sim._lock:
+            if (snap.controller is None) != (sim._adaptive is None):
+                raise CallError(f"{path!r}: the checkpoint's run and its field do not agree "
+                                f"on the kind of method")
             sim._session.restore(snap)
-            sim._session.advance(snap.step, 0)
+            if sim._adaptive is None:
+                sim._session.advance(snap.step, 0)
+            else:
+                sim._until = float(snap.controller["until"])
             sim._step = snap.step
             sim._cache = {}
         return sim
@@ -306,8 +400,20 @@ class Simulation:
         self.close()
 
     def __repr__(self) -> str:
+        where = (f"step {self._step}" if self._adaptive is None else
+                 f"t = {self._until} of t1 = {self._adaptive.t1}")
         return (f"<Simulation of field {self._field.name} on {self.backend}: "
-                f"{math.prod(self._prepared.grid_shape)} trajectories, step {self._step}>")
+                f"{math.prod(self._prepared.grid_shape)} trajectories, {where}>")
+
+
+def _number(until) -> float:
+    try:
+        until = float(until)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"until must be a number, got {until!r}") from None
+    if not math.isfinite(until):
+        raise ArgumentTypeError(f"until must be finite, got {until!r}")
+    return until
 
 
 def _open(prepared, data, backend: str):

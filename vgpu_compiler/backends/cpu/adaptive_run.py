@@ -64,7 +64,7 @@ class AdaptiveCall(_Call):
                     "atol": float(cast(a.atol)), "dt0": float(cast(a.dt0 or 0.0)),
                     "dtmax": float(cast(a.dtmax)),
                     "gap": float(cast(C.end_gap(a.t1, b.dtype))),
-                    "max_steps": int(a.max_steps)})
+                    "max_steps": int(a.max_steps), "pause": float(cast(a.t1))})
         return out
 
     def _buffer(self, b: dict) -> np.ndarray:

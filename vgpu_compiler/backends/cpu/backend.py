@@ -20,6 +20,9 @@ def _run(prepared, data, progress=None):
 
 
 def _open(prepared, data):
+    if prepared.template.adaptive is not None:
+        from .adaptive_session import AdaptiveSession   # the controller in its buffers
+        return AdaptiveSession(prepared, data)
     from .session import Session    # a Simulation's buffers, kept between calls
     return Session(prepared, data)
 

@@ -61,6 +61,9 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
+    if prepared.template.adaptive is not None:
+        from .adaptive_session import AdaptiveSession   # the controller in device buffers
+        return AdaptiveSession(prepared, data)
     from .session import Session    # a Simulation's private kernel, resident buffers
     return Session(prepared, data)
 

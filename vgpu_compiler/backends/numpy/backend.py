@@ -14,6 +14,9 @@ def _run(prepared, data, progress=None):
 
 
 def _open(prepared, data):
+    if prepared.template.adaptive is not None:
+        from .adaptive_session import AdaptiveSession   # the controller kept in memory
+        return AdaptiveSession(prepared, data)
     from .session import Session    # a Simulation's arrays, kept in memory
     return Session(prepared, data)
 

@@ -26,6 +26,7 @@ from ...ir.step import Combination, step_program
 from .kernel import Buffer, Kernel, Uniform
 
 RUNNING = -1                # b_cnt status while a trajectory still steps
+PAUSED = -2                 # (C) still running, at a Simulation's until (adaptive_session)
 COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
 
 
@@ -73,7 +74,9 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
         Uniform(F, "u_gap", "a step ending this close to t1 is cut to end at t1", "gap"),
         Uniform("int", "u_max_steps", "most accepted steps", "max_steps"),
         Uniform("int", "u_attempts", "most step attempts in this dispatch", "attempts"),
-        Uniform("int", "u_nsave", "save_at times", "nsave")]
+        Uniform("int", "u_nsave", "save_at times", "nsave"),
+        Uniform(F, "u_pause", "no attempt from this time on (a Simulation's until; t1)",
+                "pause")]
     parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
                           n_ad=2 + n)
     return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
@@ -98,7 +101,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "cent": lit(0.01), "inv_root": lit(1.0 / (parts.q + 1)),
               "neg_root": lit(-1.0 / (parts.q + 1)),
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
-              "end": str(C.REACHED_END), "max": str(C.MAX_STEPS),
+              "end": str(C.REACHED_END), "max": str(C.MAX_STEPS), "paused": str(PAUSED),
               "underflow": str(C.STEP_UNDERFLOW)}
     if parts.fixed:
         return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True)

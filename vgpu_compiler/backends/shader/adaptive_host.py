@@ -54,13 +54,13 @@ def controller_uniforms(bound: Bound) -> dict:
     if a is None:                   # a fixed-step method run for save_at
         return {"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
                 "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
-                "u_final": 0}
+                "u_final": 0, "u_pause": 0.0}
     return {"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
             "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
             "u_dtmax": float(cast(a.dtmax)),
             "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),
             "u_max_steps": int(a.max_steps), "u_nsave": n_save,
-            "u_steps": 0, "u_nsteps": 0, "u_final": 0}
+            "u_steps": 0, "u_nsteps": 0, "u_final": 0, "u_pause": float(cast(a.t1))}
 
 
 def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> int:
