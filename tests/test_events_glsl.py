@@ -123,9 +123,9 @@ def test_glsl_refuses_what_it_lacks(glsl):
     }"""
     with pytest.raises(BackendError, match="GLSL backend has no events in a stochastic"):
         vgpu.solve(noisy, dims={"N": 2}, backend="glsl")
-    with pytest.raises(BackendError, match="save_at or save_every with events"):
+    with pytest.raises(BackendError, match="save_at with events needs an adaptive method"):
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="glsl",
-                   save_every=2)
+                   save_at=[0.05])
     with pytest.raises(BackendError, match="float64"):
         vgpu.solve(lif("rk4(dt = 1e-3, steps = 10)"), dims={"N": 2}, backend="glsl",
                    dtype="float64")
@@ -151,3 +151,44 @@ def test_init_inside_an_event_glsl(glsl):
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
     np.testing.assert_array_equal(got.event_counts[:, 0], [5, 2])   # (t = 3 ends on x == 2 init(x))
     np.testing.assert_allclose(got.states, ref.states, atol=1e-5)
+
+
+SAVE_EVERY_CASES = [("rk4(dt = 0.01, steps = 1000)", "", 10),
+                    ("rk4(dt = 0.01, steps = 1000)", "basin l < 4", 7),
+                    ("heun(dt = 0.005, steps = 2000)", "", 300)]
+
+
+@pytest.mark.parametrize("method,basin,every", SAVE_EVERY_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_save_every_with_events_glsl(glsl, method, basin, every, dtype):
+    """save_every with events (a fixed-step method): the states at saved step ends, written
+    in the shader; a stopped trajectory repeats its final state (as numpy)."""
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_every=every,
+                    dtype=dtype)
+    assert got.backend == "glsl" and got.history.shape == ref.history.shape
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-6, atol=1e-6)
+
+
+def test_save_every_with_events_collapse_and_many_dispatches_glsl(glsl):
+    src = """field f {
+        basin l < 4
+        state x, n = 0
+        dx/dt = 1
+        dn/dt = 0
+        when x > 1 { x = 0; n = n + 1 }
+        collapse when n >= 2
+        solve rk4(dt = 0.1, steps = 60)
+    }"""
+    h0 = np.array([0.0, 0.5, 0.9, 0.2, 0.3, 0.7, 0.1, 0.05])
+    ref, got = both(src, h0, save_every=4)
+    np.testing.assert_array_equal(got.history, ref.history)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    current = np.linspace(1.5, 3.0, 300)
+    ref, got = both(lif("euler(dt = 2e-5, steps = 15000)"), params={"I": current},
+                    dims={"N": 300}, save_every=1000)
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)

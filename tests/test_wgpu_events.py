@@ -208,11 +208,11 @@ def test_wgpu_refuses_what_it_lacks(wgpu):
     with pytest.raises(BackendError, match="wgpu backend has no events in a stochastic") as e:
         vgpu.solve(noisy, dims={"N": 2}, backend="wgpu")
     assert e.value.span is not None and e.value.span.line == 5
-    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with") as e:
+    with pytest.raises(BackendError, match="save_at with events needs an adaptive") as e:
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
-                   save_every=2)
+                   save_at=[0.05])
     assert e.value.span is not None and e.value.span.line == 10     # the `when`
-    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with"):
+    with pytest.raises(BackendError, match="wgpu backend has no save_at with events"):
         vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="wgpu", save_at=[0.5])
     many = "field f {\n state x = 0\n dx/dt = 1\n%s\n solve euler(dt = 0.1, steps = 10)\n}" % (
         "\n".join(f" when x > {k / 100} {{ x = x }}" for k in range(31)))
@@ -262,3 +262,28 @@ def test_events_with_collapse_in_a_basin(wgpu, method):
     np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
     np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
     np.testing.assert_allclose(got.states, ref.states, atol=1e-5)
+
+
+@pytest.mark.parametrize("method,basin,every", [
+    ("rk4(dt = 0.01, steps = 1000)", "", 10), ("rk4(dt = 0.01, steps = 1000)", "basin l < 4", 7),
+    ("heun(dt = 0.005, steps = 2000)", "", 300)])
+def test_save_every_with_events_wgpu(wgpu, method, basin, every):
+    """save_every with events (a fixed-step method): the states at saved step ends, written
+    in the shader; a stopped trajectory repeats its final state (as numpy)."""
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_every=every)
+    assert got.history.shape == ref.history.shape
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_save_every_with_events_split_dispatches_wgpu(wgpu):
+    current = np.linspace(1.5, 3.0, 40)
+    src = lif("euler(dt = 2e-5, steps = 3000)")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 40}, save_every=250)
+    with wgpu_runner.limits(max_steps=37):
+        got = vgpu.solve(src, params={"I": current}, dims={"N": 40}, save_every=250,
+                         backend="wgpu")
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)

@@ -39,6 +39,7 @@ struct VgUniforms {
     u_max_steps: i32,  // most accepted steps
     u_attempts: i32,  // most step attempts in this dispatch
     u_nsave: i32,  // save_at times
+    u_every: i32,  // save_every with events: steps between saved states (0: none)
     vg_zero: f32,  // always 0: a float zero the driver's compiler cannot fold
 }
 @group(0) @binding(10) var<uniform> vg_u: VgUniforms;
@@ -66,6 +67,7 @@ var<private> u_gap: f32;
 var<private> u_max_steps: i32;
 var<private> u_attempts: i32;
 var<private> u_nsave: i32;
+var<private> u_every: i32;
 var<private> vg_zero: f32;
 
 // --- helpers -----------------------------------------------------------------
@@ -153,6 +155,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     u_max_steps = vg_u.u_max_steps;
     u_attempts = vg_u.u_attempts;
     u_nsave = vg_u.u_nsave;
+    u_every = vg_u.u_every;
     vg_zero = vg_u.vg_zero;
     let u_dt: f32 = vg_u.u_dt;
     let u_t0: f32 = vg_u.u_t0;
@@ -178,6 +181,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     let u_max_steps: i32 = vg_u.u_max_steps;
     let u_attempts: i32 = vg_u.u_attempts;
     let u_nsave: i32 = vg_u.u_nsave;
+    let u_every: i32 = vg_u.u_every;
     // --- which trajectory this invocation integrates ---
     let lane: i32 = i32(vg_wgid.y * vg_nwg.x + vg_wgid.x) * 64 + i32(vg_lidx);
     if (lane >= u_count) {
@@ -647,6 +651,11 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             if (vg_stepped) {
                 vg_taken++;
                 vg_again = 0;
+                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                    b_hist[(vg_next * 2 + 0) * u_count + lane] = s_y;
+                    b_hist[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                    vg_next++;
+                }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;
                 }

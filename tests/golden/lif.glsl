@@ -52,6 +52,7 @@ uniform float u_gap;  // a step ending this close to t1 is cut to end at t1
 uniform int u_max_steps;  // most accepted steps
 uniform int u_attempts;  // most step attempts in this dispatch
 uniform int u_nsave;  // save_at times
+uniform int u_every;  // save_every with events: steps between saved states (0: none)
 
 // --- helpers -----------------------------------------------------------------
 // Record a run-time error (index out of range, int division by zero): the first one
@@ -429,6 +430,10 @@ void main() {
             if (vg_stepped) {
                 vg_taken++;
                 vg_again = 0;
+                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                    b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
+                    vg_next++;
+                }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;
                 }

@@ -36,9 +36,16 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     bound = prepared.bound(data)
-    if bound.field.events and (bound.save_at is not None or bound.save_every):
-        raise BackendError("the GLSL backend has no save_at or save_every with events yet "
-                           f"(field `{bound.field.name}`); use backend='numpy'")
+    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
+        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
+                           "tsit5) on the GLSL backend, as on numpy: a fixed-step method's "
+                           f"save_at with events is not there yet (field "
+                           f"`{bound.field.name}`); use save_every",
+                           span=bound.field.events[0].span)
+    if bound.field.events and bound.save_at is not None:
+        raise BackendError(f"the GLSL backend has no save_at with events yet (field "
+                           f"`{bound.field.name}`); use backend='numpy'",
+                           span=bound.field.events[0].span)
     bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
@@ -73,9 +80,8 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _uniforms(call, plan, bound)
     n, n_states, item = call.n, call.n_states, call.item
-    save_at = bound.save_at if bound.save_at is not None else np.zeros(0)
-    n_save = len(save_at)
-    times = save_at.astype(bound.dtype)
+    times = host.save_times(bound)      # save_at, or save_every's slots with events
+    n_save = len(times)
     cap = _attempt_cap(kernel, bound)
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
     block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)

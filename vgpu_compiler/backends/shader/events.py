@@ -10,6 +10,8 @@
   (ints: previous condition values as bits, the lane's own status, the steps it
   took, the events of the current step, then the count of each ``when``) and
   ``b_evf`` (floats: the time it stopped, the end of the current 64-events span);
+- the uniform ``u_every``: a fixed-step method's ``save_every`` (the states at saved
+  step ends go to the save_at history buffer, ``b_hist``);
 - the location rule's numbers (ir/events.py) and the continuous extension of a
   fixed-step method (ir/events.dense_program: the Hermite through both ends).
 """
@@ -24,7 +26,7 @@ from ...ir.nodes import Field
 from ...ir.ranges import Where
 from ...ir.step import Combination
 from .dialect import mangle
-from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, flat
+from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, Uniform, flat
 
 EVI_ROWS = ("prev", "lstat", "ltaken", "instep")    # then one row per `when` (counts)
 EVF_ROWS = ("tstop", "window")
@@ -94,13 +96,16 @@ def extend(kernel: Kernel, field: Field, where) -> Kernel:
                                   "events this step, count per when"))
     buffers.append(Buffer(len(buffers), "evf", "b_evf", "float",
                           comment="events: time stopped, end of the 64-events span"))
+    uniforms = list(kernel.uniforms) + [
+        Uniform("int", "u_every", "save_every with events: steps between saved states (0: "
+                "none)", "every")]
     dense, end_slope = dense_program(field.solver.tableau)
     parts = EventParts(events=tuple(events), n_when=field.n_when,
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
                        q_names=tuple(mangle(STATE, s.name) for s in field.states))
     return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
-                               events=parts)
+                               uniforms=tuple(uniforms), events=parts)
 
 
 def evi_rows(n_when: int) -> int:
