@@ -192,3 +192,29 @@ def test_save_every_with_events_collapse_and_many_dispatches_glsl(glsl):
     np.testing.assert_array_equal(got.times, ref.times)
     np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+@pytest.mark.parametrize("method", ["dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_save_at_with_events_glsl(glsl, method, basin):
+    """save_at with events (an adaptive method): the times up to an event from the step's
+    extension, the event's own time the state after it (as numpy)."""
+    times = np.linspace(0, 10, 201)
+    for dtype in ("float32", "float64"):
+        ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_at=times,
+                        dtype=dtype)
+        np.testing.assert_array_equal(got.times, ref.times)
+        # (float32: the states' rounding over many steps, as test_ball_glsl_matches_numpy)
+        atol = 2e-3 if dtype == "float32" else 1e-11
+        np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=atol)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_save_at_with_events_lif_glsl(glsl):
+    current = np.linspace(1.1, 4.0, 37)
+    times = np.linspace(0, 1, 77)
+    ref, got = both(lif("dopri5(t1 = 1, rtol = 1e-7)"), params={"I": current},
+                    dims={"N": 37}, save_at=times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=1e-3)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)

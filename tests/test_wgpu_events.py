@@ -212,8 +212,6 @@ def test_wgpu_refuses_what_it_lacks(wgpu):
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
                    save_at=[0.05])
     assert e.value.span is not None and e.value.span.line == 10     # the `when`
-    with pytest.raises(BackendError, match="wgpu backend has no save_at with events"):
-        vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="wgpu", save_at=[0.5])
     many = "field f {\n state x = 0\n dx/dt = 1\n%s\n solve euler(dt = 0.1, steps = 10)\n}" % (
         "\n".join(f" when x > {k / 100} {{ x = x }}" for k in range(31)))
     with pytest.raises(BackendError, match="wgpu backend has no more than 30 events"):
@@ -286,4 +284,30 @@ def test_save_every_with_events_split_dispatches_wgpu(wgpu):
                          backend="wgpu")
     np.testing.assert_array_equal(got.times, ref.times)
     np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+@pytest.mark.parametrize("method", ["dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_save_at_with_events_wgpu(wgpu, method, basin):
+    """save_at with events (an adaptive method): the times up to an event from the step's
+    extension, the event's own time the state after it (as numpy)."""
+    times = np.linspace(0, 10, 201)
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_at=times)
+    np.testing.assert_array_equal(got.times, ref.times)
+    # (float32: the states' rounding over many steps, as the states' own tests)
+    np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=2e-3)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_save_at_with_events_lif_split_dispatches_wgpu(wgpu):
+    current = np.linspace(1.1, 4.0, 37)
+    times = np.linspace(0, 1, 77)
+    src = lif("dopri5(t1 = 1, rtol = 1e-7)")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 37}, save_at=times)
+    with wgpu_runner.limits(max_steps=23):
+        got = vgpu.solve(src, params={"I": current}, dims={"N": 37}, save_at=times,
+                         backend="wgpu")
+    np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=1e-3)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)

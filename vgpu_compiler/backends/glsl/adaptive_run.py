@@ -42,10 +42,6 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
                            f"save_at with events is not there yet (field "
                            f"`{bound.field.name}`); use save_every",
                            span=bound.field.events[0].span)
-    if bound.field.events and bound.save_at is not None:
-        raise BackendError(f"the GLSL backend has no save_at with events yet (field "
-                           f"`{bound.field.name}`); use backend='numpy'",
-                           span=bound.field.events[0].span)
     bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
