@@ -114,15 +114,6 @@ def test_coupled_basin_with_stops_glsl(glsl):
 
 
 def test_glsl_refuses_what_it_lacks(glsl):
-    noisy = """field f {
-        noise xi
-        state x = 0
-        dx/dt = 1 + 0 * xi
-        stop when x > 0.5
-        solve euler(dt = 0.1, steps = 10)
-    }"""
-    with pytest.raises(BackendError, match="GLSL backend has no events in a stochastic"):
-        vgpu.solve(noisy, dims={"N": 2}, backend="glsl")
     with pytest.raises(BackendError, match="save_at with events needs an adaptive method"):
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="glsl",
                    save_at=[0.05])
@@ -218,3 +209,56 @@ def test_save_at_with_events_lif_glsl(glsl):
                     dims={"N": 37}, save_at=times)
     np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=1e-3)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+NOISY = """field f {
+    noise xi
+    %(basin)s
+    param s = 0.5
+    state v = 0, n = 0
+    dv/dt = (1.5 - v) / 0.05 + s * xi * (1 + v)
+    dn/dt = 0
+    when v > 1 { v = 0; n = n + 1 }
+    stop when n >= 12
+    solve %(method)s(dt = 1e-3, steps = %(steps)d)
+}"""
+
+
+def noisy(method="euler", basin="", steps=2000):
+    return NOISY % {"method": method, "basin": basin, "steps": steps}
+
+
+@pytest.mark.parametrize("method", ["euler", "milstein"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_events_with_noise_glsl(glsl, method, basin, dtype):
+    """Events in a stochastic field: conditions at step ends only, the same Philox normals
+    (to log/cos rounding: tolerances as test_noise_run.py); a stopped lane of a basin
+    keeps its state."""
+    ref, got = both(noisy(method, basin), dims={"N": 8}, seed=7, dtype=dtype)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert ref.event_counts.sum() > 0 and (ref.status == 1).any()
+    np.testing.assert_array_equal(got.status, ref.status)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-5)
+
+
+def test_events_with_noise_at_step_ends_flux_and_save_every_glsl(glsl):
+    src = """field f {
+        noise xi
+        output hits[N]
+        state x = 0, n = 0
+        dx/dt = 1 + 0 * xi
+        dn/dt = 0
+        when x > 0.25 { x = 0; n = n + 1; flux hits[i] += 1 }
+        solve euler(dt = 0.1, steps = 10)
+    }"""
+    ref, got = both(src, dims={"N": 2}, save_every=3)
+    assert got.event_counts[:, 0].tolist() == [3, 3]      # at step ends: no location
+    np.testing.assert_allclose(got.states, ref.states, atol=1e-6)
+    np.testing.assert_array_equal(got.outputs["hits"], ref.outputs["hits"])
+    np.testing.assert_allclose(got.history, ref.history, atol=1e-6)
+    ref, got = both(noisy(steps=15000), dims={"N": 100}, seed=3, save_every=1000)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-5, atol=1e-5)

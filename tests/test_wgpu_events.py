@@ -198,16 +198,6 @@ def test_the_event_examples_run_on_wgpu(wgpu):
 
 
 def test_wgpu_refuses_what_it_lacks(wgpu):
-    noisy = """field f {
-        noise xi
-        state x = 0
-        dx/dt = 1 + 0 * xi
-        stop when x > 0.5
-        solve euler(dt = 0.1, steps = 10)
-    }"""
-    with pytest.raises(BackendError, match="wgpu backend has no events in a stochastic") as e:
-        vgpu.solve(noisy, dims={"N": 2}, backend="wgpu")
-    assert e.value.span is not None and e.value.span.line == 5
     with pytest.raises(BackendError, match="save_at with events needs an adaptive") as e:
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
                    save_at=[0.05])
@@ -311,3 +301,41 @@ def test_save_at_with_events_lif_split_dispatches_wgpu(wgpu):
                          backend="wgpu")
     np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=1e-3)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+NOISY = """field f {
+    noise xi
+    %(basin)s
+    param s = 0.5
+    state v = 0, n = 0
+    dv/dt = (1.5 - v) / 0.05 + s * xi * (1 + v)
+    dn/dt = 0
+    when v > 1 { v = 0; n = n + 1 }
+    stop when n >= 12
+    solve %(method)s(dt = 1e-3, steps = 2000)
+}"""
+
+
+@pytest.mark.parametrize("method", ["euler", "milstein"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_events_with_noise_wgpu(wgpu, method, basin):
+    """Events in a stochastic field: conditions at step ends only, the same Philox normals
+    (to log/cos rounding: tolerances as test_noise_run.py); a stopped lane of a basin
+    keeps its state."""
+    src = NOISY % {"method": method, "basin": basin}
+    ref, got = both(src, dims={"N": 8}, seed=7)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert ref.event_counts.sum() > 0 and (ref.status == 1).any()
+    np.testing.assert_array_equal(got.status, ref.status)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-5)
+
+
+def test_events_with_noise_split_dispatches_and_save_every_wgpu(wgpu):
+    src = NOISY % {"method": "milstein", "basin": ""}
+    ref = vgpu.solve(src, dims={"N": 20}, seed=3, save_every=100)
+    with wgpu_runner.limits(max_steps=41):
+        got = vgpu.solve(src, dims={"N": 20}, seed=3, save_every=100, backend="wgpu")
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-5, atol=1e-5)

@@ -132,9 +132,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 def check_events(field: Field, dtype: str) -> None:
     """What the GLSL backend's events do not cover: a BackendError naming it."""
     why = None
-    if field.noises:
-        why = "events in a stochastic field (noise)"
-    elif dtype == "float64" and any(e.flux for e in field.events):
+    if dtype == "float64" and any(e.flux for e in field.events):
         why = "`flux` inside `when` in float64 (GLSL has no float64 atomics)"
     elif len(field.events) > 30:
         why = f"more than 30 events ({len(field.events)})"

@@ -25,6 +25,7 @@ from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
 from ...ir.nodes import Field
 from ...ir.ranges import Where
 from ...ir.step import Combination
+from . import noise as _noise
 from .dialect import mangle
 from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, Uniform, flat
 
@@ -53,6 +54,7 @@ class EventParts:
     dense: tuple[Combination, ...]      # the continuous extension, per power of theta
     end_slope: bool                     # dense reads F at the step's end as one more stage
     q_names: tuple[str, ...]            # the q_* variable of each state
+    noisy: bool = False                 # noise: conditions at step ends only, no location
 
 
 def extend(kernel: Kernel, field: Field, where) -> Kernel:
@@ -103,7 +105,8 @@ def extend(kernel: Kernel, field: Field, where) -> Kernel:
     parts = EventParts(events=tuple(events), n_when=field.n_when,
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
-                       q_names=tuple(mangle(STATE, s.name) for s in field.states))
+                       q_names=tuple(mangle(STATE, s.name) for s in field.states),
+                       noisy=bool(field.noises))
     return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
                                uniforms=tuple(uniforms), events=parts)
 
@@ -141,6 +144,9 @@ class PrintedEvents:
     max: int
     n_when: int
     fixed: bool
+    noisy: bool = False         # noise: conditions at step ends only (no location)
+    noise_draws: tuple = ()     # with noise (a fixed-step method): dW of step vg_taken
+    noise_update: tuple = ()    # ... added to the step's end state vg_n<i>
 
 
 def print_parts(printed, dialect, running: int) -> PrintedEvents:
@@ -161,7 +167,10 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
 
     consts = {"zero": lit(0.0), "one": lit(1.0), "two": lit(2.0), "half": lit(0.5),
               "running": str(running), "end": str(C.REACHED_END)}
+    draws, update = _noise.printed(k, dialect, step="vg_taken",
+                                   target=lambda i: f"vg_n{i}") if k.noise else ((), ())
     return PrintedEvents(
+        noisy=parts.noisy, noise_draws=draws, noise_update=update,
         events=printed.events, q=parts.q_names,
         dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
                     for i in range(len(k.states))),
