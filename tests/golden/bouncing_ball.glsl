@@ -552,7 +552,7 @@ void main() {
                     }
                 }
                 vg_stepped = vg_atend;
-                vg_again = vg_atend ? 0 : 1;
+                vg_again = vg_atend ? 0 : vg_again + 1;  // (the rests of a step: the event log's key)
             } else {
                 s_y = vg_n0;
                 s_v = vg_n1;

@@ -21,7 +21,7 @@ from ...call.prepare import Data, Prepared
 from ...errors import BackendError
 from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
-from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
+from ..shader.events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 from ..shader.adaptive import COUNTERS as ROWS
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
@@ -30,6 +30,9 @@ from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare
 from .plan import LOOP_LIMIT, _in_force, plan_for
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
+
+
+LOG_FIRST = 1024            # records of the event log at first (it grows when it overflows)
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
@@ -89,22 +92,38 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
     outputs: dict = {}
+    logged = kernel.meta.get("event_log") or []     # float64 flux inside `when`: a log
+    logcap = max(LOG_FIRST, 4 * biggest) if logged else 0
+    records: list = []
     for ci, chunk in enumerate(plan.chunks):
         count = chunk.b - chunk.a
-        pacer = _Pacer(FIRST_ATTEMPTS, cap)
-        step0, running = 0, count
-        while running:
-            uniforms.update({"u_step0": step0, "u_attempts": pacer.steps})
-            what = (ci == 0 and step0 == 0, step0 == 0)
-            began = time.perf_counter()
-            err, running = gl.call(_trip, kernel, call, plan, chunk, uniforms, times, what)
-            pacer.record(uniforms["u_attempts"], time.perf_counter() - began)
-            COUNTERS.add("dispatches")
-            _raise_error(err, call)
-            step0 = 1
-            if progress is not None and running:
-                done = chunk.a + count - running
-                progress(int(done), int(n))
+        while True:         # (from the chunk's start again when the event log overflowed)
+            pacer = _Pacer(FIRST_ATTEMPTS, cap)
+            step0, running, mine, over = 0, count, [], 0
+            while running:
+                uniforms.update({"u_step0": step0, "u_attempts": pacer.steps,
+                                 "u_logcap": logcap})
+                what = (ci == 0 and step0 == 0, step0 == 0)
+                began = time.perf_counter()
+                err, running, log = gl.call(_trip, kernel, call, plan, chunk, uniforms, times,
+                                            what)
+                pacer.record(uniforms["u_attempts"], time.perf_counter() - began)
+                COUNTERS.add("dispatches")
+                _raise_error(err, call)
+                step0 = 1
+                if log is not None:
+                    if log[0] > logcap:
+                        over = log[0]
+                        break
+                    log[1][:, 5] += chunk.a         # (the trajectory's place in the call)
+                    mine.append(log[1])
+                if progress is not None and running:
+                    done = chunk.a + count - running
+                    progress(int(done), int(n))
+            if not over:
+                records += mine
+                break
+            logcap = max(2 * logcap, 2 * over)
         raw, extra = gl.call(_read_back, kernel, call, plan, chunk, n_save,
                              ci == len(plan.chunks) - 1)
         _absorb(call, chunk, raw)
@@ -119,9 +138,12 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             outputs = extra["outputs"]
     if progress is not None:
         progress(int(n), int(n))
-    sol = host.solution(bound, call.state,
-                        call.deposits if call.deposits is not None else outputs, ad, cnt,
-                        hist, lambda rows: _pack(call, rows))
+    outs = call.deposits if call.deposits is not None else outputs
+    if logged:              # the event log summed in the reference's order, then added
+        sums = log_sums(np.concatenate(records) if records else None, logged,
+                        bound.output_shapes, bound.dtype)
+        outs = {k: (v + sums[k]).astype(bound.dtype) for k, v in outs.items()}
+    sol = host.solution(bound, call.state, outs, ad, cnt, hist, lambda rows: _pack(call, rows))
     if n_evi:                   # events: a stopped lane's own status, time and steps
         grid = bound.grid_shape
         lstat = evi[1]
@@ -162,9 +184,22 @@ def _trip(ctx, kernel, call, plan, chunk, uniforms: dict, times: np.ndarray, wha
             writes.append((save, np.ascontiguousarray(times)))
     run = kernel.ensure(ctx, "b_run", 4)
     writes.append((run, np.zeros(4, np.uint32).tobytes()))
+    cap = uniforms.get("u_logcap", 0)
+    if cap:                 # the event log: emptied before every dispatch
+        kernel.ensure(ctx, "b_evlog", cap * len(LOG_FIELDS) * call.item)
+        writes.append((kernel.ensure(ctx, "b_evn", 4), np.zeros(4, np.uint32).tobytes()))
     err = _dispatch(ctx, kernel, chunk, uniforms, writes)
     running = int(np.frombuffer(kernel.buffers["b_run"].read(4), np.uint32)[0])
-    return err, running
+    log = None
+    if cap:
+        got = int(np.frombuffer(kernel.buffers["b_evn"].read(4), np.uint32)[0])
+        rows = np.zeros((0, len(LOG_FIELDS)), call.bound.dtype)
+        if 0 < got <= cap:
+            rows = np.frombuffer(kernel.buffers["b_evlog"].read(got * len(LOG_FIELDS)
+                                                                * call.item),
+                                 call.bound.dtype).reshape(got, len(LOG_FIELDS)).copy()
+        log = (got, rows)
+    return err, running, log
 
 
 def _read_back(ctx, kernel, call, plan, chunk, n_save: int, last: bool):
