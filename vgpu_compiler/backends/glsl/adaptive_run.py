@@ -93,7 +93,8 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     hist = np.zeros((n_save, n_states, n), bound.dtype)
     outputs: dict = {}
     logged = kernel.meta.get("event_log") or []     # float64 flux inside `when`: a log
-    logcap = max(LOG_FIRST, 4 * biggest) if logged else 0
+    logcap = min(max(LOG_FIRST, 4 * biggest), block // (len(LOG_FIELDS) * item)) \
+        if logged else 0
     records: list = []
     for ci, chunk in enumerate(plan.chunks):
         count = chunk.b - chunk.a
@@ -123,7 +124,16 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             if not over:
                 records += mine
                 break
-            logcap = max(2 * logcap, 2 * over)
+            # a larger log, up to the largest storage block; past it, fewer attempts
+            most = block // (len(LOG_FIELDS) * item)
+            if logcap >= most:
+                if (cap or FIRST_ATTEMPTS) <= 1 and uniforms["u_attempts"] <= 1:
+                    raise BackendError(
+                        f"one step of these {count} trajectories deposits more `flux` inside "
+                        f"`when` ({over} deposits) than the event log of this driver holds "
+                        f"({most}); run fewer trajectories per call, or use backend='numpy'")
+                cap = max(1, min(cap or FIRST_ATTEMPTS, uniforms["u_attempts"]) // 2)
+            logcap = min(max(2 * logcap, 2 * over), most)
         raw, extra = gl.call(_read_back, kernel, call, plan, chunk, n_save,
                              ci == len(plan.chunks) - 1)
         _absorb(call, chunk, raw)
