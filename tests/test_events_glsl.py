@@ -304,3 +304,19 @@ def test_float64_flux_inside_when_log_overflow_and_basin_glsl(glsl, monkeypatch)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
     np.testing.assert_array_equal(got.outputs["spikes"], ref.outputs["spikes"])
     np.testing.assert_array_equal(got.outputs["bins"], ref.outputs["bins"])
+
+
+def test_float64_flux_inside_when_small_storage_blocks_glsl(glsl):
+    """A driver whose storage blocks hold only 100 records: fewer attempts per dispatch,
+    the same sums."""
+    from vgpu_compiler.backends.glsl.plan import limits
+    current = np.linspace(1.1, 4.0, 37)
+    src = lif("rk4(dt = 2e-4, steps = 5000)").replace("flux spikes[i] += 1",
+                                                      "flux spikes[i] += t * 0.37")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 37}, dtype="float64",
+                     backend="numpy")
+    with limits(max_block=64 * 100):
+        got = vgpu.solve(src, params={"I": current}, dims={"N": 37}, dtype="float64",
+                         backend="glsl")
+    np.testing.assert_array_equal(got.outputs["spikes"], ref.outputs["spikes"])
+    np.testing.assert_array_equal(got.outputs["bins"], ref.outputs["bins"])
