@@ -320,3 +320,18 @@ def test_float64_flux_inside_when_small_storage_blocks_glsl(glsl):
                          backend="glsl")
     np.testing.assert_array_equal(got.outputs["spikes"], ref.outputs["spikes"])
     np.testing.assert_array_equal(got.outputs["bins"], ref.outputs["bins"])
+
+
+def test_a_derivative_reading_step_with_events_glsl(glsl):
+    """F at step n's start reads step n (F at the last step's end had n - 1): each step
+    adds 0.1 * n to y, also across the events' partial steps."""
+    src = """field f {
+        state x = 0, y = 0
+        dx/dt = 1
+        dy/dt = float(step)
+        when x > 0.55 { x = 0 }
+        solve rk4(dt = 0.1, steps = 20)
+    }"""
+    ref, got = both(src, dims={"N": 2}, dtype="float64")
+    np.testing.assert_allclose(ref.states[:, 1], 19.0, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-6, atol=1e-6)

@@ -339,3 +339,18 @@ def test_events_with_noise_split_dispatches_and_save_every_wgpu(wgpu):
         got = vgpu.solve(src, dims={"N": 20}, seed=3, save_every=100, backend="wgpu")
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
     np.testing.assert_allclose(got.history, ref.history, rtol=1e-5, atol=1e-5)
+
+
+def test_a_derivative_reading_step_with_events_wgpu(wgpu):
+    """F at step n's start reads step n (F at the last step's end had n - 1): each step
+    adds 0.1 * n to y, also across the events' partial steps."""
+    src = """field f {
+        state x = 0, y = 0
+        dx/dt = 1
+        dy/dt = float(step)
+        when x > 0.55 { x = 0 }
+        solve rk4(dt = 0.1, steps = 20)
+    }"""
+    ref, got = both(src, dims={"N": 2})
+    np.testing.assert_allclose(ref.states[:, 1], 19.0, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-6, atol=1e-6)
