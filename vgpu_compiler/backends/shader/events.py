@@ -12,6 +12,9 @@
   ``b_evf`` (floats: the time it stopped, the end of the current 64-events span);
 - the uniform ``u_every``: a fixed-step method's ``save_every`` (the states at saved
   step ends go to the save_at history buffer, ``b_hist``);
+- with noise (print_parts: the increments onto the step's end ``vg_n*``), conditions
+  at step ends only; GLSL's float64 `flux` inside `when` as an event log (``extend``'s
+  ``log``, summed on the host by ``log_sums``);
 - the location rule's numbers (ir/events.py) and the continuous extension of a
   fixed-step method (ir/events.dense_program: the Hermite through both ends).
 """
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+
+import numpy as np
 
 from ...ir import controller as C
 from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
@@ -67,7 +72,7 @@ def extend(kernel: Kernel, field: Field, where, log: bool = False) -> Kernel:
     ``log`` (GLSL float64, which has no float64 atomics): every `flux` inside `when`
     appends a record (LOG_FIELDS) to the event log ``b_evlog`` (its count in ``b_evn``,
     room for ``u_logcap`` records) instead of adding to its output; the host sums the
-    records in the numpy reference's order (``log_order``). Its fluxers' ``deposit`` is
+    records in the numpy reference's order (``log_sums``). Its fluxers' ``deposit`` is
     ``-2 - statement``."""
     log = log and kernel.dtype == "float64" and any(ev.flux for ev in field.events)
     statement = 0
@@ -205,7 +210,6 @@ def log_sums(records, outputs: list[str], shapes: dict, dtype) -> dict:
     call) summed per output in the numpy reference's order: step (fixed) or attempt
     (adaptive), the rest of the step, the phase (the first event, then the pass over every
     condition), the event, its flux statement, the trajectory."""
-    import numpy as np
     sums = {name: np.zeros(shape, dtype) for name, shape in shapes.items()}
     if records is None or not len(records):
         return sums
