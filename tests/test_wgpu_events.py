@@ -198,22 +198,10 @@ def test_the_event_examples_run_on_wgpu(wgpu):
 
 
 def test_wgpu_refuses_what_it_lacks(wgpu):
-    noisy = """field f {
-        noise xi
-        state x = 0
-        dx/dt = 1 + 0 * xi
-        stop when x > 0.5
-        solve euler(dt = 0.1, steps = 10)
-    }"""
-    with pytest.raises(BackendError, match="wgpu backend has no events in a stochastic") as e:
-        vgpu.solve(noisy, dims={"N": 2}, backend="wgpu")
-    assert e.value.span is not None and e.value.span.line == 5
-    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with") as e:
+    with pytest.raises(BackendError, match="save_at with events needs an adaptive") as e:
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="wgpu",
-                   save_every=2)
+                   save_at=[0.05])
     assert e.value.span is not None and e.value.span.line == 10     # the `when`
-    with pytest.raises(BackendError, match="wgpu backend has no save_at or save_every with"):
-        vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="wgpu", save_at=[0.5])
     many = "field f {\n state x = 0\n dx/dt = 1\n%s\n solve euler(dt = 0.1, steps = 10)\n}" % (
         "\n".join(f" when x > {k / 100} {{ x = x }}" for k in range(31)))
     with pytest.raises(BackendError, match="wgpu backend has no more than 30 events"):
@@ -262,3 +250,107 @@ def test_events_with_collapse_in_a_basin(wgpu, method):
     np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
     np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
     np.testing.assert_allclose(got.states, ref.states, atol=1e-5)
+
+
+@pytest.mark.parametrize("method,basin,every", [
+    ("rk4(dt = 0.01, steps = 1000)", "", 10), ("rk4(dt = 0.01, steps = 1000)", "basin l < 4", 7),
+    ("heun(dt = 0.005, steps = 2000)", "", 300)])
+def test_save_every_with_events_wgpu(wgpu, method, basin, every):
+    """save_every with events (a fixed-step method): the states at saved step ends, written
+    in the shader; a stopped trajectory repeats its final state (as numpy)."""
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_every=every)
+    assert got.history.shape == ref.history.shape
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_save_every_with_events_split_dispatches_wgpu(wgpu):
+    current = np.linspace(1.5, 3.0, 40)
+    src = lif("euler(dt = 2e-5, steps = 3000)")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 40}, save_every=250)
+    with wgpu_runner.limits(max_steps=37):
+        got = vgpu.solve(src, params={"I": current}, dims={"N": 40}, save_every=250,
+                         backend="wgpu")
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+@pytest.mark.parametrize("method", ["dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_save_at_with_events_wgpu(wgpu, method, basin):
+    """save_at with events (an adaptive method): the times up to an event from the step's
+    extension, the event's own time the state after it (as numpy)."""
+    times = np.linspace(0, 10, 201)
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, save_at=times)
+    np.testing.assert_array_equal(got.times, ref.times)
+    # (float32: the states' rounding over many steps, as the states' own tests)
+    np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=2e-3)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+def test_save_at_with_events_lif_split_dispatches_wgpu(wgpu):
+    current = np.linspace(1.1, 4.0, 37)
+    times = np.linspace(0, 1, 77)
+    src = lif("dopri5(t1 = 1, rtol = 1e-7)")
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 37}, save_at=times)
+    with wgpu_runner.limits(max_steps=23):
+        got = vgpu.solve(src, params={"I": current}, dims={"N": 37}, save_at=times,
+                         backend="wgpu")
+    np.testing.assert_allclose(got.history, ref.history, rtol=0, atol=1e-3)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+
+
+NOISY = """field f {
+    noise xi
+    %(basin)s
+    param s = 0.5
+    state v = 0, n = 0
+    dv/dt = (1.5 - v) / 0.05 + s * xi * (1 + v)
+    dn/dt = 0
+    when v > 1 { v = 0; n = n + 1 }
+    stop when n >= 12
+    solve %(method)s(dt = 1e-3, steps = 2000)
+}"""
+
+
+@pytest.mark.parametrize("method", ["euler", "milstein"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_events_with_noise_wgpu(wgpu, method, basin):
+    """Events in a stochastic field: conditions at step ends only, the same Philox normals
+    (to log/cos rounding: tolerances as test_noise_run.py); a stopped lane of a basin
+    keeps its state."""
+    src = NOISY % {"method": method, "basin": basin}
+    ref, got = both(src, dims={"N": 8}, seed=7)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert ref.event_counts.sum() > 0 and (ref.status == 1).any()
+    np.testing.assert_array_equal(got.status, ref.status)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.t, ref.t, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-5)
+
+
+def test_events_with_noise_split_dispatches_and_save_every_wgpu(wgpu):
+    src = NOISY % {"method": "milstein", "basin": ""}
+    ref = vgpu.solve(src, dims={"N": 20}, seed=3, save_every=100)
+    with wgpu_runner.limits(max_steps=41):
+        got = vgpu.solve(src, dims={"N": 20}, seed=3, save_every=100, backend="wgpu")
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-5, atol=1e-5)
+
+
+def test_a_derivative_reading_step_with_events_wgpu(wgpu):
+    """F at step n's start reads step n (F at the last step's end had n - 1): each step
+    adds 0.1 * n to y, also across the events' partial steps."""
+    src = """field f {
+        state x = 0, y = 0
+        dx/dt = 1
+        dy/dt = float(step)
+        when x > 0.55 { x = 0 }
+        solve rk4(dt = 0.1, steps = 20)
+    }"""
+    ref, got = both(src, dims={"N": 2})
+    np.testing.assert_allclose(ref.states[:, 1], 19.0, rtol=1e-6)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-6, atol=1e-6)

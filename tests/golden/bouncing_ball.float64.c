@@ -204,7 +204,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     const int u_attempts = (int)vg_iu[9];  // most step attempts in this dispatch
     const int u_nsave = (int)vg_iu[10];  // save_at times
     const double u_pause = (double)vg_fu[13];  // no attempt from this time on (a Simulation's until; t1)
-    const int vg_nslots = vg_iu[11];      // deposit slots per flux statement
+    const int u_every = (int)vg_iu[11];  // save_every with events: steps between saved states (0: none)
+    const int vg_nslots = vg_iu[12];      // deposit slots per flux statement
     (void)vg_nslots;
     // --- buffers ---
     double *restrict b_state = (double *)vg_buf[0];  // states, structure of arrays

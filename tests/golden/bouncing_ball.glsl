@@ -50,6 +50,7 @@ uniform int u_max_steps;  // most accepted steps
 uniform int u_attempts;  // most step attempts in this dispatch
 uniform int u_nsave;  // save_at times
 uniform float u_pause;  // no attempt from this time on (a Simulation's until; t1)
+uniform int u_every;  // save_every with events: steps between saved states (0: none)
 
 // --- helpers -----------------------------------------------------------------
 // Record a run-time error (index out of range, int division by zero): the first one
@@ -553,7 +554,7 @@ void main() {
                     }
                 }
                 vg_stepped = vg_atend;
-                vg_again = vg_atend ? 0 : 1;
+                vg_again = vg_atend ? 0 : vg_again + 1;  // (the rests of a step: the event log's key)
             } else {
                 s_y = vg_n0;
                 s_v = vg_n1;
@@ -562,6 +563,11 @@ void main() {
             if (vg_stepped) {
                 vg_taken++;
                 vg_again = 0;
+                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                    b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_y;
+                    b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                    vg_next++;
+                }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;
                 }

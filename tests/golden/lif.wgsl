@@ -39,6 +39,7 @@ struct VgUniforms {
     u_attempts: i32,  // most step attempts in this dispatch
     u_nsave: i32,  // save_at times
     u_pause: f32,  // no attempt from this time on (a Simulation's until; t1)
+    u_every: i32,  // save_every with events: steps between saved states (0: none)
     vg_zero: f32,  // always 0: a float zero the driver's compiler cannot fold
 }
 @group(0) @binding(11) var<uniform> vg_u: VgUniforms;
@@ -65,6 +66,7 @@ var<private> u_max_steps: i32;
 var<private> u_attempts: i32;
 var<private> u_nsave: i32;
 var<private> u_pause: f32;
+var<private> u_every: i32;
 var<private> vg_zero: f32;
 
 // --- helpers -----------------------------------------------------------------
@@ -169,6 +171,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     u_attempts = vg_u.u_attempts;
     u_nsave = vg_u.u_nsave;
     u_pause = vg_u.u_pause;
+    u_every = vg_u.u_every;
     vg_zero = vg_u.vg_zero;
     let u_dt: f32 = vg_u.u_dt;
     let u_t0: f32 = vg_u.u_t0;
@@ -193,6 +196,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     let u_attempts: i32 = vg_u.u_attempts;
     let u_nsave: i32 = vg_u.u_nsave;
     let u_pause: f32 = vg_u.u_pause;
+    let u_every: i32 = vg_u.u_every;
     // --- which trajectory this invocation integrates ---
     let lane: i32 = i32(vg_wgid.y * vg_nwg.x + vg_wgid.x) * 64 + i32(vg_lidx);
     if (lane >= u_count) {
@@ -510,6 +514,10 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             if (vg_stepped) {
                 vg_taken++;
                 vg_again = 0;
+                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                    b_hist[(vg_next * 1 + 0) * u_count + lane] = s_v;
+                    vg_next++;
+                }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;
                 }

@@ -121,7 +121,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     # bs3, dopri5, tsit5 (and save_at): templates/adaptive.glsl.j2, shader/adaptive.py
     kernel = adaptive.extend(kernel, field)
     if field.events:                 # (a fixed-step method's events: its dense variant)
-        kernel = _events.extend(kernel, field, _line)
+        kernel = _events.extend(kernel, field, _line, log=True)   # (float64 flux: a log)
     printed = print_kernel(kernel, DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
     if field.events:
@@ -132,11 +132,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 def check_events(field: Field, dtype: str) -> None:
     """What the GLSL backend's events do not cover: a BackendError naming it."""
     why = None
-    if field.noises:
-        why = "events in a stochastic field (noise)"
-    elif dtype == "float64" and any(e.flux for e in field.events):
-        why = "`flux` inside `when` in float64 (GLSL has no float64 atomics)"
-    elif len(field.events) > 30:
+    if len(field.events) > 30:
         why = f"more than 30 events ({len(field.events)})"
     if why:
         raise BackendError(f"the GLSL backend has no {why} (field `{field.name}`); use "

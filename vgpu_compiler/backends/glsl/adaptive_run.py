@@ -21,7 +21,7 @@ from ...call.prepare import Data, Prepared
 from ...errors import BackendError
 from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
-from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
+from ..shader.events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 from ..shader.adaptive import COUNTERS as ROWS
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
@@ -32,13 +32,19 @@ from .kernel_cache import holding
 from .lookup import available, kernel_of_call
 
 
+LOG_FIRST = 1024            # records of the event log at first (it grows when it overflows)
+
+
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     bound = prepared.bound(data)
-    if bound.field.events and (bound.save_at is not None or bound.save_every):
-        raise BackendError("the GLSL backend has no save_at or save_every with events yet "
-                           f"(field `{bound.field.name}`); use backend='numpy'")
+    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
+        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
+                           "tsit5) on the GLSL backend, as on numpy: a fixed-step method's "
+                           f"save_at with events is not there yet (field "
+                           f"`{bound.field.name}`); use save_every",
+                           span=bound.field.events[0].span)
     bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
@@ -73,9 +79,8 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _uniforms(call, plan, bound)
     n, n_states, item = call.n, call.n_states, call.item
-    save_at = bound.save_at if bound.save_at is not None else np.zeros(0)
-    n_save = len(save_at)
-    times = save_at.astype(bound.dtype)
+    times = host.save_times(bound)      # save_at, or save_every's slots with events
+    n_save = len(times)
     cap = _attempt_cap(kernel, bound)
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
     block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
@@ -87,22 +92,48 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
     outputs: dict = {}
+    logged = kernel.meta.get("event_log") or []     # float64 flux inside `when`: a log
+    logcap = min(max(LOG_FIRST, 4 * biggest), block // (len(LOG_FIELDS) * item)) \
+        if logged else 0
+    records: list = []
     for ci, chunk in enumerate(plan.chunks):
         count = chunk.b - chunk.a
-        pacer = _Pacer(FIRST_ATTEMPTS, cap)
-        step0, running = 0, count
-        while running:
-            uniforms.update({"u_step0": step0, "u_attempts": pacer.steps})
-            what = (ci == 0 and step0 == 0, step0 == 0)
-            began = time.perf_counter()
-            err, running = gl.call(_trip, kernel, call, plan, chunk, uniforms, times, what)
-            pacer.record(uniforms["u_attempts"], time.perf_counter() - began)
-            COUNTERS.add("dispatches")
-            _raise_error(err, call)
-            step0 = 1
-            if progress is not None and running:
-                done = chunk.a + count - running
-                progress(int(done), int(n))
+        while True:         # (from the chunk's start again when the event log overflowed)
+            pacer = _Pacer(FIRST_ATTEMPTS, cap)
+            step0, running, mine, over = 0, count, [], 0
+            while running:
+                uniforms.update({"u_step0": step0, "u_attempts": pacer.steps,
+                                 "u_logcap": logcap})
+                what = (ci == 0 and step0 == 0, step0 == 0)
+                began = time.perf_counter()
+                err, running, log = gl.call(_trip, kernel, call, plan, chunk, uniforms, times,
+                                            what)
+                pacer.record(uniforms["u_attempts"], time.perf_counter() - began)
+                COUNTERS.add("dispatches")
+                _raise_error(err, call)
+                step0 = 1
+                if log is not None:
+                    if log[0] > logcap:
+                        over = log[0]
+                        break
+                    log[1][:, 5] += chunk.a         # (the trajectory's place in the call)
+                    mine.append(log[1])
+                if progress is not None and running:
+                    done = chunk.a + count - running
+                    progress(int(done), int(n))
+            if not over:
+                records += mine
+                break
+            # a larger log, up to the largest storage block; past it, fewer attempts
+            most = block // (len(LOG_FIELDS) * item)
+            if logcap >= most:
+                if (cap or FIRST_ATTEMPTS) <= 1 and uniforms["u_attempts"] <= 1:
+                    raise BackendError(
+                        f"one step of these {count} trajectories deposits more `flux` inside "
+                        f"`when` ({over} deposits) than the event log of this driver holds "
+                        f"({most}); run fewer trajectories per call, or use backend='numpy'")
+                cap = max(1, min(cap or FIRST_ATTEMPTS, uniforms["u_attempts"]) // 2)
+            logcap = min(max(2 * logcap, 2 * over), most)
         raw, extra = gl.call(_read_back, kernel, call, plan, chunk, n_save,
                              ci == len(plan.chunks) - 1)
         _absorb(call, chunk, raw)
@@ -117,9 +148,12 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             outputs = extra["outputs"]
     if progress is not None:
         progress(int(n), int(n))
-    sol = host.solution(bound, call.state,
-                        call.deposits if call.deposits is not None else outputs, ad, cnt,
-                        hist, lambda rows: _pack(call, rows))
+    outs = call.deposits if call.deposits is not None else outputs
+    if logged:              # the event log summed in the reference's order, then added
+        sums = log_sums(np.concatenate(records) if records else None, logged,
+                        bound.output_shapes, bound.dtype)
+        outs = {k: (v + sums[k]).astype(bound.dtype) for k, v in outs.items()}
+    sol = host.solution(bound, call.state, outs, ad, cnt, hist, lambda rows: _pack(call, rows))
     if n_evi:                   # events: a stopped lane's own status, time and steps
         grid = bound.grid_shape
         lstat = evi[1]
@@ -160,9 +194,22 @@ def _trip(ctx, kernel, call, plan, chunk, uniforms: dict, times: np.ndarray, wha
             writes.append((save, np.ascontiguousarray(times)))
     run = kernel.ensure(ctx, "b_run", 4)
     writes.append((run, np.zeros(4, np.uint32).tobytes()))
+    cap = uniforms.get("u_logcap", 0)
+    if cap:                 # the event log: emptied before every dispatch
+        kernel.ensure(ctx, "b_evlog", cap * len(LOG_FIELDS) * call.item)
+        writes.append((kernel.ensure(ctx, "b_evn", 4), np.zeros(4, np.uint32).tobytes()))
     err = _dispatch(ctx, kernel, chunk, uniforms, writes)
     running = int(np.frombuffer(kernel.buffers["b_run"].read(4), np.uint32)[0])
-    return err, running
+    log = None
+    if cap:
+        got = int(np.frombuffer(kernel.buffers["b_evn"].read(4), np.uint32)[0])
+        rows = np.zeros((0, len(LOG_FIELDS)), call.bound.dtype)
+        if 0 < got <= cap:
+            rows = np.frombuffer(kernel.buffers["b_evlog"].read(got * len(LOG_FIELDS)
+                                                                * call.item),
+                                 call.bound.dtype).reshape(got, len(LOG_FIELDS)).copy()
+        log = (got, rows)
+    return err, running, log
 
 
 def _read_back(ctx, kernel, call, plan, chunk, n_save: int, last: bool):

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...call.bound import Bound, Solution
+from ...call.bound import Bound, Solution, saved_steps
 from ...errors import BackendError
 from ...ir import controller as C
 
@@ -45,22 +45,43 @@ def dense_variant(field):
     return hit[1]
 
 
+def every_events(bound: Bound) -> bool:
+    """A fixed-step method's ``save_every`` with events: the kernel (events.extend's
+    ``u_every``) writes the states at saved step ends into the save_at history."""
+    return bool(bound.save_every) and bool(bound.field.events) and bound.adaptive is None
+
+
+def save_times(bound: Bound) -> np.ndarray:
+    """What ``b_save`` holds: the save_at times; for save_every with events one slot per
+    saved step, t0 first (the start block saves it), the others never reached by time
+    (the step ends write them)."""
+    if every_events(bound):
+        n = len(saved_steps(bound.steps, bound.save_every))
+        times = np.full(n, np.inf, bound.dtype)
+        times[0] = bound.t0
+        return times
+    if bound.save_at is None:
+        return np.zeros(0, bound.dtype)
+    return bound.save_at.astype(bound.dtype)
+
+
 def controller_uniforms(bound: Bound) -> dict:
     """The controller's uniforms (adaptive.extend) for this call, in the working dtype's
     numbers; ``u_steps`` is 0 for an adaptive method (a fixed-step method keeps its
     own)."""
     a, cast = bound.adaptive, bound.dtype.type
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
-    if a is None:                   # a fixed-step method run for save_at
+    n_save = len(save_times(bound))
+    if a is None:                   # a fixed-step method run for save_at (or events)
         return {"u_t1": 0.0, "u_rtol": 0.0, "u_atol": 0.0, "u_dt0": 0.0, "u_dtmax": 0.0,
                 "u_gap": 0.0, "u_max_steps": 0, "u_nsave": n_save, "u_nsteps": 0,
-                "u_final": 0, "u_pause": 0.0}
+                "u_final": 0, "u_pause": 0.0, "u_every": int(bound.save_every or 0)}
     return {"u_t1": float(cast(a.t1)), "u_rtol": float(cast(a.rtol)),
             "u_atol": float(cast(a.atol)), "u_dt0": float(cast(a.dt0 or 0.0)),
             "u_dtmax": float(cast(a.dtmax)),
             "u_gap": float(cast(C.end_gap(a.t1, bound.dtype))),
             "u_max_steps": int(a.max_steps), "u_nsave": n_save,
-            "u_steps": 0, "u_nsteps": 0, "u_final": 0, "u_pause": float(cast(a.t1))}
+            "u_steps": 0, "u_nsteps": 0, "u_final": 0, "u_pause": float(cast(a.t1)),
+            "u_every": 0}
 
 
 def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> int:
@@ -71,7 +92,7 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> in
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
     m = getattr(bound.field.solver.tableau, "q", 1) + 1
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    n_save = len(save_times(bound))
     once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
     if loop_limit - 1 - once < per:         # the save loop alone could hit the limiter
         raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
@@ -83,7 +104,7 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> in
 def check_history(bound: Bound, n_states: int, trajectories: int, item: int,
                   block: int) -> None:
     """The save_at history of a chunk of ``trajectories`` must fit one storage block."""
-    n_save = 0 if bound.save_at is None else len(bound.save_at)
+    n_save = len(save_times(bound))
     if n_save * n_states * trajectories * item > block:
         raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
                            f"{trajectories} trajectories) is larger than the largest storage "
@@ -104,12 +125,18 @@ def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,
     sol.steps_rejected = cnt[1].reshape(grid).copy()
     sol.status = cnt[2].astype(np.int8).reshape(grid)
     sol.t = ad[0].reshape(grid).copy()
-    if bound.save_at is not None:
-        n_save = len(bound.save_at)
+    if bound.save_at is not None or every_events(bound):
+        n_save = len(save_times(bound))
         for j in range(n_save):
             late = cnt[4] <= j
             hist[j][:, late] = state[:, late]
         sol.history = (np.stack([pack(hist[j]) for j in range(n_save)]) if n_save
                        else np.zeros((0,) + sol.states.shape, bound.dtype))
-        sol.times = bound.save_at.astype(bound.dtype)
+        if bound.save_at is not None:
+            sol.times = bound.save_at.astype(bound.dtype)
+        else:                   # save_every: t0 + m dt, as the numpy reference
+            cast = bound.dtype.type
+            sol.times = (cast(bound.t0) + np.asarray(saved_steps(
+                bound.steps, bound.save_every)).astype(bound.dtype) * cast(bound.dt)
+            ).astype(bound.dtype)
     return sol

@@ -10,6 +10,11 @@
   (ints: previous condition values as bits, the lane's own status, the steps it
   took, the events of the current step, then the count of each ``when``) and
   ``b_evf`` (floats: the time it stopped, the end of the current 64-events span);
+- the uniform ``u_every``: a fixed-step method's ``save_every`` (the states at saved
+  step ends go to the save_at history buffer, ``b_hist``);
+- with noise (print_parts: the increments onto the step's end ``vg_n*``), conditions
+  at step ends only; GLSL's float64 `flux` inside `when` as an event log (``extend``'s
+  ``log``, summed on the host by ``log_sums``);
 - the location rule's numbers (ir/events.py) and the continuous extension of a
   fixed-step method (ir/events.dense_program: the Hermite through both ends).
 """
@@ -18,13 +23,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...ir import controller as C
 from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
 from ...ir.nodes import Field
 from ...ir.ranges import Where
 from ...ir.step import Combination
+from . import noise as _noise
 from .dialect import mangle
-from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, flat
+from .kernel import Block, Buffer, Context, Deposit, Fluxer, Kernel, Let, Uniform, flat
 
 EVI_ROWS = ("prev", "lstat", "ltaken", "instep")    # then one row per `when` (counts)
 EVF_ROWS = ("tstop", "window")
@@ -51,10 +59,23 @@ class EventParts:
     dense: tuple[Combination, ...]      # the continuous extension, per power of theta
     end_slope: bool                     # dense reads F at the step's end as one more stage
     q_names: tuple[str, ...]            # the q_* variable of each state
+    noisy: bool = False                 # noise: conditions at step ends only, no location
+    log: bool = False                   # flux inside `when` goes to the event log (b_evlog)
 
 
-def extend(kernel: Kernel, field: Field, where) -> Kernel:
-    """The kernel with its events (``where``: the lowering's ``_where`` for comments)."""
+LOG_FIELDS = ("major", "rest", "phase", "event", "statement", "lane", "index", "value")
+
+
+def extend(kernel: Kernel, field: Field, where, log: bool = False) -> Kernel:
+    """The kernel with its events (``where``: the lowering's ``_where`` for comments).
+
+    ``log`` (GLSL float64, which has no float64 atomics): every `flux` inside `when`
+    appends a record (LOG_FIELDS) to the event log ``b_evlog`` (its count in ``b_evn``,
+    room for ``u_logcap`` records) instead of adding to its output; the host sums the
+    records in the numpy reference's order (``log_sums``). Its fluxers' ``deposit`` is
+    ``-2 - statement``."""
+    log = log and kernel.dtype == "float64" and any(ev.flux for ev in field.events)
+    statement = 0
     fluxers = list(kernel.fluxers)
     decls = {o.name: o for o in field.outputs}
     events = []
@@ -83,7 +104,9 @@ def extend(kernel: Kernel, field: Field, where) -> Kernel:
                 offset = template.flat if template else flat(
                     [f"i{k}" for k in range(len(dims))], dims)
                 fluxers.append(Fluxer(func=func, buffer=mangle("b_out", fl.output), dims=dims,
-                                      array=fl.output, flat=offset, deposit=-1))
+                                      array=fl.output, flat=offset,
+                                      deposit=-2 - statement if log else -1))
+                statement += 1
                 body.append(Deposit(func, (*fl.index, fl.value), fl.output, fl.span,
                                     where(fl.span)))
             flux = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_tx{e}_")
@@ -94,13 +117,24 @@ def extend(kernel: Kernel, field: Field, where) -> Kernel:
                                   "events this step, count per when"))
     buffers.append(Buffer(len(buffers), "evf", "b_evf", "float",
                           comment="events: time stopped, end of the 64-events span"))
+    uniforms = list(kernel.uniforms) + [
+        Uniform("int", "u_every", "save_every with events: steps between saved states (0: "
+                "none)", "every")]
+    if log:
+        buffers.append(Buffer(len(buffers), "evlog", "b_evlog", "float",
+                              comment="events' flux: one record per deposit ("
+                                      + ", ".join(LOG_FIELDS) + ")"))
+        buffers.append(Buffer(len(buffers), "evn", "b_evn", "uint",
+                              comment="events' flux: records written (atomicAdd)"))
+        uniforms.append(Uniform("int", "u_logcap", "room in b_evlog (records)", "logcap"))
     dense, end_slope = dense_program(field.solver.tableau)
     parts = EventParts(events=tuple(events), n_when=field.n_when,
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
-                       q_names=tuple(mangle(STATE, s.name) for s in field.states))
+                       q_names=tuple(mangle(STATE, s.name) for s in field.states),
+                       noisy=bool(field.noises), log=log)
     return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
-                               events=parts)
+                               uniforms=tuple(uniforms), events=parts)
 
 
 def evi_rows(n_when: int) -> int:
@@ -136,6 +170,10 @@ class PrintedEvents:
     max: int
     n_when: int
     fixed: bool
+    noisy: bool = False         # noise: conditions at step ends only (no location)
+    log: bool = False           # flux inside `when` into the event log (extend)
+    noise_draws: tuple = ()     # with noise (a fixed-step method): dW of step vg_taken
+    noise_update: tuple = ()    # ... added to the step's end state vg_n<i>
 
 
 def print_parts(printed, dialect, running: int) -> PrintedEvents:
@@ -156,9 +194,30 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
 
     consts = {"zero": lit(0.0), "one": lit(1.0), "two": lit(2.0), "half": lit(0.5),
               "running": str(running), "end": str(C.REACHED_END)}
+    draws, update = _noise.printed(k, dialect, step="vg_taken",
+                                   target=lambda i: f"vg_n{i}") if k.noise else ((), ())
     return PrintedEvents(
+        noisy=parts.noisy, log=parts.log, noise_draws=draws, noise_update=update,
         events=printed.events, q=parts.q_names,
         dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
                     for i in range(len(k.states))),
         c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
         fixed=fixed)
+
+
+def log_sums(records, outputs: list[str], shapes: dict, dtype) -> dict:
+    """The event log's records (rows of LOG_FIELDS, ``lane`` the trajectory's place in the
+    call) summed per output in the numpy reference's order: step (fixed) or attempt
+    (adaptive), the rest of the step, the phase (the first event, then the pass over every
+    condition), the event, its flux statement, the trajectory."""
+    sums = {name: np.zeros(shape, dtype) for name, shape in shapes.items()}
+    if records is None or not len(records):
+        return sums
+    r = records
+    order = np.lexsort((r[:, 5], r[:, 4], r[:, 3], r[:, 2], r[:, 1], r[:, 0]))
+    r = r[order]
+    stmt = r[:, 4].astype(np.int64)
+    for k, name in enumerate(outputs):
+        mine = stmt == k
+        np.add.at(sums[name].reshape(-1), r[mine, 6].astype(np.int64), r[mine, 7])
+    return sums

@@ -74,17 +74,19 @@ def printed_traj(kernel, dialect) -> str:
     return dialect.to_uint.format(dialect.index(kernel.traj)) if kernel.noise else ""
 
 
-def printed(kernel, dialect) -> tuple[tuple, tuple]:
-    """(draws, updates): ``F vg_dwk = ...`` per noise used, then ``s = ...`` per term."""
+def printed(kernel, dialect, step: str = "n", target=None) -> tuple[tuple, tuple]:
+    """(draws, updates): ``F vg_dwk = ...`` per noise used, then ``s = ...`` per term
+    (``step``: the step number's variable; ``target(i)``: the variable the update of
+    state i adds to, the state itself unless given: events add to the step's end)."""
     F, lit = dialect.F, dialect.float_literal
     draws, updates, seen = [], [], set()
     for t in kernel.noise:
         if t.k not in seen:
             seen.add(t.k)
-            z = dialect.normal.format(traj="vg_traj", step="n", k=dialect.uint(t.k))
+            z = dialect.normal.format(traj="vg_traj", step=step, k=dialect.uint(t.k))
             z = z if F == dialect.normal_type else dialect.cast.format(z, F=F)
             draws.append(Assign(f"vg_dw{t.k}", f"vg_sqdt * {z}", t.comment))
-        s = kernel.states[t.state][0]
+        s = kernel.states[t.state][0] if target is None else target(t.state)
         text = f"{s} + {t.g} * vg_dw{t.k}"
         if t.gx:
             text = (f"({text}) + (({lit(0.5)} * {t.g}) * {t.gx}) * "

@@ -105,6 +105,8 @@ class PrintedKernel:
             "collapse": k.collapse is not None,
             "flux": k.flux is not None, "n_deposits": k.n_deposits,
             "deposit_outputs": [f.array for f in k.fluxers if f.deposit >= 0],
+            "event_log": [f.array for f in sorted((f for f in k.fluxers if f.deposit <= -2),
+                                                   key=lambda f: -f.deposit)],
             "uses_init": k.uses_init,
             # Mesa llvmpipe stops all loops of an invocation after 65535 iterations in all
             # (its loop limiter), silently: one dispatch must run fewer steps than

@@ -66,9 +66,7 @@ def check_events(field: Field) -> None:
     """What the wgpu backend's events do not cover (as GLSL's): a BackendError naming it,
     at the first event."""
     why = None
-    if field.noises:
-        why = "events in a stochastic field (noise)"
-    elif len(field.events) > 30:
+    if len(field.events) > 30:
         why = f"more than 30 events ({len(field.events)})"
     if why:
         raise BackendError(f"the wgpu backend has no {why} (field `{field.name}`); use "

@@ -42,10 +42,12 @@ _ZERO = bytes(16)
 def run(prepared, data, progress=None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at or events."""
     bound = prepared.bound(data)
-    if bound.field.events and (bound.save_at is not None or bound.save_every):
-        raise BackendError(f"the wgpu backend has no save_at or save_every with events yet "
-                           f"(field `{bound.field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=bound.field.events[0].span)
+    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
+        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
+                           "tsit5) on the wgpu backend, as on numpy: a fixed-step method's "
+                           f"save_at with events is not there yet (field "
+                           f"`{bound.field.name}`); use save_every",
+                           span=bound.field.events[0].span)
     bound = host.kernel_field(bound)
     if not R.available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
@@ -79,8 +81,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
     values, put = R._setup(kernel, bound)
     for name, value in host.controller_uniforms(bound).items():
         put(name, value)
-    times = np.zeros(0, np.float32) if bound.save_at is None else \
-        np.ascontiguousarray(bound.save_at, np.float32)
+    times = np.ascontiguousarray(host.save_times(bound), np.float32)   # (save_every: slots)
     n_save = len(times)
     cap = _attempt_cap(meta, bound)
     chunks = R._chunks(kernel, bound, max(2 + n_states, len(ROWS), n_save * n_states))
