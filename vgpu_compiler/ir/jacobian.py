@@ -13,7 +13,8 @@ expression built by ``ir.diff.derivative``:
   almost everywhere: ``piecewise=True``); ``where``, ``min``, ``max``, ``abs``,
   ``clamp`` take the derivative of the branch they choose;
 - shared with the derivatives themselves: the IR is hash-consed (ir/nodes.py), and
-  ``passes.optimize`` derives the Jacobian inside the program's interning table,
+  ``with_jacobian`` (called by frontend/compile.py right after ``passes.optimize``)
+  derives the Jacobian inside the program's interning table,
   so a node the derivative rules build that already exists (``exp(-k * x)`` of
   ``d(exp(-k * x))/dx``, ``cos(x)`` in two entries) is the one existing object:
   the numpy reference's ``Plan`` gives it one slot (computed once per
@@ -24,11 +25,12 @@ Coupled values and noise never reach here: rodas4 refuses them in the checker.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .diff import depends, derivative
-from .nodes import Const, Expr, Sym
+from .nodes import Const, Expr, Field, Sym, interning
 from .ops import SymKind, Type
+from .rosenbrock import STIFF
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,12 @@ def jacobian(states: tuple[str, ...], derivs: tuple[Expr, ...]) -> Jacobian:
     if any(depends(f, t) for f in derivs):
         time = tuple(derivative(f, t, piecewise=True) for f in derivs)
     return Jacobian(tuple(states), matrix, time)
+
+
+def with_jacobian(field: Field) -> Field:
+    """``field`` with its Jacobian when its method needs one (rodas4), else itself; the
+    entries are interned in the open table (or a new one): see the module doc."""
+    if field.solver.method not in STIFF:
+        return field
+    with interning():
+        return replace(field, jacobian=jacobian(field.state_names, field.derivs))

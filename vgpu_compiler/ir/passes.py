@@ -27,7 +27,6 @@ import numpy as np
 from .evaluate import FUNCS
 from .nodes import Apply, Const, CoupledAt, Expr, Field, Load, interning
 from .ops import Op, Type
-from .rosenbrock import STIFF
 from .walk import rebuild
 
 # numpy's meaning of every op, as the reference evaluates it (ir/evaluate.py); folding
@@ -129,14 +128,8 @@ def fold_field(field: Field) -> Field:
 
 
 def optimize(field: Field) -> Field:
-    """Every IR -> IR pass, in order: constant folding (new nodes interned), then, for a
-    Rosenbrock method (rodas4), the Jacobian of the folded derivatives (ir/jacobian.py),
-    in the same interning table: its nodes are shared with the derivatives'."""
+    """Every IR -> IR pass, in order. Today: constant folding (new nodes interned)."""
     with interning():
-        field = fold_field(field)
-        if field.solver.method in STIFF:
-            from .jacobian import jacobian
-            field = replace(field, jacobian=jacobian(field.state_names, field.derivs))
-        return field
+        return fold_field(field)
 
 
