@@ -263,6 +263,8 @@ class _AdaptiveRun(_Run):
     def stage_values(self, h: list, k0: list, t, use, taken, mask) -> list:
         """The k_s of one attempt of step ``use`` from (t, h), k0 = F(t, h): explicit
         stages (a Rosenbrock method's K_s: rosenbrock.py)."""
+        if self.program.implicit is not None:       # never the explicit stages for rodas4
+            raise AssertionError(f"{self.program.method} runs through numpy/rosenbrock.py")
         d = self.dtype.type
         ks = [k0]
         for st in self.program.stages[1:]:
