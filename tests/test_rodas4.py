@@ -517,3 +517,35 @@ def test_auto_runs_rodas4_on_numpy():
         sol = vgpu.solve(ROBERTSON, dims={"N": 2}, dtype="float64")
     assert (sol.status == 0).all()
     np.testing.assert_allclose(sol.states[0], [0.017866, 7.27e-8, 0.98213], rtol=1e-3)
+
+
+def test_a_stiff_chain_of_32_states_against_radau():
+    """The method's LU at its largest size: a heat chain (eigenvalues down to -4 D), with
+    a nonlinear sink so that J changes along the way."""
+    n, diff = 32, 1e4
+    names = [f"u{k}" for k in range(n)]
+    eqs = []
+    for k, u in enumerate(names):
+        left = names[k - 1] if k else "1.0"
+        right = names[k + 1] if k < n - 1 else u
+        eqs.append(f"    d{u}/dt = D * ({left} - 2 * {u} + {right}) - {u}^2\n")
+    src = ("field chain {\n    param D = 1e4\n    state " + ", ".join(names) + "\n"
+           + "".join(eqs) + "    solve rodas4(t1 = 1)\n}\n")
+
+    def rhs(t, u):
+        left = np.concatenate([[1.0], u[:-1]])
+        right = np.concatenate([u[1:], u[-1:]])
+        return diff * (left - 2 * u + right) - u ** 2
+
+    h0 = np.zeros((1, n))
+    truth = solve_ivp(rhs, (0, 1), h0[0], method="Radau", rtol=1e-12, atol=1e-14).y[:, -1]
+    sol = solve(src, h0=h0, rtol=1e-7, atol=1e-9)
+    assert sol.status[0] == 0 and sol.steps_taken[0] < 400
+    np.testing.assert_allclose(sol.states[0], truth, rtol=1e-5, atol=1e-7)
+    # at a loose tolerance the explicit method is held by stability (|lambda| ~ 4e4): it
+    # needs ~12,000 steps (measured), 150 times rodas4's; capped here at 10 times
+    loose = solve(src, h0=h0, rtol=1e-5, atol=1e-7)
+    assert loose.status[0] == 0 and loose.steps_taken[0] < 120          # measured 76
+    explicit = solve(src.replace("rodas4", "dopri5"), h0=h0, rtol=1e-5, atol=1e-7,
+                     max_steps=10 * int(loose.steps_taken[0]))
+    assert explicit.status[0] == C.MAX_STEPS and explicit.t[0] < 0.2

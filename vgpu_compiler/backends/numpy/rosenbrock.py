@@ -29,8 +29,12 @@ multipliers ``l_ik = a_ik / a_kk`` overwrite column k below the diagonal and
 ``a_ij -= l_ik * a_kj`` updates the rest. A zero pivot (W singular) gives
 non-finite K, a non-finite error estimate, and the trajectory ends with status 3
 (docs/language.md). ``lu_solve`` applies the swaps in order, then forward
-substitution with the unit lower triangle and back substitution with the upper
-one, each sum in increasing j: ``x_i = b_i - l_i0 x_0 - l_i1 x_1 - ...``.
+substitution with the unit lower triangle, ``y_i = b_i - l_i0 y_0 - l_i1 y_1 - ...``
+(left to right, increasing j), and back substitution with the upper one,
+``x_i = (y_i - u_i,n-1 x_n-1 - u_i,n-2 x_n-2 - ... - u_i,i+1 x_i+1) / u_ii``
+(decreasing j): the order a column-by-column loop gives (numpy does one column
+per call; a kernel may loop either way round as long as each row's terms come
+in this order).
 """
 from __future__ import annotations
 
@@ -74,13 +78,11 @@ def lu_solve(lu: np.ndarray, piv: np.ndarray, b: np.ndarray) -> np.ndarray:
         x_k = x[k].copy()
         x[k] = x[p[k], cols]
         x[p[k], cols] = x_k
-    for i in range(1, n):                   # L y = P b (unit diagonal)
-        for j in range(i):
-            x[i] -= m[i, j] * x[j]
-    for i in range(n - 1, -1, -1):          # U x = y
-        for j in range(i + 1, n):
-            x[i] -= m[i, j] * x[j]
-        x[i] /= m[i, i]
+    for j in range(n - 1):                  # L y = P b (unit diagonal), by columns:
+        x[j + 1:] -= m[j + 1:, j] * x[j]    # row i sees j = 0, 1, ... in turn
+    for j in range(n - 1, -1, -1):          # U x = y, by columns from the last:
+        x[j] /= m[j, j]                     # row i sees j = n-1, n-2, ... in turn
+        x[:j] -= m[:j, j] * x[j]
     return x.reshape((n,) + batch)
 
 
@@ -95,24 +97,34 @@ class _Rosenbrock:
         self.d_t = [d(float(x)) for x in imp.d]
         self.stage_terms = [self._terms(st.state) for st in self.program.stages]
         self.stage_c = [d(float(st.c)) for st in self.program.stages]
-
-    def jacobian_at(self, h: list, t, taken, mask) -> tuple[list, list | None]:
-        """J[i][j] and dF/dt (None when no derivative reads t) at (t, h), on every lane."""
         jac = self.field.jacobian
+        self.jac_nonzero = jac.nonzero()
+        self.jac_roots = [jac.matrix[i][j] for i, j in self.jac_nonzero] + list(jac.time or ())
+
+    def jacobian_at(self, h: list, t, taken, mask) -> tuple[np.ndarray, list | None]:
+        """J (shape ``(n, n) + layout``) and dF/dt (None when no derivative reads t) at
+        (t, h), on every lane; the entries that are the constant 0 are not evaluated."""
+        jac = self.field.jacobian
+        nonzero, roots = self.jac_nonzero, self.jac_roots
         frame, _ = self.frame(dict(zip(self.names, h)), t, taken, mask)
-        values = frame.run(self.schedule("jacobian", jac.roots()), mask)
+        values = frame.run(self.schedule("jacobian", roots), mask) if roots else []
         shape, n = self.layout.shape, jac.n
-        values = [np.broadcast_to(v, shape).astype(self.dtype, copy=False) for v in values]
-        matrix = [values[i * n:(i + 1) * n] for i in range(n)]
-        return matrix, (values[n * n:] if jac.time is not None else None)
+        matrix = np.zeros((n, n) + shape, self.dtype)
+        for (i, j), v in zip(nonzero, values):
+            matrix[i, j] = v
+        ft = None
+        if jac.time is not None:
+            ft = [np.broadcast_to(v, shape).astype(self.dtype, copy=False)
+                  for v in values[len(nonzero):]]
+        return matrix, ft
 
     def stage_values(self, h: list, k0: list, t, use, taken, mask) -> list:
         n, shape, d = len(h), self.layout.shape, self.dtype.type
         J, Ft = self.jacobian_at(h, t, taken, mask)
-        w = np.empty((n, n) + shape, self.dtype)
-        for i in range(n):
-            for j in range(n):
-                w[i, j] = (self.inv_gamma if i == j else d(0)) - use * J[i][j]
+        # W_ij = [i == j] / gamma - dt * J_ij (as -(dt * J_ij) + 1/gamma: the same value)
+        w = np.multiply(J, -use)
+        diag = np.arange(n)
+        w[diag, diag] += self.inv_gamma
         lu, piv = lu_factor(w)
         frozen = getattr(self, "frozen", None)      # events: lanes that stopped
         ks: list = []
