@@ -47,7 +47,8 @@ def test_every_example_is_covered():
     names = {p.stem for p in EXAMPLES.glob("*.field")}
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
                      "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5",
-                     "ou", "gbm_option", "bouncing_ball", "lif"}
+                     "ou", "gbm_option", "bouncing_ball", "lif", "robertson",
+                     "vanderpol_stiff"}
     for name in names:
         vgpu.compile(load(name))
 
@@ -243,3 +244,21 @@ def test_lif_spike_counts(backend):
     np.testing.assert_array_equal(sol.event_counts[:, 0], want)
     np.testing.assert_array_equal(sol.outputs["raster"].sum(axis=1), want)
     np.testing.assert_array_equal(sol.outputs["rate"], sol.outputs["raster"].sum(axis=0))
+
+
+# rodas4 runs on numpy only (the compiled backends refuse it: tests/test_rodas4.py)
+def test_robertson_as_its_comments_say():
+    sol = vgpu.solve(load("robertson"), dims={"N": 64}, backend="numpy", dtype="float64",
+                     save_at=np.logspace(-5, 5, 41))
+    assert (sol.status == 0).all() and sol.history.shape == (41, 64, 3)
+    np.testing.assert_allclose(sol.states[0], [0.017866, 7.27e-8, 0.98213], rtol=1e-3)
+    assert 150 <= sol.steps_taken[0] <= 220
+    np.testing.assert_allclose(sol.states.sum(axis=1), 1, rtol=1e-6)
+
+
+def test_vanderpol_stiff_as_its_comments_say():
+    sol = vgpu.solve(load("vanderpol_stiff"), params={"mu": np.logspace(2, 3, 8)},
+                     dims={"N": 8}, backend="numpy", dtype="float64")
+    assert (sol.status == 0).all()
+    assert 4500 < sol.steps_taken[0] < 6500 and 450 < sol.steps_taken[-1] < 750
+    assert (np.diff(sol.steps_taken) < 0).all()

@@ -19,6 +19,17 @@ from vgpu_compiler.frontend.compile import compile_program
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.field"))
 GOLDEN = Path(__file__).resolve().parent / "golden"
+STIFF = {"robertson", "vanderpol_stiff"}        # rodas4: not printed yet, refused
+
+
+def refused(path: Path) -> bool:
+    """A rodas4 example: the GLSL backend refuses it (a BackendError naming numpy)."""
+    from vgpu_compiler.errors import BackendError
+    if path.stem not in STIFF:
+        return False
+    with pytest.raises(BackendError, match="no rodas4 yet.*backend='numpy'"):
+        emit(path)
+    return True
 
 
 def emit(path: Path, dtype: str = "float32") -> str:
@@ -29,6 +40,8 @@ def emit(path: Path, dtype: str = "float32") -> str:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_golden(path, update_golden):
+    if refused(path):
+        return
     text = emit(path)
     golden = GOLDEN / f"{path.stem}.glsl"
     if update_golden:
@@ -41,6 +54,8 @@ def test_golden(path, update_golden):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_emitted_glsl_is_stable(path):
+    if refused(path):
+        return
     assert emit(path) == emit(path)
 
 
@@ -55,6 +70,8 @@ def _validate(text: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_golden_validates(path, tmp_path):
+    if refused(path):
+        return
     golden = GOLDEN / f"{path.stem}.glsl"
     _validate(golden.read_text() if golden.exists() else emit(path), tmp_path)
 

@@ -225,6 +225,9 @@ def test_refusals():
         sim.advance(1, until=2.0)
     with pytest.raises(vgpu.UnknownNameError):
         sim.set_params(nope=1.0)
+    stiff = open("examples/robertson.field").read()      # rodas4: not in a Simulation yet
+    with pytest.raises(vgpu.CallError, match="rodas4"):
+        vgpu.Simulation(stiff, dims={"N": 4}, backend="numpy", dtype="float64")
 
 
 def test_reads_are_lazy_and_kept(glsl):

@@ -25,10 +25,15 @@ def emit(path: Path, reduction: str = "tree") -> str:
 
 
 EVENTS = {"lif", "bouncing_ball"}        # `when` blocks: templates/events.wgsl.j2
+STIFF = {"robertson", "vanderpol_stiff"}  # rodas4: not printed yet, refused
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_golden_wgsl(path, update_golden):
+    if path.stem in STIFF:
+        with pytest.raises(BackendError, match="no rodas4 yet.*backend='numpy'"):
+            emit(path)
+        return
     text = emit(path)
     if path.stem in EVENTS:
         assert "vg_basin" not in text or "vg_basin_fold" in text
@@ -45,6 +50,8 @@ def test_golden_wgsl(path, update_golden):
 @pytest.mark.parametrize("reduction", ["tree", "serial"])
 def test_wgsl_validates_with_naga(path, reduction, wgpu):
     from vgpu_compiler.backends.wgpu import device
+    if path.stem in STIFF:
+        return test_golden_wgsl(path, False)
     golden = GOLDEN / f"{path.stem}.wgsl"
     text = golden.read_text() if reduction == "tree" and golden.exists() else emit(path, reduction)
     device.get().device.create_shader_module(code=text)     # raises on any WGSL error

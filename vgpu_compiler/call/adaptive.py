@@ -36,7 +36,7 @@ def check_method_args(field: Field, given: dict, dt, steps, save_every, save_at=
         if given:
             name = next(iter(given))
             raise CallError(f"{S.name(name)} is an argument of the adaptive methods (bs3, "
-                            f"dopri5, tsit5); field {field.name} uses the fixed-step "
+                            f"dopri5, tsit5, rodas4); field {field.name} uses the fixed-step "
                             f"method {method}: give {S.name('dt')} and "
                             f"{S.name('steps')} instead")
         return

@@ -3,7 +3,7 @@
     vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--target glsl|wgsl|ir]
     vgpuc run FILE.field [--h0 h0.npy] [--param k=0.5 | k=k.npy] [--input A=a.npy] ...
     vgpuc check FILE...
-    vgpuc ir FILE [--field NAME]
+    vgpuc ir FILE [--field NAME] [--jacobian]
     vgpuc cache info|clear
     vgpuc info
 
@@ -65,7 +65,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_ir(args: argparse.Namespace) -> int:
     compiled = compile_source(read_text(args.file), args.file)
     fields = (select_field(compiled, args.field),) if args.field else all_fields(compiled)
-    print("\n".join(_dump(f).rstrip("\n") for f in fields))
+    jac = getattr(args, "jacobian", False)
+    print("\n".join(_dump(f, jac).rstrip("\n") for f in fields))
     return EXIT_OK
 
 
@@ -88,10 +89,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_USAGE if missing else EXIT_ERROR if errors else EXIT_OK
 
 
-def _dump(field) -> str:
+def _dump(field, jacobian: bool = False) -> str:
     from ..ir.dump import dump
 
-    return dump(field)
+    return dump(field, jacobian)
 
 
 def _write_text(text: str, path: str | None) -> None:
@@ -223,6 +224,8 @@ def _add_ir(sub) -> None:
                                    "--field NAME), as readable, deterministic text.")
     p.add_argument("file", metavar="FILE")
     _add_field_options(p)
+    p.add_argument("--jacobian", action="store_true",
+                   help="also print the Jacobian dF/dh (and dF/dt) derived for rodas4")
     p.set_defaults(func=cmd_ir)
 
 

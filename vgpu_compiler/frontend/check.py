@@ -10,6 +10,7 @@ from ..errors import DeclarationError, NameError_, Span, TypeError_
 from ..ir import nodes as N
 from ..ir.ops import Edge, Type
 from ..ir.embedded import ADAPTIVE
+from ..ir.rosenbrock import MAX_STATES as STIFF_MAX_STATES, STIFF
 from ..ir.tableau import TABLEAUX
 from . import ast as A
 from .exprs import ALL, Context, ExprChecker, uses
@@ -67,6 +68,7 @@ def _check_program(program: A.ProgramAST) -> N.Program:
 
 def check_field(fielddef: A.FieldDef) -> N.Field:
     scope = build_scope(fielddef)
+    _stiff_limits(scope)
     exprs = ExprChecker(scope)
     for name in scope.lets:             # type every let, used or not
         exprs.let_body(name)
@@ -108,6 +110,34 @@ def _needs_basin(scope: Scope) -> None:
         raise DeclarationError(f"{what} needs a `basin` statement (for example "
                                "`basin l < 64`) to say which trajectories share it",
                                span=span)
+
+
+def _stiff_limits(scope: Scope) -> None:
+    """What rodas4 (ir/rosenbrock.py) cannot integrate: noise, coupled values, more
+    than 32 states (each trajectory factors its own n x n matrix)."""
+    if not scope.solve or scope.solve[0].method.name not in STIFF:
+        return
+    method = scope.solve[0].method.name
+    if scope.noises:
+        noise = scope.noises[0]
+        raise DeclarationError(f"method `{method}` cannot integrate a field with noise "
+                               f"(`{noise.name}`): it is a method for stiff ODEs, not an SDE "
+                               f"scheme; use `euler` (Euler–Maruyama) or `milstein`",
+                               span=noise.span)
+    if scope.coupled:
+        item = scope.coupled[0]
+        raise DeclarationError(f"method `{method}` cannot integrate a field with coupled "
+                               f"values (`{item.name.name}`): its Jacobian is per trajectory, "
+                               f"and a coupled value depends on the whole basin; use an "
+                               f"explicit method (dopri5, tsit5, bs3)", span=item.span)
+    if len(scope.states) > STIFF_MAX_STATES:
+        item = scope.states[STIFF_MAX_STATES]
+        raise DeclarationError(f"method `{method}` takes at most {STIFF_MAX_STATES} states "
+                               f"(each trajectory factors its own n x n matrix); field "
+                               f"`{scope.fielddef.name.name}` has {len(scope.states)}, and "
+                               f"`{item.name.name}` is state {STIFF_MAX_STATES + 1}; use an "
+                               f"explicit method (dopri5, tsit5) for larger systems",
+                               span=item.span)
 
 
 # --- params and states ------------------------------------------------------------
@@ -294,10 +324,10 @@ def _solver(scope: Scope, exprs: ExprChecker) -> N.Solver:
                                span=scope.solve[1].span)
     decl = scope.solve[0]
     method = decl.method.name
-    if method in ADAPTIVE:
+    if method in ADAPTIVE or method in STIFF:
         return _adaptive_solver(decl, exprs)
     if method not in TABLEAUX and method not in NOISE_ONLY_METHODS:
-        names = ", ".join([*TABLEAUX, *NOISE_ONLY_METHODS, *ADAPTIVE])
+        names = ", ".join([*TABLEAUX, *NOISE_ONLY_METHODS, *ADAPTIVE, *STIFF])
         raise NameError_(f"unknown method `{method}`; use one of {names}",
                          span=decl.method.span)
     args = _solve_args(decl)
@@ -335,7 +365,8 @@ def _adaptive_solver(decl: A.SolveDecl, exprs: ExprChecker) -> N.Solver:
                            else exprs.float(value, SOLVE_CTX))
     t0 = exprs.float(args["t0"].value, SOLVE_CTX) if "t0" in args \
         else N.Const(0.0, Type.FLOAT)
-    return N.Solver(method, ADAPTIVE[method], N.Const(0.0, Type.FLOAT), N.Const(0, Type.INT),
+    tableau = ADAPTIVE[method] if method in ADAPTIVE else STIFF[method]
+    return N.Solver(method, tableau, N.Const(0.0, Type.FLOAT), N.Const(0, Type.INT),
                     t0, decl.span, adaptive=N.Adaptive(**given))
 
 

@@ -3,6 +3,7 @@
 Reads like the pipeline (docs/internals.md), one line per stage::
 
     text --parse--> lark tree --ast.build--> AST --check--> IR --optimize--> IR
+         (--with_jacobian--> IR with dF/dh for rodas4)
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .ast import build
 from .check import check_program
 from .parse import parse
 from ..ir import nodes as N
+from ..ir.jacobian import with_jacobian
 from ..ir.passes import optimize
 
 
@@ -65,6 +67,7 @@ def compile_program(src: str, filename: str = "<string>") -> Compiled:
         with N.interning():                             # one table for the text
             checked = check_program(ast)                # ProgramAST -> ir.Program
             fields = tuple(optimize(f) for f in checked.fields)     # ir.Field -> ir.Field
+            fields = tuple(with_jacobian(f) for f in fields)        # rodas4: dF/dh, dF/dt
     except VgpuError as err:
         raise err.with_source(src, filename) from None
     except RecursionError:

@@ -20,6 +20,7 @@ from ..ir import nodes as N
 from ..ir.ops import COMPARE, Op, SymKind, Type
 from ..ir.passes import fold
 from ..ir.embedded import ADAPTIVE
+from ..ir.rosenbrock import STIFF
 from ..ir.tableau import TABLEAUX
 from ..ir.walk import children, walk
 from . import ast as A
@@ -149,7 +150,7 @@ def noises(noise_names: list[A.Name], states: list[str], derivs: list[N.Expr],
     """The drifts and the IR noises of a field (its derivatives typed, linear)."""
     if not noise_names:
         return tuple(derivs), ()
-    known = method.name in TABLEAUX or method.name in ADAPTIVE    # (unknown: check says)
+    known = method.name in TABLEAUX or method.name in ADAPTIVE or method.name in STIFF
     if method.name not in NOISE_METHODS and known:
         raise DeclarationError(f"method `{method.name}` cannot integrate a field with noise "
                                f"(`{noise_names[0].name}`); use `euler` (Euler–Maruyama) or "

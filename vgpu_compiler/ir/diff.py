@@ -108,13 +108,18 @@ def _where(cond: Expr, a: Expr | None, b: Expr | None) -> Expr | None:
     return Apply(Op.WHERE, (cond, a if a is not ZERO else _c(0), b if b is not ZERO else _c(0)), F)
 
 
-def derivative(expr: Expr, wrt: Sym) -> Expr:
-    """d(expr)/d(wrt), simplified and folded; ``Const(0.0)`` when it does not depend on it."""
+def derivative(expr: Expr, wrt: Sym, piecewise: bool = False) -> Expr:
+    """d(expr)/d(wrt), simplified and folded; ``Const(0.0)`` when it does not depend on it.
+
+    ``piecewise``: the derivative almost everywhere of the step functions (``floor``,
+    ``ceil``, ``sign``, ``int``, ``//``: 0; float ``a % b``: ``a' - floor(a / b) * b'``)
+    instead of NotDifferentiable, as a Jacobian needs (rodas4: ir/jacobian.py)."""
     if wrt.type is not F:
         raise ValueError(f"can only differentiate with respect to a float symbol, not {wrt}")
     memo: dict[int, Expr | None] = {}
     for node in walk(expr, kids=_needed):
-        memo[node.uid] = _rule(node, [memo.get(k.uid) for k in children(node)], wrt)
+        memo[node.uid] = _rule(node, [memo.get(k.uid) for k in children(node)], wrt,
+                               piecewise)
     result = memo.get(expr.uid)
     return _c(0.0) if result is ZERO else fold(result)
 
@@ -142,7 +147,7 @@ def depends(expr: Expr, sym: Sym) -> bool:
     return any(n == sym for n in walk(expr) if isinstance(n, Sym))
 
 
-def _rule(node: Expr, d: list, wrt: Sym) -> Expr | None:
+def _rule(node: Expr, d: list, wrt: Sym, piecewise: bool = False) -> Expr | None:
     """The derivative of one node, its children's derivatives ``d`` already taken."""
     if isinstance(node, Sym):
         if node == wrt:
@@ -159,7 +164,7 @@ def _rule(node: Expr, d: list, wrt: Sym) -> Expr | None:
                                 span=getattr(node, "span", None))
     assert isinstance(node, Apply)
     op, args = node.op, node.args
-    if op is Op.TO_INT and d[0] is not ZERO:
+    if op is Op.TO_INT and d[0] is not ZERO and not piecewise:
         raise NotDifferentiable(f"`int` of an expression that depends on `{wrt.name}` is a "
                                 f"step function, with no derivative to take", span=node.span)
     if node.type is not F or op is Op.TO_FLOAT:
@@ -201,6 +206,10 @@ def _rule(node: Expr, d: list, wrt: Sym) -> Expr | None:
         return _where(above, d[2], _where(below, d[1], da))
     if op in (Op.FLOOR, Op.CEIL, Op.SIGN, Op.FLOORDIV, Op.MOD):
         if all(x is ZERO for x in d):
+            return ZERO
+        if piecewise and op is Op.MOD:          # a - b * floor(a / b)
+            return sub(da, mul(call(Op.FLOOR, call(Op.DIV, a, args[1])), d[1]))
+        if piecewise:
             return ZERO
         raise NotDifferentiable(f"`{op.value}` of an expression that depends on `{wrt.name}` "
                                 f"is a step function, with no derivative to take", span=node.span)

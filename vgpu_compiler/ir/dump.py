@@ -111,8 +111,9 @@ def _fractions(values) -> str:
     return "[" + ", ".join(str(Fraction(v)) for v in values) + "]"
 
 
-def dump(field: Field) -> str:
-    """The text of one IR field (deterministic: equal fields give equal text)."""
+def dump(field: Field, jacobian: bool = False) -> str:
+    """The text of one IR field (deterministic: equal fields give equal text);
+    ``jacobian``: also a Rosenbrock method's derived Jacobian, entry by entry."""
     p = _Printer(field)
     out = [f"field {field.name}", f"  grid: {_axes(field.grid)}",
            f"  basin: {_axes(field.basin)}", f"  dims: {', '.join(field.dims)}", "  params:"]
@@ -153,7 +154,29 @@ def dump(field: Field) -> str:
             index = ", ".join(p.expr(i) for i in f.index)
             out += p.lines(f"  flux {f.output}[{index}] += ", f.value)
     out += _solver(p, field)
+    if jacobian:
+        out += _jacobian(p, field)
     return "\n".join(out) + "\n"
+
+
+def _jacobian(p: _Printer, field: Field) -> list[str]:
+    """dF/dh (the nonzero entries) and dF/dt, as `vgpuc ir --jacobian` prints them."""
+    jac = field.jacobian
+    if jac is None:
+        return [f"  jacobian: none (method {field.solver.method} does not use one; "
+                f"rodas4 does)"]
+    nz = jac.nonzero()
+    out = [f"  jacobian dF/dh ({len(nz)} of {jac.n * jac.n} entries nonzero; the others "
+           f"are 0):"]
+    for i, j in nz:
+        out += p.lines(f"d(d{jac.states[i]}/dt)/d{jac.states[j]} = ", jac.matrix[i][j])
+    if jac.time is None:
+        out.append("  dF/dt: not needed (no derivative reads t)")
+    else:
+        out.append("  dF/dt:")
+        for i, e in enumerate(jac.time):
+            out += p.lines(f"d(d{jac.states[i]}/dt)/dt = ", e)
+    return out
 
 
 def _solver(p: _Printer, field: Field) -> list[str]:
@@ -165,6 +188,10 @@ def _solver(p: _Printer, field: Field) -> list[str]:
             if expr is not None:
                 out += p.lines(f"{name} = ", expr)
         out.append(f"    embedded pair {tab.name}: q = {tab.q}, err = {_fractions(tab.err)}")
+        if hasattr(tab, "gamma"):       # a Rosenbrock method (ir/rosenbrock.py)
+            out.append(f"    rosenbrock: gamma = {tab.gamma}, stages solve (I/gamma - dt*J) K_s "
+                       f"= F + sum c_sj K_j + dt*d_s*dF/dt, one LU per step (ir/jacobian.py: "
+                       f"`vgpuc ir --jacobian` prints J)")
         return out
     out += p.lines("dt = ", s.dt) + p.lines("steps = ", s.steps) + p.lines("t0 = ", s.t0)
     out.append(f"    tableau {tab.name}: c = {_fractions(tab.c)}, b = {_fractions(tab.b)}, "

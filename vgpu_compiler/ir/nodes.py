@@ -324,6 +324,9 @@ class Field:
     span: Span | None = _span()
     noises: tuple[Noise, ...] = ()      # stochastic fields (declaration order)
     events: tuple[Event, ...] = ()      # `when` blocks and `stop when`, in written order
+    # a Rosenbrock method's (rodas4) dF/dh and dF/dt: ir.jacobian.Jacobian, derived from
+    # ``derivs`` by passes.optimize (None for every other method)
+    jacobian: object = None
 
     @property
     def n_when(self) -> int:

@@ -1,5 +1,9 @@
 """The step of a method as data: what one step computes, built once from its tableau.
 
+(A Rosenbrock method, ir/rosenbrock.py, has the same parts over its K_s, plus
+``implicit``: the linear system each stage solves. A backend that does not read
+``implicit`` must refuse such a method: its stages are not ``k_s = F(...)``.)
+
 The numpy backend *evaluates* a StepProgram and every printer *prints* it; no
 backend reads a tableau or writes the recurrence out for a particular method.
 For an explicit Runge-Kutta method with tableau (a, b, c), step n is
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .embedded import EmbeddedTableau, dense_coefficients
+from .rosenbrock import RosenbrockTableau
 from .tableau import Tableau
 
 
@@ -54,10 +59,30 @@ class StepProgram:
     dense: tuple[Combination, ...] | None = None
     fsal: bool = False
     q: int = 0                  # the lower order of the pair (the controller's exponent)
+    # a Rosenbrock method (ir/rosenbrock.py): the linear systems of its stages
+    implicit: "Implicit | None" = None
 
     @property
     def n_stages(self) -> int:
         return len(self.stages)
+
+
+@dataclass(frozen=True)
+class Implicit:
+    """The linearly implicit part of a Rosenbrock step (ir/rosenbrock.py, the K form):
+    stage s solves ``W K_s = F(stage time, stage state) + rhs[s] + dt * d[s] * dF/dt``
+    with ``W = I / gamma - dt * J`` (J = dF/dh at the step's start, one LU per step);
+    ``rhs[s]``'s terms are ``sum(w_j * K_j)`` (no h, no dt). The stage states, the
+    update, the error and the continuous extension are the StepProgram's own
+    Combinations over the K_s."""
+
+    gamma: Fraction
+    rhs: tuple[Combination, ...]        # per stage
+    d: tuple[Fraction, ...]             # per stage
+
+    @property
+    def reads_time_derivative(self) -> bool:
+        return any(x != 0 for x in self.d)
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,10 +92,14 @@ def step_program(tableau: Tableau) -> StepProgram:
     if not isinstance(tableau, EmbeddedTableau):
         return StepProgram(tableau.name, stages, _combination(tableau.b))
     powers = tuple(zip(*dense_coefficients(tableau)))      # per power of theta, per stage
+    implicit = None
+    if isinstance(tableau, RosenbrockTableau):
+        implicit = Implicit(tableau.gamma, tuple(_combination(row) for row in tableau.cmat),
+                            tuple(Fraction(x) for x in tableau.d))
     return StepProgram(tableau.name, stages, _combination(tableau.b),
                        error=_combination(tableau.err),
                        dense=tuple(_combination(p) for p in powers),
-                       fsal=tableau.fsal, q=tableau.q)
+                       fsal=tableau.fsal, q=tableau.q, implicit=implicit)
 
 
 def _combination(weights) -> Combination:

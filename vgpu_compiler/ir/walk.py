@@ -53,7 +53,8 @@ def walk(*roots: Expr | None, skip: Callable[[Expr], bool] | None = None,
 
 def field_roots(field: Field) -> list[Expr]:
     """Every expression of a field: param defaults, starts, coupled, derivatives,
-    collapse, flux (indices then value), dt, steps, t0, noises, events."""
+    collapse, flux (indices then value), dt, steps, t0, noises, events, and the
+    Jacobian of a Rosenbrock method (ir/jacobian.py)."""
     roots = [p.default for p in field.params] + [s.init for s in field.states]
     roots += [c.expr for c in field.coupled] + list(field.derivs) + [field.collapse]
     for f in field.flux:
@@ -67,6 +68,8 @@ def field_roots(field: Field) -> list[Expr]:
         roots += [e.cond] + [v for _, v in e.assigns]
         for f in e.flux:
             roots += list(f.index) + [f.value]
+    if field.jacobian is not None:  # rodas4: dF/dh row by row, then dF/dt
+        roots += field.jacobian.roots()
     return [r for r in roots if r is not None]
 
 

@@ -64,6 +64,10 @@ class Simulation:
                 raise CallError(f"field {self._field.name} has events (when, stop when): a "
                                 f"Simulation runs fields without events only so far (use "
                                 f"vgpu.solve)")
+            if self._field.solver.method == "rodas4":
+                raise CallError(f"field {self._field.name} uses the stiff method rodas4: a "
+                                f"Simulation runs explicit methods only so far (use "
+                                f"vgpu.solve)")
             if 0 in t.grid_shape:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")

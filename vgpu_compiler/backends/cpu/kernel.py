@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from ...call.counters import COUNTERS
+from ... import spelling as S
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, template
 from ..shader import events as _events
@@ -61,6 +62,9 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
+    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
+        raise BackendError(f"the cpu backend has no rodas4 yet (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "

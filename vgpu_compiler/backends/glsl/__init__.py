@@ -112,6 +112,9 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
+    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
+        raise BackendError(f"the GLSL backend has no rodas4 yet (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     if field.events:
         check_events(field, dtype)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,

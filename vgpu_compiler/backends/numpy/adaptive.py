@@ -1,4 +1,5 @@
-"""The reference backend's adaptive methods (bs3, dopri5, tsit5): per-trajectory steps.
+"""The reference backend's adaptive methods (bs3, dopri5, tsit5; rodas4's stages:
+rosenbrock.py): per-trajectory steps.
 
 Values are arrays of shape ``(rows, lanes)`` as in the fixed-step runner
 (``layout.py``), with one change: without a ``basin`` statement every
@@ -192,11 +193,7 @@ class _AdaptiveRun(_Run):
             cut = t + step_dt >= self.t1 - self.gap
             use = np.where(cut, self.t1 - t, step_dt).astype(self.dtype)
             self.dt = self.dt_0d = use
-            ks = [k0]
-            for st in prog.stages[1:]:
-                terms = self._terms(st.state)
-                hs = self.combine(h, ks, terms, self.stage_state)
-                ks.append(self.F(hs, t + d(float(st.c)) * use, taken, mask, st.index))
+            ks = self.stage_values(h, k0, t, use, taken, mask)
             new = self.combine(h, ks, self.update, self.new_state[0])
             # the error norm, per row the largest over its active lanes
             ratio = np.zeros(lay.shape, self.dtype)
@@ -262,6 +259,19 @@ class _AdaptiveRun(_Run):
         if self.progress is not None and done_mark != total:
             self.progress(total, total)
         return self._pack(out_h, out_t, out_status, out_taken, out_rej, hist, out_next, saves)
+
+    def stage_values(self, h: list, k0: list, t, use, taken, mask) -> list:
+        """The k_s of one attempt of step ``use`` from (t, h), k0 = F(t, h): explicit
+        stages (a Rosenbrock method's K_s: rosenbrock.py)."""
+        if self.program.implicit is not None:       # never the explicit stages for rodas4
+            raise AssertionError(f"{self.program.method} runs through numpy/rosenbrock.py")
+        d = self.dtype.type
+        ks = [k0]
+        for st in self.program.stages[1:]:
+            terms = self._terms(st.state)
+            hs = self.combine(h, ks, terms, self.stage_state)
+            ks.append(self.F(hs, t + d(float(st.c)) * use, taken, mask, st.index))
+        return ks
 
     # --- hooks for events (adaptive_events.py): nothing to do without them ---------------
     def begin(self, h: list, t, taken) -> None:

@@ -18,6 +18,9 @@ from .fixed_events import run as run_events     # `when`, `stop when`
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
+    if bound.field.jacobian is not None:        # rodas4 (with or without events)
+        from .rosenbrock import run as run_rosenbrock
+        return run_rosenbrock(bound, progress)
     if bound.adaptive is not None and bound.field.events:
         return run_adaptive_events(bound, progress)
     if bound.adaptive is not None:

@@ -36,6 +36,9 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree",
           history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
+    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
+        raise BackendError(f"the wgpu backend has no rodas4 yet (field `{field.name}`); use "
+                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     check_dtype(dtype, field.span)
     if field.events:
         check_events(field)
