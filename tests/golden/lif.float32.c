@@ -231,7 +231,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     const int u_max_steps = (int)vg_iu[8];  // most accepted steps
     const int u_attempts = (int)vg_iu[9];  // most step attempts in this dispatch
     const int u_nsave = (int)vg_iu[10];  // save_at times
-    const int vg_nslots = vg_iu[11];      // deposit slots per flux statement
+    const int u_every = (int)vg_iu[11];  // steps between saved steps (save_every; 0: none)
+    const int vg_nslots = vg_iu[12];      // deposit slots per flux statement
     (void)vg_nslots;
     // --- buffers ---
     float *restrict b_state = (float *)vg_buf[0];  // states, structure of arrays
@@ -380,6 +381,14 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
                 b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
                 vg_next[l]++;
+            }
+        }
+        for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
+            if (u_every > 0) {
+                if (A_act[l]) {
+                    b_hist[0 * u_count + A_lane[l]] = A_s_v[l];
+                }
+                vg_next[l] = 1;
             }
         }
         for (int l = 0; l < VG_W; l++) {  // events: every condition at t0
@@ -832,6 +841,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             if (vg_ok[l]) {
                 vg_taken[l]++;
                 vg_again[l] = 0;
+            }
+            // save_every: a saved step's end (its events done) into slot vg_next
+            if (vg_ok[l] && A_act[l] && u_every > 0 && (vg_taken[l] % u_every == 0 || vg_taken[l] == u_steps)) {
+                b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
+                vg_next[l]++;
             }
         }
         for (int l = 0; l < VG_W; l++) {

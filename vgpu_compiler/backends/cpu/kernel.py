@@ -19,6 +19,7 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, template
 from ..shader import events as _events
+from ..shader.kernel import Uniform
 from . import toolchain
 from .dialect import DIALECTS
 
@@ -79,6 +80,10 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
         desc = adaptive.extend(desc, field)
     if field.events:        # (a fixed-step method's events: its dense variant)
         desc = _events.extend(desc, field, _line)
+        if field.solver.adaptive is None:   # save_every: the kernel keeps each saved step
+            desc = dataclasses.replace(desc, uniforms=desc.uniforms + (Uniform(
+                "int", "u_every", "steps between saved steps (save_every; 0: none)",
+                "every"),))
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
