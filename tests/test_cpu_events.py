@@ -451,3 +451,29 @@ def test_progress_with_events(cpu, monkeypatch):
     assert len(seen) > 2 and seen[-1] == (7, 7)
     assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
     assert (sol.status == 1).all()
+
+
+STEPPY = """field f {
+    %(basin)s
+    state x = 0
+    %(coupled)s
+    dx/dt = 1 + 0.01 * step%(mean)s
+    when x > 0.5 { x = x - 0.5 }
+    solve %(method)s
+}"""
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.1, steps = 30)", "heun(dt = 0.1, steps = 30)",
+                                    "dopri5(t1 = 3)", "bs3(t1 = 3)"])
+@pytest.mark.parametrize("basin", [False, True])
+def test_derivatives_reading_step_with_events(cpu, method, basin):
+    """`step` in a derivative: n in every stage of step n (a partial step's too), the end
+    slope of a step with an event in step n, F after an event in the step that follows
+    (adaptive: the accepted steps' count), as the reference."""
+    src = STEPPY % dict(method=method, basin="basin l < 3" if basin else "",
+                        coupled="coupled c = x" if basin else "",
+                        mean=" + 0.001 * mean(c)" if basin else "")
+    ref, got = both(src, dims={"N": 4}, dtype="float64")
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.states, ref.states)
+    np.testing.assert_array_equal(got.t, ref.t)

@@ -585,13 +585,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         {  // F at the step's end: the interpolant's end slope, the next step's stage 0
             const double u_dt = vg_use[0];
             const double t_n = vg_tend[0];
-            const int nstep = vg_taken[0];
+            const int nstep = vg_taken[0] + 1;
             {  // stage 0, c = 0
                 for (int l = 0; l < VG_W; l++) {
                     if (vg_status[l] != -1) {
                         continue;
                     }
-                    const double u_dt = vg_use[l]; const double t_n = vg_tend[l]; const int nstep = vg_taken[l];
+                    const double u_dt = vg_use[l]; const double t_n = vg_tend[l]; const int nstep = vg_taken[l] + 1;
                     const double tt = t_n;
                     (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                     double s_y = A_s_y[l];
@@ -996,13 +996,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             if (vg_anym) {
                 const double u_dt = vg_use[0];
                 const double t_n = vg_t[0];
-                const int nstep = vg_taken[0];
+                const int nstep = vg_taken[0] + (vg_atend[0] ? 1 : 0);
                 {  // stage 0, c = 0
                     for (int l = 0; l < VG_W; l++) {
                         if (vg_status[l] != -1) {
                             continue;
                         }
-                        if (!(vg_run[l] && vg_moved[l])) { continue; } const double u_dt = vg_use[l]; const double t_n = vg_t[l]; const int nstep = vg_taken[l];
+                        if (!(vg_run[l] && vg_moved[l])) { continue; } const double u_dt = vg_use[l]; const double t_n = vg_t[l]; const int nstep = vg_taken[l] + (vg_atend[l] ? 1 : 0);
                         const double tt = t_n;
                         (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                         double s_y = A_s_y[l];
