@@ -16,6 +16,11 @@ for a fixed-step method, steps). Flux inside `when` goes into an event log of
 runs at most ``EVENT_LOG`` slots' worth of attempts, and after it the host adds
 the log into the outputs in that order; the outputs are then the end-of-run
 flux plus the events' (the reference's order of the two sums).
+
+With events the kernel also keeps a fixed-step method's ``save_every`` history
+(u_every: each saved step's end after its events, in b_hist) and an adaptive
+method's ``save_at`` values after each step's events; a slot a trajectory never
+reached (it stopped, or its basin collapsed) is its final state, filled here.
 """
 from __future__ import annotations
 
