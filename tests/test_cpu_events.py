@@ -251,24 +251,150 @@ def test_flux_index_out_of_range_in_when_is_an_error(cpu):
 
 
 def test_cpu_refuses_what_it_lacks(cpu):
-    noisy = """field f {
-        noise xi
-        state x = 0
-        dx/dt = 1 + 0 * xi
-        stop when x > 0.5
-        solve euler(dt = 0.1, steps = 10)
-    }"""
-    with pytest.raises(BackendError, match="cpu backend has no events in a stochastic"):
-        vgpu.solve(noisy, dims={"N": 2}, backend="cpu")
-    with pytest.raises(BackendError, match="cpu backend has no save_at or save_every with events"):
+    """save_at with events for a fixed-step method: refused (as by the reference)."""
+    with pytest.raises(BackendError, match="cpu backend has no save_at with events for a fixed"):
         vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="cpu",
-                   save_every=2)
-    with pytest.raises(BackendError, match="cpu backend has no save_at or save_every with events"):
-        vgpu.solve(ball("dopri5(t1 = 1)"), np.ones(2), backend="cpu",
-                   save_at=np.array([0.5]))
-    # auto runs them elsewhere
-    sol = vgpu.solve(noisy, dims={"N": 2}, backend="auto")
-    assert sol.backend != "cpu" and (sol.status == 1).all()
+                   save_at=np.array([0.05]))
+    with pytest.raises(BackendError, match="save_at with events needs an adaptive method"):
+        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="numpy",
+                   save_at=np.array([0.05]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 1000)", "heun(dt = 0.005, steps = 2000)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_save_every_with_events_cpu(cpu, method, basin, dtype):
+    """save_every with events: the state at each saved step's end (after its events); a
+    stopped trajectory repeats its final state."""
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, dtype=dtype, save_every=7)
+    assert got.backend == "cpu"
+    assert got.history.shape == ref.history.shape and got.history.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.status, ref.status)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.history, ref.history,
+                               atol=1e-5 if dtype == "float32" else 1e-12)
+    np.testing.assert_array_equal(got.history[-1], got.states)
+    np.testing.assert_array_equal(got.history[0], ref.history[0])
+    assert (got.status == 1).sum() >= 6
+    late = got.times[:, None] >= got.t[None, :] + 0.01   # stopped: the final state repeated
+    assert late.sum() > 100
+    np.testing.assert_array_equal(got.history[late],
+                                  np.broadcast_to(got.states, got.history.shape)[late])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_save_every_with_flux_collapse_and_many_calls(cpu, dtype, monkeypatch):
+    """Flux in `when` and a collapse vote beside save_every, over many kernel calls (the
+    next saved slot carried between them)."""
+    from vgpu_compiler.backends.cpu import runner
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 10)
+    ref, got = both(lif("rk4(dt = 0.001, steps = 300)"), dims={"N": 5}, save_every=40,
+                    params={"I": np.linspace(1.2, 2.5, 5)}, dtype=dtype)
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_allclose(got.history, ref.history, atol=1e-5 if dtype == "float32" else 1e-12)
+    for o in ref.outputs:
+        np.testing.assert_allclose(got.outputs[o], ref.outputs[o], atol=1e-6)
+    h0 = np.linspace(0.6, 2.0, 10)
+    ref, got = both(COLLAPSE % "rk4(dt = 0.05, steps = 200)", h0, dtype=dtype, save_every=3)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    assert got.steps_taken.max() < 200
+    np.testing.assert_allclose(got.history, ref.history, atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+SAVES = np.array([0.0, 0.0, 0.3, 0.45, 0.45, 1.0, 2.5, 3.3, 4.0, 6.1, 7.77, 9.9, 10.0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("method", ["dopri5(t1 = 10)", "tsit5(t1 = 10, rtol = 1e-6)",
+                                    "bs3(t1 = 10, rtol = 1e-6)"])
+@pytest.mark.parametrize("basin", ["", "basin l < 4"])
+def test_save_at_with_events_cpu(cpu, method, basin, dtype):
+    """save_at with events: a step's saves after its events, up to the event time, from
+    the step's continuous extension (at the event time: the state after the events);
+    after a stop, the final state."""
+    ref, got = both(ball(method, basin), HEIGHTS, params={"K": K}, dtype=dtype, save_at=SAVES)
+    assert got.backend == "cpu"
+    np.testing.assert_array_equal(got.times, ref.times)
+    assert got.history.shape == (len(SAVES),) + ref.states.shape
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    assert (got.status == 1).all() and (got.t < 10).all()
+    if dtype == "float32":      # (as test_ball_cpu_matches_numpy: within a step)
+        np.testing.assert_allclose(got.history, ref.history, atol=2e-3)
+    else:
+        np.testing.assert_allclose(got.history, ref.history, atol=1e-12)
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    late = SAVES[:, None] > got.t[None, :]
+    np.testing.assert_array_equal(got.history[late], np.broadcast_to(got.states, got.history.shape)[late])
+
+
+def test_save_at_at_an_event_time_takes_the_state_after():
+    """A save_at time equal to a located event's time: the state after the event there."""
+    src = """field f {
+        state x = 0
+        dx/dt = 1
+        when x > 0.75 { x = 0 }
+        solve dopri5(t1 = 2)
+    }"""
+    first = vgpu.solve(src, dims={"N": 1}, backend="numpy", dtype="float64")
+    assert first.event_counts[0, 0] == 2
+    t_ev = float(vgpu.solve(src.replace("when x > 0.75 { x = 0 }", "stop when x > 0.75"),
+                            dims={"N": 1}, backend="numpy", dtype="float64").t[0])
+    assert abs(t_ev - 0.75) < 1e-9
+    saves = np.array([0.5, t_ev, 1.0])
+    for backend in ("numpy", "cpu"):
+        if backend == "cpu":
+            pytest.importorskip("vgpu_compiler.backends.cpu.toolchain")
+        sol = vgpu.solve(src, dims={"N": 1}, backend=backend, dtype="float64", save_at=saves)
+        assert sol.history[1, 0] == 0.0
+        np.testing.assert_allclose(sol.history[:, 0], [0.5, 0.0, 1.0 - t_ev], atol=1e-12)
+
+
+NOISY = """field f {
+    param sigma = 0.4
+    noise xi
+    grid i < N
+    %(basin)s
+    output hits[N], bins[10]
+    state x = 0.2, n = 0
+    %(coupled)s
+    dx/dt = %(drift)s + sigma * x * xi
+    dn/dt = 0
+    when x > 1 { x = x - 0.6; n = n + 1; flux hits[i] += 1; flux bins[clamp(int(t * 5), 0, 9)] += x }
+    when x < 0.05 { x = 0.3 }
+    stop when n >= 6
+    solve %(method)s(dt = 0.01, steps = 200)
+}"""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("method", ["euler", "milstein"])
+@pytest.mark.parametrize("basin", [False, True])
+def test_events_with_noise_cpu(cpu, method, basin, dtype, monkeypatch):
+    """Events in a stochastic field: conditions at step ends only (no location, no partial
+    step), the kernel's Philox normals; numpy's and the kernel's normals agree to their
+    log/cos rounding (test_noise_run.py). Over several kernel calls, with save_every."""
+    from vgpu_compiler.backends.cpu import runner
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 12)
+    src = NOISY % dict(method=method, basin="basin l < 8" if basin else "",
+                       coupled="coupled c = x" if basin else "",
+                       drift="3 - x + 0.1 * mean(c)" if basin else "3 - x")
+    ref, got = both(src, dims={"N": 37}, dtype=dtype, seed=5, save_every=9)
+    assert got.backend == "cpu"
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.status, ref.status)
+    assert (got.status == 1).sum() > 30
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_array_equal(got.t, ref.t)         # t0 + n dt of the step it stopped in
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got.times, ref.times)
+    np.testing.assert_array_equal(got.outputs["hits"], ref.outputs["hits"])
+    np.testing.assert_allclose(got.outputs["bins"], ref.outputs["bins"], rtol=1e-5, atol=1e-5)
+    plain = vgpu.solve(src.replace(" + sigma * x * xi", "").replace("noise xi", ""),
+                       dims={"N": 37}, backend="cpu", dtype=dtype)
+    assert not np.array_equal(plain.t, got.t)     # the noise mattered
 
 
 def test_cpu_lists_events():
@@ -325,3 +451,29 @@ def test_progress_with_events(cpu, monkeypatch):
     assert len(seen) > 2 and seen[-1] == (7, 7)
     assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
     assert (sol.status == 1).all()
+
+
+STEPPY = """field f {
+    %(basin)s
+    state x = 0
+    %(coupled)s
+    dx/dt = 1 + 0.01 * step%(mean)s
+    when x > 0.5 { x = x - 0.5 }
+    solve %(method)s
+}"""
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.1, steps = 30)", "heun(dt = 0.1, steps = 30)",
+                                    "dopri5(t1 = 3)", "bs3(t1 = 3)"])
+@pytest.mark.parametrize("basin", [False, True])
+def test_derivatives_reading_step_with_events(cpu, method, basin):
+    """`step` in a derivative: n in every stage of step n (a partial step's too), the end
+    slope of a step with an event in step n, F after an event in the step that follows
+    (adaptive: the accepted steps' count), as the reference."""
+    src = STEPPY % dict(method=method, basin="basin l < 3" if basin else "",
+                        coupled="coupled c = x" if basin else "",
+                        mean=" + 0.001 * mean(c)" if basin else "")
+    ref, got = both(src, dims={"N": 4}, dtype="float64")
+    np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+    np.testing.assert_array_equal(got.states, ref.states)
+    np.testing.assert_array_equal(got.t, ref.t)

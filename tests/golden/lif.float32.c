@@ -385,6 +385,14 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_next[l]++;
             }
         }
+        for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
+            if (u_every > 0) {
+                if (A_act[l]) {
+                    b_hist[0 * u_count + A_lane[l]] = A_s_v[l];
+                }
+                vg_next[l] = 1;
+            }
+        }
         for (int l = 0; l < VG_W; l++) {  // events: every condition at t0
             const float tt = u_t0;
             const int nstep = 0;
@@ -540,13 +548,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         {  // F at the step's end: the interpolant's end slope, the next step's stage 0
             const float u_dt = vg_use[0];
             const float t_n = vg_tend[0];
-            const int nstep = vg_taken[0];
+            const int nstep = vg_taken[0] + 1;
             {  // stage 0, c = 0
                 for (int l = 0; l < VG_W; l++) {
                     if (vg_status[l] != -1) {
                         continue;
                     }
-                    const float u_dt = vg_use[l]; const float t_n = vg_tend[l]; const int nstep = vg_taken[l];
+                    const float u_dt = vg_use[l]; const float t_n = vg_tend[l]; const int nstep = vg_taken[l] + 1;
                     const float tt = t_n;
                     (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                     float s_v = A_s_v[l];
@@ -801,13 +809,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             if (vg_anym) {
                 const float u_dt = vg_use[0];
                 const float t_n = vg_t[0];
-                const int nstep = vg_taken[0];
+                const int nstep = vg_taken[0] + (vg_atend[0] ? 1 : 0);
                 {  // stage 0, c = 0
                     for (int l = 0; l < VG_W; l++) {
                         if (vg_status[l] != -1) {
                             continue;
                         }
-                        if (!(vg_run[l] && vg_moved[l])) { continue; } const float u_dt = vg_use[l]; const float t_n = vg_t[l]; const int nstep = vg_taken[l];
+                        if (!(vg_run[l] && vg_moved[l])) { continue; } const float u_dt = vg_use[l]; const float t_n = vg_t[l]; const int nstep = vg_taken[l] + (vg_atend[l] ? 1 : 0);
                         const float tt = t_n;
                         (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                         float s_v = A_s_v[l];
@@ -835,6 +843,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             if (vg_ok[l]) {
                 vg_taken[l]++;
                 vg_again[l] = 0;
+            }
+            // save_every: a saved step's end (its events done) into slot vg_next
+            if (vg_ok[l] && A_act[l] && u_every > 0 && (vg_taken[l] % u_every == 0 || vg_taken[l] == u_steps)) {
+                b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
+                vg_next[l]++;
             }
         }
         for (int l = 0; l < VG_W; l++) {

@@ -16,6 +16,11 @@ for a fixed-step method, steps). Flux inside `when` goes into an event log of
 runs at most ``EVENT_LOG`` slots' worth of attempts, and after it the host adds
 the log into the outputs in that order; the outputs are then the end-of-run
 flux plus the events' (the reference's order of the two sums).
+
+With events the kernel also keeps a fixed-step method's ``save_every`` history
+(u_every: each saved step's end after its events, in b_hist) and an adaptive
+method's ``save_at`` values after each step's events; a slot a trajectory never
+reached (it stopped, or its basin collapsed) is its final state, filled here.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import ctypes
 
 import numpy as np
 
-from ...call.bound import Progress, Solution
+from ...call.bound import Progress, Solution, saved_steps
 from ...ir import controller as C
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
 from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
@@ -57,7 +62,7 @@ class AdaptiveCall(_Call):
     def values(self) -> dict:
         b, cast = self.bound, self.bound.dtype.type
         a, n_save = b.adaptive, 0 if b.save_at is None else len(b.save_at)
-        out = {**super().values(), "nsave": n_save}
+        out = {**super().values(), "nsave": n_save, "every": b.save_every or 0}
         if a is None:                   # a fixed-step method run for save_at
             return out
         out.update({"steps": 0, "t1": float(cast(a.t1)), "rtol": float(cast(a.rtol)),
@@ -71,6 +76,8 @@ class AdaptiveCall(_Call):
         bound, n, dt = self.bound, self.n, self.bound.dtype
         n_states = len(bound.field.states)
         n_save = 0 if bound.save_at is None else len(bound.save_at)
+        if bound.save_every:            # a fixed-step method's saved steps (with events)
+            n_save = len(saved_steps(bound.steps, bound.save_every))
         role = b["role"]
         if role == "ad":                # t, step size, then the FSAL derivative per state
             self.ad = np.zeros((2 + n_states, n), dt)
@@ -82,7 +89,8 @@ class AdaptiveCall(_Call):
             return np.zeros(4, np.uint32)
         if role == "save":
             times = np.zeros(max(1, n_save), dt)
-            times[:n_save] = [] if bound.save_at is None else bound.save_at.astype(dt)
+            if bound.save_at is not None:
+                times[:n_save] = bound.save_at.astype(dt)
             return times
         if role == "hist":              # (time, state, trajectory)
             self.hist = np.zeros((max(1, n_save), n_states, n), dt)
@@ -122,15 +130,21 @@ class AdaptiveCall(_Call):
         sol.steps_rejected = self.cnt[1].reshape(grid).copy()
         sol.status = self.cnt[2].astype(np.int8).reshape(grid)
         sol.t = self.ad[0].reshape(grid).copy()
-        if bound.save_at is not None:
-            n_save = len(bound.save_at)
+        if bound.save_at is not None or bound.save_every:
+            if bound.save_every:        # (fixed steps with events) the saved steps' ends
+                at = np.asarray(saved_steps(bound.steps, bound.save_every))
+                dt = bound.dtype
+                times = (dt.type(bound.t0) + at.astype(dt) * dt.type(bound.dt)).astype(dt)
+            else:
+                times = bound.save_at.astype(bound.dtype)
+            n_save = len(times)
             hist = self.hist[:n_save]
             for j in range(n_save):             # stopped early: repeat the final state
                 late = self.cnt[4] <= j
                 hist[j][:, late] = self.state[:, late]
             sol.history = (np.stack([self._pack(hist[j]) for j in range(n_save)]) if n_save
                            else np.zeros((0,) + sol.states.shape, bound.dtype))
-            sol.times = bound.save_at.astype(bound.dtype)
+            sol.times = times
         if bound.field.events:      # a stopped lane's own status, time (and steps)
             stopped = self.evi[1] != 0
             sol.status = np.where(stopped, self.evi[1], self.cnt[2]).astype(np.int8).reshape(grid)

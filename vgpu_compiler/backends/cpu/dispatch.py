@@ -25,10 +25,9 @@ def run(prepared, data, progress: Progress = None) -> Solution:
 def check_events(t) -> None:
     """What the cpu backend's events do not cover: a BackendError naming it."""
     f, why = t.field, None
-    if f.noises:
-        why = "events in a stochastic field (noise)"
-    elif t.save_at is not None or t.save_every:
-        why = "save_at or save_every with events"
+    if t.save_at is not None and t.adaptive is None:
+        why = ("save_at with events for a fixed-step method (nor has the reference: use "
+               "save_every, or an adaptive method)")
     elif len(f.events) > 30:
         why = f"more than 30 events ({len(f.events)})"
     if why:

@@ -102,6 +102,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                    for i, (s, y, _) in enumerate(desc.states)],
             at_new=[{"target": y, "expr": f"vg_new{i}[l]"}
                     for i, (_, y, _) in enumerate(desc.states)])
+    if field.events:        # derivatives that read `step`: F at a step's end, twice
+        extra["reads_step"] = _reads_step(field)
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     text = _environment().get_template(name).render(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
@@ -117,6 +119,15 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     meta = printed.meta()
     meta["version"] = VERSION
     return text, meta, lanes, len(ints)
+
+
+def _reads_step(field) -> bool:
+    """Whether the derivatives (or the coupled values they read) read `step`."""
+    from ...ir.nodes import Sym
+    from ...ir.ops import SymKind
+    from ...ir.walk import walk
+    roots = [c.expr for c in field.coupled] + list(field.derivs)
+    return any(isinstance(x, Sym) and x.kind is SymKind.STEP for x in walk(*roots))
 
 
 def _line(span) -> str:
