@@ -87,14 +87,14 @@ def closed_form(current: np.ndarray, t1: float) -> np.ndarray:
     return out
 
 
-def vgpu_lif(n: int, steps: int) -> dict:
+def vgpu_lif(n: int, steps: int, backend: str = "glsl") -> dict:
     import vgpu
     current = np.linspace(I_LO, I_HI, n, endpoint=False).astype(np.float32)
     src = LIF % {"dt": DT, "steps": steps}
-    vgpu.solve(src, params={"I": current[:1024]}, dims={"N": 1024}, backend="glsl",
+    vgpu.solve(src, params={"I": current[:1024]}, dims={"N": 1024}, backend=backend,
                steps=10)                                   # compile
     began = time.perf_counter()
-    sol = vgpu.solve(src, params={"I": current}, dims={"N": n}, backend="glsl")
+    sol = vgpu.solve(src, params={"I": current}, dims={"N": n}, backend=backend)
     took = time.perf_counter() - began
     return {"seconds": took, "counts": sol.event_counts[:, 0]}
 
@@ -147,6 +147,7 @@ def main(argv=None) -> int:
     want = closed_form(current.astype(np.float32).astype(np.float64), t1)
     rows, result = [], {"n": n, "steps": steps, "dt": DT, "loadavg_before": loadavg()}
     columns = [("VGPU GLSL", lambda: vgpu_lif(n, steps)),
+               ("VGPU cpu", lambda: vgpu_lif(n, steps, "cpu")),
                ("numpy loop", lambda: numpy_lif(n, steps))]
     if os.path.exists(args.brian_python):
         columns += [("Brian2 cython", lambda: brian_lif(args.brian_python, n, steps, "cython")),
