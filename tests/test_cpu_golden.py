@@ -1,8 +1,8 @@
 """C lowering (the cpu backend): the printed kernel of some examples, byte for byte.
 
 ``pytest --update-golden`` rewrites tests/golden/*.c: a fixed-step field, a basin with
-coupling, and the adaptive kernels (templates/adaptive.c.j2) of an adaptive method and
-of a fixed-step method run for save_at. The text is the same on every machine (the
+coupling, and the adaptive kernels (templates/adaptive.c.j2) of an adaptive method, of
+rodas4 and of a fixed-step method run for save_at. The text is the same on every machine (the
 compiler's flags and the CPU are in the disk key, not in the text).
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 # (example, dtype, dense: a fixed-step method's kernel for save_at)
 CASES = [("lorenz", "float32", False), ("kuramoto", "float32", False),
          ("lorenz_tsit5", "float64", False), ("vanderpol_adaptive", "float32", False),
-         ("vanderpol", "float64", True)]
+         ("vanderpol", "float64", True),
+         ("vanderpol_stiff", "float64", False)]        # rodas4 (shader/rosenbrock.py)
 
 
 def emit(name: str, dtype: str, dense: bool) -> str:

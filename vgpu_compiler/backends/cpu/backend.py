@@ -32,5 +32,5 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"history", "flux", "reductions", "progress"}),
+    features=frozenset({"history", "flux", "reductions", "progress", "stiff"}),
 )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...call.counters import COUNTERS
 from ... import spelling as S
 from ...errors import BackendError
-from ..shader import adaptive, lower, printing, template
+from ..shader import adaptive, lower, printing, rosenbrock, template
 from . import toolchain
 from .dialect import DIALECTS
 
@@ -60,9 +60,6 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
     kernel, or with ``dense`` a fixed-step method's kernel for save_at; ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
-    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
-        raise BackendError(f"the cpu backend has no rodas4 yet (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
@@ -79,6 +76,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend holds per block ({MAX_BASIN})")
     if stepped:
         desc = adaptive.extend(desc, field)
+    if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
+        desc = rosenbrock.extend(desc, field)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]

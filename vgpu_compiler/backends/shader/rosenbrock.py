@@ -47,6 +47,7 @@ class PrintedRosenbrock:
     jac: object                         # printing.PrintedBlock
     combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
     scale: tuple[str, ...]              # statements: W = I / gamma - dt * J in place
+    inv_gamma: str                      # 1 / gamma, printed (a template may loop instead)
     rhs: tuple[tuple[str, ...], ...]    # per stage, per state: the right-hand side
     time: bool
     lu_trips: int                       # loop iterations of the factorisation, at most
@@ -110,5 +111,6 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
     # of one solve (swaps, forward, back)
     lu = sum(1 + (n - 1 - c) + n + (n - 1 - c) * (1 + (n - 1 - c)) for c in range(n))
     sv = n + sum(1 + (n - 1 - c) for c in range(n)) * 2
-    return PrintedRosenbrock(n=n, jac=jac, combos=combos, scale=tuple(scale), rhs=tuple(rhs),
+    return PrintedRosenbrock(n=n, jac=jac, combos=combos, scale=tuple(scale),
+                             inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
                              time=parts.time, lu_trips=lu, solve_trips=sv)
