@@ -33,8 +33,7 @@ SWEEP_LET = "let k1 = k1_base * 10.0 ^ (decades * float(i) / float(max(N - 1, 1)
 ROBERTSON_K1 = ROBERTSON.replace(SWEEP_LET, "param k1 = 0.04")
 assert ROBERTSON_K1 != ROBERTSON
 
-COMPILED = ["glsl", "cpu"]      # the backends that run rodas4 (wgpu: refuses it)
-REFUSING = ["wgpu"]
+COMPILED = ["glsl", "cpu", "wgpu"]     # every compiled backend runs rodas4
 F64 = [b for b in COMPILED if b != "wgpu"]     # wgpu: float32 only
 
 
@@ -156,15 +155,20 @@ def test_a_chain_of_32_states_float64(backend):
     same_run(ref, sol, rtol=1e-11)
 
 
+# float32 at a tolerance float32 can resolve (the example's rtol = 1e-6 is ~8 ulps: there
+# every rounding moves an accept or a reject, and WGSL, which has no `precise`, lets the
+# driver fuse multiply-adds: more rejected steps on wgpu, the same answer)
+F32 = dict(dtype="float32", rtol=1e-4, atol=1e-8)
+
+
 @pytest.mark.parametrize("backend", COMPILED)
 def test_float32_follows_the_reference(backend):
-    ref, sol = both(ROBERTSON, backend, dims={"N": 8}, dtype="float32")
+    ref, sol = both(ROBERTSON, backend, dims={"N": 8}, **F32)
     assert sol.states.dtype == np.float32
     np.testing.assert_array_equal(sol.status, ref.status)
     assert (sol.status == 0).all()
     np.testing.assert_allclose(sol.steps_taken, ref.steps_taken, rtol=0.05)
-    np.testing.assert_allclose(sol.states, ref.states, rtol=2e-3, atol=1e-9)
-    np.testing.assert_allclose(sol.states[0], [0.017866, 7.27e-8, 0.98213], rtol=1e-3)
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-3, atol=1e-8)   # the runs: rtol 1e-4
     # float32's step floor: Van der Pol mu = 1000 ends in status 3 near t ~ 800, as numpy
     ref, sol = both(VDP, backend, dtype="float32", rtol=1e-3, atol=1e-3)
     assert ref.status[0] == sol.status[0] == C.STEP_UNDERFLOW
@@ -172,13 +176,26 @@ def test_float32_follows_the_reference(backend):
 
 
 @pytest.mark.parametrize("backend", COMPILED)
+def test_float32_the_example_at_its_own_tolerance(backend):
+    ref, sol = both(ROBERTSON, backend, dims={"N": 8}, dtype="float32")
+    assert (sol.status == 0).all() and (ref.status == 0).all()
+    np.testing.assert_allclose(sol.states[0], [0.017866, 7.27e-8, 0.98213], rtol=1e-3)
+    np.testing.assert_allclose(sol.states, ref.states, rtol=2e-3, atol=1e-9)
+    # glsl, cpu: the reference's order of operations, steps within a few percent
+    # (measured 1-2 %); wgpu: fused multiply-adds, up to about twice the steps (measured
+    # 186-506 against 182-251)
+    slack = 2.5 if backend == "wgpu" else 1.05
+    assert (sol.steps_taken <= slack * ref.steps_taken).all()
+
+
+@pytest.mark.parametrize("backend", COMPILED)
 def test_float32_save_at_and_basin(backend):
     times = np.logspace(-4, 5, 10)
     src = ROBERTSON.replace("grid i < N", "grid i < N\n    basin l < 4")
-    ref, sol = both(src, backend, dims={"N": 8}, dtype="float32", save_at=times)
+    ref, sol = both(src, backend, dims={"N": 8}, save_at=times, **F32)
     steps = sol.steps_taken.reshape(2, 4)
     assert (steps == steps[:, :1]).all() and (sol.status == 0).all()
-    np.testing.assert_allclose(sol.history, ref.history, rtol=5e-3, atol=1e-8)
+    np.testing.assert_allclose(sol.history, ref.history, rtol=1e-3, atol=1e-8)
 
 
 EVENTS = """
@@ -199,15 +216,12 @@ def test_rodas4_with_events_is_refused_clearly(backend):
         solve(EVENTS, backend, dtype="float32")
     msg = e.value.message
     assert "events" in msg and "backend='numpy'" in msg
-    assert "rodas4" in msg or backend == "cpu"      # the cpu backend has no events at all
+    assert "rodas4" in msg or backend in ("cpu", "wgpu")    # these have no events at all
 
 
-@pytest.mark.parametrize("backend", REFUSING)
-def test_the_rest_refuse_it_clearly(backend):
-    with pytest.raises(BackendError) as e:
-        solve(VDP, backend, dtype="float32")
-    msg = e.value.message
-    assert backend in msg.lower() and "rodas4" in msg and "backend='numpy'" in msg
+def test_wgpu_float64_is_refused():
+    with pytest.raises(BackendError, match="no float64"):
+        solve(VDP, "wgpu", dtype="float64")
 
 
 def test_glsl_float64_without_a_double_function_is_refused():

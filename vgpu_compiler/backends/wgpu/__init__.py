@@ -10,7 +10,7 @@ from __future__ import annotations
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
-from ..shader import adaptive
+from ..shader import adaptive, rosenbrock
 from ..shader.lower import REDUCTIONS, describe
 from ..shader.printing import PrintedKernel, print_kernel
 from ..shader.template import render_kernel
@@ -32,9 +32,6 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree",
           history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
-    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
-        raise BackendError(f"the wgpu backend has no rodas4 yet (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     check_dtype(dtype, field.span)
     if field.events:
         raise BackendError(f"the wgpu backend has no events (`when`, `stop when`) yet (field "
@@ -47,7 +44,10 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         if not adaptive_method:
             return print_kernel(kernel, DIALECTS[dtype])
         # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py
-        printed = print_kernel(adaptive.extend(kernel, field), DIALECTS[dtype])
+        kernel = adaptive.extend(kernel, field)
+        if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
+            kernel = rosenbrock.extend(kernel, field)
+        printed = print_kernel(kernel, DIALECTS[dtype])
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
         return printed
     except RecursionError:

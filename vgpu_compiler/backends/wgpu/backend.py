@@ -55,6 +55,6 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32",),
-    features=frozenset({"gpu", "history", "flux", "reductions", "progress"}),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "stiff"}),
     software=_software,
 )
