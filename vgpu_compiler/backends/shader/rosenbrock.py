@@ -21,6 +21,14 @@ order of operations are the reference's, so float64 agrees with it to rounding:
 
 The update, the error ``dt * K_6`` and the continuous extension are the explicit
 pairs' printed Combinations (adaptive.py) over the K names.
+
+The templates (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and
+private arrays; adaptive.c.j2: one lane loop per attempt, per-lane arrays on the
+stack) zero the matrix explicitly every attempt (WGSL: naga does not zero again a
+``var`` declared inside a loop) and loop over its rows and columns; the loops'
+iterations (``PrintedRosenbrock.trips``) join the kernel's ``loop_trips_per_step``
+(llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
+the backends refuse them (numpy runs them).
 """
 from __future__ import annotations
 
@@ -60,7 +68,7 @@ class PrintedRosenbrock:
     @property
     def trips(self) -> int:
         """Loop iterations of one attempt's linear algebra (llvmpipe's loop limiter)."""
-        return self.lu_trips + 6 * self.solve_trips
+        return self.lu_trips + len(self.rhs) * self.solve_trips
 
 
 def W(i: int, j: int, n: int) -> str:
