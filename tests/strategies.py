@@ -677,9 +677,9 @@ def run_both(src: str, compiled, steps: int = 2, gpu: str = "glsl") -> str | Non
             if k2 != "BackendError" or "no events" not in b.message:
                 return f"field {fld.name}: {gpu} has no events but gave {k2} ({b})"
             continue
-        if fld.jacobian is not None and "stiff" not in backends.get(gpu).features \
-                and k1 != k2:
-            # rodas4, not printed yet: a clear refusal that names it (auto moves on)
+        if fld.jacobian is not None and ("stiff" not in backends.get(gpu).features
+                                         or fld.events) and k1 != k2:
+            # rodas4 not printed yet (or not with events): a clear refusal that names it
             if k2 != "BackendError" or "rodas4" not in b.message:
                 return f"field {fld.name}: {gpu} has no rodas4 but gave {k2} ({b})"
             continue

@@ -246,7 +246,7 @@ def test_lif_spike_counts(backend):
     np.testing.assert_array_equal(sol.outputs["rate"], sol.outputs["raster"].sum(axis=0))
 
 
-# rodas4 runs on numpy only (the compiled backends refuse it: tests/test_rodas4.py)
+# rodas4 on numpy here; the compiled backends against it: tests/test_rodas4_compiled.py
 def test_robertson_as_its_comments_say():
     sol = vgpu.solve(load("robertson"), dims={"N": 64}, backend="numpy", dtype="float64",
                      save_at=np.logspace(-5, 5, 41))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 
 import vgpu
 from vgpu_compiler.backends.numpy.rosenbrock import lu_factor, lu_solve
-from vgpu_compiler.errors import BackendError, DeclarationError, SourceError
+from vgpu_compiler.errors import DeclarationError, SourceError
 from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.ir import controller as C
 from vgpu_compiler.ir.evaluate import INT, Context, evaluate
@@ -493,22 +493,7 @@ def test_an_unknown_method_lists_rodas4():
     assert "rodas4" in err.message
 
 
-@pytest.mark.parametrize("backend", ["glsl", "wgpu", "cpu"])
-def test_the_compiled_backends_refuse_it_clearly(backend):
-    field = compile_program(VDP, "vanderpol_stiff.field").select(None)
-    if backend == "glsl":
-        from vgpu_compiler.backends.glsl import emit_glsl as emit
-    elif backend == "wgpu":
-        from vgpu_compiler.backends.wgpu import emit_wgsl as emit
-    else:
-        from vgpu_compiler.backends.cpu.kernel import source
-
-        def emit(f, **kw):
-            return source(f, "float32")
-    with pytest.raises(BackendError) as e:
-        emit(field)
-    msg = e.value.message
-    assert backend in msg.lower() and "rodas4" in msg and "backend='numpy'" in msg
+# the compiled backends run rodas4 too: tests/test_rodas4_compiled.py
 
 
 def test_auto_runs_rodas4_on_numpy():

@@ -35,5 +35,5 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"history", "flux", "reductions", "progress", "events"}),
+    features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff"}),
 )

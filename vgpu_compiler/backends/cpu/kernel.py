@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...call.counters import COUNTERS
 from ... import spelling as S
 from ...errors import BackendError
-from ..shader import adaptive, lower, printing, template
+from ..shader import adaptive, lower, printing, rosenbrock, template
 from ..shader import events as _events
 from . import toolchain
 from .dialect import DIALECTS
@@ -62,9 +62,10 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
-    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
-        raise BackendError(f"the cpu backend has no rodas4 yet (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
+    if field.jacobian is not None and field.events:     # rodas4: no events yet
+        raise BackendError(f"the cpu backend has no rodas4 with events yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
+                           span=field.events[0].span)
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
@@ -81,6 +82,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend holds per block ({MAX_BASIN})")
     if stepped:
         desc = adaptive.extend(desc, field)
+    if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
+        desc = rosenbrock.extend(desc, field)
     if field.events:        # (a fixed-step method's events: its dense variant)
         desc = _events.extend(desc, field, _line)
     printed = printing.print_kernel(desc, DIALECTS[dtype])

@@ -35,6 +35,7 @@ from ...ir.nodes import Field
 from ..shader import (adaptive, dialect, kernel, lower as _lowering, printing, render, template,
                       traits)
 from ..shader import events as _events
+from ..shader import rosenbrock as _rosenbrock
 
 # The language-neutral stages live in backends/shader (shared with the WGSL backend);
 # their old names here (backends.glsl.lower, .kernel, .dialect ...) stay importable.
@@ -112,9 +113,10 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
-    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
-        raise BackendError(f"the GLSL backend has no rodas4 yet (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
+    if field.jacobian is not None and field.events:     # rodas4: no events yet
+        raise BackendError(f"the GLSL backend has no rodas4 with events yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
+                           span=field.events[0].span)
     if field.events:
         check_events(field, dtype)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
@@ -123,6 +125,8 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         return print_kernel(kernel, DIALECTS[dtype])
     # bs3, dopri5, tsit5 (and save_at): templates/adaptive.glsl.j2, shader/adaptive.py
     kernel = adaptive.extend(kernel, field)
+    if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
+        kernel = _rosenbrock.extend(kernel, field)
     if field.events:                 # (a fixed-step method's events: its dense variant)
         kernel = _events.extend(kernel, field, _line, log=True)   # (float64 flux: a log)
     printed = print_kernel(kernel, DIALECTS[dtype])

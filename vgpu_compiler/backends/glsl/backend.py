@@ -75,6 +75,6 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events"}),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events", "stiff"}),
     software=_software,
 )

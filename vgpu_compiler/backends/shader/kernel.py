@@ -276,3 +276,4 @@ class Kernel:
     events: object = None           # `when` / `stop when`: events.EventParts
     traj: Term = 0                  # ... the trajectory's flat grid index, for Philox
     history: bool = False           # the loop writes saved steps to b_hist (save_every)
+    rosenbrock: object = None       # rodas4: the Jacobian's block (rosenbrock.RosenbrockParts)

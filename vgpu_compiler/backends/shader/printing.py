@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from ...ir.step import Combination
 from . import events as _ev
 from . import noise as _noise
+from . import rosenbrock as _ros
 from .dialect import Dialect, mangle
 from .kernel import INIT, Assign, Block, CoupledBlock, Kernel, Reduction, Stage
 from .render import Printer
@@ -139,12 +140,16 @@ class _Printing:
         collapse = self._block(k.collapse) if k.collapse else None
         flux = self._flux(k.flux) if k.flux else None
         events = self._events(k.events) if k.events else None
+        ros = (_ros.print_parts(k, k.rosenbrock, d, self._block, Assign)
+               if k.rosenbrock is not None else None)
         if k.reports_errors:
             self.p.helpers.add(d.fail)
         noise_draws, noise_update = _noise.printed(k, d)
         if k.noise:
             self.p.need("vg_normal()")
         per_step, once = _helper_calls(stages, collapse, init, flux, d)
+        if ros is not None:             # the Jacobian's block runs once per attempt
+            per_step.update(dict(ros.jac.calls))
         trips = lambda calls: sum(d.loop_helpers[h] * n for h, n in calls.items())  # noqa: E731
         return PrintedKernel(
             k, d, F=d.F, zero=d.float_literal(0.0),
@@ -159,14 +164,15 @@ class _Printing:
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
-            collapse=collapse, flux=flux, events=events, noise_draws=noise_draws, noise_update=noise_update,
+            collapse=collapse, flux=flux, events=events, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
             noise_traj=_noise.printed_traj(k, d),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
                          for kind, w, s in self.p.errors),
             guard=d.all_of.join(self.p.guards),
             guard_note=", ".join(r for why in self.p.guards.values() for r in why),
-            loop_trips_per_step=1 + k.reduce_trips_per_step + trips(per_step),
+            loop_trips_per_step=(1 + k.reduce_trips_per_step + trips(per_step)
+                                 + (ros.trips if ros else 0)),
             loop_trips_once=k.reduce_trips_once + trips(once),
             helper_loops=tuple((h, d.loop_helpers[h], per_step.get(h, 0), once.get(h, 0))
                                for h in sorted(set(per_step) | set(once))))

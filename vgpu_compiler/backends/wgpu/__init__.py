@@ -13,7 +13,7 @@ from __future__ import annotations
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir.nodes import Field
-from ..shader import adaptive
+from ..shader import adaptive, rosenbrock
 from ..shader import events as _events
 from ..shader.lower import REDUCTIONS, describe
 from ..shader.printing import PrintedKernel, print_kernel
@@ -36,10 +36,11 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree",
           history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
-    if field.jacobian is not None:      # rodas4: not printed yet (its stages solve systems)
-        raise BackendError(f"the wgpu backend has no rodas4 yet (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.solver.span)
     check_dtype(dtype, field.span)
+    if field.jacobian is not None and field.events:     # rodas4: no events yet
+        raise BackendError(f"the wgpu backend has no rodas4 with events yet (field "
+                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
+                           span=field.events[0].span)
     if field.events:
         check_events(field)
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
@@ -52,6 +53,8 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         # events (templates/events.wgsl.j2, shader/events.py): a fixed-step method's in
         # the same template (its dense variant, adaptive_host.kernel_field)
         kernel = adaptive.extend(kernel, field)
+        if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
+            kernel = rosenbrock.extend(kernel, field)
         if field.events:
             kernel = _events.extend(kernel, field, _line)
         printed = print_kernel(kernel, DIALECTS[dtype])

@@ -58,6 +58,6 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32",),
-    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events"}),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events", "stiff"}),
     software=_software,
 )

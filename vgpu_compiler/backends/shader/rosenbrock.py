@@ -1,0 +1,124 @@
+"""The kernel of a Rosenbrock method (rodas4: ir/rosenbrock.py), for every compiled backend.
+
+The step is the numpy reference's (backends/numpy/rosenbrock.py), written once here
+as data and text pieces that the adaptive templates lay out; the numbers and the
+order of operations are the reference's, so float64 agrees with it to rounding:
+
+1. the Jacobian ``J = dF/dh`` and (fields that read ``t``) ``F_t = dF/dt`` at the
+   step's start, from ``field.jacobian`` (ir/jacobian.py): one Block (stage 0's
+   context: ``y_x = s_x``, ``tt = t_n``) whose statements write only the nonzero
+   entries, straight into the matrix ``vg_W`` (row-major, ``n * n``; the rest 0);
+2. ``W = I / gamma - dt * J`` in place: ``W_ij = J_ij * (-dt)``, and on the diagonal
+   ``+ 1 / gamma`` (numpy: ``J * (-dt)``, then the diagonal);
+3. its LU with partial pivoting (the first largest ``|a_ik|`` from row k down,
+   LAPACK's row swaps, multipliers below the diagonal), in the private array;
+4. per stage s: the right-hand side ``F_s + sum_j c_sj K_j + (dt * d_s) * F_t``
+   (``rhs``; F_s is the stage's k names, F_0 the FSAL slot), the row swaps, forward
+   substitution by columns (row i sees j = 0, 1, ...) and back substitution by
+   columns from the last; ``K_s`` overwrites the stage's k names (stage 0's: the
+   template keeps F(t_n, s) aside, ``vg_f*``, and puts it back after a reject; after
+   an accepted step it evaluates F at the new state, as rodas4 is not FSAL).
+
+The update, the error ``dt * K_6`` and the continuous extension are the explicit
+pairs' printed Combinations (adaptive.py) over the K names.
+
+The templates (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and
+private arrays; adaptive.c.j2: one lane loop per attempt, per-lane arrays on the
+stack) zero the matrix explicitly every attempt (WGSL: naga does not zero again a
+``var`` declared inside a loop) and loop over its rows and columns; the loops'
+iterations (``PrintedRosenbrock.trips``) join the kernel's ``loop_trips_per_step``
+(llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
+the backends refuse them (numpy runs them).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...ir.nodes import Field
+from ...ir.step import step_program
+from .kernel import Block, Context, Kernel, Let
+
+
+@dataclass(frozen=True)
+class RosenbrockParts:
+    n: int
+    jac: Block                          # writes vg_W[i * n + j] = J_ij (nonzero), vg_Ft[i]
+    nonzero: tuple[tuple[int, int], ...]
+    time: bool                          # some derivative reads t: dF/dt is used
+    implicit: object                    # ir.step.Implicit: gamma, the c_sj, the d_s
+
+
+@dataclass(frozen=True)
+class PrintedRosenbrock:
+    n: int
+    jac: object                         # printing.PrintedBlock
+    combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
+    scale: tuple[str, ...]              # statements: W = I / gamma - dt * J in place
+    inv_gamma: str                      # 1 / gamma, printed (a template may loop instead)
+    rhs: tuple[tuple[str, ...], ...]    # per stage, per state: the right-hand side
+    time: bool
+    lu_trips: int                       # loop iterations of the factorisation, at most
+    solve_trips: int                    # ... of one solve
+
+    @property
+    def nn(self) -> int:
+        return self.n * self.n
+
+    @property
+    def trips(self) -> int:
+        """Loop iterations of one attempt's linear algebra (llvmpipe's loop limiter)."""
+        return self.lu_trips + len(self.rhs) * self.solve_trips
+
+
+def W(i: int, j: int, n: int) -> str:
+    return f"vg_W[{i * n + j}]"
+
+
+def extend(kernel: Kernel, field: Field) -> Kernel:
+    jac = field.jacobian
+    n = jac.n
+    nonzero = tuple(jac.nonzero())
+    body = [Let(W(i, j, n), jac.matrix[i][j], f"dF_{i}/dh_{j}") for i, j in nonzero]
+    if jac.time is not None:
+        body += [Let(f"vg_Ft[{i}]", e, f"dF_{i}/dt") for i, e in enumerate(jac.time)]
+    block = Block(ctx=Context(state="y"), coupled=None, body=tuple(body), prefix="vg_tj_")
+    return dataclasses.replace(kernel, rosenbrock=RosenbrockParts(
+        n=n, jac=block, nonzero=nonzero, time=jac.time is not None,
+        implicit=step_program(field.solver.tableau).implicit))
+
+
+def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRosenbrock:
+    """The printed pieces (``block``: the printer's Block printer; ``assign``: its Assign)."""
+    lit, n = dialect.float_literal, parts.n
+    jac = block(parts.jac)
+    combos = tuple(assign(y, s) for s, y, _ in k.states if y in jac.words)
+    imp = parts.implicit
+    scale = []
+    off = {(i, j) for i, j in parts.nonzero if i != j}
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                scale.append(f"{W(i, i, n)} = {W(i, i, n)} * vg_mdt + {lit(float(1 / imp.gamma))}")
+            elif (i, j) in off:
+                scale.append(f"{W(i, j, n)} = {W(i, j, n)} * vg_mdt")
+    rhs = []
+    for s, comb in enumerate(imp.rhs):
+        row = []
+        for i in range(n):
+            r = k.stage_k[s][i]
+            terms = [k.stage_k[j][i] if w == 1 else f"{lit(float(w))} * {k.stage_k[j][i]}"
+                     for j, w in comb.terms]
+            if terms:
+                r = f"{r} + ({' + '.join(terms)})"
+            if parts.time and imp.d[s] != 0:
+                r = f"{r} + (u_dt * {lit(float(imp.d[s]))}) * vg_Ft[{i}]"
+            row.append(r)
+        rhs.append(tuple(row))
+    # the loops of the factorisation (column, pivot scan, swap, rows, row update) and
+    # of one solve (swaps, forward, back)
+    lu = sum(1 + (n - 1 - c) + n + (n - 1 - c) * (1 + (n - 1 - c)) for c in range(n))
+    sv = n + sum(1 + (n - 1 - c) for c in range(n)) * 2
+    return PrintedRosenbrock(n=n, jac=jac, combos=combos, scale=tuple(scale),
+                             inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
+                             time=parts.time, lu_trips=lu, solve_trips=sv)
