@@ -16,7 +16,8 @@ import numpy as np
 
 from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
-from ..shader.adaptive import COUNTERS as ROWS, PAUSED, RUNNING
+from ..shader import adaptive_host as host
+from ..shader.adaptive import PAUSED, RUNNING
 from . import runner
 from .adaptive_run import AdaptiveCall
 from .dispatch import _kernel
@@ -98,29 +99,17 @@ class AdaptiveSession:
     # --- checkpoints ---------------------------------------------------------------------
     def snapshot(self, step: int) -> Snapshot:
         run = self.run
-        ad, cnt, state = run.ad, run.cnt, run.state
-        running = self._running()
-        ctl = {"until": np.asarray(self.until, self.dtype), "t": ad[0].copy(),
-               "dt": ad[1].copy(), "k0": ad[2:].copy(), "at": self._at(),
-               "taken": cnt[0].copy(), "rejected": cnt[1].copy(),
-               "status": np.where(running, 0, cnt[2]).astype(np.int8),
-               "again": cnt[3] != 0, "running": running}
-        init = self.init if self.init is not None else state
-        return Snapshot(step, state.copy(), init.copy(), cnt[0].copy(), ~running, ctl)
+        init = self.init if self.init is not None else run.state
+        return host.controller_snapshot(step, run.state, init, run.ad, run.cnt, self._at(),
+                                        self.until, self._running(), self.dtype)
 
     def restore(self, snap: Snapshot) -> None:
         ctl, run = snap.controller, self.run
-        if ctl is None:
-            raise BackendError("the checkpoint holds no adaptive controller")
+        run.ad[:], run.cnt[:] = host.controller_buffers(snap, run.cnt.shape[1], self.dtype)
         run.state[:] = snap.state
         if self.init is not None:
             self.init[:] = snap.init
-        run.ad[0], run.ad[1], run.ad[2:] = ctl["t"], ctl["dt"], ctl["k0"]
-        run.cnt[:] = 0
-        run.cnt[0], run.cnt[1] = ctl["taken"], ctl["rejected"]
         running = np.asarray(ctl["running"], bool)
-        run.cnt[2] = np.where(running, RUNNING, ctl["status"])
-        run.cnt[3] = np.asarray(ctl["again"], bool)
         run.hist[0] = ctl["at"]
         self.until = self.dtype.type(ctl["until"])
         # flux of trajectories that ended before the checkpoint: in the saved session's

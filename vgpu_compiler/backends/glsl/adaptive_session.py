@@ -187,27 +187,14 @@ class AdaptiveSession:
     # --- checkpoints ---------------------------------------------------------------------
     def snapshot(self, step: int) -> Snapshot:
         raw = self._read()
-        ad, cnt, state = raw["ad"], raw["cnt"], raw["state"]
-        running = cnt[2] == RUNNING
-        ctl = {"until": np.asarray(self.until, self.dtype), "t": ad[0].copy(),
-               "dt": ad[1].copy(), "k0": ad[2:].copy(), "at": self._at(raw),
-               "taken": cnt[0].copy(), "rejected": cnt[1].copy(),
-               "status": np.where(running, 0, cnt[2]).astype(np.int8),
-               "again": cnt[3] != 0, "running": running}
-        init = raw.get("init", state)
-        return Snapshot(step, state.copy(), init.copy(), cnt[0].copy(), ~running, ctl)
+        state = raw["state"]
+        return host.controller_snapshot(step, state, raw.get("init", state), raw["ad"],
+                                        raw["cnt"], self._at(raw), self.until,
+                                        raw["cnt"][2] == RUNNING, self.dtype)
 
     def restore(self, snap: Snapshot) -> None:
         ctl, dtype = snap.controller, self.dtype
-        if ctl is None:
-            raise BackendError("the checkpoint holds no adaptive controller")
-        n = self.call.n
-        ad = np.concatenate([np.asarray(ctl["t"], dtype)[None], np.asarray(ctl["dt"],
-                            dtype)[None], np.asarray(ctl["k0"], dtype)]).astype(dtype)
-        cnt = np.zeros((len(ROWS), n), np.int32)
-        cnt[0], cnt[1] = ctl["taken"], ctl["rejected"]
-        cnt[2] = np.where(ctl["running"], RUNNING, ctl["status"])
-        cnt[3] = np.asarray(ctl["again"], bool)
+        ad, cnt = host.controller_buffers(snap, self.call.n, dtype)
         pending = {"b_state": np.ascontiguousarray(snap.state, dtype),
                    "b_ad": np.ascontiguousarray(ad), "b_cnt": cnt}
         if self.call.meta["uses_init"]:

@@ -17,8 +17,10 @@ from typing import Callable
 import numpy as np
 
 from ...call.bound import Bound, Solution, saved_steps
+from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
+from .adaptive import COUNTERS, RUNNING
 
 FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
 _VARIANTS: dict = {}        # id(field) -> (field, its dense variant)
@@ -140,3 +142,32 @@ def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,
                 bound.steps, bound.save_every)).astype(bound.dtype) * cast(bound.dt)
             ).astype(bound.dtype)
     return sol
+
+
+# --- a Simulation's checkpoints (glsl, wgpu and cpu adaptive_session.py) ----------------
+def controller_snapshot(step: int, state: np.ndarray, init: np.ndarray, ad: np.ndarray,
+                        cnt: np.ndarray, at: np.ndarray, until, running: np.ndarray,
+                        dtype) -> Snapshot:
+    """The checkpoint of an adaptive Simulation on a compiled backend, from its buffers
+    (rows, trajectories) each: ``ad`` the b_ad rows (t, dt, then the FSAL derivative),
+    ``cnt`` the b_cnt rows (adaptive.COUNTERS), ``at`` the states at ``until``;
+    ``running``: the trajectories that still step."""
+    ctl = {"until": np.asarray(until, dtype), "t": ad[0].copy(), "dt": ad[1].copy(),
+           "k0": ad[2:].copy(), "at": at, "taken": cnt[0].copy(),
+           "rejected": cnt[1].copy(), "status": np.where(running, 0, cnt[2]).astype(np.int8),
+           "again": cnt[3] != 0, "running": running}
+    return Snapshot(step, state.copy(), init.copy(), cnt[0].copy(), ~running, ctl)
+
+
+def controller_buffers(snap: Snapshot, n: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(b_ad, b_cnt) of a checkpoint's controller, as the adaptive kernels hold them."""
+    ctl = snap.controller
+    if ctl is None:
+        raise BackendError("the checkpoint holds no adaptive controller")
+    ad = np.concatenate([np.asarray(ctl["t"], dtype)[None], np.asarray(ctl["dt"], dtype)[None],
+                         np.asarray(ctl["k0"], dtype)]).astype(dtype)
+    cnt = np.zeros((len(COUNTERS), n), np.int32)
+    cnt[0], cnt[1] = ctl["taken"], ctl["rejected"]
+    cnt[2] = np.where(np.asarray(ctl["running"], bool), RUNNING, ctl["status"])
+    cnt[3] = np.asarray(ctl["again"], bool)
+    return ad, cnt

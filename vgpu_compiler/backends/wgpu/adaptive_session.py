@@ -187,28 +187,15 @@ class AdaptiveSession:
     # --- checkpoints ---------------------------------------------------------------------
     def snapshot(self, step: int) -> Snapshot:
         raw = self._read()
-        ad, cnt, state = raw["ad"], raw["cnt"], raw["state"]
-        running = cnt[2] == RUNNING
-        ctl = {"until": np.asarray(self.until, np.float32), "t": ad[0].copy(),
-               "dt": ad[1].copy(), "k0": ad[2:].copy(), "at": self._at(raw),
-               "taken": cnt[0].copy(), "rejected": cnt[1].copy(),
-               "status": np.where(running, 0, cnt[2]).astype(np.int8),
-               "again": cnt[3] != 0, "running": running}
-        init = raw.get("init", state)
-        return Snapshot(step, state.copy(), init.copy(), cnt[0].copy(), ~running, ctl)
+        state = raw["state"]
+        return host.controller_snapshot(step, state, raw.get("init", state), raw["ad"],
+                                        raw["cnt"], self._at(raw), self.until,
+                                        raw["cnt"][2] == RUNNING, np.float32)
 
     def restore(self, snap: Snapshot) -> None:
         ctl = snap.controller
-        if ctl is None:
-            raise BackendError("the checkpoint holds no adaptive controller")
-        ad = np.concatenate([np.asarray(ctl["t"], np.float32)[None],
-                             np.asarray(ctl["dt"], np.float32)[None],
-                             np.asarray(ctl["k0"], np.float32)]).astype(np.float32)
-        cnt = np.zeros((len(ROWS), self.n), np.int32)
-        cnt[0], cnt[1] = ctl["taken"], ctl["rejected"]
+        ad, cnt = host.controller_buffers(snap, self.n, np.float32)
         running = np.asarray(ctl["running"], bool)
-        cnt[2] = np.where(running, RUNNING, ctl["status"])
-        cnt[3] = np.asarray(ctl["again"], bool)
         arrays = {"b_state": np.asarray(snap.state, np.float32), "b_ad": ad, "b_cnt": cnt,
                   "b_hist": np.asarray(ctl["at"], np.float32)}
         if "b_init" in self.sizes:
