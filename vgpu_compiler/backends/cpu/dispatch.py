@@ -23,16 +23,14 @@ def run(prepared, data, progress: Progress = None) -> Solution:
 
 
 def check_events(t) -> None:
-    """What the cpu backend's events do not cover: a BackendError naming it."""
-    f, why = t.field, None
+    """What the cpu backend's events do not cover beside shader/events.check: a
+    BackendError naming it."""
+    f = t.field
     if t.save_at is not None and t.adaptive is None:
-        why = ("save_at with events for a fixed-step method (nor has the reference: use "
-               "save_every, or an adaptive method)")
-    elif len(f.events) > 30:
-        why = f"more than 30 events ({len(f.events)})"
-    if why:
-        raise BackendError(f"the cpu backend has no {why} (field `{f.name}`); use "
-                           f"backend='numpy'", span=f.events[0].span)
+        raise BackendError(f"the cpu backend has no save_at with events for a fixed-step "
+                           f"method (nor has the reference: use save_every, or an adaptive "
+                           f"method) (field `{f.name}`); use backend='numpy'",
+                           span=f.events[0].span)
 
 
 def _kernel(prepared, bound: Bound, dense: bool) -> CpuKernel:

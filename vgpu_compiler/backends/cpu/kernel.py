@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass
 
 from ...call.counters import COUNTERS
-from ... import spelling as S
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, rosenbrock, template
 from ..shader import events as _events
@@ -62,10 +61,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
-    if field.jacobian is not None and field.events:     # rodas4: no events yet
-        raise BackendError(f"the cpu backend has no rodas4 with events yet (field "
-                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
-                           span=field.events[0].span)
+    _events.check(field, "cpu")
     limit = _max_states()
     if len(field.states) > limit:
         raise BackendError(f"field {field.name} has {len(field.states)} states; the cpu "
@@ -85,7 +81,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
         desc = rosenbrock.extend(desc, field)
     if field.events:        # (a fixed-step method's events: its dense variant)
-        desc = _events.extend(desc, field, _line)
+        desc = _events.extend(desc, field)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = desc.basin_size if desc.has_basin else (ADAPTIVE_LANES if stepped else LANES[dtype])
     ints = [u.name for u in desc.uniforms if u.type in ("int", "uint")]
@@ -131,10 +127,6 @@ def _reads_step(field) -> bool:
     from ...ir.walk import walk
     roots = [c.expr for c in field.coupled] + list(field.derivs)
     return any(isinstance(x, Sym) and x.kind is SymKind.STEP for x in walk(*roots))
-
-
-def _line(span) -> str:
-    return f"line {span.line}" if span is not None else ""
 
 
 def _max_states() -> int:

@@ -113,12 +113,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     """The kernel description of ``field`` (lower.describe) printed in GLSL for ``dtype``
     (printing.print_kernel with the dialect DIALECTS[dtype]): what the templates lay out;
     its ``meta()`` is what the runtime reads."""
-    if field.jacobian is not None and field.events:     # rodas4: no events yet
-        raise BackendError(f"the GLSL backend has no rodas4 with events yet (field "
-                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
-                           span=field.events[0].span)
-    if field.events:
-        check_events(field, dtype)
+    _events.check(field, "GLSL")
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
     if field.solver.adaptive is None and not field.solver.dense and not field.events:
@@ -128,26 +123,12 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
         kernel = _rosenbrock.extend(kernel, field)
     if field.events:                 # (a fixed-step method's events: its dense variant)
-        kernel = _events.extend(kernel, field, _line, log=True)   # (float64 flux: a log)
+        kernel = _events.extend(kernel, field, log=True)   # (float64 flux: a log)
     printed = print_kernel(kernel, DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
     if field.events:
         printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
     return printed
-
-
-def check_events(field: Field, dtype: str) -> None:
-    """What the GLSL backend's events do not cover: a BackendError naming it."""
-    why = None
-    if len(field.events) > 30:
-        why = f"more than 30 events ({len(field.events)})"
-    if why:
-        raise BackendError(f"the GLSL backend has no {why} (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
-
-
-def _line(span) -> str:
-    return f"line {span.line}" if span is not None else ""
 
 
 def _lower(field: Field, **options) -> PrintedKernel:

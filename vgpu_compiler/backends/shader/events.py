@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import spelling as S
+from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
 from ...ir.nodes import Field
@@ -66,8 +68,31 @@ class EventParts:
 LOG_FIELDS = ("major", "rest", "phase", "event", "statement", "lane", "index", "value")
 
 
-def extend(kernel: Kernel, field: Field, where, log: bool = False) -> Kernel:
-    """The kernel with its events (``where``: the lowering's ``_where`` for comments).
+MAX_EVENTS = 30             # a lane's previous conditions are the bits of one int (b_evi)
+
+
+def check(field: Field, backend: str) -> None:
+    """What the compiled backends' events do not cover, as a BackendError naming
+    ``backend`` at the field's first event: rodas4 with events, more than MAX_EVENTS."""
+    if not field.events:
+        return
+    if field.jacobian is not None:
+        why = "rodas4 with events yet"
+    elif len(field.events) > MAX_EVENTS:
+        why = f"more than {MAX_EVENTS} events ({len(field.events)})"
+    else:
+        return
+    raise BackendError(f"the {backend} backend has no {why} (field `{field.name}`); use "
+                       f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
+
+
+def _where(span) -> str:
+    """A kernel line's comment: the source line it comes from."""
+    return f"line {span.line}" if span is not None else ""
+
+
+def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
+    """The kernel with its events (comments name each piece's source line).
 
     ``log`` (GLSL float64, which has no float64 atomics): every `flux` inside `when`
     appends a record (LOG_FIELDS) to the event log ``b_evlog`` (its count in ``b_evn``,
@@ -80,14 +105,14 @@ def extend(kernel: Kernel, field: Field, where, log: bool = False) -> Kernel:
     decls = {o.name: o for o in field.outputs}
     events = []
     for e, ev in enumerate(field.events):
-        cond = Block(ctx=CTX, coupled=None, body=(Let("vg_hold", ev.cond, where(ev.span)),),
+        cond = Block(ctx=CTX, coupled=None, body=(Let("vg_hold", ev.cond, _where(ev.span)),),
                      prefix=f"vg_te{e}_")
         assign, targets = None, []
         if ev.assigns:
             body = []
             for j, (k, value) in enumerate(ev.assigns):
                 name = f"vg_v{e}_{j}"
-                body.append(Let(name, value, where(ev.span)))
+                body.append(Let(name, value, _where(ev.span)))
                 targets.append((k, name))
             assign = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_ta{e}_")
         flux = None
@@ -108,7 +133,7 @@ def extend(kernel: Kernel, field: Field, where, log: bool = False) -> Kernel:
                                       deposit=-2 - statement if log else -1))
                 statement += 1
                 body.append(Deposit(func, (*fl.index, fl.value), fl.output, fl.span,
-                                    where(fl.span)))
+                                    _where(fl.span)))
             flux = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_tx{e}_")
         events.append(EventBlocks(cond, assign, tuple(targets), flux, ev.stop, ev.block))
     buffers = list(kernel.buffers)

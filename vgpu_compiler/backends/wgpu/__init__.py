@@ -37,12 +37,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           history: bool = False) -> PrintedKernel:
     """The kernel description of ``field`` printed in WGSL."""
     check_dtype(dtype, field.span)
-    if field.jacobian is not None and field.events:     # rodas4: no events yet
-        raise BackendError(f"the wgpu backend has no rodas4 with events yet (field "
-                           f"`{field.name}`); use {S.setting('backend', 'numpy')}",
-                           span=field.events[0].span)
-    if field.events:
-        check_events(field)
+    _events.check(field, "wgpu")
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
     adaptive_method = field.solver.adaptive is not None or field.solver.dense
@@ -56,7 +51,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
             kernel = rosenbrock.extend(kernel, field)
         if field.events:
-            kernel = _events.extend(kernel, field, _line)
+            kernel = _events.extend(kernel, field)
         printed = print_kernel(kernel, DIALECTS[dtype])
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
         if field.events:
@@ -66,21 +61,6 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         raise BackendError(f"an expression of field `{field.name}` is nested too deeply for "
                            f"the wgpu backend; write it in smaller pieces, or use "
                            f"{S.setting('backend', 'numpy')}", span=field.span) from None
-
-
-def check_events(field: Field) -> None:
-    """What the wgpu backend's events do not cover (as GLSL's): a BackendError naming it,
-    at the first event."""
-    why = None
-    if len(field.events) > 30:
-        why = f"more than 30 events ({len(field.events)})"
-    if why:
-        raise BackendError(f"the wgpu backend has no {why} (field `{field.name}`); use "
-                           f"{S.setting('backend', 'numpy')}", span=field.events[0].span)
-
-
-def _line(span) -> str:
-    return f"line {span.line}" if span is not None else ""
 
 
 def emit_wgsl(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
