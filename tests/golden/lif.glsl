@@ -216,6 +216,174 @@ void main() {
         if (vg_status != -1) {
             break;
         }
+        if (vg_lstat == 0) {
+            int vg_m = min(min(u_attempts - vg_a, 64), u_steps - vg_taken);
+            if (u_every > 0) {
+                vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
+            }
+            int vg_q = 0;
+            for (; vg_q < min(vg_m, vg_again != 0 ? 1 : 0); vg_q++) {  // the rest of a step after an event
+                float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
+                float u_dt = vg_tend - vg_t;  // the rest of the step (hides the uniform)
+                float t_n = vg_t;
+                int nstep = vg_taken;
+                float k1_v = 0.0;
+                float k2_v = 0.0;
+                float k3_v = 0.0;
+                {  // stage 1, c = 0.5
+                    precise float y_v = s_v + (0.5 * u_dt) * k0_v;
+                    if (vg_active) {
+                        k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                    }
+                    if (vg_lstat != 0) {
+                        k1_v = 0.0;
+                    }
+                }
+                {  // stage 2, c = 0.5
+                    precise float y_v = s_v + (0.5 * u_dt) * k1_v;
+                    if (vg_active) {
+                        k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                    }
+                    if (vg_lstat != 0) {
+                        k2_v = 0.0;
+                    }
+                }
+                {  // stage 3, c = 1.0
+                    precise float y_v = s_v + u_dt * k2_v;
+                    if (vg_active) {
+                        k3_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                    }
+                    if (vg_lstat != 0) {
+                        k3_v = 0.0;
+                    }
+                }
+                precise float vg_n0 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
+                float vg_f0 = k0_v;
+                float vg_tn = vg_tend;
+                {  // F at the step's end: the interpolant's end slope, the next step's stage 0
+                    float t_n = vg_tn;
+                    precise float y_v = vg_n0;
+                    if (vg_active) {
+                        k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                    }
+                    if (vg_lstat != 0) {
+                        k0_v = 0.0;
+                    }
+                }
+                int vg_cend = 0;
+                {
+                    float tt = vg_tn;
+                    float q_v = vg_n0;
+                    {
+                        bool vg_hold = false;
+                        if (vg_active) {
+                            vg_hold = q_v > 1.0;  // line 23
+                        }
+                        if (vg_hold) {
+                            vg_cend |= 1;
+                        }
+                    }
+                }
+                if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                    k0_v = vg_f0;
+                    break;
+                }
+                vg_prev = vg_cend;
+                s_v = vg_n0;
+                vg_t = vg_tn;
+                vg_again = 0;
+                vg_taken++;
+            }
+            if (vg_again == 0) {
+                for (; vg_q < vg_m; vg_q++) {
+                    float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
+                    float t_n = u_t0 + float(vg_taken) * u_dt;
+                    int nstep = vg_taken;
+                    float k1_v = 0.0;
+                    float k2_v = 0.0;
+                    float k3_v = 0.0;
+                    {  // stage 1, c = 0.5
+                        precise float y_v = s_v + (0.5 * u_dt) * k0_v;
+                        if (vg_active) {
+                            k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                        }
+                        if (vg_lstat != 0) {
+                            k1_v = 0.0;
+                        }
+                    }
+                    {  // stage 2, c = 0.5
+                        precise float y_v = s_v + (0.5 * u_dt) * k1_v;
+                        if (vg_active) {
+                            k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                        }
+                        if (vg_lstat != 0) {
+                            k2_v = 0.0;
+                        }
+                    }
+                    {  // stage 3, c = 1.0
+                        precise float y_v = s_v + u_dt * k2_v;
+                        if (vg_active) {
+                            k3_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                        }
+                        if (vg_lstat != 0) {
+                            k3_v = 0.0;
+                        }
+                    }
+                    precise float vg_n0 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
+                    float vg_f0 = k0_v;
+                    float vg_tn = vg_tend;
+                    {  // F at the step's end: the interpolant's end slope, the next step's stage 0
+                        float t_n = vg_tn;
+                        precise float y_v = vg_n0;
+                        if (vg_active) {
+                            k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * float(g_i)) / float(max((d_N - 1), 1)))) - y_v) / p_tau;  // line 22: dv/dt = (I - v) / tau
+                        }
+                        if (vg_lstat != 0) {
+                            k0_v = 0.0;
+                        }
+                    }
+                    int vg_cend = 0;
+                    {
+                        float tt = vg_tn;
+                        float q_v = vg_n0;
+                        {
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = q_v > 1.0;  // line 23
+                            }
+                            if (vg_hold) {
+                                vg_cend |= 1;
+                            }
+                        }
+                    }
+                    if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                        k0_v = vg_f0;
+                        break;
+                    }
+                    vg_prev = vg_cend;
+                    s_v = vg_n0;
+                    vg_t = vg_tn;
+                    vg_instep = 0;
+                    vg_taken++;
+                }
+            }
+            if (vg_q > 0) {
+                vg_a += vg_q;
+                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                    b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
+                    vg_next++;
+                }
+                if (vg_taken >= u_steps) {
+                    vg_status = 0;
+                    vg_flux_due = true;
+                    break;
+                }
+                if (vg_a >= u_attempts) {
+                    break;
+                }
+            }
+        }
+
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
             float vg_ts = vg_again != 0 ? vg_t : u_t0 + float(vg_taken) * u_dt;

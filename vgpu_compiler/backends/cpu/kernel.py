@@ -5,7 +5,9 @@ and on disk (the disk key: the C text, the compiler, its flags and the CPU).
 Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectories
 (a few of the CPU's widest vectors: the compiler unrolls across them), or
 ``ADAPTIVE_LANES`` for an adaptive method's kernel (templates/adaptive.c.j2: every
-stage's derivatives of every lane in local arrays).
+stage's derivatives of every lane in local arrays); a fixed-step method's kernel with
+events (and no basin or noise) has ``LANES`` again: its plain steps (fixed_lean) are
+loops the compiler vectorises.
 """
 from __future__ import annotations
 
@@ -95,6 +97,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
         if field.events:
             printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
+            if printed.ev.lean and not noise:       # fixed_lean's plain steps: vectorised
+                lanes = LANES[dtype]
         k0 = desc.stage_k[0]
         extra = dict(   # the stage values of the first step's trial point, and of the new state
             trial=[{"target": y, "expr": f"{s} + u_dt * {k0[i]}"}

@@ -63,8 +63,9 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
         return None
     meta, events = kernel.meta, len(bound.field.events)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    # an attempt locates at most one time: a bisection per condition
-    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4 if events else 0
+    # an attempt locates at most one time: a bisection per condition (and two trips of
+    # the plain steps' loop: events.LEAN_STEPS)
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
     return host.attempt_cap(meta, bound, LOOP_LIMIT, extra)
 
 

@@ -199,6 +199,16 @@ class PrintedEvents:
     log: bool = False           # flux inside `when` into the event log (extend)
     noise_draws: tuple = ()     # with noise (a fixed-step method): dW of step vg_taken
     noise_update: tuple = ()    # ... added to the step's end state vg_n<i>
+    lean: int = 0               # plain steps before the event code runs (0: none)
+
+
+# A fixed-step method's kernel without a basin runs up to this many plain steps (the
+# stages and the conditions at the step's end: templates' fixed_lean) before the event
+# code, which a step that triggers an event goes to. A software renderer runs every `if`
+# on every lane, masked, so the location and firing code would cost each step what an
+# event costs (about 30 plain steps); a lane that triggers early waits for the others of
+# its SIMD group. 64: the fastest of 8..256 on the LIF benchmark (benchmarks/events.py).
+LEAN_STEPS = 64
 
 
 def print_parts(printed, dialect, running: int) -> PrintedEvents:
@@ -227,7 +237,8 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
         dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
                     for i in range(len(k.states))),
         c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
-        fixed=fixed)
+        fixed=fixed, lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None
+        else 0)
 
 
 def log_sums(records, outputs: list[str], shapes: dict, dtype) -> dict:

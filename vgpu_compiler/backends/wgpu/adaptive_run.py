@@ -66,7 +66,9 @@ def _attempt_cap(meta: dict, bound: Bound) -> int | None:
     with events locates at most one time: a bisection per condition (as GLSL counts)."""
     events = len(bound.field.events)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 4 if events else 0
+    # an attempt locates at most one time: a bisection per condition (and two trips of
+    # the plain steps' loop: events.LEAN_STEPS)
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
     cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT, extra) if dev.software() else None
     forced = R.LIMITS["max_steps"]
     return (min(cap, forced) if cap else forced) if forced else cap
