@@ -8,7 +8,9 @@
      target (runtime Cython) and its numpy target; Brian2 runs in its own
      interpreter (``--brian-python``, e.g. a venv with `pip install brian2`; it is
      not a dependency of VGPU);
-   - a hand-vectorised numpy loop (the same Euler step and step-end reset).
+   - a hand-vectorised numpy loop (the same Euler step and step-end reset);
+   - VGPU GLSL and cpu on the same field without its `when` block: the step alone,
+     what the backend's kernel costs with no event code at all (its ceiling here).
    Every column is timed on a warm call (code generation and compilation done
    by a short run first). Spike counts are compared with the closed form
    floor(1 / (tau ln(I / (I - 1)))).
@@ -87,16 +89,21 @@ def closed_form(current: np.ndarray, t1: float) -> np.ndarray:
     return out
 
 
-def vgpu_lif(n: int, steps: int, backend: str = "glsl") -> dict:
+def vgpu_lif(n: int, steps: int, backend: str = "glsl", events: bool = True) -> dict:
+    """The LIF field on ``backend``; ``events=False``: the same field without its `when`
+    block (no spikes: the step alone, the backend's ceiling for this model)."""
     import vgpu
     current = np.linspace(I_LO, I_HI, n, endpoint=False).astype(np.float32)
     src = LIF % {"dt": DT, "steps": steps}
+    if not events:
+        src = src.replace("when v > 1 { v = 0 }", "")
     vgpu.solve(src, params={"I": current[:1024]}, dims={"N": 1024}, backend=backend,
                steps=10)                                   # compile
     began = time.perf_counter()
     sol = vgpu.solve(src, params={"I": current}, dims={"N": n}, backend=backend)
     took = time.perf_counter() - began
-    return {"seconds": took, "counts": sol.event_counts[:, 0]}
+    counts = sol.event_counts[:, 0] if events else None
+    return {"seconds": took, "counts": counts}
 
 
 def numpy_lif(n: int, steps: int) -> dict:
@@ -148,6 +155,8 @@ def main(argv=None) -> int:
     rows, result = [], {"n": n, "steps": steps, "dt": DT, "loadavg_before": loadavg()}
     columns = [("VGPU GLSL", lambda: vgpu_lif(n, steps)),
                ("VGPU cpu", lambda: vgpu_lif(n, steps, "cpu")),
+               ("GLSL, no when", lambda: vgpu_lif(n, steps, "glsl", events=False)),
+               ("cpu, no when", lambda: vgpu_lif(n, steps, "cpu", events=False)),
                ("numpy loop", lambda: numpy_lif(n, steps))]
     if os.path.exists(args.brian_python):
         columns += [("Brian2 cython", lambda: brian_lif(args.brian_python, n, steps, "cython")),
@@ -158,8 +167,12 @@ def main(argv=None) -> int:
         except Exception as exc:        # noqa: BLE001 - a column that cannot run says why
             rows.append((name, None, str(exc)))
             continue
-        off = np.abs(np.asarray(out["counts"]) - want)
-        note = f"spikes {int(np.sum(out['counts']))}, |count - closed form| max {int(off.max())}"
+        if out["counts"] is None:
+            note = "the step alone, no `when` (no spikes): the backend's ceiling"
+        else:
+            off = np.abs(np.asarray(out["counts"]) - want)
+            note = (f"spikes {int(np.sum(out['counts']))}, |count - closed form| max "
+                    f"{int(off.max())}")
         rows.append((name, out["seconds"], note))
     result["lif"] = {name: {"seconds": s, "note": note} for name, s, note in rows}
     glsl = result["lif"].get("VGPU GLSL", {}).get("seconds")

@@ -181,8 +181,8 @@ void main() {
                 }
             }
         }
-        if (vg_active) {
-            while (vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
+        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+            while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
                 b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
                 vg_next++;
             }
@@ -369,9 +369,11 @@ void main() {
             }
             if (vg_q > 0) {
                 vg_a += vg_q;
-                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
-                    b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
-                    vg_next++;
+                if (u_every > 0) {  // (uniform: a software renderer skips it)
+                    if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                        b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
+                        vg_next++;
+                    }
                 }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;
@@ -600,9 +602,11 @@ void main() {
             if (vg_stepped) {
                 vg_taken++;
                 vg_again = 0;
-                if (vg_active && u_every > 0 && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
-                    b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
-                    vg_next++;
+                if (u_every > 0) {  // (uniform: a software renderer skips it)
+                    if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                        b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
+                        vg_next++;
+                    }
                 }
                 if (vg_taken >= u_steps) {
                     vg_status = 0;

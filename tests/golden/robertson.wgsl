@@ -364,8 +364,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (vg_active) {
-            while (vg_next < u_nsave && b_save[vg_next] <= vg_t) {
+        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
                 b_hist[(vg_next * 3 + 0) * u_count + lane] = s_y1;
                 b_hist[(vg_next * 3 + 1) * u_count + lane] = s_y2;
                 b_hist[(vg_next * 3 + 2) * u_count + lane] = s_y3;
@@ -797,9 +797,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_prop: f32 = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 let vg_tn: f32 = select(t_n + u_dt, u_t1, vg_cut);
-                if (vg_active) {
+                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                     // save_at times inside the step: the continuous extension
-                    while (vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
+                    while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
                         let vg_s: f32 = b_save[vg_next];
                         let theta: f32 = (vg_s - t_n) / u_dt;
                         {

@@ -201,8 +201,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (vg_active) {
-            while (vg_next < u_nsave && b_save[vg_next] <= vg_t) {
+        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
                 b_hist[(vg_next * 2 + 0) * u_count + lane] = s_x;
                 b_hist[(vg_next * 2 + 1) * u_count + lane] = s_y;
                 vg_next++;
@@ -268,9 +268,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20: dy/dt = mu * (1 - x^2) * y - x
                 }
             }
-            if (vg_active) {
+            if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                 // save_at times inside the step: the cubic Hermite interpolant
-                while (vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
+                while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
                     let theta: f32 = (b_save[vg_next] - t_n) / u_dt;
                     let th2: f32 = theta * theta;
                     {

@@ -119,8 +119,8 @@ void main() {
                 }
             }
         }
-        if (vg_active) {
-            while (vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
+        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+            while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
                 b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_x;
                 b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_y;
                 vg_next++;
@@ -281,9 +281,9 @@ void main() {
             float vg_prop = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 float vg_tn = vg_cut ? u_t1 : t_n + u_dt;
-                if (vg_active) {
+                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                     // save_at times inside the step: the continuous extension
-                    while (vg_next < u_nsave && b_save.v[vg_next] <= vg_tn) {
+                    while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_tn) {
                         float vg_s = b_save.v[vg_next];
                         float theta = (vg_s - t_n) / u_dt;
                         {
