@@ -290,11 +290,12 @@ void main() {
                 }
                 vg_prev = vg_cend;
                 s_v = vg_n0;
-                vg_t = vg_tn;
+                vg_t = vg_tn;  // (F at a step's start reads it: step_start)
                 vg_again = 0;
                 vg_taken++;
             }
             if (vg_again == 0) {
+                int vg_q0 = vg_q;
                 for (; vg_q < vg_m; vg_q++) {
                     float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
                     float t_n = u_t0 + float(vg_taken) * u_dt;
@@ -362,9 +363,11 @@ void main() {
                     }
                     vg_prev = vg_cend;
                     s_v = vg_n0;
-                    vg_t = vg_tn;
-                    vg_instep = 0;
                     vg_taken++;
+                }
+                if (vg_q > vg_q0) {  // plain steps taken: a new step, at t0 + n dt
+                    vg_instep = 0;
+                    vg_t = u_t0 + float(vg_taken) * u_dt;
                 }
             }
             if (vg_q > 0) {

@@ -372,11 +372,12 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
                 vg_prev = vg_cend;
                 s_v = vg_n0;
-                vg_t = vg_tn;
+                vg_t = vg_tn;  // (F at a step's start reads it: step_start)
                 vg_again = 0;
                 vg_taken++;
             }
             if (vg_again == 0) {
+                let vg_q0: i32 = vg_q;
                 for (; vg_q < vg_m; vg_q++) {
                     let vg_tend: f32 = u_t0 + f32(vg_taken + 1) * u_dt;
                     let t_n: f32 = u_t0 + f32(vg_taken) * u_dt;
@@ -444,9 +445,11 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     }
                     vg_prev = vg_cend;
                     s_v = vg_n0;
-                    vg_t = vg_tn;
-                    vg_instep = 0;
                     vg_taken++;
+                }
+                if (vg_q > vg_q0) {  // plain steps taken: a new step, at t0 + n dt
+                    vg_instep = 0;
+                    vg_t = u_t0 + f32(vg_taken) * u_dt;
                 }
             }
             if (vg_q > 0) {
