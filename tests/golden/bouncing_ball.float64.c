@@ -952,37 +952,52 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 }
             }
         } else {
-            // each condition that went false -> true: bisection on the step's extension
+            // each condition that went false -> true: bisection on the step's extension. Per event,
+            // the iterations outside and its lanes inside: each lane's bracket is one dependency
+            // chain, so the lanes' chains interleave instead of running one after another (each
+            // lane does the same arithmetic in the same order as alone)
             for (int l = 0; l < VG_W; l++) {
                 vg_th[l] = 2.0;
                 vg_first[l] = -1;
-                if (!vg_moved[l]) {
-                    continue;
+            }
+            {  // event 0: a list of the lanes that moved with condition 0 false -> true; only
+               // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
+                int vg_on[VG_W];
+                int vg_non = 0;
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_moved[l] && (vg_trig[l] & 1) != 0) {
+                        vg_on[vg_non++] = l;
+                    }
                 }
-                const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
-                double s_y = A_s_y[l];
-                double s_v = A_s_v[l];
-                const int g_i = A_g_i[l];
-                const double k0_y = A_k0_y[l];
-                const double k0_v = A_k0_v[l];
-                const double k1_y = A_k1_y[l];
-                const double k1_v = A_k1_v[l];
-                const double k2_y = A_k2_y[l];
-                const double k2_v = A_k2_v[l];
-                const double k3_y = A_k3_y[l];
-                const double k3_v = A_k3_v[l];
+                double vg_blo[VG_W];
+                double vg_bhi[VG_W];
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    vg_blo[vg_j] = 0.0;
+                    vg_bhi[vg_j] = 1.0;
+                }
+                for (int vg_bi = 0; vg_non > 0 && vg_bi < 41; vg_bi++) {
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
+                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
+                        const double k1_y = A_k1_y[l];
+                        const double k1_v = A_k1_v[l];
+                        const double k2_y = A_k2_y[l];
+                        const double k2_v = A_k2_v[l];
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
 
-                const double vg_f0 = A_vg_f0[l];
-                (void)vg_f0;
-                const double vg_f1 = A_vg_f1[l];
-                (void)vg_f1;
+                        const double vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
+                        const double vg_f1 = A_vg_f1[l];
+                        (void)vg_f1;
 
-                if ((vg_trig[l] & 1) != 0) {
-                    double vg_lo = 0.0;
-                    double vg_hi = 1.0;
-                    for (int vg_bi = 0; vg_bi < 41; vg_bi++) {
-                        const double vg_mid = (vg_lo + vg_hi) * 0.5;
+                        const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
                         const double tt = t_n + vg_mid * u_dt;
                         (void)tt;
                         double q_y = s_y;
@@ -1014,21 +1029,58 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
 
                         if (vg_hold) {
-                            vg_hi = vg_mid;
+                            vg_bhi[vg_j] = vg_mid;
                         } else {
-                            vg_lo = vg_mid;
+                            vg_blo[vg_j] = vg_mid;
                         }
                     }
-                    if (vg_hi < vg_th[l]) {
-                        vg_th[l] = vg_hi;
+                }
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    const int l = vg_on[vg_j];
+                    if (vg_bhi[vg_j] < vg_th[l]) {
+                        vg_th[l] = vg_bhi[vg_j];
                         vg_first[l] = 0;
                     }
                 }
-                if ((vg_trig[l] & 2) != 0) {
-                    double vg_lo = 0.0;
-                    double vg_hi = 1.0;
-                    for (int vg_bi = 0; vg_bi < 41; vg_bi++) {
-                        const double vg_mid = (vg_lo + vg_hi) * 0.5;
+            }
+            {  // event 1: a list of the lanes that moved with condition 1 false -> true; only
+               // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
+                int vg_on[VG_W];
+                int vg_non = 0;
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_moved[l] && (vg_trig[l] & 2) != 0) {
+                        vg_on[vg_non++] = l;
+                    }
+                }
+                double vg_blo[VG_W];
+                double vg_bhi[VG_W];
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    vg_blo[vg_j] = 0.0;
+                    vg_bhi[vg_j] = 1.0;
+                }
+                for (int vg_bi = 0; vg_non > 0 && vg_bi < 41; vg_bi++) {
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
+                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
+                        const double k1_y = A_k1_y[l];
+                        const double k1_v = A_k1_v[l];
+                        const double k2_y = A_k2_y[l];
+                        const double k2_v = A_k2_v[l];
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
+
+                        const double vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
+                        const double vg_f1 = A_vg_f1[l];
+                        (void)vg_f1;
+
+                        const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
                         const double tt = t_n + vg_mid * u_dt;
                         (void)tt;
                         double q_y = s_y;
@@ -1060,13 +1112,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
 
                         if (vg_hold) {
-                            vg_hi = vg_mid;
+                            vg_bhi[vg_j] = vg_mid;
                         } else {
-                            vg_lo = vg_mid;
+                            vg_blo[vg_j] = vg_mid;
                         }
                     }
-                    if (vg_hi < vg_th[l]) {
-                        vg_th[l] = vg_hi;
+                }
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    const int l = vg_on[vg_j];
+                    if (vg_bhi[vg_j] < vg_th[l]) {
+                        vg_th[l] = vg_bhi[vg_j];
                         vg_first[l] = 1;
                     }
                 }

@@ -827,30 +827,45 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 }
             }
         } else {
-            // each condition that went false -> true: bisection on the step's extension
+            // each condition that went false -> true: bisection on the step's extension. Per event,
+            // the iterations outside and its lanes inside: each lane's bracket is one dependency
+            // chain, so the lanes' chains interleave instead of running one after another (each
+            // lane does the same arithmetic in the same order as alone)
             for (int l = 0; l < VG_W; l++) {
                 vg_th[l] = 2.0f;
                 vg_first[l] = -1;
-                if (!vg_moved[l]) {
-                    continue;
+            }
+            {  // event 0: a list of the lanes that moved with condition 0 false -> true; only
+               // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
+                int vg_on[VG_W];
+                int vg_non = 0;
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_moved[l] && (vg_trig[l] & 1) != 0) {
+                        vg_on[vg_non++] = l;
+                    }
                 }
-                const float t_n = vg_ts[l]; const float u_dt = vg_use[l]; const float vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
-                float s_v = A_s_v[l];
-                const int g_i = A_g_i[l];
-                const float k0_v = A_k0_v[l];
-                const float k1_v = A_k1_v[l];
-                const float k2_v = A_k2_v[l];
-                const float k3_v = A_k3_v[l];
+                float vg_blo[VG_W];
+                float vg_bhi[VG_W];
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    vg_blo[vg_j] = 0.0f;
+                    vg_bhi[vg_j] = 1.0f;
+                }
+                for (int vg_bi = 0; vg_non > 0 && vg_bi < 21; vg_bi++) {
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        const float t_n = vg_ts[l]; const float u_dt = vg_use[l]; const float vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
+                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                        float s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const float k0_v = A_k0_v[l];
+                        const float k1_v = A_k1_v[l];
+                        const float k2_v = A_k2_v[l];
+                        const float k3_v = A_k3_v[l];
 
-                const float vg_f0 = A_vg_f0[l];
-                (void)vg_f0;
+                        const float vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
 
-                if ((vg_trig[l] & 1) != 0) {
-                    float vg_lo = 0.0f;
-                    float vg_hi = 1.0f;
-                    for (int vg_bi = 0; vg_bi < 21; vg_bi++) {
-                        const float vg_mid = (vg_lo + vg_hi) * 0.5f;
+                        const float vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5f;
                         const float tt = t_n + vg_mid * u_dt;
                         (void)tt;
                         float q_v = s_v;
@@ -870,13 +885,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_hold = q_v > 1.0f;  // line 23
 
                         if (vg_hold) {
-                            vg_hi = vg_mid;
+                            vg_bhi[vg_j] = vg_mid;
                         } else {
-                            vg_lo = vg_mid;
+                            vg_blo[vg_j] = vg_mid;
                         }
                     }
-                    if (vg_hi < vg_th[l]) {
-                        vg_th[l] = vg_hi;
+                }
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    const int l = vg_on[vg_j];
+                    if (vg_bhi[vg_j] < vg_th[l]) {
+                        vg_th[l] = vg_bhi[vg_j];
                         vg_first[l] = 0;
                     }
                 }
