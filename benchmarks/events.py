@@ -45,7 +45,7 @@ LIF = """field lif {
     param I = 1.5
     state v = 0
     dv/dt = (I - v) / tau
-    when v > 1 { v = 0 }
+    %(when)s
     solve euler(dt = %(dt)r, steps = %(steps)d)
 }"""
 
@@ -94,9 +94,7 @@ def vgpu_lif(n: int, steps: int, backend: str = "glsl", events: bool = True) -> 
     block (no spikes: the step alone, the backend's ceiling for this model)."""
     import vgpu
     current = np.linspace(I_LO, I_HI, n, endpoint=False).astype(np.float32)
-    src = LIF % {"dt": DT, "steps": steps}
-    if not events:
-        src = src.replace("when v > 1 { v = 0 }", "")
+    src = LIF % {"dt": DT, "steps": steps, "when": "when v > 1 { v = 0 }" if events else ""}
     vgpu.solve(src, params={"I": current[:1024]}, dims={"N": 1024}, backend=backend,
                steps=10)                                   # compile
     began = time.perf_counter()

@@ -93,11 +93,13 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     coupled = sorted({v.target for b in _blocks(desc) if b and b.coupled for v in b.coupled.values})
     split = any(st.block.coupled is not None for st in desc.stages)
     extra = {}
+    lean = False        # fixed_lean's plain steps (adaptive.c.j2): no basin, no noise
     if stepped:
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
         if field.events:
             printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
-            if printed.ev.lean and not noise:       # fixed_lean's plain steps: vectorised
+            lean = bool(printed.ev.lean) and not noise
+            if lean:                                # its lane loops are vectorised
                 lanes = LANES[dtype]
         k0 = desc.stage_k[0]
         extra = dict(   # the stage values of the first step's trial point, and of the new state
@@ -110,7 +112,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     text = _environment().get_template(name).render(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
-        noise_terms=noise, noise_vars=noise_vars,
+        noise_terms=noise, noise_vars=noise_vars, lean=lean,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
         n_flux=len(field.flux), **extra)

@@ -57,20 +57,21 @@ def compiler() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
+def _version_text(cc: str) -> str:
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout
+
+
 def _version(cc: str) -> str:
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    return out.stdout.splitlines()[0] if out.stdout else cc
-
-
-@functools.lru_cache(maxsize=None)
-def _is_gcc(cc: str) -> bool:
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    return "Free Software Foundation" in out.stdout and "clang" not in out.stdout.lower()
+    text = _version_text(cc)
+    return text.splitlines()[0] if text else cc
 
 
 def flags(cc: str) -> tuple[str, ...]:
     """FLAGS, and GCC_FLAGS where ``cc`` is gcc (clang does not take them)."""
-    return FLAGS + (GCC_FLAGS if _is_gcc(cc) else ())
+    text = _version_text(cc)
+    gcc = "Free Software Foundation" in text and "clang" not in text.lower()
+    return FLAGS + (GCC_FLAGS if gcc else ())
 
 
 def cpu_features() -> str:

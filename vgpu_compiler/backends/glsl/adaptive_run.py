@@ -19,7 +19,6 @@ from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from ...call.prepare import Data, Prepared
 from ...errors import BackendError
-from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
 from ..shader.events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 from ..shader.adaptive import COUNTERS as ROWS
@@ -39,12 +38,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     bound = prepared.bound(data)
-    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
-        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
-                           "tsit5) on the GLSL backend, as on numpy: a fixed-step method's "
-                           f"save_at with events is not there yet (field "
-                           f"`{bound.field.name}`); use save_every",
-                           span=bound.field.events[0].span)
+    host.refuse_fixed_save_at(bound, "GLSL")
     bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
@@ -61,12 +55,7 @@ def _attempt_cap(kernel, bound: Bound) -> int | None:
     from . import SOFTWARE_RENDERERS
     if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
         return None
-    meta, events = kernel.meta, len(bound.field.events)
-    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    # an attempt locates at most one time: a bisection per condition (and two trips of
-    # the plain steps' loop: events.LEAN_STEPS)
-    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
-    return host.attempt_cap(meta, bound, LOOP_LIMIT, extra)
+    return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
 
 
 def _uniforms(call, plan, bound: Bound) -> dict:

@@ -20,6 +20,7 @@ from ...call.bound import Bound, Solution, saved_steps
 from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
+from ...ir.events import BISECTIONS
 from .adaptive import COUNTERS, RUNNING
 
 FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
@@ -45,6 +46,17 @@ def dense_variant(field):
                                                                         dense=True))
         hit = _VARIANTS[id(field)] = (field, variant)
     return hit[1]
+
+
+def refuse_fixed_save_at(bound: Bound, backend: str) -> None:
+    """A fixed-step method's save_at with events is not there yet: a BackendError
+    naming ``backend`` (GLSL, wgpu), at the field's first event."""
+    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
+        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
+                           f"tsit5) on the {backend} backend, as on numpy: a fixed-step "
+                           f"method's save_at with events is not there yet (field "
+                           f"`{bound.field.name}`); use save_every",
+                           span=bound.field.events[0].span)
 
 
 def every_events(bound: Bound) -> bool:
@@ -86,12 +98,15 @@ def controller_uniforms(bound: Bound) -> dict:
             "u_every": 0}
 
 
-def attempt_cap(meta: dict, bound: Bound, loop_limit: int, extra: int = 0) -> int:
+def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     """The most attempts one dispatch may run under a loop limiter of ``loop_limit``
     iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the
-    controller's own loops and ``extra`` more per attempt (events: their bisections);
+    controller's own loops and the events' (an attempt locates at most one time: a
+    bisection per condition, and two trips of the plain steps' loop, events.LEAN_STEPS);
     a save_at loop that alone could reach it is a BackendError."""
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
+    events = len(bound.field.events)
+    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
     m = getattr(bound.field.solver.tableau, "q", 1) + 1
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
     n_save = len(save_times(bound))

@@ -26,7 +26,6 @@ from ... import spelling as S
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...errors import BackendError
-from ...ir.events import BISECTIONS
 from ..shader import adaptive_host as host
 from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
@@ -42,12 +41,7 @@ _ZERO = bytes(16)
 def run(prepared, data, progress=None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at or events."""
     bound = prepared.bound(data)
-    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
-        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
-                           "tsit5) on the wgpu backend, as on numpy: a fixed-step method's "
-                           f"save_at with events is not there yet (field "
-                           f"`{bound.field.name}`); use save_every",
-                           span=bound.field.events[0].span)
+    host.refuse_fixed_save_at(bound, "wgpu")
     bound = host.kernel_field(bound)
     if not R.available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
@@ -62,14 +56,8 @@ def run(prepared, data, progress=None) -> Solution:
 
 def _attempt_cap(meta: dict, bound: Bound) -> int | None:
     """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
-    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it). An attempt
-    with events locates at most one time: a bisection per condition (as GLSL counts)."""
-    events = len(bound.field.events)
-    basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    # an attempt locates at most one time: a bisection per condition (and two trips of
-    # the plain steps' loop: events.LEAN_STEPS)
-    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
-    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT, extra) if dev.software() else None
+    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
+    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
     forced = R.LIMITS["max_steps"]
     return (min(cap, forced) if cap else forced) if forced else cap
 
