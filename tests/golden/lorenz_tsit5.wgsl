@@ -189,14 +189,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
-                b_hist[(vg_next * 3 + 0) * u_count + lane] = s_x;
-                b_hist[(vg_next * 3 + 1) * u_count + lane] = s_y;
-                b_hist[(vg_next * 3 + 2) * u_count + lane] = s_z;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -393,53 +385,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_prop: f32 = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 let vg_tn: f32 = select(t_n + u_dt, u_t1, vg_cut);
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
-                        let vg_s: f32 = b_save[vg_next];
-                        let theta: f32 = (vg_s - t_n) / u_dt;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (1.0 * k0_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-2.7637062) * k0_x + 0.1317 * k1_x + 3.9302962 * k2_x + (-12.4110775) * k3_x + 37.50931 * k4_x + (-27.896526) * k5_x + 1.5 * k6_x);
-                            pw = pw * theta;
-                            acc = acc + pw * (2.9132555 * k0_x + (-0.2234) * k1_x + (-5.941034) * k2_x + 30.338188 * k3_x + (-88.1789) * k4_x + 65.091896 * k5_x + (-4.0) * k6_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-1.0530885) * k0_x + 0.1017 * k1_x + 2.4906273 * k2_x + (-16.548103) * k3_x + 47.37952 * k4_x + (-34.87066) * k5_x + 2.5 * k6_x);
-                            b_hist[(vg_next * 3 + 0) * u_count + lane] = select(s_x + u_dt * acc, vg_n0, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (1.0 * k0_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-2.7637062) * k0_y + 0.1317 * k1_y + 3.9302962 * k2_y + (-12.4110775) * k3_y + 37.50931 * k4_y + (-27.896526) * k5_y + 1.5 * k6_y);
-                            pw = pw * theta;
-                            acc = acc + pw * (2.9132555 * k0_y + (-0.2234) * k1_y + (-5.941034) * k2_y + 30.338188 * k3_y + (-88.1789) * k4_y + 65.091896 * k5_y + (-4.0) * k6_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-1.0530885) * k0_y + 0.1017 * k1_y + 2.4906273 * k2_y + (-16.548103) * k3_y + 47.37952 * k4_y + (-34.87066) * k5_y + 2.5 * k6_y);
-                            b_hist[(vg_next * 3 + 1) * u_count + lane] = select(s_y + u_dt * acc, vg_n1, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (1.0 * k0_z);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-2.7637062) * k0_z + 0.1317 * k1_z + 3.9302962 * k2_z + (-12.4110775) * k3_z + 37.50931 * k4_z + (-27.896526) * k5_z + 1.5 * k6_z);
-                            pw = pw * theta;
-                            acc = acc + pw * (2.9132555 * k0_z + (-0.2234) * k1_z + (-5.941034) * k2_z + 30.338188 * k3_z + (-88.1789) * k4_z + 65.091896 * k5_z + (-4.0) * k6_z);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-1.0530885) * k0_z + 0.1017 * k1_z + 2.4906273 * k2_z + (-16.548103) * k3_z + 47.37952 * k4_z + (-34.87066) * k5_z + 2.5 * k6_z);
-                            b_hist[(vg_next * 3 + 2) * u_count + lane] = select(s_z + u_dt * acc, vg_n2, vg_s == vg_tn);
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

@@ -215,14 +215,6 @@ void main() {
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
-                b_hist.v[(vg_next * 3 + 0) * u_count + lane] = s_y1;
-                b_hist.v[(vg_next * 3 + 1) * u_count + lane] = s_y2;
-                b_hist.v[(vg_next * 3 + 2) * u_count + lane] = s_y3;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -639,47 +631,6 @@ void main() {
             float vg_prop = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 float vg_tn = vg_cut ? u_t1 : t_n + u_dt;
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_tn) {
-                        float vg_s = b_save.v[vg_next];
-                        float theta = (vg_s - t_n) / u_dt;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y1 + (-1.4688613) * k1_y1 + (-22.263836) * k2_y1 + (-8.680657) * k3_y1 + 2.0251377 * k4_y1 + k5_y1);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y1 + 13.57571 * k1_y1 + 51.231762 * k2_y1 + 32.76 * k3_y1 + (-7.619527) * k4_y1);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y1 + (-6.0877147) * k1_y1 + (-16.430843) * k2_y1 + (-24.767225) * k3_y1 + 6.594389 * k4_y1);
-                            b_hist.v[(vg_next * 3 + 0) * u_count + lane] = vg_s == vg_tn ? vg_n0 : s_y1 + u_dt * acc;
-                        }
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y2 + (-1.4688613) * k1_y2 + (-22.263836) * k2_y2 + (-8.680657) * k3_y2 + 2.0251377 * k4_y2 + k5_y2);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y2 + 13.57571 * k1_y2 + 51.231762 * k2_y2 + 32.76 * k3_y2 + (-7.619527) * k4_y2);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y2 + (-6.0877147) * k1_y2 + (-16.430843) * k2_y2 + (-24.767225) * k3_y2 + 6.594389 * k4_y2);
-                            b_hist.v[(vg_next * 3 + 1) * u_count + lane] = vg_s == vg_tn ? vg_n1 : s_y2 + u_dt * acc;
-                        }
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y3 + (-1.4688613) * k1_y3 + (-22.263836) * k2_y3 + (-8.680657) * k3_y3 + 2.0251377 * k4_y3 + k5_y3);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y3 + 13.57571 * k1_y3 + 51.231762 * k2_y3 + 32.76 * k3_y3 + (-7.619527) * k4_y3);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y3 + (-6.0877147) * k1_y3 + (-16.430843) * k2_y3 + (-24.767225) * k3_y3 + 6.594389 * k4_y3);
-                            b_hist.v[(vg_next * 3 + 2) * u_count + lane] = vg_s == vg_tn ? vg_n2 : s_y3 + u_dt * acc;
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

@@ -364,14 +364,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
-                b_hist[(vg_next * 3 + 0) * u_count + lane] = s_y1;
-                b_hist[(vg_next * 3 + 1) * u_count + lane] = s_y2;
-                b_hist[(vg_next * 3 + 2) * u_count + lane] = s_y3;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -797,47 +789,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_prop: f32 = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 let vg_tn: f32 = select(t_n + u_dt, u_t1, vg_cut);
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
-                        let vg_s: f32 = b_save[vg_next];
-                        let theta: f32 = (vg_s - t_n) / u_dt;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y1 + (-1.4688613) * k1_y1 + (-22.263836) * k2_y1 + (-8.680657) * k3_y1 + 2.0251377 * k4_y1 + k5_y1);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y1 + 13.57571 * k1_y1 + 51.231762 * k2_y1 + 32.76 * k3_y1 + (-7.619527) * k4_y1);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y1 + (-6.0877147) * k1_y1 + (-16.430843) * k2_y1 + (-24.767225) * k3_y1 + 6.594389 * k4_y1);
-                            b_hist[(vg_next * 3 + 0) * u_count + lane] = select(s_y1 + u_dt * acc, vg_n0, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y2 + (-1.4688613) * k1_y2 + (-22.263836) * k2_y2 + (-8.680657) * k3_y2 + 2.0251377 * k4_y2 + k5_y2);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y2 + 13.57571 * k1_y2 + 51.231762 * k2_y2 + 32.76 * k3_y2 + (-7.619527) * k4_y2);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y2 + (-6.0877147) * k1_y2 + (-16.430843) * k2_y2 + (-24.767225) * k3_y2 + 6.594389 * k4_y2);
-                            b_hist[(vg_next * 3 + 1) * u_count + lane] = select(s_y2 + u_dt * acc, vg_n1, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y3 + (-1.4688613) * k1_y3 + (-22.263836) * k2_y3 + (-8.680657) * k3_y3 + 2.0251377 * k4_y3 + k5_y3);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y3 + 13.57571 * k1_y3 + 51.231762 * k2_y3 + 32.76 * k3_y3 + (-7.619527) * k4_y3);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y3 + (-6.0877147) * k1_y3 + (-16.430843) * k2_y3 + (-24.767225) * k3_y3 + 6.594389 * k4_y3);
-                            b_hist[(vg_next * 3 + 2) * u_count + lane] = select(s_y3 + u_dt * acc, vg_n2, vg_s == vg_tn);
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

@@ -202,13 +202,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
-                b_hist[(vg_next * 2 + 0) * u_count + lane] = s_x;
-                b_hist[(vg_next * 2 + 1) * u_count + lane] = s_y;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -373,40 +366,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_prop: f32 = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 let vg_tn: f32 = select(t_n + u_dt, u_t1, vg_cut);
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
-                        let vg_s: f32 = b_save[vg_next];
-                        let theta: f32 = (vg_s - t_n) / u_dt;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (k0_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-2.85358) * k0_x + 4.0231333 * k2_x + (-3.7324018) * k3_x + 2.5548038 * k4_x + (-1.3744241) * k5_x + 1.3824689 * k6_x);
-                            pw = pw * theta;
-                            acc = acc + pw * (3.0717435 * k0_x + (-6.2493215) * k2_x + 10.068971 * k3_x + (-6.399112) * k4_x + 3.2726579 * k5_x + (-3.7649379) * k6_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-1.1270176) * k0_x + 2.6754246 * k2_x + (-5.685527) * k3_x + 3.5219324 * k4_x + (-1.7672813) * k5_x + 2.382469 * k6_x);
-                            b_hist[(vg_next * 2 + 0) * u_count + lane] = select(s_x + u_dt * acc, vg_n0, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (k0_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-2.85358) * k0_y + 4.0231333 * k2_y + (-3.7324018) * k3_y + 2.5548038 * k4_y + (-1.3744241) * k5_y + 1.3824689 * k6_y);
-                            pw = pw * theta;
-                            acc = acc + pw * (3.0717435 * k0_y + (-6.2493215) * k2_y + 10.068971 * k3_y + (-6.399112) * k4_y + 3.2726579 * k5_y + (-3.7649379) * k6_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-1.1270176) * k0_y + 2.6754246 * k2_y + (-5.685527) * k3_y + 3.5219324 * k4_y + (-1.7672813) * k5_y + 2.382469 * k6_y);
-                            b_hist[(vg_next * 2 + 1) * u_count + lane] = select(s_y + u_dt * acc, vg_n1, vg_s == vg_tn);
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

@@ -123,13 +123,6 @@ void main() {
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
-                b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_x;
-                b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_y;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -469,36 +462,6 @@ void main() {
             float vg_prop = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 float vg_tn = vg_cut ? u_t1 : t_n + u_dt;
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_tn) {
-                        float vg_s = b_save.v[vg_next];
-                        float theta = (vg_s - t_n) / u_dt;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_x + (-1.4688613) * k1_x + (-22.263836) * k2_x + (-8.680657) * k3_x + 2.0251377 * k4_x + k5_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_x + 13.57571 * k1_x + 51.231762 * k2_x + 32.76 * k3_x + (-7.619527) * k4_x);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_x + (-6.0877147) * k1_x + (-16.430843) * k2_x + (-24.767225) * k3_x + 6.594389 * k4_x);
-                            b_hist.v[(vg_next * 2 + 0) * u_count + lane] = vg_s == vg_tn ? vg_n0 : s_x + u_dt * acc;
-                        }
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y + (-1.4688613) * k1_y + (-22.263836) * k2_y + (-8.680657) * k3_y + 2.0251377 * k4_y + k5_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y + 13.57571 * k1_y + 51.231762 * k2_y + 32.76 * k3_y + (-7.619527) * k4_y);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y + (-6.0877147) * k1_y + (-16.430843) * k2_y + (-24.767225) * k3_y + 6.594389 * k4_y);
-                            b_hist.v[(vg_next * 2 + 1) * u_count + lane] = vg_s == vg_tn ? vg_n1 : s_y + u_dt * acc;
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

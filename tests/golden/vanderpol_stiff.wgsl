@@ -206,13 +206,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-        if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
-                b_hist[(vg_next * 2 + 0) * u_count + lane] = s_x;
-                b_hist[(vg_next * 2 + 1) * u_count + lane] = s_y;
-                vg_next++;
-            }
-        }
         if (u_dt0 > 0.0) {
             vg_h = min(u_dt0, u_dtmax);
         } else {
@@ -561,36 +554,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_prop: f32 = min(u_dt * vg_fac, u_dtmax);
             if (vg_ok) {
                 let vg_tn: f32 = select(t_n + u_dt, u_t1, vg_cut);
-                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                    // save_at times inside the step: the continuous extension
-                    while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tn) {
-                        let vg_s: f32 = b_save[vg_next];
-                        let theta: f32 = (vg_s - t_n) / u_dt;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_x + (-1.4688613) * k1_x + (-22.263836) * k2_x + (-8.680657) * k3_x + 2.0251377 * k4_x + k5_x);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_x + 13.57571 * k1_x + 51.231762 * k2_x + 32.76 * k3_x + (-7.619527) * k4_x);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_x + (-6.0877147) * k1_x + (-16.430843) * k2_x + (-24.767225) * k3_x + 6.594389 * k4_x);
-                            b_hist[(vg_next * 2 + 0) * u_count + lane] = select(s_x + u_dt * acc, vg_n0, vg_s == vg_tn);
-                        }
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * theta;
-                            acc = acc + pw * (11.34746 * k0_y + (-1.4688613) * k1_y + (-22.263836) * k2_y + (-8.680657) * k3_y + 2.0251377 * k4_y + k5_y);
-                            pw = pw * theta;
-                            acc = acc + pw * ((-10.802515) * k0_y + 13.57571 * k1_y + 51.231762 * k2_y + 32.76 * k3_y + (-7.619527) * k4_y);
-                            pw = pw * theta;
-                            acc = acc + pw * (0.6762803 * k0_y + (-6.0877147) * k1_y + (-16.430843) * k2_y + (-24.767225) * k3_y + 6.594389 * k4_y);
-                            b_hist[(vg_next * 2 + 1) * u_count + lane] = select(s_y + u_dt * acc, vg_n1, vg_s == vg_tn);
-                        }
-                        vg_next++;
-                    }
-                }
                 if (vg_tn > u_pause) {  // the step covers u_pause: kept at the next advance
                     vg_paused = true;
                     break;

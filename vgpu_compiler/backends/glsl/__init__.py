@@ -35,6 +35,7 @@ from ...ir.nodes import Field
 from ..shader import (adaptive, dialect, kernel, lower as _lowering, printing, render, template,
                       traits)
 from ..shader import events as _events
+from ..shader import lanes as _lanes
 from ..shader import rosenbrock as _rosenbrock
 
 # The language-neutral stages live in backends/shader (shared with the WGSL backend);
@@ -128,6 +129,9 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
     if field.events:
         printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
+    printed.lanes = _lanes.lanes_for(printed, DIALECTS[dtype])
+    if printed.lanes > 1:
+        printed.lane_names = _lanes.lane_names(printed)
     return printed
 
 

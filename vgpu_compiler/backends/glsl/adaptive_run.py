@@ -1,7 +1,8 @@
 """Running an adaptive method's kernel (templates/adaptive.glsl.j2): dispatch until done.
 
 Every dispatch runs at most ``u_attempts`` step attempts per trajectory (the
-first dispatch of a chunk a fixed number, then paced to about 0.2 s, and never
+first dispatch of a chunk a fixed budget of work, adaptive_host.first_attempts, then
+paced to about 0.2 s, and never
 more than a software renderer's loop limiter allows); a trajectory resumes
 where the last dispatch left it (its state, t, dt, FSAL derivative and
 counters stay in their buffers). After each dispatch the host reads one
@@ -89,7 +90,8 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     for ci, chunk in enumerate(plan.chunks):
         count = chunk.b - chunk.a
         while True:         # (from the chunk's start again when the event log overflowed)
-            pacer = _Pacer(FIRST_ATTEMPTS, cap)
+            first = host.first_attempts(count, FIRST_ATTEMPTS)
+            pacer = _Pacer(first, cap)
             step0, running, mine, over = 0, count, [], 0
             while running:
                 uniforms.update({"u_step0": step0, "u_attempts": pacer.steps,
@@ -117,12 +119,12 @@ def _run(kernel, bound: Bound, progress) -> Solution:
             # a larger log, up to the largest storage block; past it, fewer attempts
             most = block // (len(LOG_FIELDS) * item)
             if logcap >= most:
-                if (cap or FIRST_ATTEMPTS) <= 1 and uniforms["u_attempts"] <= 1:
+                if (cap or first) <= 1 and uniforms["u_attempts"] <= 1:
                     raise BackendError(
                         f"one step of these {count} trajectories deposits more `flux` inside "
                         f"`when` ({over} deposits) than the event log of this driver holds "
                         f"({most}); run fewer trajectories per call, or use backend='numpy'")
-                cap = max(1, min(cap or FIRST_ATTEMPTS, uniforms["u_attempts"]) // 2)
+                cap = max(1, min(cap or first, uniforms["u_attempts"]) // 2)
             logcap = min(max(2 * logcap, 2 * over), most)
         raw, extra = gl.call(_read_back, kernel, call, plan, chunk, n_save,
                              ci == len(plan.chunks) - 1)

@@ -42,7 +42,7 @@ class AdaptiveSession:
                                "the states at any time)")
         if not lookup.available():
             raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-        bound = prepared.bound(data)
+        bound = host.kernel_field(prepared.bound(data), session=True)   # (save code)
         found = lookup.kernel_of_call(bound)
         base = found.base
         k = GpuKernel(base.key, base.source, found.meta)

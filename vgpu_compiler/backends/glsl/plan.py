@@ -209,7 +209,8 @@ def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
                                f"use {S.setting('backend', 'numpy')}")
     per = _per_trajectory_bytes(meta, len(bound.field.states), n_pt, item)
     if not meta["has_basin"]:
-        most = min(max_block // per, meta["local_size"][0] * groups[0] * groups[1])
+        most = min(max_block // per,
+                   meta["local_size"][0] * meta.get("lanes", 1) * groups[0] * groups[1])
         total, unit = bound.n_trajectories, 1
     else:
         basin, rank = meta["basin"], len(grid)
@@ -227,7 +228,7 @@ def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
 
 def _groups(meta: dict, grid: tuple, dev: dict, rows: int, count: int) -> tuple[int, int, int]:
     if not meta["has_basin"]:
-        total = max(1, math.ceil(count / meta["local_size"][0]))
+        total = max(1, math.ceil(count / (meta["local_size"][0] * meta.get("lanes", 1))))
         gx = min(total, dev.get("max_groups", (65535,))[0])
         return gx, math.ceil(total / gx), 1
     basin, rank = meta["basin"], len(grid)

@@ -36,6 +36,9 @@ class AdaptiveParts:
     error: Combination | None   # None: a fixed-step method run for save_at
     dense: tuple[Combination, ...] | None   # None: cubic Hermite through the step's ends
     n_ad: int                   # rows of b_ad: t, dt, then the FSAL derivative per state
+    # the kernel writes save_at states (b_hist): a fixed-step method's, one with events, or
+    # a field's dense variant (adaptive_host.kernel_field: a call with save_at, a Simulation)
+    saves: bool = True
 
     @property
     def fixed(self) -> bool:
@@ -51,6 +54,7 @@ class PrintedAdaptive:
     root: int                           # the controller's root: q + 1
     consts: dict                        # printed constants
     fixed: bool = False                 # a fixed-step method run for save_at
+    saves: bool = True                  # writes save_at states (AdaptiveParts.saves)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -77,8 +81,9 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
         Uniform("int", "u_nsave", "save_at times", "nsave"),
         Uniform(F, "u_pause", "no attempt from this time on (a Simulation's until; t1)",
                 "pause")]
+    saves = field.solver.adaptive is None or field.solver.dense or bool(field.events)
     parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
-                          n_ad=2 + n)
+                          n_ad=2 + n, saves=bool(saves))
     return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
                                adaptive=parts)
 
@@ -109,4 +114,4 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
         last=tuple(k.stage_k[-1][i] for i in range(n_states)),
-        root=parts.q + 1, consts=consts)
+        root=parts.q + 1, consts=consts, saves=parts.saves)

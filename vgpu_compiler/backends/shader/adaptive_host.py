@@ -23,14 +23,22 @@ from ...ir import controller as C
 from ...ir.events import BISECTIONS
 from .adaptive import COUNTERS, RUNNING
 
-FIRST_ATTEMPTS = 16         # attempts in a chunk's first dispatch (then paced by time)
+FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
+FIRST_WORK = 1 << 24        # ... its budget of trajectory-attempts (first_attempts)
+FIRST_MOST = 256            # ... and the most attempts it runs
 _VARIANTS: dict = {}        # id(field) -> (field, its dense variant)
 
 
-def kernel_field(bound: Bound) -> Bound:
+def kernel_field(bound: Bound, session: bool = False) -> Bound:
     """The bound call whose field the kernel compiles: a fixed-step method run for
-    ``save_at`` runs its field's ``solver.dense`` variant (a kernel of its own)."""
-    if bound.adaptive is not None:
+    ``save_at`` runs its field's ``solver.dense`` variant (a kernel of its own), and so
+    does an adaptive method's call with ``save_at`` or a Simulation (``session``: its
+    advance reads the states at ``until`` the same way). An adaptive method's kernel
+    without events writes save_at states only in that variant (AdaptiveParts.saves):
+    a software renderer pays for a loop in the step loop even when it never runs
+    (llvmpipe, the tsit5 Lorenz sweep: 1.4x the time with the empty save loop)."""
+    if bound.adaptive is not None and (bound.field.events or (bound.save_at is None
+                                                              and not session)):
         return bound
     return dataclasses.replace(bound, field=dense_variant(bound.field))
 
@@ -46,6 +54,15 @@ def dense_variant(field):
                                                                         dense=True))
         hit = _VARIANTS[id(field)] = (field, variant)
     return hit[1]
+
+
+def first_attempts(count: int, least: int = FIRST_ATTEMPTS) -> int:
+    """Attempts in the first dispatch of a chunk of ``count`` trajectories: a fixed budget
+    of work (FIRST_WORK trajectory-attempts, at least ``least`` and at most FIRST_MOST
+    attempts), since nothing is measured yet; later dispatches are paced by time. A
+    smaller ensemble gets more attempts, so a short run is one dispatch (llvmpipe, the
+    tsit5 Lorenz sweep of 262,144: two dispatches took about 20% longer than one)."""
+    return max(1, least, min(FIRST_MOST, FIRST_WORK // max(1, count)))
 
 
 def refuse_fixed_save_at(bound: Bound, backend: str) -> None:
@@ -103,7 +120,9 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the
     controller's own loops and the events' (an attempt locates at most one time: a
     bisection per condition, and two trips of the plain steps' loop, events.LEAN_STEPS);
-    a save_at loop that alone could reach it is a BackendError."""
+    a save_at loop that alone could reach it is a BackendError. An invocation carrying
+    several trajectories (meta ``lanes``: shader/lanes.py) runs each one's loops."""
+    lanes = meta.get("lanes", 1)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
     events = len(bound.field.events)
     extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
@@ -111,6 +130,7 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
     n_save = len(save_times(bound))
     once = meta["loop_trips_once"] + 3 * basin + 6 * m + n_save + 16
+    per, once = lanes * per - lanes + 1, lanes * once     # (one attempt loop for them all)
     if loop_limit - 1 - once < per:         # the save loop alone could hit the limiter
         raise BackendError(f"{n_save} save_at times are more than one dispatch may write on "
                            f"this software renderer (its loop limiter); use fewer times or "

@@ -143,6 +143,10 @@ class Dialect:
     lazy_select: bool = False
     loader_call: str = "{func}({args})"             # a checked input read
     adaptive_template: str = "adaptive.glsl.j2"     # ... of an adaptive method's kernel
+    # trajectories per invocation of a plain adaptive kernel (shader/lanes.py), and its
+    # template: several where the driver runs an invocation's operations one at a time
+    adaptive_lanes: int = 1
+    lanes_template: str = "adaptive_lanes.glsl.j2"
     # stochastic fields (shader/noise.py): the float32 normal of the counter
     # (trajectory, step, noise k, 0), and the trajectory's flat index as a uint
     normal: str = "vg_normal(uvec4({traj}, uint({step}), {k}, 0u))"
@@ -233,7 +237,7 @@ class Dialect:
         return source
 
 
-GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "")
+GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "", adaptive_lanes=2)
 GLSL_FLOAT64 = replace(
     GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",
     float_ops={**{op: f for op, f in FLOAT_OPS.items() if op is not Op.POW},

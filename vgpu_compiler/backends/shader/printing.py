@@ -100,6 +100,7 @@ class PrintedKernel:
         k = self.kernel
         return {
             "name": k.name, "dtype": k.dtype, "local_size": list(k.local_size),
+            "lanes": self.lanes,        # trajectories per invocation (lanes.py)
             "has_basin": k.has_basin,
             "basin": [a.size for a in k.axes] if k.has_basin else None,
             "buffers": [asdict(b) for b in k.buffers],
@@ -152,7 +153,7 @@ class _Printing:
             per_step.update(dict(ros.jac.calls))
         trips = lambda calls: sum(d.loop_helpers[h] * n for h, n in calls.items())  # noqa: E731
         return PrintedKernel(
-            k, d, F=d.F, zero=d.float_literal(0.0),
+            k, d, F=d.F, zero=d.float_literal(0.0), lanes=1, lane_names=frozenset(),
             buffers=tuple(dataclasses.replace(b, type=d.type(b.type)) for b in k.buffers),
             uniforms=tuple(dataclasses.replace(u, type=d.type(u.type)) for u in k.uniforms),
             lane=d.index(k.lane), active=d.index(k.active), nactive=d.index(k.nactive),

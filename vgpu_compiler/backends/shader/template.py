@@ -15,7 +15,7 @@ def environment() -> jinja2.Environment:
     except ImportError:         # pragma: no cover - the front end's resources module
         from pathlib import Path
         folder = Path(__file__).resolve().parents[3] / "templates"
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -23,6 +23,9 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    from .lanes import rename
+    env.filters["lane"] = rename        # {{ text | lane(j, names) }}: copy j's locals
+    return env
 
 
 def render_kernel(kernel, template: str | None = None) -> str:
@@ -30,7 +33,8 @@ def render_kernel(kernel, template: str | None = None) -> str:
     template (``k``: the kernel, ``d``: the dialect)."""
     d = kernel.dialect
     if template is None and getattr(kernel, "adaptive", None) is not None:
-        template = d.adaptive_template          # an adaptive method's kernel
+        # an adaptive method's kernel (several trajectories per invocation: lanes.py)
+        template = d.lanes_template if kernel.lanes > 1 else d.adaptive_template
     text = environment().get_template(template or d.template).render(k=kernel, d=d)
     lines = [line.rstrip() for line in text.splitlines()]
     out: list[str] = []

@@ -3,7 +3,7 @@ fixed-step method's with ``save_at`` (its field's ``solver.dense`` variant, a ke
 its own): dispatch until no trajectory runs.
 
 Every dispatch runs at most ``u_attempts`` step attempts per trajectory (a chunk's
-first dispatch ``FIRST_ATTEMPTS``, then paced to about runner.TARGET_SECONDS, and on
+first dispatch a fixed budget of work, adaptive_host.first_attempts, then paced to about runner.TARGET_SECONDS, and on
 a CPU adapter never more than the loop limiter of lavapipe's code generator allows);
 a trajectory resumes where the last dispatch left it: its state, t, dt, FSAL
 derivative and counters wait in their buffers. After each dispatch the host reads the
@@ -112,7 +112,8 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
             queue.write_buffer(kernel.ensure("b_save", times.nbytes), 0, times.tobytes())
         running_buf = kernel.ensure("b_run", 4)
         group, groups = kernel.bind_group(), R._groups(kernel, bound, a, b)
-        attempts = max(1, min(FIRST_ATTEMPTS, cap) if cap else FIRST_ATTEMPTS)
+        first = host.first_attempts(count, FIRST_ATTEMPTS)
+        attempts = max(1, min(first, cap) if cap else first)
         step0, running = 0, count
         while running:
             put("u_step0", step0)

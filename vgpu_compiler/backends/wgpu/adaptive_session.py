@@ -42,7 +42,7 @@ class AdaptiveSession:
         if not R.available():
             raise BackendError(f"no wgpu device here ({dev.get().error}); "
                                f"use {S.setting('backend', 'numpy')}")
-        bound = prepared.bound(data)
+        bound = host.kernel_field(prepared.bound(data), session=True)   # (save code)
         check_dtype(bound.dtype.name, bound.field.span)
         self.bound, f, n = bound, bound.field, bound.n_trajectories
         self.n, self.ns = n, len(f.states)
