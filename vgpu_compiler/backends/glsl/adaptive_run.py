@@ -79,7 +79,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     n_evi = evi_rows(bound.field.n_when) if bound.field.events else 0
     evi = np.zeros((n_evi, n), np.int32)
     evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), bound.dtype)
-    ad = np.zeros((2 + n_states, n), bound.dtype)
+    ad = np.zeros((1, n), bound.dtype)      # b_ad's first row, t (the rest stays there)
     cnt = np.zeros((len(ROWS), n), np.int32)
     hist = np.zeros((n_save, n_states, n), bound.dtype)
     outputs: dict = {}
@@ -208,8 +208,7 @@ def _read_back(ctx, kernel, call, plan, chunk, n_save: int, last: bool):
     count, item, dtype = chunk.b - chunk.a, call.item, call.bound.dtype
     raw = _read_chunk(kernel, call, chunk)
     raw = {k: np.array(v) for k, v in raw.items()}
-    ad = np.frombuffer(kernel.buffers["b_ad"].read((2 + call.n_states) * count * item),
-                       dtype).reshape(2 + call.n_states, count)
+    ad = np.frombuffer(kernel.buffers["b_ad"].read(count * item), dtype).reshape(1, count)
     cnt = np.frombuffer(kernel.buffers["b_cnt"].read(len(ROWS) * count * 4),
                         np.int32).reshape(len(ROWS), count)
     hist = None
