@@ -1,8 +1,9 @@
 """Several trajectories per invocation (shader/lanes.py, templates/adaptive_lanes.glsl.j2):
 the GLSL kernel of a plain adaptive method carrying two trajectories side by side gives
-the one-trajectory kernel's numbers bit for bit (states, t, counters, status, save_at
-history), whole or cut into many dispatches, with an odd count (a copy past the end);
-which kernels take it; the emitted text validates and renames every local."""
+the one-trajectory kernel's numbers bit for bit (states, t, counters, status), whole
+or cut into many dispatches, with an odd count (a copy past the end); which kernels
+take it (not the one writing save_at states); the emitted text validates and renames
+every local."""
 from __future__ import annotations
 
 import dataclasses
@@ -65,7 +66,7 @@ def _same(a, b):
 
 CASES = [
     ("tsit5", "float32", {}),
-    ("dopri5", "float64", {"save_at": [0.1, 0.5, 0.75, 1.0]}),
+    ("dopri5", "float64", {"t0": 0.25, "dt0": 1e-3, "dtmax": 0.05}),
     ("bs3", "float32", {"max_steps": 200}),           # some end with status 2
 ]
 
@@ -127,6 +128,9 @@ def test_which_kernels_carry_two(glsl):
     flux = plain.replace("field lorenz {", "field lorenz {\n    output tot[1]").replace(
         "    solve", "    flux tot[0] += x\n    solve")
     assert _meta_lanes(flux)[1] == 1                        # flux: an effect
+    from vgpu_compiler.backends.shader.adaptive_host import dense_variant
+    field = dense_variant(compile_program(plain).select(None))    # save_at, a Simulation
+    assert build(field, dtype="float32")[1].meta()["lanes"] == 1
 
 
 def test_every_local_is_renamed_and_the_text_validates(glsl, tmp_path):

@@ -54,7 +54,10 @@ def kernel_of_call(bound: Bound) -> GpuKernel | FieldView:
     change; the slot also keeps the field's identity (its disk key), digested once."""
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
-    hit = slots.get("glsl")
+    # a field's dense variant (adaptive_host.kernel_field: save_at, a Simulation) is
+    # another kernel for the same call signature: a slot of its own
+    slot = "glsl-dense" if bound.field.solver.dense else "glsl"
+    hit = slots.get(slot)
     if hit is not None and hit[0] == env and MEMORY.get(hit[2].key) is hit[2]:
         COUNTERS.add("memory_hits")
         return hit[1]
@@ -62,7 +65,7 @@ def kernel_of_call(bound: Bound) -> GpuKernel | FieldView:
     ident = hit[3] if hit is not None and hit[0] == env else _identity(bound.field, dtype,
                                                                        pt, env)
     kernel = kernel_for(bound.field, dtype, pt, shape_signature(bound), ident)
-    slots["glsl"] = (env, kernel, kernel.base, ident)
+    slots[slot] = (env, kernel, kernel.base, ident)
     return kernel
 
 
@@ -258,16 +261,18 @@ def evict(field: Field, dtype: str | None = None, per_trajectory_params=None) ->
     """Drop a field's kernels (every shape, dtype, per-trajectory params, driver and
     compiler version) from memory, and their GLSL from disk; ``dtype`` and
     ``per_trajectory_params`` (None: any) narrow it. True if anything was dropped."""
-    fid, _ = canonical(field)
+    from ..shader.adaptive_host import dense_variant
+    fids = {canonical(f)[0] for f in (field, dense_variant(field))}   # (save_at's kernels)
     pt = None if per_trajectory_params is None else tuple(sorted(per_trajectory_params))
 
     def chosen(d, p) -> bool:
         return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
 
     dropped = [MEMORY.evict(k.key) for k in MEMORY.values()
-               if k.field_id == fid and chosen(k.dtype, k.pt)]
-    on_disk = DISK.evict_where(fid[:FIELD_ID_CHARS] + "-",
-                               lambda meta: chosen(meta.get("dtype"), meta.get("pt", ())))
+               if k.field_id in fids and chosen(k.dtype, k.pt)]
+    on_disk = sum(DISK.evict_where(fid[:FIELD_ID_CHARS] + "-",
+                                   lambda meta: chosen(meta.get("dtype"), meta.get("pt", ())))
+                  for fid in fids)
     return any(dropped) or on_disk > 0
 
 

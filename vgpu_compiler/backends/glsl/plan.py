@@ -28,6 +28,7 @@ from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Bound
 from ...ir.step import step_program
+from ..shader.adaptive import COUNTERS as ADAPTIVE_ROWS
 
 LOOP_LIMIT = 65535          # llvmpipe's loop limiter: iterations per invocation and dispatch
 # Limits; tests lower them to exercise the splitting on small problems.
@@ -194,6 +195,8 @@ def _per_trajectory_bytes(meta: dict, n_states: int, n_pt: int, item: int) -> in
         sizes.append(n_states * item)
     if meta["n_deposits"]:
         sizes.append(2 * meta["n_deposits"] * item)
+    if any(b["role"] == "ad" for b in meta["buffers"]):     # an adaptive kernel's b_ad, b_cnt
+        sizes += [(2 + n_states) * item, 4 * len(ADAPTIVE_ROWS)]
     return max(sizes)
 
 

@@ -25,8 +25,7 @@ TEMPLATE_LOCALS = frozenset({
     "lane", "vg_active", "vg_flat", "vg_t", "vg_h", "vg_taken", "vg_rej", "vg_status",
     "vg_again", "vg_next", "vg_paused", "vg_go", "vg_use", "vg_cut", "u_dt", "t_n", "nstep",
     "tt", "vg_e", "e", "sc", "vg_err", "vg_fin", "vg_ok", "vg_fac", "vg_prop", "vg_tn",
-    "vg_s", "theta", "acc", "pw", "vg_span", "vg_d0", "vg_d1", "vg_d2", "vg_h0", "vg_big",
-    "vg_h1"})
+    "vg_span", "vg_d0", "vg_d1", "vg_d2", "vg_h0", "vg_big", "vg_h1"})
 _PER_STATE = ("vg_n{}", "vg_sc{}", "vg_q{}")
 _DECLARED = re.compile(r"^\s*(?:precise\s+)?\w+\s+([A-Za-z_]\w*)\s*=")
 _TOKEN = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
@@ -36,11 +35,13 @@ def lanes_for(printed, dialect) -> int:
     """Trajectories per invocation for this printed adaptive kernel: the dialect's
     ``adaptive_lanes`` for an explicit adaptive method whose step only computes (no
     events, basin, collapse, flux, init block, noise, input arrays or run-time error
-    sites: a copy's wasted attempt then has no effect), else 1."""
+    sites: a copy's wasted attempt then has no effect) and that writes no save_at
+    states (AdaptiveParts.saves: a call with save_at, a Simulation), else 1."""
     k = printed
     ad = getattr(printed, "ad", None)
-    if dialect.adaptive_lanes <= 1 or ad is None or ad.fixed:
-        return 1
+    if dialect.adaptive_lanes <= 1 or ad is None or ad.fixed or ad.saves:
+        return 1        # (a kernel writing save_at states keeps one: llvmpipe's loop
+        #                  limiter would allow each copy half as many save times)
     plain = not (k.rosenbrock is not None or k.events is not None or k.has_basin
                  or k.collapse is not None or k.flux is not None or k.init or k.uses_init
                  or k.n_deposits or k.noise or k.loaders or k.fluxers or k.reports_errors

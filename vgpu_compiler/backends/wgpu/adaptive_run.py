@@ -112,7 +112,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
             queue.write_buffer(kernel.ensure("b_save", times.nbytes), 0, times.tobytes())
         running_buf = kernel.ensure("b_run", 4)
         group, groups = kernel.bind_group(), R._groups(kernel, bound, a, b)
-        first = host.first_attempts(count, FIRST_ATTEMPTS)
+        first = host.first_attempts(bound, count, FIRST_ATTEMPTS)
         attempts = max(1, min(first, cap) if cap else first)
         step0, running = 0, count
         while running:

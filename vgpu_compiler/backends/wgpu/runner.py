@@ -195,7 +195,8 @@ def reduction() -> str:
 
 def kernel_for(bound: Bound) -> Kernel:
     slots = bound.prepared.slots if bound.prepared is not None else {}
-    hit = slots.get("wgpu")
+    slot = "wgpu-dense" if bound.field.solver.dense else "wgpu"   # (glsl's kernel_of_call)
+    hit = slots.get(slot)
     env = os.environ.get(REDUCTION_ENV)
     if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
         COUNTERS.add("memory_hits")
@@ -236,7 +237,7 @@ def kernel_for(bound: Bound) -> Kernel:
         kernel.field_id, kernel.dtype, kernel.pt = field_id(bound.field), dtype, pt
         COUNTERS.add("compiles")
         MEMORY.put(mkey, kernel)
-    slots["wgpu"] = (env, kernel)
+    slots[slot] = (env, kernel)
     return kernel
 
 
@@ -533,16 +534,18 @@ def cache_info() -> dict:
 def evict(field, dtype: str | None = None, per_trajectory_params=None) -> bool:
     """Drop a field's kernels (every shape; ``dtype``, ``per_trajectory_params`` narrow it)
     from memory, and its WGSL from disk. True if anything was dropped."""
-    fid = field_id(field)
+    from ..shader.adaptive_host import dense_variant
+    fids = {field_id(f) for f in (field, dense_variant(field))}     # (save_at's kernels)
     pt = None if per_trajectory_params is None else tuple(sorted(per_trajectory_params))
 
     def chosen(d, p) -> bool:
         return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
 
     dropped = [MEMORY.pop(k.key) is not None for k in MEMORY.values()
-               if k.field_id == fid and chosen(k.dtype, k.pt)]
-    on_disk = DISK.evict_where(fid + "-", lambda meta: chosen(meta.get("dtype"),
-                                                             meta.get("pt", ())))
+               if k.field_id in fids and chosen(k.dtype, k.pt)]
+    on_disk = sum(DISK.evict_where(fid + "-", lambda meta: chosen(meta.get("dtype"),
+                                                                 meta.get("pt", ())))
+                  for fid in fids)
     return any(dropped) or on_disk > 0
 
 
