@@ -138,7 +138,7 @@ void main() {
         }
     }
     if (u_step0 == 0) {
-        // --- the start: F there (FSAL), save_at times at t0, the first step ---
+        // --- the start: F there (FSAL), the first step ---
         {
             float u_dt_0 = 0.0;  // (the step is not chosen yet)
             float t_n_0 = u_t0;
