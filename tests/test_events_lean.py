@@ -85,15 +85,14 @@ def fresh_kernels():
 def _split(backend, monkeypatch):
     """Run the next solve in many dispatches (calls) of a few attempts each."""
     if backend == "glsl":
-        from vgpu_compiler.backends.glsl import adaptive_run
+        from vgpu_compiler.backends.glsl import adaptive_run, plan
         monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-        monkeypatch.setattr(adaptive_run.host, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
         monkeypatch.setattr(adaptive_run, "_attempt_cap", lambda kernel, bound: 7)
-        return None
+        return plan.limits(work_per_dispatch=1)             # (first dispatch: 1 attempt)
     if backend == "wgpu":
         from vgpu_compiler.backends.wgpu import adaptive_run, runner
         monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-        monkeypatch.setattr(adaptive_run.host, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
+        monkeypatch.setattr(runner, "FIRST_WORK", 0)        # (first dispatch: 1 attempt)
         return runner.limits(max_steps=7)
     from vgpu_compiler.backends.cpu import runner
     monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 11)

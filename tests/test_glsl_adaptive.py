@@ -158,10 +158,9 @@ def test_paced_dispatches_and_chunks_change_nothing(glsl, monkeypatch):
     whole = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",
                        save_at=[0.5])
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(adaptive_run.host, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
     monkeypatch.setattr(adaptive_run._Pacer, "TARGET_SECONDS", 1e-9)  # one attempt each
     before = vgpu.cache_stats()["dispatches"]
-    with limits(max_block=4096):
+    with limits(max_block=4096, work_per_dispatch=1):     # (first dispatch: 1 attempt)
         split = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",
                            save_at=[0.5])
     # one attempt per dispatch, two chunks: at least the most attempts of each chunk

@@ -15,6 +15,7 @@ import pytest
 
 import vgpu
 from vgpu_compiler.backends.glsl import adaptive_run, build, dialect
+from vgpu_compiler.backends.glsl.plan import limits
 from vgpu_compiler.backends.shader import lanes as L
 from vgpu_compiler.frontend.compile import compile_program
 
@@ -89,10 +90,10 @@ def test_two_lanes_give_the_same_numbers(glsl, monkeypatch, method, dtype, kw):
         assert {0, 2} <= set(one.status.tolist())
     # cut into dispatches of a few attempts each: the same again
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(adaptive_run.host, "FIRST_WORK", 0)
     monkeypatch.setattr(adaptive_run._Pacer, "TARGET_SECONDS", 1e-9)
     before = vgpu.cache_stats()["dispatches"]
-    cut = _solve(src, h0, **args)
+    with limits(work_per_dispatch=1):                   # (first dispatch: 1 attempt)
+        cut = _solve(src, h0, **args)
     assert vgpu.cache_stats()["dispatches"] - before > 10
     _same(one, cut)
 

@@ -122,7 +122,7 @@ def test_paced_dispatches_and_chunks_change_nothing(wgpu, monkeypatch):
     whole = vgpu.solve(src, h0, **kw)
     limits = dict(wgpu_runner.dev.get().limits)
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(adaptive_run.host, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
+    monkeypatch.setattr(wgpu_runner, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
     monkeypatch.setattr(wgpu_runner.dev.get(), "limits",
                         dict(limits, max_storage_buffer_binding_size=4096))
     before = vgpu.cache_stats()["dispatches"]

@@ -34,7 +34,8 @@ C_FLOAT32 = replace(
     nan="vg_nan()", inf="vg_inf()", zero="vg_zero",
     uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
     shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",
-    adaptive_template="adaptive.c.j2")
+    adaptive_template="adaptive.c.j2",
+    adaptive_lanes=1)           # (the C kernel has lane blocks of its own)
 if hasattr(C_FLOAT32, "normal"):        # stochastic fields: the normal of a noise counter
     C_FLOAT32 = replace(C_FLOAT32, normal="vg_normal({traj}, (unsigned)({step}), {k}, 0u, "
                                           "u_key0, u_key1)", to_uint="((unsigned)({0}))")

@@ -90,7 +90,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
     for ci, chunk in enumerate(plan.chunks):
         count = chunk.b - chunk.a
         while True:         # (from the chunk's start again when the event log overflowed)
-            first = host.first_attempts(bound, count, FIRST_ATTEMPTS, work=_in_force[0][1])
+            first = host.first_attempts(chunk.first, FIRST_ATTEMPTS)
             pacer = _Pacer(first, cap)
             step0, running, mine, over = 0, count, [], 0
             while running:

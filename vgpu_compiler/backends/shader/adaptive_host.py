@@ -21,12 +21,10 @@ from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.events import BISECTIONS
-from ...ir.step import step_program
 from .adaptive import COUNTERS, RUNNING
 
 FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
-FIRST_WORK = 1 << 27        # ... its budget of trajectory-stages (first_attempts)
-FIRST_MOST = 256            # ... and the most attempts it runs
+FIRST_MOST = 256            # ... and the most it runs (first_attempts)
 _VARIANTS: dict = {}        # id(field) -> (field, its dense variant)
 
 
@@ -57,17 +55,14 @@ def dense_variant(field):
     return hit[1]
 
 
-def first_attempts(bound: Bound, count: int, least: int = FIRST_ATTEMPTS,
-                   work: int | None = None) -> int:
-    """Attempts in the first dispatch of a chunk of ``count`` trajectories: a fixed budget
-    of work, as a fixed-step method's first dispatch has (FIRST_WORK trajectory-stages,
-    or ``work`` if smaller: VGPU_WORK_PER_DISPATCH), at least ``least`` and at most
-    FIRST_MOST attempts, since nothing is measured yet; later dispatches are paced by
-    time. A short run is then one dispatch (llvmpipe, the tsit5 Lorenz sweep of 262,144:
-    two dispatches took about 20% longer than one)."""
-    stages = max(1, step_program(bound.field.solver.tableau).n_stages)
-    budget = FIRST_WORK if work is None else min(work, FIRST_WORK)
-    return max(1, least, min(FIRST_MOST, budget // max(1, count * stages)))
+def first_attempts(planned: int, least: int = FIRST_ATTEMPTS) -> int:
+    """Attempts in the first dispatch of a chunk: ``planned``, the steps the backend gives
+    a first dispatch of that chunk (its budget of trajectory-stages: GLSL's
+    plan.Chunk.first, wgpu's runner._first_steps), at least ``least`` and at most
+    FIRST_MOST, since nothing is measured yet; later dispatches are paced by time. A
+    short run is then one dispatch (llvmpipe, the tsit5 Lorenz sweep of 262,144: two
+    dispatches took about 20% longer than one)."""
+    return max(1, least, min(FIRST_MOST, planned))
 
 
 def refuse_fixed_save_at(bound: Bound, backend: str) -> None:

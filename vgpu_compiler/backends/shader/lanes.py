@@ -39,9 +39,10 @@ def lanes_for(printed, dialect) -> int:
     states (AdaptiveParts.saves: a call with save_at, a Simulation), else 1."""
     k = printed
     ad = getattr(printed, "ad", None)
-    if dialect.adaptive_lanes <= 1 or ad is None or ad.fixed or ad.saves:
-        return 1        # (a kernel writing save_at states keeps one: llvmpipe's loop
-        #                  limiter would allow each copy half as many save times)
+    if dialect.adaptive_lanes <= 1 or ad is None or ad.saves:
+        return 1        # (a kernel writing save_at states, a fixed-step method's too, keeps
+        #                  one: llvmpipe's loop limiter would allow each copy half as many
+        #                  save times)
     plain = not (k.rosenbrock is not None or k.events is not None or k.has_basin
                  or k.collapse is not None or k.flux is not None or k.init or k.uses_init
                  or k.n_deposits or k.noise or k.loaders or k.fluxers or k.reports_errors

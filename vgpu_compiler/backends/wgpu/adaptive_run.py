@@ -26,6 +26,7 @@ from ... import spelling as S
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...errors import BackendError
+from ...ir.step import step_program
 from ..shader import adaptive_host as host
 from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
@@ -74,6 +75,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
     times = np.ascontiguousarray(host.save_times(bound), np.float32)   # (save_every: slots)
     n_save = len(times)
     cap = _attempt_cap(meta, bound)
+    stages = len(step_program(f.solver.tableau).stages)     # (the first dispatch's work)
     chunks = R._chunks(kernel, bound, max(2 + n_states, len(ROWS), n_save * n_states))
     host.check_history(bound, n_states, max((b - a for a, b in chunks), default=0), 4,
                        d.limits.get("max_storage_buffer_binding_size", 1 << 27))
@@ -112,7 +114,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
             queue.write_buffer(kernel.ensure("b_save", times.nbytes), 0, times.tobytes())
         running_buf = kernel.ensure("b_run", 4)
         group, groups = kernel.bind_group(), R._groups(kernel, bound, a, b)
-        first = host.first_attempts(bound, count, FIRST_ATTEMPTS)
+        first = host.first_attempts(R._first_steps(count, stages, None), FIRST_ATTEMPTS)
         attempts = max(1, min(first, cap) if cap else first)
         step0, running = 0, count
         while running:

@@ -62,6 +62,7 @@ WGSL = replace(
     atomic_add="atomicAdd(&{0}, {1})",
     atomic_cas="atomicCompareExchangeWeak(&{0}, {1}, {2})",
     template="field.wgsl.j2", adaptive_template="adaptive.wgsl.j2",
+    adaptive_lanes=1,           # (no two-trajectory template in WGSL: shader/lanes.py)
     normal="vg_normal(vec4<u32>({traj}, u32({step}), {k}, 0u))", normal_type="f32",
     to_uint="u32({0})")
 DIALECTS = {"float32": WGSL}
