@@ -236,3 +236,14 @@ def test_a_bare_sign_change_counts_rounding_as_the_guide_says():
                          backend="numpy").states[0, 3] for dtype in ("float32", "float64")]
     assert counts == [45, 60]
     assert closed_form_peaks(np.array([0.05]), 60.0, 0.05).tolist() == [9]
+
+
+# --- the Solution's fields ------------------------------------------------------------------
+def test_the_guide_lists_every_field_of_a_solution():
+    """The guide's block of `sol.` lines names every field a Solution has (backend too)."""
+    import dataclasses
+    from vgpu_compiler.call.bound import Solution
+    block = guide_block("sol.states        # the final states")
+    listed = set(re.findall(r"^sol\.(\w+)", block, flags=re.M))
+    fields = {f.name for f in dataclasses.fields(Solution)}
+    assert fields <= listed, f"the guide's Solution lacks {sorted(fields - listed)}"
