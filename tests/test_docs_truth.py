@@ -247,3 +247,12 @@ def test_the_guide_lists_every_field_of_a_solution():
     listed = set(re.findall(r"^sol\.(\w+)", block, flags=re.M))
     fields = {f.name for f in dataclasses.fields(Solution)}
     assert fields <= listed, f"the guide's Solution lacks {sorted(fields - listed)}"
+
+
+def test_each_decision_of_the_language_reference_is_made_once():
+    """Two bullets with one label (there were two "Decision (backend="auto")", one
+    without cpu) contradict each other sooner or later: one label, one decision."""
+    text = (REPO / "docs" / "language.md").read_text()
+    labels = re.findall(r"\*\*Decision \(([^)]*)\)", text)
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    assert not twice, f"decisions made twice in docs/language.md: {twice}"
