@@ -1,5 +1,6 @@
 # Two commands on a fresh machine (each makes its own virtual environment):
-#   make demo   - runs a real example end to end (Lorenz ensemble on GLSL, checked against numpy)
+#   make demo   - runs a real example end to end (a Lorenz ensemble on the backend auto chooses
+#                 here, which it names; checked against numpy)
 #   make test   - runs the test suite
 PYTHON ?= python3
 VENV   ?= .venv

@@ -35,6 +35,29 @@ _PACKAGES = {
 }
 
 
+# What a backend's ``features`` may hold, each with the words of its row in the table of
+# capabilities in docs/guide.md ("What each backend runs"; tests/test_docs_truth.py holds
+# the table, this registry and the backends' behaviour to one another). ``float64`` and
+# ``simulation`` are not listed in ``features``: capabilities() reads them from
+# ``dtypes`` and ``open``.
+FEATURES = {
+    "gpu": "runs on a GPU",
+    "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`)",
+    "stiff": "the stiff method `rodas4`",
+    "events": "events (`when`, `stop when`)",
+    "stiff_events": "`rodas4` with events",
+    "noise": "noise (`euler`, `milstein`)",
+    "history": "`save_every` histories",
+    "save_at": "`save_at` (states at chosen times)",
+    "reductions": "basins: `coupled`, reductions, `collapse`",
+    "flux": "`flux` into outputs",
+    "progress": "`progress=` (called between chunks)",
+    "simulation": "`vgpu.Simulation` (explicit methods)",
+    "float64": "`dtype=\"float64\"`",
+    "float64_functions": "float64 `sin`, `exp`, `log`, `x ^ y`, ...",
+}
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend, as the API, ``vgpuc info`` and ``--backend`` see it."""
@@ -56,6 +79,15 @@ class Backend:
     @property
     def gpu(self) -> bool:
         return "gpu" in self.features
+
+
+def capabilities(backend: Backend) -> frozenset:
+    """The FEATURES ``backend`` has: its ``features``, ``float64`` when it takes that
+    dtype, ``simulation`` when it opens a Simulation session."""
+    extra = {"float64"} if "float64" in backend.dtypes else set()
+    if backend.open is not None:
+        extra.add("simulation")
+    return frozenset(backend.features) | extra
 
 
 _lock = threading.Lock()

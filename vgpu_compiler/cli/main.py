@@ -1,6 +1,6 @@
 """``vgpuc``: the command line of VGPU.
 
-    vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--target glsl|wgsl|ir]
+    vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--target glsl|wgsl|c|ir]
     vgpuc run FILE.field [--h0 h0.npy] [--param k=0.5 | k=k.npy] [--input A=a.npy] ...
     vgpuc check FILE...
     vgpuc ir FILE [--field NAME] [--jacobian]
@@ -134,10 +134,13 @@ def _add_field_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_compile(sub) -> None:
-    p = sub.add_parser("compile", help="emit the GLSL compute shader (or the IR) of a field",
-                       description="Lower a field to a GLSL compute shader, printed to stdout "
-                                   "or written to -o. No data or shapes are needed: grid "
-                                   "extents, dims, dt, steps and t0 are uniforms.")
+    p = sub.add_parser("compile", help="emit the GLSL compute shader (or the WGSL, the C or "
+                                       "the IR) of a field",
+                       description="Lower a field to a GLSL compute shader (--emit wgsl: "
+                                   "the wgpu backend's WGSL; c: the cpu backend's C), "
+                                   "printed to stdout or written to -o. No data or shapes "
+                                   "are needed: grid extents, dims, dt, steps and t0 are "
+                                   "uniforms.")
     p.add_argument("file", metavar="FILE.field")
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     _add_field_options(p)
@@ -146,9 +149,10 @@ def _add_compile(sub) -> None:
                         "shader is the same for every size (sizes are uniforms)")
     p.add_argument("--per-trajectory", action="append", metavar="PARAM",
                    help="emit the variant where PARAM is one value per trajectory (an array)")
-    p.add_argument("--emit", "--target", dest="emit", choices=("glsl", "wgsl", "ir"),
+    p.add_argument("--emit", "--target", dest="emit", choices=("glsl", "wgsl", "c", "ir"),
                    default="glsl",
-                   help="what to emit: glsl (OpenGL), wgsl (wgpu) or ir (default: glsl)")
+                   help="what to emit: glsl (OpenGL), wgsl (wgpu), c (the cpu backend's "
+                        "kernel) or ir (default: glsl)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of the shader (default: float32)")
     p.set_defaults(func=cmd_compile)

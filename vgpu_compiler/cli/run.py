@@ -55,7 +55,7 @@ def status_line(solution) -> str:
     """One line: how every trajectory ended, with its steps (accepted and rejected)."""
     status = np.asarray(solution.status) if solution.status is not None else None
     if status is None or status.size == 0:
-        return "status: no trajectory"
+        return "status: no trajectory" + backend_words(solution.backend)
     words = {0: "reached the end", 1: "stopped", 2: "hit max_steps", 3: "step underflow",
              4: "too many events"}
     parts = [f"{int((status == c).sum())} {w}" for c, w in words.items() if (status == c).any()]
@@ -66,7 +66,18 @@ def status_line(solution) -> str:
         else None
     if rejected is not None and rejected.any():
         line += f", rejected {int(rejected.sum())} in all"
-    return line
+    return line + backend_words(solution.backend)
+
+
+def backend_words(backend) -> str:
+    """``; on the cpu backend`` (a cluster run: one name per block, each counted)."""
+    if backend is None:
+        return ""
+    if isinstance(backend, np.ndarray):
+        names, counts = np.unique(backend.astype(str), return_counts=True)
+        return "; on " + ", ".join(f"{name} ({count} blocks)" for name, count in
+                                   zip(names, counts))
+    return f"; on the {backend} backend"
 
 
 def _check_paths(args: argparse.Namespace) -> None:

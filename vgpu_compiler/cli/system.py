@@ -24,12 +24,14 @@ EXTENSIONS_OF_NOTE = (
 # --- compile --------------------------------------------------------------------------
 def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=(),
                    source: str | None = None, language: str = "glsl") -> str:
-    """The GLSL (or, ``language="wgsl"``, the WGSL) of a field. Grid extents and dims are
-    uniforms of the shader, so the text is the same for every size: ``dims`` are only
-    checked against the field."""
+    """The GLSL (or, ``language="wgsl"``, the WGSL; ``"c"``, the cpu backend's C) of a
+    field. Grid extents and dims are uniforms of the kernel, so the text is the same for
+    every size: ``dims`` are only checked against the field."""
     from ..backends.glsl import emit_glsl
     if language == "wgsl":
         from ..backends.wgpu import emit_wgsl as emit_glsl
+    elif language == "c":
+        emit_glsl = _emit_c
 
     unknown = sorted(set(dims) - set(field.dims))
     if unknown:
@@ -42,6 +44,14 @@ def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=()
                              f"of that name")
     return emit_glsl(field, dtype=dtype, per_trajectory_params=tuple(sorted(per_trajectory)),
                      source=source)
+
+
+def _emit_c(field, *, dtype: str, per_trajectory_params=(), source=None) -> str:
+    """The C the cpu backend compiles for ``field`` (what it runs for a call without
+    save_at or a history; needs no C compiler to print)."""
+    from ..backends.cpu import kernel
+
+    return kernel.source(field, dtype, per_trajectory_params)[0]
 
 
 # --- info -------------------------------------------------------------------------------

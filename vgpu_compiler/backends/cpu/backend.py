@@ -35,5 +35,6 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff"}),
+    features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff",
+                        "adaptive", "noise", "save_at", "float64_functions"}),
 )

@@ -58,6 +58,7 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32",),
-    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events", "stiff"}),
+    features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events", "stiff",
+                        "adaptive", "noise", "save_at"}),
     software=_software,
 )
