@@ -40,8 +40,9 @@ def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):
 
     def no_compiler(*a, **kw):
         raise AssertionError("compiled again")
-    monkeypatch.setattr(toolchain.subprocess, "run", no_compiler)
-    np.testing.assert_array_equal(vgpu.run_field(src, h0, backend="cpu", steps=5), want)
+    monkeypatch.setattr(toolchain, "_compile", no_compiler)
+    again = src + "\n# a new text (prepared afresh), the same C kernel\n"
+    np.testing.assert_array_equal(vgpu.run_field(again, h0, backend="cpu", steps=5), want)
 
 
 def test_the_key_names_compiler_flags_and_cpu(monkeypatch):

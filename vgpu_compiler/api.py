@@ -105,6 +105,9 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
     if wgpu_runner is not None:         # loaded: its kernels go too (never imports wgpu)
         out["wgpu"] = wgpu_runner.clear_cache(memory=memory, disk=disk)
+    elif disk:                          # its WGSL on disk all the same
+        from .backends.wgpu.disk_cache import DISK as wgsl_disk
+        out["wgpu"] = {"disk": wgsl_disk.clear()}
     if memory:
         out["cpu_memory"] = cpu_kernel.clear_memory()
     if disk:

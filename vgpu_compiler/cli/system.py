@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+from pathlib import Path
 
 from .common import EXIT_OK, UsageError
 
@@ -181,27 +182,62 @@ def _yes(flag: bool) -> str:
 
 # --- cache ------------------------------------------------------------------------------
 def cache_command(args: argparse.Namespace) -> int:
+    from ..backends import disk_cache as dc
     from ..backends.glsl import runner as glsl_runner
 
-    if args.action == "clear":
-        folder = glsl_runner.cache_info().get("disk_folder", "?")
-        removed = glsl_runner.clear_cache()
-        disk = removed.get("disk", 0) if isinstance(removed, dict) else removed
-        print(f"cache cleared: {disk} kernel{'' if disk == 1 else 's'} removed from {folder}")
+    if args.action == "clear":      # every backend's entries (backends/disk_cache.py)
+        removed = sum(dc.clear(dc.folder(kind), suffix) for kind, suffix in dc.SUFFIXES.items())
+        print(f"cache cleared: {removed} kernel{'' if removed == 1 else 's'} removed from "
+              f"{dc.root()}")
         return EXIT_OK
-    for line in cache_report(glsl_runner.cache_info()):
+    for line in cache_report(glsl_runner.cache_info(), disk_report()):
         print(line)
     return EXIT_OK
 
 
-def cache_report(info: dict) -> list[str]:
-    """The disk cache (shared by processes) and the memory cache's size (per process)."""
-    state = "on" if info.get("disk_enabled", True) else \
-        f"off: {info.get('disk_off_reason') or 'not writable'}"
+def disk_report() -> list[dict]:
+    """Each backend's entries on disk: kind, folder, entries, bytes and why it is off
+    (None: on)."""
+    from ..backends import disk_cache as dc
+    trust = dc.Trust("")
+    rows = []
+    for kind, suffix in dc.SUFFIXES.items():
+        where = dc.folder(kind)
+        n, nbytes = dc.size(where, suffix)
+        rows.append({"kind": kind, "folder": str(where), "entries": n, "bytes": nbytes,
+                     "off": trust.why_off(where)})
+    return rows
+
+
+def cache_report(info: dict, disk: list[dict] | None = None) -> list[str]:
+    """The disk cache (shared by processes; ``disk``: disk_report(), one row per backend,
+    else GLSL's alone from ``info``) and the memory cache's size (per process)."""
+    from ..backends import disk_cache as dc
+    if disk is None:
+        disk = [{"kind": "glsl", "folder": info.get("disk_folder", "?"),
+                 "entries": info.get("disk_entries", 0), "bytes": info.get("disk_bytes", 0),
+                 "off": None if info.get("disk_enabled", True)
+                 else info.get("disk_off_reason") or "not writable"}]
+        top = disk[0]["folder"]
+    else:
+        top = str(dc.root())
+    offs = [row["off"] for row in disk if row["off"]]
+    state = "on" if not offs else f"off: {offs[0]}" if len(offs) == len(disk) else \
+        "on in part"
+    total = sum(row["entries"] for row in disk)
     bound = info.get("disk_max_bytes")
-    lines = [
-        f"disk cache:    {info.get('disk_folder', '?')} ({state})",
-        f"  kernels:     {info.get('disk_entries', 0)}, {_size(info.get('disk_bytes', 0))}",
+    lines = [f"disk cache:    {top} ({state})",
+             f"  kernels:     {total}, {_size(sum(row['bytes'] for row in disk))}"]
+    if len(disk) > 1:
+        for row in disk:
+            line = f"    {row['kind'] + ':':<10} {row['entries']}, {_size(row['bytes'])}"
+            where = Path(row["folder"])
+            if where != Path(top):
+                line += f" ({where.name}/)" if where.parent == Path(top) else f" ({where})"
+            if row["off"] and len(offs) < len(disk):
+                line += f" (off: {row['off']})"
+            lines.append(line)
+    lines += [
         f"  at most:     {_size(bound) if bound is not None else '?'} (VGPU_CACHE_MAX_BYTES; "
         "least recently used go first)",
         f"memory cache:  up to {info.get('memory_capacity', '?')} compiled kernels per process "

@@ -186,11 +186,5 @@ def clear_memory() -> int:
 
 def clear_disk() -> int:
     """Remove the compiled libraries of the disk cache (a loaded one stays loaded)."""
-    n = 0
-    for path in toolchain.folder().glob("*.so"):
-        try:
-            path.unlink()
-            n += 1
-        except OSError:
-            pass
-    return n
+    from . import library_cache
+    return library_cache.clear()

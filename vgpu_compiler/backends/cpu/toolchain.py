@@ -21,10 +21,14 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
+
+from ...errors import BackendError, VgpuError
+from . import library_cache
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fwrapv",
          "-fno-math-errno", "-fno-trapping-math", "-fno-builtin-sin", "-fno-builtin-cos",
@@ -118,7 +122,7 @@ def _probe() -> tuple[bool, str]:
         fn.restype = ctypes.c_int
         if fn() < 1:
             return False, f"{cc}: OpenMP probe ran no thread"
-    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+    except (OSError, RuntimeError, subprocess.SubprocessError, VgpuError) as e:
         return False, f"{cc} cannot build an OpenMP library: {str(e).strip()[:300]}"
     return True, ""
 
@@ -135,35 +139,71 @@ def key(source: str) -> str:
 
 
 def folder() -> Path:
-    env = os.environ.get("VGPU_CACHE_DIR")
-    if env:
-        return Path(os.path.expanduser(env)) / "cpu"
-    import platformdirs
-    return Path(platformdirs.user_cache_dir("vgpu")) / "cpu"
+    return library_cache.folder()
+
+
+COMPILE_TIMEOUT = 300.0     # seconds: past it the compiler is stopped (a BackendError)
 
 
 def build(source: str, name: str, on_disk=None, compiled=None) -> ctypes.CDLL:
-    """The loaded library of ``source``: from the disk cache, or compiled into it
-    (``on_disk()`` / ``compiled()`` are told which)."""
-    where = folder()
-    path = where / f"{name}-{key(source)}.so"
-    if path.exists():
+    """The loaded library of ``source``: from the disk cache (library_cache.py: checked
+    before it is loaded), or compiled in a private temporary folder and put into the
+    cache (``on_disk()`` / ``compiled()`` are told which). With the cache off it is
+    loaded from the temporary folder (its name holds the key, so the loader never
+    takes one such library for another)."""
+    k = key(source)
+    lib = library_cache.load(name, k)
+    if lib is not None:
         if on_disk:
             on_disk()
-    else:
-        if compiled:
-            compiled()
-        where.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="vgpu-cc-") as tmp:
-            c, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
-            c.write_text(source)
-            cc = compiler()
-            out = subprocess.run([cc, *flags(cc), "-o", str(so), str(c), "-lm"],
-                                 capture_output=True, text=True, timeout=300)
-            if out.returncode != 0:
-                raise RuntimeError(out.stderr or out.stdout)
-            fd, part = tempfile.mkstemp(dir=where, suffix=".part")
-            os.close(fd)
-            shutil.copyfile(so, part)
-            os.replace(part, path)          # atomic: another process sees all or nothing
-    return ctypes.CDLL(str(path))
+        return lib
+    if compiled:
+        compiled()
+    with tempfile.TemporaryDirectory(prefix="vgpu-cc-") as tmp:
+        so = Path(tmp) / f"{name}-{k}.so"
+        _compile(source, Path(tmp) / "kernel.c", so)
+        cached = library_cache.store(name, k, so.read_bytes())
+        errors = []
+        for path in (cached, so) if cached else (so,):
+            try:
+                return ctypes.CDLL(str(path))
+            except OSError as e:        # (a cache folder mounted noexec: the private copy)
+                errors.append(str(e))
+        raise RuntimeError(f"cannot load the compiled library: {'; '.join(errors)}")
+
+
+def _compile(source: str, c: Path, so: Path) -> None:
+    """Compile ``source`` into the library ``so``: RuntimeError with the compiler's
+    messages if it refuses; BackendError if it takes more than COMPILE_TIMEOUT (it is
+    stopped, with every process it started)."""
+    c.write_text(source)
+    cc = compiler()
+    proc = subprocess.Popen([cc, *flags(cc), "-o", str(so), str(c), "-lm"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)     # its own group: stopped as one
+    try:
+        out, err = proc.communicate(timeout=COMPILE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        raise BackendError(f"the C compiler ({cc}) took more than {COMPILE_TIMEOUT:g} s to "
+                           f"build a kernel and was stopped (a loaded machine, or a very "
+                           f"large field); use another backend") from None
+    except BaseException:       # Ctrl-C: the compiler goes too
+        _stop(proc)
+        raise
+    if proc.returncode != 0:
+        raise RuntimeError(err or out)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except OSError:
+        proc.kill()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
