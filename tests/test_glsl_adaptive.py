@@ -171,13 +171,25 @@ def test_paced_dispatches_and_chunks_change_nothing(glsl, monkeypatch):
     np.testing.assert_array_equal(split.steps_taken, whole.steps_taken)
 
 
-def test_a_history_larger_than_a_storage_block_runs_on_the_reference(glsl, monkeypatch):
+def test_a_history_larger_than_a_storage_block_runs_in_chunks(glsl, monkeypatch):
+    """The chunks hold as many trajectories as their save_at history lets one block
+    hold (here 6 of 300); one trajectory's history past a block is refused, and auto
+    runs it on the reference."""
     monkeypatch.setenv("VGPU_NO_CPU", "1")      # (auto would run it on cpu first)
     src = LORENZ.replace("METHOD", "dopri5")
     h0 = np.tile([1.0, 0.0, 0.0], (300, 1))
-    times = np.linspace(0, 1, 50)
+    times = np.linspace(0, 1, 50)               # 50 x 3 x 8 bytes a trajectory
+    whole = vgpu.solve(src, h0, backend="glsl", dtype="float64", save_at=times)
     with limits(max_block=8192):
-        with pytest.raises(vgpu.BackendError, match="save_at history"):
+        split = vgpu.solve(src, h0, backend="glsl", dtype="float64", save_at=times)
+    np.testing.assert_array_equal(split.history, whole.history)
+    np.testing.assert_array_equal(split.states, whole.states)
+    ref = vgpu.solve(src, h0, backend="numpy", dtype="float64", save_at=times)
+    np.testing.assert_allclose(split.history, ref.history, rtol=1e-9, atol=1e-12)
+    times = np.linspace(0, 1, 400)              # 9600 bytes: one trajectory is too many
+    with limits(max_block=8192):
+        with pytest.raises(vgpu.BackendError, match="history of one trajectory \\(400 "
+                                                    "save_at times x 3 states\\)"):
             vgpu.solve(src, h0, backend="glsl", dtype="float64", save_at=times)
         auto = vgpu.solve(src, h0, dtype="float64", save_at=times)
     ref = vgpu.solve(src, h0, backend="numpy", dtype="float64", save_at=times)

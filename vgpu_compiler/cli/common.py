@@ -8,8 +8,12 @@ never raised by the library.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Iterable
+import tempfile
+import zipfile
+import zlib
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -51,14 +55,30 @@ def load_array(path: str, key: str | None = None) -> np.ndarray:
         raise UsageError(f"{path}: no such file")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:    # EOFError: an empty file
-        raise UsageError(f"{path}: not a .npy or .npz file ({exc})") from None
+    except UNREADABLE as exc:
+        raise UsageError(f"{path}: not a .npy or .npz file ({_reason(exc)})") from None
     if isinstance(data, np.ndarray):
         if explicit:
             raise UsageError(f"{path}: a .npy file has no entry {key!r}")
         return data
     with data:
-        return data[_pick_npz_entry(path, list(data.files), key, explicit)]
+        name = _pick_npz_entry(path, list(data.files), key, explicit)
+        try:                # an .npz entry is read here: a damaged one fails here
+            return data[name]
+        except UNREADABLE as exc:
+            raise UsageError(f"{path}: cannot read its entry {name!r} "
+                             f"({_reason(exc)})") from None
+
+
+# What numpy raises for a file that is not (all) an array: an empty or truncated file,
+# a damaged .npz (zip) entry, an object array (allow_pickle=False).
+UNREADABLE = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+        return "it holds an object array, which vgpuc does not read"
+    return str(exc) or type(exc).__name__
 
 
 def _pick_npz_entry(path: str, names: list[str], key: str | None, explicit: bool) -> str:
@@ -174,3 +194,47 @@ def size_text(n_bytes: float) -> str:
         if n_bytes >= size:
             return f"{n_bytes / size:.1f} {unit}"
     return f"{int(n_bytes)} bytes"
+
+
+# --- files out ---------------------------------------------------------------------------
+def check_output(path: str, option: str) -> None:
+    """Refuse an output path that cannot be written, before the run: its folder must
+    exist and be writable, and the path must not be a folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+
+
+def write_atomically(path: str, write: Callable, option: str) -> None:
+    """``write(fh)`` into a temporary file beside ``path``, then renamed onto it: a
+    failed write (a full disk) leaves no file, and an old one as it was."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, part = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                    suffix=".part")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({option}): {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(part, 0o666 & ~_umask())       # (mkstemp's 0600: the mode open() gives)
+        os.replace(part, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write {path} ({option}): "
+                             f"{exc.strerror or exc}") from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

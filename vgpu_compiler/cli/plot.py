@@ -12,11 +12,13 @@
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import VgpuError
+from .common import write_atomically
 
 # Trajectories drawn in the history panel, and points in the scatter (sampled evenly).
 MAX_LINES = 16
@@ -28,9 +30,24 @@ class PlotError(VgpuError):
     """The plot cannot be drawn (matplotlib missing, or nothing to draw)."""
 
 
-def require() -> None:
-    """Fail early (before a long run) when matplotlib is missing."""
+def require(path: str | None = None) -> None:
+    """Fail early (before a long run) when matplotlib is missing, or does not know the
+    format that ``path``'s suffix names."""
     _matplotlib()
+    fmt = _format(path) if path else None
+    if fmt is not None:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        known = FigureCanvasBase.get_supported_filetypes()
+        if fmt not in known:
+            raise PlotError(f"--plot {path}: matplotlib cannot write .{fmt} files "
+                            f"(it writes {', '.join('.' + k for k in sorted(known))})")
+
+
+def _format(path: str) -> str | None:
+    """The picture's format, from the suffix (None: matplotlib's default, png)."""
+    suffix = os.path.splitext(path)[1]
+    return suffix[1:].lower() or None
 
 
 def _matplotlib():
@@ -141,9 +158,10 @@ def plot_solution(path: str, states: np.ndarray, state_names: Sequence[str], *,
         if title:
             fig.suptitle(title)
         fig.tight_layout()
-        try:
-            fig.savefig(path, dpi=110)
-        except (OSError, ValueError) as exc:
+        try:            # atomically: a failed write leaves no partial picture
+            write_atomically(path, lambda fh: fig.savefig(fh, format=_format(path),
+                                                          dpi=110), "--plot")
+        except ValueError as exc:
             raise PlotError(f"--plot: cannot write {path}: {exc}") from None
     finally:
         plt.close(fig)

@@ -14,11 +14,12 @@ import sys
 
 import numpy as np
 
-from .common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
-                         parse_dims, parse_inputs, parse_params, program_text, read_text,
-                         select_field, size_text)
+from .common import (EXIT_OK, UsageError, attach_file, check_output, compile_source,
+                         load_array, parse_dims, parse_inputs, parse_params, program_text,
+                         read_text, select_field, size_text, write_atomically)
 from ..call.progress import bar as progress_bar
 from ..errors import VgpuError
+from ..noise.normal import SEED_LIMIT
 
 RESERVED = ("states", "steps_taken", "history", "times", "status", "t", "steps_rejected")
 
@@ -28,7 +29,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.plot:
         from .plot import require
 
-        require()
+        require(args.plot)
     source = read_text(args.file)
     field = select_field(compile_source(source, args.file), args.field)
     dims = parse_dims(args.dim)
@@ -81,9 +82,16 @@ def backend_words(backend) -> str:
 
 
 def _check_paths(args: argparse.Namespace) -> None:
-    """Refuse bad output names before spending time on the run."""
+    """Refuse bad output names (and folders that cannot take them) and a seed out of
+    range before spending time on the run."""
     if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz"):
         raise UsageError(f"-o {args.output}: the output must end in .npy or .npz")
+    if args.output:
+        check_output(args.output, "-o")
+    if args.plot:
+        check_output(args.plot, "--plot")
+    if not 0 <= args.seed < SEED_LIMIT:     # numpy's default_rng refuses < 0 first
+        raise UsageError(f"--seed must be a whole number in [0, 2^64), got {args.seed}")
     if args.save_every is not None and args.save_every < 1:
         raise UsageError(f"--save-every must be at least 1, got {args.save_every}")
     if args.steps is not None and args.steps < 0:
@@ -240,15 +248,14 @@ def solution_arrays(solution) -> dict[str, np.ndarray]:
 
 
 def _save(path: str | None, solution) -> None:
+    """Write ``-o`` atomically (a failed write leaves no partial file)."""
     if not path:
         return
-    try:
-        if path.lower().endswith(".npz"):
-            np.savez(path, **solution_arrays(solution))
-        else:
-            np.save(path, solution.states)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if path.lower().endswith(".npz"):
+        arrays = solution_arrays(solution)
+        write_atomically(path, lambda fh: np.savez(fh, **arrays), "-o")
+    else:
+        write_atomically(path, lambda fh: np.save(fh, solution.states), "-o")
 
 
 def _print_summary(field, solution) -> None:

@@ -7,11 +7,16 @@ the backend can, the input *is* the source's buffer on the device (glsl: one sto
 buffer bound to both kernels), so a run moves nothing through the host; elsewhere
 (numpy keeps arrays in memory; cpu, wgpu) the array is handed over before the stage
 runs. A link may point backwards (a later stage's states feeding an earlier stage at
-the next run: weights that an update stage changes).
+the next run: weights that an update stage changes). Linking an input again replaces
+its link. A stage whose ``set_params`` changes its call's signature gets a new session
+(new buffers): before each stage runs, a link whose stages' sessions are not the ones
+it joined is made again (the array handed over, the buffer shared if the new sessions
+can), so it never reads a buffer the link no longer means.
 """
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -37,6 +42,21 @@ class Stage:
         return f"<Stage {self.name}: {self.sim!r}, {self.steps} steps a run>"
 
 
+class Link:
+    """Input ``input`` of stage ``dst`` reads ``output`` of stage ``src``; ``device``: one
+    buffer on the device, between the sessions ``joined`` names (weakly)."""
+
+    def __init__(self, dst: Stage, input: str, src: Stage, output):
+        self.dst, self.input, self.src, self.output = dst, input, src, output
+        self.device = False
+        self.joined: tuple = ()
+
+    def current(self) -> bool:
+        """Whether both stages still run on the sessions the link joined."""
+        return bool(self.joined) and self.joined[0]() is self.dst.sim._session \
+            and self.joined[1]() is self.src.sim._session
+
+
 class Pipeline:
     """``Pipeline(backend="auto")``; ``add`` stages (the arguments of vgpu.Simulation, and
     ``steps``), ``link`` them, ``run()``. Every stage runs on the first stage's backend."""
@@ -44,9 +64,19 @@ class Pipeline:
     def __init__(self, backend: str = "auto"):
         self.backend = backend
         self.stages: list[Stage] = []
-        self.copies: list[tuple] = []      # links the host hands over: (dst, input, src, what)
-        self.on_device = 0                 # links that are one buffer on the device
+        self.links: dict = {}              # (dst stage, input) -> its Link
         self._lock = threading.RLock()
+
+    @property
+    def copies(self) -> list[tuple]:
+        """The links the host hands over: (dst, input, src, output)."""
+        return [(k.dst, k.input, k.src, k.output) for k in self.links.values()
+                if not k.device]
+
+    @property
+    def on_device(self) -> int:
+        """How many links are one buffer on the device."""
+        return sum(k.device for k in self.links.values())
 
     def add(self, src, h0=None, *, steps=None, name=None, **kwargs) -> Stage:
         with self._lock:
@@ -60,8 +90,9 @@ class Pipeline:
             return stage
 
     def link(self, dst: Stage, input: str, src: Stage, output: str | None = None) -> bool:
-        """Input ``input`` of ``dst`` reads ``output`` of ``src`` (None: its states); True
-        when that is one buffer on the device (no copy)."""
+        """Input ``input`` of ``dst`` reads ``output`` of ``src`` (None: its states), in
+        place of any earlier link of that input; True when that is one buffer on the
+        device (no copy)."""
         with self._lock:
             want = dst.sim._input_shape(input) if input in dst.sim._prepared.template.inputs \
                 else None
@@ -72,12 +103,17 @@ class Pipeline:
                 raise CallError(f"input {input} of stage {dst.name} has shape {want}, but "
                                 f"{output or 'the states'} of stage {src.name} has shape "
                                 f"{tuple(have)}")
-            dst.sim.set_input(input, self._read(src, output))
-            if dst.sim._session.alias_input(input, src.sim._session, output):
-                self.on_device += 1
-                return True
-            self.copies.append((dst, input, src, output))
-            return False
+            link = self.links[(dst, input)] = Link(dst, input, src, output)
+            self._join(link)
+            return link.device
+
+    def _join(self, link: Link) -> None:
+        """Hand the array over and share the buffer where the sessions can (an earlier
+        alias of the input is undone either way)."""
+        dst, src = link.dst.sim, link.src.sim
+        dst.set_input(link.input, self._read(link.src, link.output))
+        link.device = dst._session.alias_input(link.input, src._session, link.output)
+        link.joined = (weakref.ref(dst._session), weakref.ref(src._session))
 
     @staticmethod
     def _shape(src: Stage, output) -> tuple:
@@ -100,9 +136,14 @@ class Pipeline:
         with self._lock:
             for _ in range(times):
                 for stage in self.stages:
-                    for dst, name, src, output in self.copies:
-                        if dst is stage:
-                            dst.sim.set_input(name, self._read(src, output))
+                    for link in self.links.values():
+                        if link.dst is not stage:
+                            continue
+                        if not link.current():      # a stage's session was replaced
+                            self._join(link)
+                        elif not link.device:
+                            stage.sim.set_input(link.input, self._read(link.src,
+                                                                       link.output))
                     stage.sim._rerun(stage.steps)
             return self
 

@@ -15,13 +15,15 @@ is deterministic) or "serial" (lane 0 folds the active lanes: two barriers, righ
 for a software renderer such as llvmpipe, where a barrier switches through every
 invocation of the workgroup). ``reduction_for(renderer)`` picks one for a device.
 
-``build`` (the runtime's way in) refuses a field with more than ``max_states()``
-states (``MAX_STATES``, or the environment variable VGPU_GLSL_MAX_STATES) with a
-BackendError, so ``backend="auto"`` runs it on numpy: lowering is linear in the
-states, but the driver is not. Every state is a register live across the step
-loop, and Mesa llvmpipe's shader compiler takes time about quadratic in their
-number (a chain field, rk4, first dispatch: 100 states 0.6 s, 200 1.8 s, 400 7.7 s;
-euler 400 13 s; the issue's 1000 states 77 s).
+``build`` (the runtime's way in) refuses, on a software renderer, a field with more
+than ``MAX_STATES`` states with a BackendError, so ``backend="auto"`` runs it on
+numpy: lowering is linear in the states, but llvmpipe's compiler is not. Every state
+is a register live across the step loop, and Mesa llvmpipe's shader compiler takes
+time about quadratic in their number (a chain field, rk4, first dispatch: 100 states
+0.6 s, 200 1.8 s, 400 7.7 s; euler 400 13 s; the issue's 1000 states 77 s). A GPU's
+own driver gets the field (the runtime passes ``software=device_software()``, read
+from GL_RENDERER); the environment variable VGPU_GLSL_MAX_STATES sets a limit that
+holds on every renderer.
 """
 from __future__ import annotations
 
@@ -57,11 +59,12 @@ MAX_STATES = 256                # states of one GLSL kernel (see the module docs
 MAX_STATES_ENV = "VGPU_GLSL_MAX_STATES"
 
 
-def max_states() -> int:
-    """The most states ``build`` takes: VGPU_GLSL_MAX_STATES if set, else MAX_STATES."""
+def max_states(software: bool = True) -> int | None:
+    """The most states ``build`` takes: VGPU_GLSL_MAX_STATES if set (on any renderer),
+    else MAX_STATES on a software renderer and no limit on a GPU's driver (None)."""
     text = os.environ.get(MAX_STATES_ENV, "").strip()
     if not text:
-        return MAX_STATES
+        return MAX_STATES if software else None
     try:
         value = int(text)
     except ValueError:
@@ -71,15 +74,29 @@ def max_states() -> int:
     return value
 
 
-def _check_size(field: Field) -> None:
-    limit = max_states()
-    if len(field.states) > limit:
+def _check_size(field: Field, software: bool) -> None:
+    limit = max_states(software)
+    if limit is not None and len(field.states) > limit:
+        where = ("on a software renderer (its shader compiler's time grows about "
+                 "quadratically with the states: minutes past a thousand)" if software
+                 else f"(the limit {MAX_STATES_ENV} sets)")
         raise BackendError(
             f"field `{field.name}` has {len(field.states)} states; the GLSL backend takes at "
-            f"most {limit} (the OpenGL driver's compile time grows about quadratically with "
-            f"the states: minutes past a thousand); use {S.setting('backend', 'numpy')}, or "
-            f"raise the "
-            f"limit with {MAX_STATES_ENV}", span=field.span)
+            f"most {limit} {where}; use {S.setting('backend', 'numpy')}, or "
+            f"raise the limit with {MAX_STATES_ENV}", span=field.span)
+
+
+def software_renderer(renderer: str | None) -> bool:
+    """Whether a GL_RENDERER string names a CPU (software) renderer."""
+    return bool(renderer) and SOFTWARE_RENDERERS.search(renderer) is not None
+
+
+def device_software() -> bool:
+    """Whether this process's OpenGL renderer is a software one (True without a
+    context: the cautious answer)."""
+    from . import device as gl
+    info = gl.device_info()
+    return software_renderer(info.get("renderer", "")) if info else True
 
 
 def reduction_for(renderer: str | None) -> str:
@@ -92,7 +109,7 @@ def reduction_for(renderer: str | None) -> str:
     forced = forced_reduction()
     if forced:
         return forced
-    return "serial" if renderer and SOFTWARE_RENDERERS.search(renderer) else "tree"
+    return "serial" if software_renderer(renderer) else "tree"
 
 
 def device_reduction() -> str:
@@ -149,16 +166,17 @@ def _lower(field: Field, **options) -> PrintedKernel:
 
 def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
           source: str | None = None, reduction: str = "tree",
-          history: bool = False) -> tuple[str, PrintedKernel]:
+          history: bool = False, software: bool = True) -> tuple[str, PrintedKernel]:
     """The GLSL text and the kernel description (for the runtime).
 
     The runtime passes ``reduction=reduction_for(renderer)`` (the kernel key holds the
-    renderer, so a cached kernel has its device's strategy). On llvmpipe it must also
-    cap the steps of one dispatch by ``meta()["loop_trips_per_step"]``: llvmpipe ends
-    every loop of an invocation after 65535 iterations in all (see Kernel.meta).
-    A field with more than ``max_states()`` states is a BackendError.
+    renderer, so a cached kernel has its device's strategy) and ``software``, whether
+    the renderer is a CPU one. On llvmpipe it must also cap the steps of one dispatch
+    by ``meta()["loop_trips_per_step"]``: llvmpipe ends every loop of an invocation
+    after 65535 iterations in all (see Kernel.meta). A field with more than
+    ``max_states(software)`` states is a BackendError.
     """
-    _check_size(field)
+    _check_size(field, software)
     kernel = _lower(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                     source=source, reduction=reduction, history=history)
     return render_kernel(kernel), kernel
@@ -166,4 +184,5 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
 
 __all__ = ["emit_glsl", "build", "lower", "describe", "print_kernel", "reduction_for",
            "device_reduction", "Kernel", "PrintedKernel", "Dialect", "DIALECTS", "VERSION",
-           "REDUCTIONS", "REDUCTION_ENV", "MAX_STATES", "max_states"]
+           "REDUCTIONS", "REDUCTION_ENV", "MAX_STATES", "max_states", "device_software",
+           "software_renderer"]

@@ -12,6 +12,7 @@ max_steps are uniforms: a new value never recompiles.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -66,16 +67,17 @@ def _uniforms(call, plan, bound: Bound) -> dict:
 
 
 def _run(kernel, bound: Bound, progress) -> Solution:
-    plan = plan_for(kernel, bound).at(bound)       # (a window: its place in the grid)
+    times = host.save_times(bound)      # save_at, or save_every's slots with events
+    n_save, n_states, item = len(times), len(bound.field.states), bound.dtype.itemsize
+    block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
+    _check_history(kernel, bound, n_save, block)
+    # the history of a chunk is one buffer: chunks small enough that it fits one block
+    plan = plan_for(kernel, bound, history=n_save * n_states * item).at(bound)
     call = _prepare(kernel.meta, bound, plan)
     uniforms = _uniforms(call, plan, bound)
-    n, n_states, item = call.n, call.n_states, call.item
-    times = host.save_times(bound)      # save_at, or save_every's slots with events
-    n_save = len(times)
+    n = call.n
     cap = _attempt_cap(kernel, bound)
     biggest = max(chunk.b - chunk.a for chunk in plan.chunks)
-    block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)   # (plan's limits)
-    host.check_history(bound, n_states, biggest, item, block)
     n_evi = evi_rows(bound.field.n_when) if bound.field.events else 0
     evi = np.zeros((n_evi, n), np.int32)
     evf = np.zeros((len(EVF_ROWS) if n_evi else 0, n), bound.dtype)
@@ -157,6 +159,19 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         sol.event_counts = np.ascontiguousarray(
             evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
     return sol
+
+
+def _check_history(kernel, bound: Bound, n_save: int, block: int) -> None:
+    """The history of the fewest trajectories a chunk can hold (one, or one row of
+    basins) must fit one storage block."""
+    meta, n_states = kernel.meta, len(bound.field.states)
+    unit = meta["basin"][0] * math.prod(bound.grid_shape[1:]) if meta["has_basin"] else 1
+    if n_save * n_states * bound.dtype.itemsize * unit > block:
+        what = "one trajectory" if unit == 1 else f"one row of basins ({unit} trajectories)"
+        times = "saved steps" if host.every_events(bound) else "save_at times"
+        raise BackendError(f"the history of {what} ({n_save} {times} x {n_states} states) "
+                           f"is larger than the largest storage block of this driver "
+                           f"({block} bytes); save fewer times, or use backend='numpy'")
 
 
 def _absorb(call, chunk, raw: dict) -> None:

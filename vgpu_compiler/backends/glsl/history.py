@@ -60,8 +60,10 @@ def _kernel(bound: Bound):
             COUNTERS.add("disk_hits")
             source, meta = found
         else:
+            from . import device_software      # (looked up now: tests replace it)
             source, desc = build(bound.field, dtype=dtype, per_trajectory_params=pt,
-                                 reduction=device_reduction(), history=True)
+                                 reduction=device_reduction(), history=True,
+                                 software=device_software())
             meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
             lookup.DISK.store(key, source, meta)
         kernel = GpuKernel(mkey, source, meta)

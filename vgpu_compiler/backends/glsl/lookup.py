@@ -151,9 +151,9 @@ def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuK
         COUNTERS.add("disk_hits")
         source, meta = found
     else:
-        from . import build, device_reduction
+        from . import build, device_reduction, device_software
         source, desc = build(field, dtype=dtype, per_trajectory_params=pt,
-                             reduction=device_reduction())
+                             reduction=device_reduction(), software=device_software())
         meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
         DISK.store(key, source, meta)
     kernel = GpuKernel(mkey, source, meta)
@@ -186,7 +186,7 @@ class _ErrorTable:
             from . import build     # (maybe on the GL thread: no gl.call here)
             field, dtype, pt, reduction = self._args
             _, desc = build(field, dtype=dtype, per_trajectory_params=pt,
-                            reduction=reduction or "tree")
+                            reduction=reduction or "tree", software=False)  # (it ran)
             self._rows = desc.meta()["errors"]
         rows = self._rows if len(self._rows) == len(self._fallback) else self._fallback
         return rows[i]

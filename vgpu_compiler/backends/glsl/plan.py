@@ -136,7 +136,11 @@ class Plan:
         return len(c) == 1 and steps <= c[0].first and (self.cap is None or steps <= self.cap)
 
 
-def plan_for(kernel, bound: Bound) -> Plan:
+def plan_for(kernel, bound: Bound, history: int = 0) -> Plan:
+    """The kernel's plan; ``history``: bytes per trajectory of a history the call keeps in
+    one buffer (save_at, or save_every with events: times x states), which then also
+    bounds the chunks (a call's value, not the kernel's: such a plan is made afresh
+    when the kernel's own chunks would not hold it)."""
     if _ENV_WRONG:
         raise BackendError(_ENV_WRONG)
     limits = _in_force[0]
@@ -144,10 +148,15 @@ def plan_for(kernel, bound: Bound) -> Plan:
     if plan is None:
         plan = _make(kernel, bound, *limits)
         kernel.plans[limits] = plan
+    if history:
+        block = limits[0] or gl.device_info().get("max_block", 1 << 27)
+        if max(c.b - c.a for c in plan.chunks) * history > block:
+            plan = _make(kernel, bound, *limits, history=history)
     return plan
 
 
-def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Plan:
+def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int,
+          history: int = 0) -> Plan:
     meta, dev = kernel.meta, gl.device_info()
     pt = bound.per_trajectory
     item = np.dtype(bound.dtype).itemsize
@@ -161,7 +170,7 @@ def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int) -> Pl
     static.update({dim_u[name]: int(value) for name, value in bound.dims.items()})
     chunks = []
     for lo, hi in _ranges(bound, meta, dev, item, len(pt),
-                          max_block or dev.get("max_block", 1 << 27)):
+                          max_block or dev.get("max_block", 1 << 27), history):
         a, b = lo * row, hi * row
         chunks.append(Chunk(lo, hi, a, b, _groups(meta, grid, dev, hi - lo, b - a),
                             {**static, count_u: b - a, origin_u: lo},
@@ -201,8 +210,9 @@ def _per_trajectory_bytes(meta: dict, n_states: int, n_pt: int, item: int) -> in
 
 
 def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
-            max_block: int) -> list[tuple[int, int]]:
-    """Ranges [lo, hi) of the first grid axis (of trajectories without a basin)."""
+            max_block: int, history: int = 0) -> list[tuple[int, int]]:
+    """Ranges [lo, hi) of the first grid axis (of trajectories without a basin);
+    ``history``: bytes per trajectory of one more buffer (plan_for)."""
     groups = dev.get("max_groups", (65535, 65535, 65535))
     grid = bound.grid_shape
     for name, arr in bound.inputs.items():
@@ -210,7 +220,7 @@ def _ranges(bound: Bound, meta: dict, dev: dict, item: int, n_pt: int,
             raise BackendError(f"input {name} ({arr.size * item} bytes) is larger than "
                                f"the largest storage block of this driver ({max_block} bytes); "
                                f"use {S.setting('backend', 'numpy')}")
-    per = _per_trajectory_bytes(meta, len(bound.field.states), n_pt, item)
+    per = max(_per_trajectory_bytes(meta, len(bound.field.states), n_pt, item), history)
     if not meta["has_basin"]:
         most = min(max_block // per,
                    meta["local_size"][0] * meta.get("lanes", 1) * groups[0] * groups[1])

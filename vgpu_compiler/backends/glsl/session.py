@@ -46,8 +46,9 @@ class Session:
         except gl.NoContext as exc:
             raise BackendError(f"no OpenGL context: {exc}") from None
         self.kernel = k
-        self._free = weakref.finalize(self, _release, k)
-        self._free.atexit = False
+        self.aliased: dict = {}     # input buffer -> (the session whose buffer it is, name)
+        self.borrowers = weakref.WeakSet()      # sessions whose inputs alias our buffers
+        self._finalize()
         self.plan = plan_for(k, bound)
         self.call = call = _prepare(k.meta, bound, self.plan)
         self.uniforms = _call_uniforms(call, self.plan)
@@ -61,7 +62,6 @@ class Session:
         self.resident = len(self.plan.chunks) == 1
         self.dirty = {"state", "params", "inputs"}      # the device needs these from the host
         self.step = 0
-        self.aliased: dict = {}     # input buffer -> (the session whose buffer it is, name)
 
     # --- running -------------------------------------------------------------------------
     def advance(self, step0: int, nsteps: int) -> None:
@@ -175,15 +175,20 @@ class Session:
         if "dep" in raw:
             self.dep[:, a:b] = raw["dep"].reshape(len(self.dep), b - a, 2)
 
+    def _on_device(self) -> bool:
+        """Whether the device holds the run's state (one chunk, and no state from the host
+        waiting to be written: new params or inputs do not change the state)."""
+        return self.resident and "state" not in self.dirty
+
     def _sync(self) -> None:
         """Bring the host arrays up to the device's (one chunk: the device holds the run)."""
-        if self.resident and not self.dirty:
+        if self._on_device():
             chunk = self.plan.chunks[0]
             self._absorb(chunk, gl.call(lambda ctx: self._read(chunk)))
 
     # --- reading -------------------------------------------------------------------------
     def states(self) -> np.ndarray:
-        if self.resident and not self.dirty:
+        if self._on_device():
             call = self.call
             raw = gl.call(lambda ctx: self.kernel.buffers["b_state"].read(
                 call.n_states * call.n * call.item))
@@ -243,8 +248,6 @@ class Session:
             new = np.stack([np.asarray(bound.params[p], bound.dtype).reshape(call.n)
                             for p in plan.pt])
             if not np.array_equal(new, call.params):
-                if self.resident and not self.dirty:
-                    self._sync()            # the host's state must be the device's
                 call.params = new
                 self.dirty |= {"params"}
         call.bound = bound
@@ -258,8 +261,13 @@ class Session:
     def alias_input(self, name: str, source: "Session", output: str | None) -> bool:
         """Make input ``name`` read ``source``'s buffer of ``output`` (None: its states) on
         the device, with no copy: True when both keep their arrays in one buffer each (one
-        chunk), of one dtype, and ``output`` is not summed on the host (float64 flux)."""
+        chunk), of one dtype, and ``output`` is not summed on the host (float64 flux).
+        An earlier alias of ``name`` is undone first (False: the input is this session's
+        own buffer again, written from the host's array before the next dispatch)."""
+        mine = next(b for b, n in self.plan.inputs if n == name)
+        self._unalias(mine)
         if not (isinstance(source, Session) and self.resident and source.resident
+                and source._free.alive
                 and source.call.bound.dtype == self.call.bound.dtype
                 and (output is None or source.call.deposits is None)):
             return False
@@ -267,21 +275,56 @@ class Session:
             buffer = "b_state"
         else:
             buffer = next(b for b, n, _ in source.plan.outputs if n == output)
-        mine = next(b for b, n in self.plan.inputs if n == name)
         if "inputs" in self.dirty:      # the other inputs first
             self.advance(self.step, 0)
         k, other = self.kernel, source.kernel
         old = k.buffers.get(mine)
-        if old is not None and mine not in self.aliased:
+        if old is not None:
             gl.call(lambda ctx: old.release())
         k.buffers[mine] = other.buffers[buffer]
         k.capacity[mine] = other.capacity[buffer]
         k.generation += 1
         self.aliased[mine] = (source, buffer)
-        self._free.detach()
-        self._free = weakref.finalize(self, _release, k, tuple(self.aliased))
-        self._free.atexit = False
+        source.borrowers.add(self)
+        self._finalize()
         return True
+
+    def _unalias(self, mine: str, keep: bool = False) -> None:
+        """Input buffer ``mine`` back to one of this session's own (made at the next
+        upload of the inputs); ``keep``: first read what the shared buffer holds into
+        the host's array of the input (its source is closing: the value it last had)."""
+        if mine not in self.aliased:
+            return
+        k, name = self.kernel, next(n for b, n in self.plan.inputs if b == mine)
+        if keep:
+            host = self.call.bound.inputs[name]
+            raw = gl.call(lambda ctx: k.buffers[mine].read(host.nbytes))
+            self.call.bound.inputs[name] = np.frombuffer(raw, host.dtype).reshape(
+                host.shape).copy()
+        del self.aliased[mine]
+        k.buffers.pop(mine, None)       # (the source's buffer: it releases it)
+        k.capacity.pop(mine, None)
+        k.generation += 1
+        self.dirty |= {"inputs"}
+        self._finalize()
+
+    def _lose(self, source_kernel) -> None:
+        """``source_kernel``'s session is closing: inputs aliasing its buffers keep the
+        values they hold now, in buffers of this session's own."""
+        if not self._free.alive:
+            return
+        for mine, (source, _) in list(self.aliased.items()):
+            if source.kernel is source_kernel:
+                self._unalias(mine, keep=True)
+
+    def _finalize(self) -> None:
+        """(Re)arm the release of the kernel's buffers, but not those it borrows."""
+        old = getattr(self, "_free", None)
+        if old is not None:
+            old.detach()
+        self._free = weakref.finalize(self, _release, self.kernel, tuple(self.aliased),
+                                      self.borrowers)
+        self._free.atexit = False
 
     def close(self) -> None:
         self._free()
@@ -313,7 +356,12 @@ def _dispatch_special(ctx, kernel, special, chunk, uniforms: dict, writes) -> np
     return err
 
 
-def _release(kernel: GpuKernel, aliased=()) -> None:
+def _release(kernel: GpuKernel, aliased=(), borrowers=()) -> None:
+    for other in list(borrowers):   # sessions reading our buffers: their own copies now
+        try:
+            other._lose(kernel)
+        except gl.NoContext:
+            pass
     for name in aliased:            # another session's buffers: it releases them
         kernel.buffers.pop(name, None)
         kernel.capacity.pop(name, None)

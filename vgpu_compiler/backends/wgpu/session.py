@@ -184,7 +184,9 @@ class Session:
         return got
 
     def _sync(self) -> None:
-        if self.resident and not self.dirty:
+        """Bring the host arrays up to the device's (one chunk, and no state from the
+        host waiting to be written: new params or inputs do not change the state)."""
+        if self.resident and "state" not in self.dirty:
             self._read_back()
 
     # --- reading -------------------------------------------------------------------------
