@@ -1,6 +1,7 @@
 """``vgpuc run``: integrate an ensemble from the command line.
 
-Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
+Arrays come in and go out as ``.npy`` / ``.npz``; ``-o x.nc`` writes the solution's
+``to_xarray()`` Dataset as netCDF (call/labelled.py; xarray needed). Without ``--h0``, the states
 that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
 shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
 taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
@@ -17,6 +18,7 @@ import numpy as np
 from .common import (EXIT_OK, UsageError, attach_file, compile_source, load_array,
                          parse_dims, parse_inputs, parse_params, program_text, read_text,
                          select_field, size_text)
+from ..call import labelled
 from ..call.progress import bar as progress_bar
 from ..errors import VgpuError
 
@@ -82,8 +84,10 @@ def backend_words(backend) -> str:
 
 def _check_paths(args: argparse.Namespace) -> None:
     """Refuse bad output names before spending time on the run."""
-    if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz"):
-        raise UsageError(f"-o {args.output}: the output must end in .npy or .npz")
+    if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz", ".nc"):
+        raise UsageError(f"-o {args.output}: the output must end in .npy, .npz or .nc")
+    if args.output and args.output.lower().endswith(".nc"):
+        _netcdf_ready(args.output)
     if args.save_every is not None and args.save_every < 1:
         raise UsageError(f"--save-every must be at least 1, got {args.save_every}")
     if args.steps is not None and args.steps < 0:
@@ -245,10 +249,21 @@ def _save(path: str | None, solution) -> None:
     try:
         if path.lower().endswith(".npz"):
             np.savez(path, **solution_arrays(solution))
+        elif path.lower().endswith(".nc"):
+            labelled.write_netcdf(solution, path)
         else:
             np.save(path, solution.states)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _netcdf_ready(path: str) -> None:
+    """-o x.nc needs xarray and a netCDF engine (call/labelled.py): say so before the run."""
+    try:
+        labelled.xarray()
+        labelled.netcdf_engine()
+    except labelled.MissingDependency as exc:
+        raise UsageError(f"-o {path}: {exc}") from None
 
 
 def _print_summary(field, solution) -> None:
