@@ -306,3 +306,24 @@ def test_interp_is_not_allowed_where_inputs_are_not():
            "    dx/dt = p\n    solve euler(dt = 1, steps = 1)\n}\n")
     with pytest.raises(NameError_, match="a param default may not use `A`"):
         vgpu.run_field(src, np.zeros(1), inputs={"A": np.ones(3)}, backend="numpy")
+
+
+START = """
+field start {
+    input A[M]
+    param u
+    state y = interp(A, u)
+    dy/dt = interp(A, u + t)
+    solve euler(dt = 0.5, steps = 1)
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_interp_in_a_start_expression(request, backend):
+    _needs(request, backend)
+    u = np.linspace(-1, 6, 15)
+    got = vgpu.run_field(START, params={"u": u}, inputs={"A": TABLE}, dims={"N": len(u)},
+                         backend=backend)
+    at = np.interp(u, np.arange(LAST + 1), TABLE)
+    np.testing.assert_allclose(got, at + 0.5 * at, rtol=1e-6, atol=1e-6)
