@@ -528,6 +528,7 @@ ALPHABET = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789"
 WORDS = ["field", "param", "input", "output", "state", "let", "coupled", "collapse", "when",
          "flux", "solve", "grid", "basin", "edge", "and", "or", "not", "t", "dt", "step",
          "sin", "exp", "where", "init", "sum", "mean", "min", "max", "clamp", "int", "float",
+         "interp",
          "euler", "rk4", "heun", "midpoint", "wrap", "zero", "x", "N", "i", "l", "0", "1",
          "2.5", "1e-3", "2147483648", "1e400", "(", ")", "[", "]", "{", "}", ",", ";", "\n",
          "=", "+=", "/", "//", "%", "^", "<", "==", "dx/dt", "-", "*"]

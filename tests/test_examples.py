@@ -48,7 +48,7 @@ def test_every_example_is_covered():
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
                      "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5",
                      "ou", "gbm_option", "bouncing_ball", "lif", "robertson",
-                     "vanderpol_stiff"}
+                     "vanderpol_stiff", "dosing"}
     for name in names:
         vgpu.compile(load(name))
 
@@ -262,3 +262,35 @@ def test_vanderpol_stiff_as_its_comments_say():
     assert (sol.status == 0).all()
     assert 4500 < sol.steps_taken[0] < 6500 and 450 < sol.steps_taken[-1] < 750
     assert (np.diff(sol.steps_taken) < 0).all()
+
+
+DOSES = np.zeros(49)
+DOSES[[0, 1, 12, 13, 24, 25]] = 150.0           # the comment's schedule: three doses a day
+
+
+@pytest.mark.parametrize("backend", BACKENDS + ["cpu"])
+def test_dosing_accounts_for_every_dose(backend):
+    """gut + V c + gone is the trapezoid sum of the schedule (rk4 integrates each linear
+    piece of the table exactly), for every patient of the clearance sweep."""
+    sol = vgpu.solve(load("dosing"), inputs={"dose": DOSES}, dims={"N": 16}, save_every=16,
+                     backend=backend)
+    assert sol.history.shape == (49, 16, 3)
+    gut, c, gone = np.moveaxis(sol.history.astype(np.float64), -1, 0)
+    given = np.concatenate([[0], np.cumsum((DOSES[1:] + DOSES[:-1]) / 2)])   # by each hour
+    np.testing.assert_allclose(gut + 40.0 * c + gone, given[:, None] * np.ones(16),
+                               rtol=1e-5, atol=1e-3)
+    assert (np.diff(c[-1]) < 0).all()            # faster clearance, less left at 48 h
+
+
+def test_dosing_matches_solve_ivp_with_np_interp():
+    from scipy.integrate import solve_ivp
+    sol = vgpu.solve(load("dosing"), inputs={"dose": DOSES}, dims={"N": 4}, save_every=16,
+                     backend="numpy", dtype="float64")
+    ke = 0.05 * 10.0 ** (np.arange(4) / 3)
+    for j in range(4):
+        def rhs(t, y, k=ke[j]):
+            return [np.interp(t, np.arange(49), DOSES) - 1.2 * y[0],
+                    1.2 * y[0] / 40.0 - k * y[1], k * 40.0 * y[1]]
+        ref = solve_ivp(rhs, (0, 48), [0, 0, 0], method="DOP853", rtol=1e-12, atol=1e-12,
+                        t_eval=sol.times, max_step=0.5)
+        np.testing.assert_allclose(sol.history[:, j], ref.y.T, rtol=1e-5, atol=1e-7)  # rk4 at 1/16 h

@@ -23,6 +23,7 @@ from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning
 from .call.bind import prepare
 from .call.status import complete_status, warn_status
 from .call.bound import Solution
+from .call import labelled
 from .call.counters import COUNTERS
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
@@ -108,6 +109,8 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
         sol = _run(prepared, data, backend, progress)
         if full:
             complete_status(sol, prepared.template)
+            if window is None:          # (a Dask run labels the whole: distributed/)
+                sol.labels = labelled.of(selected, params)
     except MemoryError:
         if selected is None:
             raise

@@ -80,6 +80,15 @@ class Solution:
     # int32, grid_shape + (number of `when` blocks,): how often each fired per trajectory
     event_counts: np.ndarray | None = None
     backend: str | None = None              # the backend that ran it (set by the API)
+    # the names of the states, the grid's axes and the outputs', and the per-trajectory
+    # params of the call: what to_xarray labels the arrays with (call/labelled.py)
+    labels: object = _field(default=None, repr=False, compare=False)
+
+    def to_xarray(self):
+        """This solution as an ``xarray.Dataset`` labelled by the field (xarray is an
+        optional dependency): see call/labelled.py."""
+        from .labelled import to_xarray
+        return to_xarray(self)
 
 
 @dataclass(frozen=True)

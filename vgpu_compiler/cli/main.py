@@ -39,7 +39,9 @@ give --dim N=...). Fields whose states all have `= expr` starts need no h0.
 
 output: -o out.npy writes the final states; -o out.npz writes `states`,
 `steps_taken`, every output under its own name (output_NAME if it clashes) and,
-with --save-every, `history` and `times`. Without -o a summary is printed.
+with --save-every, `history` and `times`; -o out.nc writes a netCDF file of
+the labelled Dataset (sol.to_xarray(): needs xarray). Without -o a summary is
+printed.
 """
 
 
@@ -196,7 +198,8 @@ def _add_run(sub) -> None:
                    help="the working float type of states and params (default: float32)")
     p.add_argument("--save-every", type=int, metavar="K",
                    help="keep every K-th state (first and last included)")
-    p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="where to save the result")
+    p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz|OUT.nc",
+                   help="where to save the result")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw a phase portrait / distribution (needs vgpu[plot])")
     p.add_argument("--seed", type=int, default=0,

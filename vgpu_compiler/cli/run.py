@@ -1,6 +1,7 @@
 """``vgpuc run``: integrate an ensemble from the command line.
 
-Arrays come in and go out as ``.npy`` / ``.npz``. Without ``--h0``, the states
+Arrays come in and go out as ``.npy`` / ``.npz``; ``-o x.nc`` writes the solution's
+``to_xarray()`` Dataset as netCDF (call/labelled.py; xarray needed). Without ``--h0``, the states
 that start from h0 are drawn standard-normal (``default_rng(--seed)``) with
 shape ``grid_shape + (n_free,)`` (``grid_shape`` for one), the grid's size
 taken from ``--dim`` and from the shapes of ``--input`` / ``--param`` arrays.
@@ -17,6 +18,7 @@ import numpy as np
 from .common import (EXIT_OK, UsageError, attach_file, check_output, compile_source,
                          load_array, parse_dims, parse_inputs, parse_params, program_text,
                          read_text, select_field, size_text, write_atomically)
+from ..call import labelled
 from ..call.progress import bar as progress_bar
 from ..errors import VgpuError
 from ..noise.normal import SEED_LIMIT
@@ -84,8 +86,10 @@ def backend_words(backend) -> str:
 def _check_paths(args: argparse.Namespace) -> None:
     """Refuse bad output names (and folders that cannot take them) and a seed out of
     range before spending time on the run."""
-    if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz"):
-        raise UsageError(f"-o {args.output}: the output must end in .npy or .npz")
+    if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz", ".nc"):
+        raise UsageError(f"-o {args.output}: the output must end in .npy, .npz or .nc")
+    if args.output and args.output.lower().endswith(".nc"):
+        _netcdf_ready(args.output)
     if args.output:
         check_output(args.output, "-o")
     if args.plot:
@@ -254,8 +258,19 @@ def _save(path: str | None, solution) -> None:
     if path.lower().endswith(".npz"):
         arrays = solution_arrays(solution)
         write_atomically(path, lambda fh: np.savez(fh, **arrays), "-o")
+    elif path.lower().endswith(".nc"):
+        write_atomically(path, lambda fh: labelled.write_netcdf(solution, fh), "-o")
     else:
         write_atomically(path, lambda fh: np.save(fh, solution.states), "-o")
+
+
+def _netcdf_ready(path: str) -> None:
+    """-o x.nc needs xarray and a netCDF engine (call/labelled.py): say so before the run."""
+    try:
+        labelled.xarray()
+        labelled.netcdf_engine()
+    except labelled.MissingDependency as exc:
+        raise UsageError(f"-o {path}: {exc}") from None
 
 
 def _print_summary(field, solution) -> None:

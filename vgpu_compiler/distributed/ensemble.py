@@ -27,6 +27,7 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..call.empty import solution as empty_solution
+from ..call import labelled
 from ..call.status import complete_status
 from ..call.window import Window
 from ..pipeline import compile as compile_program
@@ -74,7 +75,9 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
     solutions = da.map_blocks(block.run_blocks, *columns, spec=spec, has_h0=h0 is not None,
                               drop_axis=[1], chunks=((1,) * len(lengths),), dtype=object,
                               meta=np.empty((0,), object))
-    return _assemble(da, probe, solutions, lengths)
+    sol = _assemble(da, probe, solutions, lengths)
+    sol.labels = labelled.of(selected, params)      # the per-trajectory params: lazy
+    return sol
 
 
 def _array(v):

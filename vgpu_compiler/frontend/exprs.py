@@ -26,6 +26,7 @@ from ..ir.ops import (ARITY, COMPARE, FLOAT_FUNCS, FUNCTIONS, INT32_MAX, INT32_M
                       Op, ReduceOp, SymKind, Type)
 from ..ir.walk import walk
 from . import ast as A
+from .interp import expand as expand_interp
 from .scope import BUILTINS, RESERVED_FUNCTIONS, Scope, describe
 
 _BUILTIN_SYMS = {"t": N.Sym(SymKind.TIME, "t", Type.FLOAT),
@@ -303,6 +304,8 @@ class ExprChecker:
         name, args = expr.func.name, expr.args
         if name == "init":
             return self._init(expr, ctx)
+        if name == "interp":
+            return (yield from self._interp(expr, ctx))
         if name in ("sum", "mean") or (name in ("min", "max") and len(args) == 1):
             return self._reduce(expr, ctx)
         if name not in FUNCTIONS:
@@ -347,6 +350,40 @@ class ExprChecker:
         b = yield _Want("number", expr.args[2], ctx)
         a, b = unify((a, b), (expr.args[1].span, expr.args[2].span))
         return N.Apply(Op.WHERE, (cond, a, b), a.type, expr.span)
+
+    def _interp(self, expr: A.Call, ctx: Context) -> Iterator:
+        """``interp(A, e1, ..., u)``: the input ``A`` read at the fractional position ``u``
+        of its last axis (frontend/interp.py)."""
+        args = expr.args
+        table = args[0] if args else None
+        if not isinstance(table, A.Name) or self.scope.kind(table.name) != "input":
+            what = ""
+            if isinstance(table, A.Name):
+                kind = self.scope.kind(table.name)
+                what = f"; `{table.name}` is {describe(kind) if kind else 'unknown'}"
+            raise TypeError_(f"`interp(A, u)` reads an input table `A` at the position `u`: "
+                             f"its first argument must be the name of an input{what}",
+                             span=(table or expr).span)
+        name = table.name
+        dims = self.scope.array(name).dims
+        if len(args) != len(dims) + 1:
+            lead = "".join(f"e{k + 1}, " for k in range(len(dims) - 1))
+            n = len(dims) - 1
+            takes = (f"{n} int ind{'ex' if n == 1 else 'ices'} and a position" if n
+                     else "a position")
+            raise TypeError_(f"`interp` of input `{name}` (rank {len(dims)}) takes {takes} "
+                             f"after the table: `interp({name}, {lead}u)`, not "
+                             f"{len(args) - 1} argument{'s' * (len(args) != 2)}",
+                             span=expr.span)
+        ctx.check("input", name, expr.span)
+        lead = []
+        for e in args[1:-1]:
+            lead.append((yield _Want("int", e, ctx, f"an index of `{name}`")))
+        u = yield _Want("float", args[-1], ctx)
+        ext = dims[-1]
+        extent = (N.Sym(SymKind.DIM, ext.name, Type.INT) if isinstance(ext, A.Name)
+                  else N.Const(ext.value, Type.INT))
+        return expand_interp(name, tuple(lead), u, extent, expr.span)
 
     def _init(self, expr: A.Call, ctx: Context) -> N.Expr:
         arg = expr.args[0] if len(expr.args) == 1 else None

@@ -24,7 +24,7 @@ from ..ir.ops import FUNCTIONS, INT32_MAX, Type
 from . import ast as A
 
 BUILTINS = frozenset({"t", "dt", "step"})
-SPECIAL_FUNCTIONS = frozenset({"init", "sum", "mean"})
+SPECIAL_FUNCTIONS = frozenset({"init", "sum", "mean", "interp"})
 RESERVED_FUNCTIONS = frozenset(FUNCTIONS) | SPECIAL_FUNCTIONS
 MAX_BASIN = 256
 MAX_GRID_RANK = 3

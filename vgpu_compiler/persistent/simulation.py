@@ -32,6 +32,7 @@ import numpy as np
 from .. import backends as registry
 from .. import spelling as S
 from ..pipeline import Located, Source, _fell_back, _say_chosen, parsed, text_of
+from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
 from ..call.bind import prepare
 from ..call.bound import Solution
@@ -227,7 +228,8 @@ class Simulation:
             sol = Solution(states=self.states, outputs={k: v.copy() for k, v in
                                                         (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
-                           steps_rejected=self.steps_rejected, backend=self.backend)
+                           steps_rejected=self.steps_rejected, backend=self.backend,
+                           labels=labelled.of(self._field, self._args["params"]))
             return sol
 
     def _time(self, n):
