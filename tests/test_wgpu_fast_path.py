@@ -220,9 +220,10 @@ def test_concurrent_fast_calls_each_get_their_own_answer(wgpu):
 
 
 def test_a_read_back_maps_without_an_extra_submission_or_falls_back():
-    """dispatch._map_read uses wgpu-py's "READ_NOSYNC" mode (no empty submission per
-    mapping); a wgpu-py without it gets map_sync."""
-    from vgpu_compiler.backends.wgpu.dispatch import _map_read
+    """dispatch._mapped maps through wgpu-py's "READ_NOSYNC" mode (no empty submission
+    per mapping); a wgpu-py without it gets map_sync; either way the buffer is read once
+    and unmapped."""
+    from vgpu_compiler.backends.wgpu.dispatch import _mapped
     calls = []
 
     class Promise:
@@ -230,6 +231,8 @@ def test_a_read_back_maps_without_an_extra_submission_or_falls_back():
             calls.append("waited")
 
     class Staging:
+        map_state = "mapped"
+
         def __init__(self, known):
             self.known = known
 
@@ -241,8 +244,15 @@ def test_a_read_back_maps_without_an_extra_submission_or_falls_back():
 
         def map_sync(self, mode):
             calls.append(("map_sync", mode))
-    _map_read(Staging(True))
-    assert calls == ["READ_NOSYNC", "waited"]
+
+        def read_mapped(self, offset, size):
+            calls.append("read")
+            return bytes(size)
+
+        def unmap(self):
+            calls.append("unmapped")
+    assert _mapped(Staging(True), 16) == bytes(16)
+    assert calls == ["READ_NOSYNC", "waited", "read", "unmapped"]
     calls.clear()
-    _map_read(Staging(False))
-    assert calls == ["READ_NOSYNC", ("map_sync", 1)]
+    _mapped(Staging(False), 16)
+    assert calls == ["READ_NOSYNC", ("map_sync", 1), "read", "unmapped"]

@@ -8,7 +8,10 @@ steps on request. A session of a call's ``(prepared, data)`` has:
 - ``advance(step0, nsteps)``: run steps ``[step0, step0 + nsteps)`` exactly as
   one run of ``step0 + nsteps`` steps runs them (``t_n = t0 + n * dt``, ``step``
   and the noise counter count from the run's start), then deposit flux on the
-  state reached (outputs are those of a run that ended there);
+  state reached (outputs are those of a run that ended there). ``step`` is the steps
+  its state has run: each dispatch is counted with it (call/interrupt.py's
+  ``held``), so an advance interrupted part way leaves the count of what ran (or,
+  where the session went back to the state before the advance, that one's);
 - ``states()``, ``steps_taken()``, ``outputs()``: read back (grid shapes);
 - ``snapshot(step)`` -> Snapshot and ``restore(snapshot)``: the whole run's state in
   one backend-neutral form (a checkpoint; set_state; a new signature);

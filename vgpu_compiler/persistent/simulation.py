@@ -19,27 +19,42 @@ by the next advance, so the pieces never change the steps. Its checkpoints hold 
 controller (call/session.py's ADAPTIVE); set_params, set_input and set_state are
 errors there (they would change the steps of the one run).
 
+A Ctrl-C during ``advance`` keeps the steps that ran (the session counts each dispatch
+with it): step, t, the noise counter and the state agree, and the flux on that state is
+deposited when next read. The arguments are copies (the caller's arrays may change);
+a closed simulation, one on a GPU backend in a forked process, a step past 2^31 - 1, a
+checkpoint that does not fit (persistent/checkpoint.py) and pickling are errors that
+say so.
+
 Each backend opens its own session (call/session.py); this module only keeps the
 run's arguments and counts steps.
 """
 from __future__ import annotations
 
 import math
+import os
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 
 from .. import backends as registry
 from .. import spelling as S
-from ..pipeline import Located, Source, _fell_back, _say_chosen, parsed, text_of
+from ..pipeline import (Located, Source, _fell_back, _out_of_memory, _say_chosen, parsed,
+                        text_of)
 from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
 from ..call.bind import prepare
 from ..call.bound import Solution
-from ..call.session import Snapshot
 from ..errors import ArgumentTypeError, BackendError, CallError
+from ..ir.ops import INT32_MAX
+from .checkpoint import check_snapshot, read_checkpoint
 
 FORMAT = 1          # the checkpoint format's version
+
+
+class NotPicklable(ArgumentTypeError, TypeError):
+    """pickle (or copy) of a Simulation: its run lives in a backend's buffers."""
 
 
 class Simulation:
@@ -52,14 +67,23 @@ class Simulation:
                  rtol=None, atol=None, dt0=None, dtmax=None, max_steps=None):
         self._lock = threading.RLock()
         self._session = None
+        self._pid = os.getpid()     # a forked child cannot use a GPU backend's buffers
+        self._closed = False
+        self._flux_due = False      # an interrupted advance deposited no flux yet
+        self._pending = None        # the until of an interrupted adaptive advance
         text, filename = text_of(src)
         self._text, self._filename = text, filename
-        self._args = dict(h0=h0, params=dict(params or {}), inputs=inputs, dims=dims,
-                          field=field, dtype=dtype, dt=dt, t0=t0, seed=seed,
+        # the arguments are copied: an array changed in place later changes neither the
+        # run nor what save() writes
+        self._args = dict(h0=_own(h0), params=_own_all(params or {}),
+                          inputs=None if inputs is None else _own_all(inputs),
+                          dims=dims, field=field, dtype=dtype, dt=dt, t0=t0, seed=seed,
                           adaptive=adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
-        with Located(text, filename):
+        self._field = self._prepared = None
+        with Located(text, filename), self._memory():
             self._field = parsed(text, filename).select(field)
             prepared, data = self._prepare(self._args["params"])
+            self._prepared = prepared
             t = prepared.template
             if self._field.events:
                 raise CallError(f"field {self._field.name} has events (when, stop when): a "
@@ -75,11 +99,36 @@ class Simulation:
             self._program_steps = t.steps
             self._adaptive = t.adaptive
             self._session, self.backend = _open(prepared, data, backend)
-        self._prepared, self._step, self._cache = prepared, 0, {}
-        if self._adaptive is None:
-            self._session.advance(0, 0)         # the start values (and flux on them)
-        else:
-            self._until = float(t.dtype.type(t.t0))
+            self._step, self._cache = 0, {}
+            if self._adaptive is None:
+                self._session.advance(0, 0)         # the start values (and flux on them)
+            else:
+                self._until = float(t.dtype.type(t.t0))
+
+    def _memory(self):
+        """MemoryError as run_field reports it: a CallError naming the size."""
+        return _OutOfMemory(self)
+
+    def _live(self):
+        """The session, once it is sure to be usable here."""
+        session = self._session
+        if session is None:
+            if self._closed:
+                raise CallError(f"this Simulation of field {self._field.name} is closed "
+                                f"(close() gave its buffers back): start a new one, or "
+                                f"Simulation.load a checkpoint saved before")
+            raise CallError("this Simulation was not made (its construction failed)")
+        if self._pid != os.getpid():
+            chosen = registry.get(self.backend)
+            if chosen.gpu:
+                ok, why = chosen.available()
+                why = why if not ok else "GPU drivers do not survive a fork"
+                raise BackendError(
+                    f"this Simulation's {self.backend} buffers belong to process "
+                    f"{self._pid}, of which this process ({os.getpid()}) is a fork: "
+                    f"{why}. save() a checkpoint there and Simulation.load it here, or "
+                    f"start workers with multiprocessing's \"spawn\" method")
+        return session
 
     def _prepare(self, params):
         a = self._args
@@ -92,6 +141,7 @@ class Simulation:
         """Run ``steps`` more steps (None: the solve statement's ``steps``), or up to the
         first step time at or after ``until``; returns the simulation."""
         with self._lock, Located(self._text, self._filename):
+            self._live()
             if self._adaptive is not None:
                 return self._advance_adaptive(steps, until)
             if steps is not None and until is not None:
@@ -104,10 +154,30 @@ class Simulation:
                 raise ArgumentTypeError(f"{S.name('steps')} must be a whole number >= 0, "
                                         f"got {steps!r}")
             steps = int(steps)
-            self._cache = {}
-            self._session.advance(self._step, steps)
-            self._step += steps
+            if self._step + steps > INT32_MAX:
+                raise CallError(f"advance({steps}) would run past step {INT32_MAX}: a "
+                                f"Simulation numbers its steps with 32-bit ints (the "
+                                f"builtin step, the noise counter), so step + steps must be "
+                                f"at most {INT32_MAX} (the simulation is at step "
+                                f"{self._step}); go on in a new Simulation from sim.states "
+                                f"with t0=sim.until (and another seed: its noise counter "
+                                f"starts again at 0)")
+            self._run(self._step, steps)
             return self
+
+    def _run(self, step0: int, steps: int) -> None:
+        """The session's steps [step0, step0 + steps). Interrupted (Ctrl-C) part way, the
+        simulation counts the steps the session finished (or none, where the session went
+        back to the state before the advance), and deposits the flux on that state when
+        it is next read."""
+        session = self._live()
+        self._cache = {}
+        try:
+            session.advance(step0, steps)
+        except BaseException:
+            self._step, self._flux_due = session.step, True
+            raise
+        self._step, self._flux_due = step0 + steps, False
 
     def _advance_adaptive(self, steps, until) -> "Simulation":
         """The steps of one solve to t1 until each trajectory's step end reaches or passes
@@ -132,9 +202,19 @@ class Simulation:
         if u < self._until:
             raise CallError(f"until={until} is before the simulation's time "
                             f"({self._until}): a Simulation only runs forwards")
+        if self._pending is not None and u < self._pending:
+            raise CallError(f"until={until} is before {self._pending}, where the "
+                            f"interrupted advance was going (some trajectories may be "
+                            f"past {until} already): advance(until=t) with t >= "
+                            f"{self._pending}")
+        session = self._live()
         self._cache = {}
-        self._session.advance_to(u)
-        self._until = u
+        try:
+            session.advance_to(u)
+        except BaseException:
+            self._pending = max(u, self._pending or u)
+            raise
+        self._until, self._pending = u, None
         return self
 
     def _steps_until(self, until) -> int:
@@ -149,31 +229,44 @@ class Simulation:
             raise CallError(f"until={until} is before the simulation's time "
                             f"({float(self._time(self._step))}): a Simulation only runs "
                             f"forwards")
-        return n - self._step
+        return min(n, INT32_MAX + 1) - self._step      # (past the last step: refused)
 
     # --- reading (on access, kept until the next change) ------------------------------
     def _read(self, what: str, make):
+        """``make()``'s value (a session reader's name, or a function of the session),
+        kept until the next change."""
         with self._lock:
+            session = self._live()
+            if self._pending is not None:
+                raise CallError(f"the last advance(until={self._pending}) was interrupted "
+                                f"part way (each trajectory is somewhere before it): "
+                                f"advance(until=t) with t >= {self._pending} again before "
+                                f"reading the simulation")
             hit = self._cache.get(what)
             if hit is None:
-                hit = self._cache[what] = make()
+                if what == "outputs" and self._flux_due:
+                    self._cache = {}
+                    session.advance(self._step, 0)      # flux on the state reached
+                    self._flux_due = False
+                hit = self._cache[what] = (getattr(session, make)() if isinstance(make, str)
+                                           else make())
             return hit
 
     @property
     def states(self) -> np.ndarray:
         """The current states, grid_shape (+ (n_states,)), as run_field returns them."""
-        return self._read("states", self._session.states).copy()
+        return self._read("states", "states").copy()
 
     @property
     def steps_taken(self) -> np.ndarray:
-        return self._read("taken", self._session.steps_taken).copy()
+        return self._read("taken", "steps_taken").copy()
 
     @property
     def outputs(self) -> dict:
         """Flux deposited on the current state (the outputs of a run that ended here); for
         an adaptive method, once every trajectory has ended (at t1 or earlier), the
         outputs of the one solve."""
-        out = self._read("outputs", self._session.outputs)
+        out = self._read("outputs", "outputs")
         if out is None:
             raise CallError("an adaptive Simulation deposits flux as each trajectory ends: "
                             "its outputs are there once every one has (advance(until=t1)"
@@ -187,7 +280,7 @@ class Simulation:
         adaptive method the last advance's ``until`` (or the time a trajectory ended,
         with a status other than 0, or at t1)."""
         if self._adaptive is not None:
-            return self._read("t", self._session.times).copy()
+            return self._read("t", "times").copy()
         return self._read("t", lambda: self._time(self.steps_taken)).copy()
 
     @property
@@ -195,19 +288,22 @@ class Simulation:
         """int8, grid_shape: a Solution's status (fixed-step methods: 0, they end every
         step they take)."""
         if self._adaptive is not None:
-            return self._read("status", self._session.status_codes).copy()
-        return np.zeros(self._prepared.grid_shape, np.int8)
+            return self._read("status", "status_codes").copy()
+        return self._read("status", lambda: np.zeros(self._prepared.grid_shape,
+                                                     np.int8)).copy()
 
     @property
     def steps_rejected(self) -> np.ndarray:
         """int32, grid_shape: step attempts rejected so far (0 for fixed-step methods)."""
         if self._adaptive is not None:
-            return self._read("rejected", self._session.steps_rejected).copy()
-        return np.zeros(self._prepared.grid_shape, np.int32)
+            return self._read("rejected", "steps_rejected").copy()
+        return self._read("rejected", lambda: np.zeros(self._prepared.grid_shape,
+                                                       np.int32)).copy()
 
     @property
     def until(self) -> float:
         """An adaptive Simulation's time: the last advance's ``until`` (t0 at first)."""
+        self._live()
         if self._adaptive is None:
             return float(self._time(self._step))
         return self._until
@@ -216,6 +312,7 @@ class Simulation:
     def step(self) -> int:
         """Steps run so far (the next step's number); for an adaptive method (its
         trajectories take steps of their own) see steps_taken."""
+        self._live()
         if self._adaptive is not None:
             raise CallError("an adaptive method's trajectories take steps of their own: "
                             "read sim.steps_taken (and sim.until)")
@@ -224,7 +321,7 @@ class Simulation:
     def solution(self) -> Solution:
         """The current state as a Solution (what vgpu.solve over the steps so far returns)."""
         with self._lock:
-            outputs = self._read("outputs", self._session.outputs)
+            outputs = self._read("outputs", "outputs")
             sol = Solution(states=self.states, outputs={k: v.copy() for k, v in
                                                         (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
@@ -241,33 +338,35 @@ class Simulation:
     def set_params(self, params=None, **more) -> "Simulation":
         """New values for some params (a scalar, or an array of the grid's shape), in
         force from the next step; the others keep theirs."""
-        with self._lock, Located(self._text, self._filename):
+        with self._lock, Located(self._text, self._filename), self._memory():
+            self._live()
             self._fixed_only("set_params")
-            new = {**self._args["params"], **(params or {}), **more}
+            new = {**self._args["params"], **_own_all({**(params or {}), **more})}
             prepared, data = self._prepare(new)
             self._args["params"] = new
             self._cache = {}
             if prepared is self._prepared:
                 self._session.set_data(data)        # the same signature: values only
-                self._session.advance(self._step, 0)    # (flux, with the new values)
+                self._run(self._step, 0)            # (flux, with the new values)
                 return self
             snap = self._session.snapshot(self._step)
             session, _ = _open(prepared, data, self.backend)
             session.restore(snap)
             session.advance(self._step, 0)      # (outputs: flux on the state restored)
             self._session.close()
-            self._session, self._prepared = session, prepared
+            self._session, self._prepared, self._flux_due = session, prepared, False
             return self
 
     def set_input(self, name: str, array) -> "Simulation":
         """A new value of input ``name`` (its shape unchanged), read from the next step."""
         with self._lock, Located(self._text, self._filename):
+            self._live()
             self._fixed_only("set_input")
             t = self._prepared.template
             if name not in t.inputs:
                 raise CallError(f"field {self._field.name} has no input {name!r} (inputs: "
                                 f"{', '.join(t.inputs) or 'none'})")
-            a = np.asarray(array, dtype=t.dtype)
+            a = np.array(array, dtype=t.dtype)      # (a copy: never the caller's array)
             want = self._input_shape(name)
             if a.shape != want:
                 raise CallError(f"input {name} has shape {want}; set_input got {a.shape}")
@@ -297,19 +396,18 @@ class Simulation:
         current values)."""
         with self._lock:
             self._fixed_only("a pipeline's stage")
-            self._cache = {}
-            self._session.advance(0, steps)
-            self._step = steps
+            self._run(0, steps)
 
     def set_state(self, states) -> "Simulation":
         """Replace the current state: an array shaped as ``states`` (every state)."""
         with self._lock, Located(self._text, self._filename):
+            self._live()
             self._fixed_only("set_state")
             t, f = self._prepared.template, self._field
             n_states = len(f.states)
             want = t.grid_shape + ((n_states,) if n_states > 1 else ())
             try:
-                a = np.asarray(states, dtype=t.dtype)
+                a = np.array(states, dtype=t.dtype)     # (a copy: never the caller's)
             except (TypeError, ValueError) as e:
                 raise ArgumentTypeError(f"set_state takes an array of numbers: {e}") from None
             if a.shape != want:
@@ -326,7 +424,7 @@ class Simulation:
                 snap.init = snap.state.copy()
             self._cache = {}
             self._session.restore(snap)
-            self._session.advance(self._step, 0)
+            self._run(self._step, 0)
             return self
 
     # --- checkpoints ---------------------------------------------------------------------
@@ -334,6 +432,11 @@ class Simulation:
         """Write a checkpoint (.npz): program text, arguments, state, step, counters and
         the noise position (the seed and the step: Philox is counter-based)."""
         with self._lock:
+            self._live()
+            if self._pending is not None:
+                raise CallError(f"the last advance(until={self._pending}) was interrupted "
+                                f"part way: advance(until=t) with t >= {self._pending} "
+                                f"again before saving")
             a = self._args
             arrays = {"format": np.int64(FORMAT), "text": np.str_(self._text),
                       "filename": np.str_(self._filename),
@@ -355,37 +458,19 @@ class Simulation:
     @classmethod
     def load(cls, path, *, backend=None) -> "Simulation":
         """A Simulation resumed from ``save``'s checkpoint (on its backend, or
-        ``backend=``): it continues bit for bit as the saved one would have."""
-        try:
-            z = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise CallError(f"cannot read checkpoint {path!r}: {e}") from None
-        with z:
-            if "format" not in z or int(z["format"]) != FORMAT:
-                raise CallError(f"{path!r} is not a vgpu Simulation checkpoint (format "
-                                f"{FORMAT})")
-            groups = {"params": {}, "inputs": {}, "dims": {}, "adaptive": {}}
-            for name in z.files:
-                group, _, key = name.partition(":")
-                if group in groups:
-                    v = z[name]
-                    groups[group][key] = (int(v) if group == "dims" or key == "max_steps"
-                                          else float(v) if v.ndim == 0 else v)
-            opt = lambda k: None if math.isnan(float(z[k])) else float(z[k])   # noqa: E731
-            sim = cls(Source(str(z["text"]), str(z["filename"])),
-                      z["h0"] if "h0" in z else None, params=groups["params"],
-                      inputs=groups["inputs"] or None, dims=groups["dims"] or None,
-                      field=str(z["field"]) or None, backend=backend or str(z["backend"]),
-                      dtype=str(z["dtype"]), dt=opt("dt"), t0=opt("t0"),
-                      seed=int(str(z["seed"])), **groups["adaptive"])
-            snap = Snapshot.of(z, "snap:")
-        with sim._lock:
-            if (snap.controller is None) != (sim._adaptive is None):
-                raise CallError(f"{path!r}: the checkpoint's run and its field do not agree "
-                                f"on the kind of method")
+        ``backend=``): it continues bit for bit as the saved one would have. A file that
+        is not a whole checkpoint (damaged, cut short, arrays of other shapes than its
+        run's) is a CallError naming it."""
+        args, snap = read_checkpoint(path, FORMAT)
+        if backend is not None:
+            args["backend"] = backend
+        sim = cls(Source(args.pop("text"), args.pop("filename")), args.pop("h0"), **args)
+        with sim._lock, sim._memory():
+            check_snapshot(snap, path, len(sim._field.states),
+                           math.prod(sim._prepared.grid_shape), sim._adaptive is not None)
             sim._session.restore(snap)
             if sim._adaptive is None:
-                sim._session.advance(snap.step, 0)
+                sim._run(snap.step, 0)
             else:
                 sim._until = float(snap.controller["until"])
             sim._step = snap.step
@@ -394,10 +479,15 @@ class Simulation:
 
     # --- the end -------------------------------------------------------------------------
     def close(self) -> None:
-        """Give back the device buffers now (also done when the simulation is collected)."""
+        """Give back the device buffers now (also done when the simulation is collected);
+        every use after it is a CallError. Closing again does nothing."""
         with self._lock:
-            if self._session is not None:
-                self._session.close()
+            session, self._session, self._closed = self._session, None, True
+            if session is None:
+                return
+            if self._pid != os.getpid() and registry.get(self.backend).gpu:
+                return      # a fork's copy of another process's buffers: only forgotten
+            session.close()
 
     def __enter__(self) -> "Simulation":
         return self
@@ -405,11 +495,57 @@ class Simulation:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __reduce_ex__(self, protocol):
+        raise NotPicklable(
+            f"a Simulation cannot be pickled or copied: its run lives in the {self.backend} "
+            f"backend's buffers; sim.save(path) writes a checkpoint and "
+            f"vgpu.Simulation.load(path) resumes it (bit for bit, on any backend)")
+
     def __repr__(self) -> str:
+        if self._session is None:
+            state = "closed" if self._closed else "not made"
+            return f"<Simulation of field {self._field.name}: {state}>"
         where = (f"step {self._step}" if self._adaptive is None else
                  f"t = {self._until} of t1 = {self._adaptive.t1}")
         return (f"<Simulation of field {self._field.name} on {self.backend}: "
                 f"{math.prod(self._prepared.grid_shape)} trajectories, {where}>")
+
+
+class _OutOfMemory:
+    """A MemoryError inside: a CallError naming the size, as run_field's."""
+
+    def __init__(self, sim: Simulation):
+        self.sim = sim
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if kind is None or not issubclass(kind, MemoryError):
+            return False
+        sim = self.sim
+        if sim._field is None:
+            return False
+        raise CallError(_out_of_memory(sim._field, sim._prepared)).with_source(
+            sim._text, sim._filename) from None
+
+
+def _own_all(arrays):
+    """A mapping's arrays copied (anything else is left to the call's own checks)."""
+    if not isinstance(arrays, Mapping):
+        return arrays
+    return {k: _own(v) for k, v in arrays.items()}
+
+
+def _own(value):
+    """A copy of an array argument (a scalar as it is; what does not convert is left to
+    the call's own checks)."""
+    if value is None or isinstance(value, (int, float, complex, str, bytes, np.generic)):
+        return value
+    try:
+        return np.array(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def _number(until) -> float:

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...call.session import Snapshot
 from ...call.counters import COUNTERS
+from ...call.interrupt import held
 from ...errors import BackendError
 from .kernel import kernel
 from .runner import WORK_PER_CALL, _Call
@@ -38,17 +39,22 @@ class Session:
         self.init = self.run.buffers[roles.index("init")] if "init" in roles else None
 
     def advance(self, step0: int, nsteps: int) -> None:
+        """Steps [step0, step0 + nsteps), in calls of about WORK_PER_CALL; each call and
+        its count are done whole (a Ctrl-C is held until the call ends): an interrupted
+        advance leaves ``step`` at the steps the finished calls ran."""
         run, total = self.run, step0 + nsteps
         run.ints[run.role["steps"]] = total         # flux's step count: the run's so far
         chunk = max(1, WORK_PER_CALL // max(1, run.nslots))
         if nsteps == 0:
-            run._call(step0, 0, True)
+            with held():
+                run._call(step0, 0, True)
+                self.step = step0
         start = step0
         while start < total:
             end = min(total, start + chunk)
-            run._call(start, end - start, end == total)
-            start = end
-        self.step = total
+            with held():
+                run._call(start, end - start, end == total)
+                self.step = start = end
 
     def states(self) -> np.ndarray:
         return self.run._pack()

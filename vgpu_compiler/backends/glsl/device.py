@@ -29,11 +29,11 @@ import functools
 import logging
 import os
 import queue
-import signal
 import threading
 
-import _signal      # signal.signal without the enum conversions (about 4 us a call)
 from typing import Any, Callable
+
+from ...call.interrupt import held
 
 log = logging.getLogger("vgpu")
 
@@ -218,7 +218,6 @@ class GLThread:
 
 _MAIN = threading.main_thread().ident
 _get_ident = threading.get_ident
-_SIGINT = int(signal.SIGINT)
 
 
 def _release(ctx) -> bool:
@@ -268,26 +267,8 @@ def _current_context_getters() -> tuple:
 def _holding_sigint(run: Callable, fn: Callable, args: tuple):
     """``run(fn, args)`` on the main thread with a first SIGINT held back until it ends
     (a second one raises at once), then delivered as the handler in force would."""
-    held: list = []
-
-    def hold(signum, frame):
-        if held:
-            raise KeyboardInterrupt
-        held.append(frame)
-
-    try:
-        before = _signal.signal(_SIGINT, hold)
-    except ValueError:                  # not the main interpreter's main thread after all
+    with held():
         return run(fn, args)
-    try:
-        return run(fn, args)
-    finally:
-        _signal.signal(_SIGINT, before)
-        if held:
-            if callable(before):
-                before(signal.SIGINT, held[0])
-            elif before == signal.SIG_DFL:
-                signal.raise_signal(signal.SIGINT)
 
 
 def _describe(ctx) -> dict[str, Any]:

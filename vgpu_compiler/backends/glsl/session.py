@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from ...call.counters import COUNTERS
+from ...call.interrupt import held
 from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from . import device as gl
@@ -65,7 +66,12 @@ class Session:
 
     # --- running -------------------------------------------------------------------------
     def advance(self, step0: int, nsteps: int) -> None:
-        total = step0 + nsteps
+        """Steps [step0, step0 + nsteps), paced dispatches. Each dispatch and its count
+        are done whole (gl.call holds a Ctrl-C until the job ends, and the count is taken
+        with it): an interrupted advance of a resident run leaves ``step`` at the steps
+        the finished dispatches ran; one of several chunks (each runs all its steps in
+        turn) keeps the host's arrays, and ``step``, as they were before the advance."""
+        total, back = step0 + nsteps, []
         for ci, chunk in enumerate(self.plan.chunks):
             upload = set(self.dirty) if self.resident else {"state", "params"}
             if ci == 0:
@@ -74,17 +80,23 @@ class Session:
             for s0, s1 in _segments(step0, total, pacer):
                 u = {**self.uniforms, "u_step0": s0, "u_nsteps": s1 - s0,
                      "u_final": int(s1 == total), "u_steps": total}
-                back = s1 == total and not self.resident
+                last = s1 == total and not self.resident
                 began = time.perf_counter()
-                err, raw = gl.call(self._trip, chunk, u, upload, back)
+                with held():
+                    err, raw = gl.call(self._trip, chunk, u, upload, last)
+                    if self.resident:       # the device holds the run: this is its step
+                        self.dirty, self.step = set(), s1
                 pacer.record(s1 - s0, time.perf_counter() - began)
                 COUNTERS.add("dispatches")
                 upload = set()
                 _raise_error(err, self.call)
                 if raw is not None:
-                    self._absorb(chunk, raw)
-        self.dirty = set()
-        self.step = total
+                    back.append((chunk, raw))
+        with held():            # every chunk has run: the host's arrays are the run's
+            for chunk, raw in back:
+                self._absorb(chunk, raw)
+            self.dirty = set()
+            self.step = total
 
     def _trip(self, ctx, chunk, uniforms: dict, upload: set, back: bool):
         try:

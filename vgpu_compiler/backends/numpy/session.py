@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...call.interrupt import held
 from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir.evaluate import INT, Frame
@@ -29,25 +30,33 @@ class Session:
         self.run = _Run(self.prepared.bound(data), None)
 
     def advance(self, step0: int, nsteps: int) -> None:
+        """Steps [step0, step0 + nsteps). Each step and its count are done whole (a
+        Ctrl-C is held until the step ends): an interrupted advance leaves ``step``, the
+        state and the collapse counters of the last step it finished."""
         if step0 == 0:
-            self._restart()
-        run, lay, h = self.run, self.run.layout, self.h
+            with held():
+                self._restart()
+        run, lay = self.run, self.run.layout
         with np.errstate(all="ignore"):
             for n in range(step0, step0 + nsteps):
-                if run.field.collapse is None:
-                    h = run.step(h, n, lay.active)
-                    continue
-                if not self.running.any():
-                    break
-                col = self.running[:, None]
-                new = run.step(h, n, lay.active & col)
-                h = [np.where(col, a, b) for a, b in zip(new, h)]
-                self.taken += self.running
-                self.running = self.running & ~run.collapse_vote(h, n, self.running)
-        # the step buffers are the run's (by step parity): keep the state in arrays of
-        # its own, so a later set_data (a new _Run) and snapshots see it unchanged
-        self.h = [np.array(x) for x in h]
-        self.step = step0 + nsteps
+                with held():
+                    if run.field.collapse is None:
+                        self.h, self.step = run.step(self.h, n, lay.active), n + 1
+                        continue
+                    if not self.running.any():
+                        break
+                    col = self.running[:, None]
+                    new = run.step(self.h, n, lay.active & col)
+                    h = [np.where(col, a, b) for a, b in zip(new, self.h)]
+                    voted = run.collapse_vote(h, n, self.running)
+                    self.h, self.taken, self.running, self.step = (
+                        h, self.taken + self.running, self.running & ~voted, n + 1)
+        # the step buffers are the run's (by step parity: the one self.h is in is not
+        # written by the next step): keep the state in arrays of its own, so a later
+        # set_data (a new _Run) and snapshots see it unchanged
+        with held():
+            self.h = [np.array(x) for x in self.h]
+            self.step = step0 + nsteps
 
     def _restart(self) -> None:
         """What every compiled kernel does before step 0 (and _Run.start does from h0):
@@ -63,8 +72,9 @@ class Session:
                                               frame.eval(s.init, lay.active))
         run.init = dict(ctx.states)
         self.h = [run.init[name] for name in run.names]
-        self.running[:] = True
-        self.taken[:] = 0
+        self.running = np.ones_like(self.running)
+        self.taken = np.zeros_like(self.taken)
+        self.step = 0
 
     def _taken(self) -> np.ndarray:
         if self.run.field.collapse is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...call.bound import Bound
+from ...call.interrupt import held
 from ..shader.faults import NO_ERROR, raise_error as _raise_error
 
 _NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
@@ -61,11 +62,7 @@ def _read(kernel, queue, enc, reads) -> list:
         if size:
             enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
     queue.submit([enc.finish()])
-    _map_read(staging)
-    try:
-        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
-    finally:
-        staging.unmap()
+    raw = _mapped(staging, max(16, -(-at // 16) * 16))
     return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
 
 
@@ -92,16 +89,50 @@ def _initial(bound: Bound) -> np.ndarray | None:
     return state
 
 
-def _map_read(staging) -> None:
-    """Map ``staging`` for reading, just submitted work included. wgpu-py's map_sync
-    submits an empty command buffer first on every read mapping (for a buffer no
-    submitted copy wrote: wgpu-native issue 305); our copy into it was just submitted,
-    so the mode its own ``queue.read_buffer`` uses, "READ_NOSYNC", skips that extra
-    submission (a wgpu-py without that mode: map_sync)."""
+def _mapped(staging, size: int) -> bytes:
+    """The first ``size`` bytes of ``staging``, mapped for reading and unmapped again,
+    whatever interrupts the wait: a buffer left mapped, or with its mapping still
+    pending, makes wgpu-native abort the process ("Buffer ... is still mapped") at the
+    next submission that copies into it. A first Ctrl-C waits for the end (held); a
+    second one is let through, and the mapping is still waited for and undone."""
+    promise = None
+    with held():
+        try:
+            promise = _map_read(staging)
+            if promise is not None:
+                promise.sync_wait()
+            return bytes(staging.read_mapped(0, size))
+        finally:
+            _unmap(staging, promise)
+
+
+def _map_read(staging):
+    """Start mapping ``staging`` for reading, just submitted work included: the promise
+    (None: mapped already). wgpu-py's map_sync submits an empty command buffer first on
+    every read mapping (for a buffer no submitted copy wrote: wgpu-native issue 305);
+    our copy into it was just submitted, so the mode its own ``queue.read_buffer`` uses,
+    "READ_NOSYNC", skips that extra submission (a wgpu-py without that mode: map_sync)."""
     try:
-        promise = staging.map_async("READ_NOSYNC")
+        return staging.map_async("READ_NOSYNC")
     except (KeyError, ValueError, AttributeError):
         staging.map_sync(1)     # wgpu.MapMode.READ
-        return
-    promise.sync_wait()
+        return None
 
+
+def _unmap(staging, promise) -> None:
+    """Unmap ``staging``; a mapping still pending (its wait interrupted) is waited for
+    first, through further interrupts (the first one is on its way already)."""
+    while True:
+        try:
+            state = getattr(staging, "map_state", "mapped")
+            if state == "pending" and promise is not None:
+                try:
+                    promise.sync_wait()
+                except Exception:   # noqa: BLE001 (the mapping failed: nothing to unmap)
+                    return
+                state = staging.map_state
+            if state == "mapped":
+                staging.unmap()
+            return
+        except KeyboardInterrupt:
+            continue

@@ -12,12 +12,14 @@ import numpy as np
 
 from ... import spelling as S
 from ...call.counters import COUNTERS
+from ...call.interrupt import held
 from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from . import check_dtype
 from . import device as dev
+from .dispatch import _read
 from .runner import (FIRST_WORK, TARGET_CPU_SECONDS, TARGET_SECONDS, _chunks, _dispatch,
                      _groups, _loop_cap, _lock, _pack_uniforms, _raise_error, available,
                      kernel_for)
@@ -80,6 +82,11 @@ class Session:
 
     # --- running -------------------------------------------------------------------------
     def advance(self, step0: int, nsteps: int) -> None:
+        """Steps [step0, step0 + nsteps), paced dispatches. Each dispatch and its count
+        are done whole (a Ctrl-C is held until the dispatch's read-back ends): an
+        interrupted advance of a resident run leaves ``step`` at the steps the finished
+        dispatches ran; one of several chunks (each runs all its steps in turn) keeps
+        the host's arrays, and ``step``, as they were before the advance."""
         with _lock:
             self._advance(step0, nsteps)
 
@@ -99,6 +106,7 @@ class Session:
             queue.write_buffer(k.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
         err = k.ensure("b_err", 16)
         self.outs = None
+        finished = []
         for a, b in self.chunks:
             count = b - a
             self._put("u_count", count)
@@ -118,9 +126,11 @@ class Session:
                 if back:
                     reads += self._reads(count)
                 began = time.perf_counter()
-                with d.lock:
+                with held(), d.lock:
                     got = _dispatch(k, device, queue, _pack_uniforms(k, self.values), group,
                                     groups, reads)
+                    if self.resident:       # the device holds the run: this is its step
+                        self.dirty, self.step = set(), s1
                 COUNTERS.add("dispatches")
                 seconds = time.perf_counter() - began
                 if s1 > s0 and seconds > 0:
@@ -128,12 +138,15 @@ class Session:
                     first = max(1, min(want, 4 * first, self.cap or want))
                 _raise_error(np.frombuffer(got[0], np.uint32), meta, self.bound)
                 if back:
-                    self._absorb(a, b, got[1:])
+                    finished.append((a, b, got[1:]))
                 s0 = s1
                 if s0 >= total:
                     break
-        self.dirty = set()
-        self.step = total
+        with held():            # every chunk has run: the host's arrays are the run's
+            for a, b, got in finished:
+                self._absorb(a, b, got)
+            self.dirty = set()
+            self.step = total
 
     def _upload(self, queue, a: int, b: int, upload) -> None:
         k, meta, count = self.kernel, self.kernel.meta, b - a
@@ -258,19 +271,4 @@ class Session:
 
 def _dispatch_reads(k, device, reads: list) -> list:
     """Copy ``reads`` (buffer, bytes) into the kernel's staging buffer and map it once."""
-    enc = device.create_command_encoder()
-    offsets, at = [], 0
-    for _, size in reads:
-        offsets.append(at)
-        at += -(-size // 4) * 4
-    staging = k.staging(at)
-    for (buf, size), off in zip(reads, offsets):
-        if size:
-            enc.copy_buffer_to_buffer(buf, 0, staging, off, -(-size // 4) * 4)
-    device.queue.submit([enc.finish()])
-    staging.map_sync(1)
-    try:
-        raw = bytes(staging.read_mapped(0, max(16, -(-at // 16) * 16)))
-    finally:
-        staging.unmap()
-    return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
+    return _read(k, device.queue, device.create_command_encoder(), reads)
