@@ -130,19 +130,50 @@ def test_run_field_returns_the_batch_shape(backend):
     np.testing.assert_array_equal(got.ravel(), want)
 
 
-def test_an_open_grid_broadcasts_like_numpy():
-    b = np.linspace(0.2, 0.6, 4)
-    g = np.linspace(0.05, 0.2, 3)
+def test_a_scalar_param_or_one_start_is_the_same_for_every_trajectory():
     h0 = np.array([0.99, 0.01, 0.0])
-    open_grid = vgpu.solve(SIR, h0, params={"beta": b[None, :], "gamma": g[:, None]},
-                           backend="numpy")
-    beta, gamma = np.meshgrid(b, g)
-    mesh = vgpu.solve(SIR, h0, params={"beta": beta, "gamma": gamma}, backend="numpy")
-    _same_as_flat(open_grid, mesh, (3, 4))
-    # a scalar param and a batch of starts: the batch is h0's
-    h0s = np.tile(h0, (2, 5, 1))
+    beta = np.linspace(0.2, 0.6, 10).reshape(2, 5)
+    h0s = np.broadcast_to(h0, (2, 5, 3))
+    one_start = vgpu.solve(SIR, h0, params={"beta": beta}, backend="numpy")
+    starts = vgpu.solve(SIR, h0s, params={"beta": beta}, backend="numpy")
+    _same_as_flat(one_start, starts, (2, 5))
+    # a scalar param beside a batch of starts: the batch is h0's
     sol = vgpu.solve(SIR, h0s, params={"beta": 0.3}, backend="numpy")
     assert sol.states.shape == (2, 5, 3) and sol.status.shape == (2, 5)
+    # one free state: h0 of shape (1,) is one start beside a batch of params
+    k = np.linspace(0.1, 1, 6).reshape(3, 2)
+    got = vgpu.run_field(ONE, [2.0], params={"k": k}, backend="numpy")
+    np.testing.assert_array_equal(got, vgpu.run_field(ONE, np.full((3, 2), 2.0),
+                                                      params={"k": k}, backend="numpy"))
+
+
+READS_I = """
+field drift {
+    input w[N]
+    state x
+    dx/dt = w[i] + float(i) / float(N)
+    solve rk4(dt = 0.1, steps = 5)
+}
+"""
+
+
+def test_the_program_sees_the_flat_batch(backend):
+    """``i`` is a trajectory's row-major index in the batch, ``N`` their number."""
+    w = np.linspace(-1, 1, 6)
+    got = vgpu.run_field(READS_I, np.zeros((2, 3)), inputs={"w": w}, backend=backend)
+    want = vgpu.run_field(READS_I, np.zeros(6), inputs={"w": w}, backend=backend)
+    np.testing.assert_array_equal(got.ravel(), want)
+    np.testing.assert_allclose(want, 0.5 * (w + np.arange(6) / 6), rtol=1e-5, atol=1e-6)
+
+
+def test_batches_of_different_shapes_are_not_broadcast():
+    """A column beside a row is a ShapeError (numpy would make 3 x 4 trajectories of it:
+    np.meshgrid says so explicitly)."""
+    b, g = np.linspace(0.2, 0.6, 4), np.linspace(0.05, 0.2, 3)
+    with pytest.raises(vgpu.ShapeError, match=r"param beta: batch \(1, 4\), param gamma: batch \(3, 1\)"):
+        vgpu.solve(SIR, [0.99, 0.01, 0], params={"beta": b[None, :], "gamma": g[:, None]})
+    with pytest.raises(vgpu.ShapeError, match=r"h0 \(4, 3\): batch \(4,\), param beta: batch \(4, 1\)"):
+        vgpu.solve(SIR, np.ones((4, 3)), params={"beta": b[:, None]})
 
 
 def test_one_trajectory_without_a_batch_axis():
@@ -155,8 +186,9 @@ def test_one_trajectory_without_a_batch_axis():
     _same_as_flat(one, row, ())
 
 
-def test_shapes_that_do_not_broadcast_are_a_shape_error_naming_them():
-    with pytest.raises(vgpu.ShapeError, match=r"param beta \(3, 4\).*param gamma \(2, 4\)"):
+def test_shapes_that_differ_are_a_shape_error_naming_them():
+    with pytest.raises(vgpu.ShapeError, match=r"different batch shapes: param beta: batch \(3, 4\), "
+                       r"param gamma: batch \(2, 4\); h0 has shape batch \+ \(3,\)"):
         vgpu.solve(SIR, [0.99, 0.01, 0], params={"beta": np.ones((3, 4)),
                                                  "gamma": np.ones((2, 4))})
     with pytest.raises(vgpu.ShapeError, match=r"h0 must have shape \(N, 3\).*batch \+ \(3,\)"):
@@ -169,6 +201,19 @@ def test_a_field_with_a_grid_statement_keeps_its_grid():
     with pytest.raises(vgpu.ShapeError, match=r"h0 must have shape \(N,\) \(grid \(N,\) x "
                        r"states x\), got \(3, 4\)$"):
         vgpu.run_field(GRID, np.ones((3, 4)), params={"k": 1.0})
+
+
+def test_a_call_on_a_dask_cluster_takes_a_one_axis_batch():
+    dask = pytest.importorskip("dask")
+    beta = np.linspace(0.2, 0.6, 8)
+    with dask.config.set(scheduler="synchronous"):
+        with pytest.raises(vgpu.ShapeError, match=r"a call on a Dask cluster.*runs a batch "
+                           r"of one axis: reshape h0 to \(-1, 3\)"):
+            vgpu.solve(SIR, np.ones((2, 4, 3)), params={"beta": beta.reshape(2, 4)}, chunks=2)
+        sol = vgpu.solve(SIR, np.tile([0.99, 0.01, 0], (8, 1)), params={"beta": beta},
+                         chunks=4, backend="numpy")
+        assert sol.state_names == ("S", "I", "R")
+        np.testing.assert_array_equal(sol["I"].compute(), sol.states[:, 1].compute())
 
 
 # --- 2. states by name -----------------------------------------------------------------
@@ -207,6 +252,8 @@ def test_a_simulation_solution_has_state_names():
     sol = sim.solution()
     assert sol.state_names == ("x", "n")
     np.testing.assert_array_equal(sol["x"], sol.states[..., 0])
+    with pytest.raises(vgpu.ShapeError, match=r"a Simulation runs a batch of one axis"):
+        vgpu.Simulation(src, np.zeros((2, 3)), backend="numpy")
 
 
 # --- 3. a tolerance the dtype cannot meet ----------------------------------------------

@@ -33,6 +33,7 @@ from .. import backends as registry
 from .. import spelling as S
 from ..pipeline import Located, Source, _fell_back, _say_chosen, parsed, text_of
 from ..call.adaptive import overrides as adaptive_overrides
+from ..call.batch import require_flat
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..call.session import Snapshot
@@ -58,6 +59,7 @@ class Simulation:
                           adaptive=adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
         with Located(text, filename):
             self._field = parsed(text, filename).select(field)
+            require_flat(self._field, h0, params, "a Simulation")
             prepared, data = self._prepare(self._args["params"])
             t = prepared.template
             if self._field.events:
@@ -227,7 +229,8 @@ class Simulation:
             sol = Solution(states=self.states, outputs={k: v.copy() for k, v in
                                                         (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
-                           steps_rejected=self.steps_rejected, backend=self.backend)
+                           steps_rejected=self.steps_rejected, backend=self.backend,
+                           state_names=self._prepared.template.field.state_names)
             return sol
 
     def _time(self, n):
