@@ -214,6 +214,11 @@ def test_a_call_on_a_dask_cluster_takes_a_one_axis_batch():
                          chunks=4, backend="numpy")
         assert sol.state_names == ("S", "I", "R")
         np.testing.assert_array_equal(sol["I"].compute(), sol.states[:, 1].compute())
+        with pytest.warns(vgpu.ToleranceWarning, match="float32") as caught:
+            vgpu.solve(SIR, np.tile([0.99, 0.01, 0], (8, 1)), params={"beta": beta},
+                       chunks=4, backend="numpy", rtol=1e-9).states.compute()
+        assert len([w for w in caught if w.category is vgpu.ToleranceWarning]) == 1
+        assert caught[0].filename == __file__       # said at the call, on the client
 
 
 # --- 2. states by name -----------------------------------------------------------------
@@ -271,9 +276,13 @@ def test_a_tolerance_below_float32_warns_before_running():
 def test_the_tolerance_floor_is_a_few_epsilons_of_each_dtype():
     assert rtol_floor("float32") == 8 * np.finfo(np.float32).eps
     src = SIR.replace("rtol = 1e-4", "rtol = 1e-15")      # the solve statement's rtol
-    with pytest.warns(vgpu.ToleranceWarning, match=r"below what float64 resolves"):
+    with pytest.warns(vgpu.ToleranceWarning, match=r"below what float64 resolves") as caught:
         vgpu.solve(src, [0.99, 0.01, 0], params={"beta": 0.3}, dtype="float64",
                    backend="numpy")
+    assert caught[0].filename == __file__           # it points at the call
+    with pytest.warns(vgpu.ToleranceWarning) as caught:
+        vgpu.run_field(src, [0.99, 0.01, 0], params={"beta": 0.3}, backend="numpy")
+    assert caught[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error", vgpu.ToleranceWarning)
         vgpu.solve(SIR, [0.99, 0.01, 0], params={"beta": 0.3}, rtol=1e-6, backend="numpy")

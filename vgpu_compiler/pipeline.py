@@ -109,7 +109,8 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
             save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at, seed, window)
-        warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
+        if window is None:          # (a Dask run's blocks: said once, on the client)
+            warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
         sol = _run(prepared, data, backend, progress)
         if full:
             complete_status(sol, prepared.template)
