@@ -32,7 +32,7 @@ def flatten(field: Field, h0, params) -> tuple[object, object, tuple | None]:
     if not field.implicit_grid:
         return h0, params, None
     n_free = len(field.free_states)
-    shapes: list[tuple[str, tuple]] = []          # (what, its batch shape)
+    shapes: list[tuple] = []        # (param name, or h0's shape for h0; its batch shape)
     if h0 is not None:
         if n_free == 0:
             return h0, params, None                 # bind says h0 is not wanted
@@ -42,10 +42,10 @@ def flatten(field: Field, h0, params) -> tuple[object, object, tuple | None]:
         if n_free > 1:
             if a.ndim == 0 or a.shape[-1] != n_free:
                 return h0, params, None             # bind names the shape it wants
-            shapes.append((f"{S.name('h0')} {a.shape}", a.shape[:-1]))
+            shapes.append((a.shape, a.shape[:-1]))
         else:       # one free state: a trailing axis of length 1 is the state's
-            shapes.append((f"{S.name('h0')} {a.shape}",
-                           a.shape[:-1] if a.ndim > 1 and a.shape[-1] == 1 else a.shape))
+            shapes.append((a.shape, a.shape[:-1] if a.ndim > 1 and a.shape[-1] == 1
+                           else a.shape))
         h0 = a
     arrays = {}
     if type(params) is dict:
@@ -57,7 +57,7 @@ def flatten(field: Field, h0, params) -> tuple[object, object, tuple | None]:
                 return h0, params, None
             if a.ndim:
                 arrays[name] = a
-                shapes.append((f"param {name}", a.shape))
+                shapes.append((name, a.shape))
     if not shapes:
         return h0, params, None
     first = shapes[0][1]
@@ -89,7 +89,7 @@ def _batch(field: Field, shapes: list, has_h0: bool, n_free: int) -> tuple | Non
         return batch
     if all(len(s) == 1 for _, s in shapes):
         return None
-    listed = ", ".join(f"{what}: batch {s}" for what, s in shapes)
+    listed = ", ".join(f"{_what(what)}: batch {s}" for what, s in shapes)
     raise ShapeError(f"the per-trajectory arrays of field {field.name} have different batch "
                      f"shapes: {listed}; {_rule(n_free)}")
 
@@ -111,6 +111,10 @@ def require_flat(field: Field, h0, params, where: str) -> None:
         raise ShapeError(f"{where} runs a batch of one axis: reshape {S.name('h0')} to "
                          f"(-1{state}) and the per-trajectory params to (-1,), and the "
                          f"results back")
+
+
+def _what(what) -> str:
+    return f"param {what}" if isinstance(what, str) else f"{S.name('h0')} {what}"
 
 
 def _array(value) -> np.ndarray | None:
