@@ -82,7 +82,8 @@ def test_h0_given_when_no_state_needs_it():
 def test_h0_shape_errors_say_expected_and_got():
     fails(vgpu.ShapeError, "(N, 2)", "(5, 3)", h0=np.ones((5, 3)), params={"k": 1.0})
     fails(vgpu.ShapeError, "(N, 2)", "(5,)", h0=np.ones(5), params={"k": 1.0})
-    fails(vgpu.ShapeError, "(2, 5, 2)", h0=np.ones((2, 5, 2)), params={"k": 1.0})
+    # (2, 5, 2) is a batch of shape (2, 5) (a field without a grid statement)
+    fails(vgpu.ShapeError, "(N, 2)", "(2, 5, 3)", h0=np.ones((2, 5, 3)), params={"k": 1.0})
 
 
 def test_dims_that_disagree_name_both_sources():

@@ -8,7 +8,7 @@ from vgpu_compiler.api import (cache_info, cache_stats, clear_cache, compile, ev
                               run_field, solve)
 from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, CallError,
                                   DeclarationError, MissingError, NameError_, NonFiniteWarning,
-                                  StatusWarning, ProgramIndexError, ShapeError, SourceError, SyntaxError_,
+                                  StatusWarning, ToleranceWarning, ProgramIndexError, ShapeError, SourceError, SyntaxError_,
                                   TypeError_, UnknownNameError, VgpuError, VgpuIndexError,
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
@@ -19,7 +19,8 @@ from vgpu_compiler.persistent.simulation import Simulation
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "Simulation", "Pipeline", "NonFiniteWarning", "StatusWarning", "philox",
+    "Solution", "Simulation", "Pipeline", "NonFiniteWarning", "StatusWarning", "ToleranceWarning",
+    "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

@@ -14,6 +14,7 @@ import numpy as np
 
 from .errors import ArgumentTypeError
 from .call.adaptive import overrides as adaptive_overrides
+from .call.batch import require_flat
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
 from .distributed import ensemble
@@ -160,5 +161,7 @@ def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps
                  save_every, chunks, extra=None, seed=0) -> Solution:
     text, filename = text_of(src)
     with Located(text, filename):
+        require_flat(parsed(text, filename).select(field), h0, params,
+                     "a call on a Dask cluster (dask arrays, or chunks=)")
         return ensemble.solve(Source(text, filename), h0, params, inputs, dims, field, backend,
                               dtype, dt, steps, t0, save_every, chunks, extra or None, seed)

@@ -164,3 +164,8 @@ class NonFiniteWarning(RuntimeWarning):
 class StatusWarning(RuntimeWarning):
     """Some trajectories of an adaptive run ended early (status 2-4: max_steps reached,
     step size underflow, too many events; one warning per call, with counts)."""
+
+
+class ToleranceWarning(UserWarning):
+    """An adaptive method's rtol is below what the working dtype resolves (issued before
+    the run: its steps would shrink without gaining accuracy, and may underflow)."""

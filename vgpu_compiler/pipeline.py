@@ -20,8 +20,10 @@ import numpy as np
 
 from . import spelling as S
 from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .call.batch import flatten, unflatten
 from .call.bind import prepare
 from .call.status import complete_status, warn_status
+from .call.tolerance import warn_tolerance
 from .call.bound import Solution
 from .call import labelled
 from .call.counters import COUNTERS
@@ -97,15 +99,19 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     text, filename = text_of(src)
     if progress is not None:
         _check_progress(progress)
-    prepared = selected = None
+    prepared = selected = batch = None
     try:                            # (what Located does, without a context manager)
         selected = parsed(text, filename).select(field)
+        if window is None:          # a batch of any shape, run as the 1-D grid (call/batch.py)
+            h0, params, batch = flatten(selected, h0, params)
         save_at = None
         if extra:
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at, seed, window)
+        if window is None:          # (a Dask run's blocks: said once, on the client)
+            warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
         sol = _run(prepared, data, backend, progress)
         if full:
             complete_status(sol, prepared.template)
@@ -124,7 +130,8 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     _warn_nonfinite(sol, prepared.grid_shape)
     if prepared.template.adaptive is not None or prepared.template.field.events:
         warn_status(sol, prepared.grid_shape)
-    return sol
+    sol.state_names = selected.state_names
+    return sol if batch is None else unflatten(sol, batch)
 
 
 def _out_of_memory(field, prepared) -> str:

@@ -161,11 +161,30 @@ def auto_order() -> tuple[Backend, ...]:
     if hit is None:
         generation = _generation[0]
         listed = [get(n) for n in names()]
-        rank = {b.name: (3 if b.name == "numpy" else
-                         (2 if _on_software(b) or not _usable(b) else 0) if b.gpu else 1, i)
-                for i, b in enumerate(listed)}
+        rank = {b.name: (_group(b), i) for i, b in enumerate(listed)}
         hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit
+
+
+def _group(backend: Backend) -> int:
+    """``auto``'s rank of a backend: 0 a GPU backend on a real GPU, 1 a CPU backend, 2 a
+    GPU backend on a CPU renderer (or not available), 3 numpy."""
+    if backend.name == "numpy":
+        return 3
+    if not backend.gpu:
+        return 1
+    return 2 if _on_software(backend) or not _usable(backend) else 0
+
+
+def fastest(dtype: str, exclude: tuple[str, ...] = ()) -> str:
+    """The name of the backend ``auto`` would try first for ``dtype`` among those
+    available here, leaving out ``exclude``: what a backend that refuses a call
+    suggests instead (numpy, always available, last). Only the candidates that have
+    ``dtype`` are probed."""
+    listed = [get(n) for n in names() if n not in exclude]
+    listed = [b for b in listed if dtype in b.dtypes]
+    ranked = sorted(enumerate(listed), key=lambda ib: (_group(ib[1]), ib[0]))
+    return next((b.name for _, b in ranked if b.name == "numpy" or _usable(b)), "numpy")
 
 
 def _on_software(backend: Backend) -> bool:

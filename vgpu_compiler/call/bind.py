@@ -161,9 +161,32 @@ def _names(what: str, given, valid: list[str], field: Field) -> dict:
     unknown = [k for k in given if k not in valid]
     if unknown:
         listed = ", ".join(valid) if valid else f"none: field {field.name} declares no {what}"
-        raise UnknownNameError(f"unknown name {unknown[0]!r} in {S.keyword(what)}; "
-                               f"valid names: {listed}")
+        raise UnknownNameError(f"unknown name {unknown[0]!r} in {S.keyword(what)}"
+                               f"{_elsewhere(field, unknown[0])}; valid names: {listed}")
     return dict(given)
+
+
+def _elsewhere(field: Field, name) -> str:
+    """Where a name given in the wrong mapping belongs: ``: F is an input of field f,
+    pass it in inputs={'F': array}`` (or "" when the field has no such name)."""
+    if not isinstance(name, str):
+        return ""
+    of = f"of field {field.name}"
+    if any(p.name == name for p in field.params):
+        return f": {name} is a param {of}, pass it in {S.give_entry('params', name)}"
+    if any(a.name == name for a in field.inputs):
+        return f": {name} is an input {of}, pass it in {S.give_entry('inputs', name)}"
+    if name in field.dims:
+        return f": {name} is a dim {of}, pass it in {S.give_entry('dims', name)}"
+    state = next((s for s in field.states if s.name == name), None)
+    if state is not None:
+        if state.init is not None:
+            return (f": {name} is a state {of} with a start expression "
+                    f"(state {name} = ...), so it takes no value at call time")
+        return f": {name} is a state {of}, its starting value goes in {S.name('h0')}"
+    if any(o.name == name for o in field.outputs):
+        return f": {name} is an output {of}, computed by the run (sol.outputs[{name!r}])"
+    return ""
 
 
 def _numeric(what: str, value) -> np.ndarray:
@@ -246,6 +269,10 @@ def _h0_expected(field: Field) -> str:
     grid = tuple(a.extent for a in field.grid)
     extra = () if n_free == 1 else (n_free,)
     names = ", ".join(s.name for s in field.free_states)
+    if field.implicit_grid:     # a batch of any shape (call/batch.py)
+        batch = "batch" if n_free == 1 else f"batch + ({n_free},)"
+        return (f"{shape_text(grid + extra, '()')} (grid {shape_text(grid, '()')} x states "
+                f"{names}), or {batch} for a batch of trajectories of any shape")
     return f"{shape_text(grid + extra, '()')} (grid {shape_text(grid, '()')} x states {names})"
 
 

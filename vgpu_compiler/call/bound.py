@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, CallError, UnknownNameError
 from ..ir.nodes import Field
 
 # progress(steps_done, steps_total): called by backends between chunks of steps.
@@ -84,11 +85,41 @@ class Solution:
     # params of the call: what to_xarray labels the arrays with (call/labelled.py)
     labels: object = _field(default=None, repr=False, compare=False)
 
+    # the field's states in declaration order (set by the API): sol["x"] reads one
+    state_names: tuple[str, ...] = ()
+
     def to_xarray(self):
         """This solution as an ``xarray.Dataset`` labelled by the field (xarray is an
         optional dependency): see call/labelled.py."""
         from .labelled import to_xarray
         return to_xarray(self)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """``sol["x"]``: the final values of state ``x``, ``states[..., k]`` (the batch's
+        shape; ``states`` itself for a field of one state)."""
+        return self._state(self.states, name, 'sol["x"]')
+
+    def history_of(self, name: str) -> np.ndarray:
+        """The saved values of state ``name`` (save_every or save_at): ``history[..., k]``,
+        shape ``(len(times),)`` + the batch's shape."""
+        if self.history is None:
+            raise CallError("this Solution has no history: pass save_every or save_at to "
+                            "vgpu.solve to keep one")
+        return self._state(self.history, name, "history_of")
+
+    def _state(self, array, name, what: str):
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"{what} takes a state's name (a str), got "
+                                    f"{type(name).__name__} {name!r}; index sol.states for "
+                                    f"positions")
+        names = self.state_names
+        if name not in names:
+            listed = ", ".join(names) if names else "none (this Solution has no state names)"
+            output = (f" ({name} is an output: sol.outputs[{name!r}])"
+                      if name in (self.outputs or {}) else "")
+            raise UnknownNameError(f"no state named {name!r}{output}; the states are: "
+                                   f"{listed}")
+        return array if len(names) == 1 else array[..., names.index(name)]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ def solution(bound: Bound, progress: Progress = None) -> Solution:
     shape = bound.grid_shape + (() if n_states == 1 else (n_states,))
     sol = Solution(states=np.zeros(shape, bound.dtype),
                    outputs={k: np.zeros(s, bound.dtype) for k, s in bound.output_shapes.items()},
-                   steps_taken=np.zeros(bound.grid_shape, np.int32))
+                   steps_taken=np.zeros(bound.grid_shape, np.int32),
+                   state_names=bound.field.state_names)
     if bound.save_every:
         saved = saved_steps(bound.steps, bound.save_every)
         sol.history = np.zeros((len(saved),) + shape, bound.dtype)

@@ -29,6 +29,7 @@ from ..call.bound import Solution
 from ..call.empty import solution as empty_solution
 from ..call import labelled
 from ..call.status import complete_status
+from ..call.tolerance import warn_tolerance
 from ..call.window import Window
 from ..pipeline import compile as compile_program
 from . import block
@@ -58,6 +59,7 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
     prepared, _ = prepare(selected, None if h0 is None else _empty(h0), {**scalars, **empty},
                           inputs, dims, dtype, dt, steps, t0, save_every, adaptive,
                           extra.get("save_at"), seed, window)
+    warn_tolerance(prepared.template, stacklevel=4)         # the caller of vgpu.solve
     probe = complete_status(empty_solution(prepared.template), prepared.template)
     spec = dict(source=src, field=selected.name, params=scalars, pt=tuple(lazy),
                 inputs=inputs, dims=dims, backend=backend, dtype=dtype, dt=dt, steps=steps,

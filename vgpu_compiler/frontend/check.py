@@ -92,6 +92,7 @@ def check_field(fielddef: A.FieldDef) -> N.Field:
         solver=_solver(scope, exprs),
         span=fielddef.span,
         events=_events(scope, exprs),
+        implicit_grid=scope.grid_decl is None,
     )
 
 

@@ -327,6 +327,9 @@ class Field:
     # a Rosenbrock method's (rodas4) dF/dh and dF/dt: ir.jacobian.Jacobian, derived from
     # ``derivs`` by passes.optimize (None for every other method)
     jacobian: object = None
+    # True when the field has no `grid` statement (its grid is the implicit `grid i < N`):
+    # a call may then pass a batch of any shape, run flattened (call/batch.py)
+    implicit_grid: bool = False
 
     @property
     def n_when(self) -> int:

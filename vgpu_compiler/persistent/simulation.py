@@ -44,6 +44,7 @@ from ..pipeline import (Located, Source, _fell_back, _out_of_memory, _say_chosen
                         text_of)
 from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
+from ..call.batch import require_flat
 from ..call.bind import prepare
 from ..call.bound import Solution
 from ..errors import ArgumentTypeError, BackendError, CallError
@@ -82,6 +83,7 @@ class Simulation:
         self._field = self._prepared = None
         with Located(text, filename), self._memory():
             self._field = parsed(text, filename).select(field)
+            require_flat(self._field, h0, params, "a Simulation")
             prepared, data = self._prepare(self._args["params"])
             self._prepared = prepared
             t = prepared.template
@@ -326,7 +328,8 @@ class Simulation:
                                                         (outputs or {}).items()},
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
                            steps_rejected=self.steps_rejected, backend=self.backend,
-                           labels=labelled.of(self._field, self._args["params"]))
+                           labels=labelled.of(self._field, self._args["params"]),
+                           state_names=self._prepared.template.field.state_names)
             return sol
 
     def _time(self, n):

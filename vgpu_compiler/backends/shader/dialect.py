@@ -24,6 +24,7 @@ import numpy as np
 
 from ... import spelling as S
 from ...errors import BackendError, Span
+from .. import fastest
 from ...ir.ops import Op, ReduceOp, Type
 from .kernel import Below, Ix
 
@@ -252,7 +253,7 @@ def float64_error(op_name: str, span: Span | None) -> BackendError:
         f"`{op_name}` has no double-precision version on the GLSL backend "
         f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
         f"integer powers only); use {S.setting('dtype', 'float32')}, or "
-        f"{S.setting('backend', 'numpy')} for float64",
+        f"{S.setting('backend', fastest('float64', exclude=('glsl',)))} for float64",
         span=span)
 
 

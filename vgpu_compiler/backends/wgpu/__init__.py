@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ... import spelling as S
 from ...errors import BackendError
+from .. import fastest
 from ...ir.nodes import Field
 from ..shader import adaptive, rosenbrock
 from ..shader import events as _events
@@ -26,10 +27,15 @@ MAX_STATES = 256        # as GLSL: the driver's compile time grows fast with the
 
 def check_dtype(dtype: str, span=None) -> None:
     if dtype not in DIALECTS:
+        instead = fastest(dtype, exclude=("wgpu",))     # the fastest that has the dtype
+        also = ""
+        if instead == "glsl":       # which lacks some float64 functions (shader/dialect.py)
+            also = (f" ({S.setting('backend', fastest(dtype, exclude=('wgpu', 'glsl')))} "
+                    f"where GLSL has no double-precision version of a function)")
         raise BackendError(
             f"the wgpu backend has no {dtype} (WGSL has no 64-bit floats); use "
-            f"{S.setting('dtype', 'float32')}, or {S.setting('backend', 'glsl')} or "
-            f"{S.setting('backend', 'numpy')} for {dtype}", span=span)
+            f"{S.setting('dtype', 'float32')}, or {S.setting('backend', instead)} for "
+            f"{dtype}{also}", span=span)
 
 
 def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
