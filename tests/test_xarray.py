@@ -44,6 +44,22 @@ def test_one_variable_per_state_on_the_grid_with_per_trajectory_params_as_coordi
     np.testing.assert_array_equal(by_rho.x.sel(rho=RHO[3]).values, sol.states[3, 0])
 
 
+def test_a_batch_of_several_axes_is_labelled_i_0_i_1():
+    """A field without a grid called with a meshgrid sweep (call/batch.py): the dims are
+    i_0, i_1, and a per-trajectory param is a coordinate of the batch's shape."""
+    rho, beta = np.meshgrid(np.linspace(0, 30, 3), np.linspace(1, 3, 4), indexing="ij")
+    sol = vgpu.solve(LORENZ, np.float32([1, 0, 0]), params={"rho": rho, "beta": beta},
+                     steps=50, backend="numpy")
+    ds = sol.to_xarray()
+    for k, name in enumerate("xyz"):
+        assert ds[name].dims == ("i_0", "i_1")
+        np.testing.assert_array_equal(ds[name].values, sol.states[..., k])
+    np.testing.assert_array_equal(ds["rho"].values, rho)
+    np.testing.assert_array_equal(ds["beta"].values, beta)
+    assert ds["status"].dims == ("i_0", "i_1")
+    np.testing.assert_array_equal(ds["x"].sel(i_0=2, i_1=1).values, sol["x"][2, 1])
+
+
 def test_a_history_has_time_first_and_the_final_states_beside_it():
     sol = vgpu.solve(LORENZ, H0, params={"rho": RHO}, steps=50, save_every=10,
                      backend="numpy")

@@ -23,6 +23,7 @@ import numpy as np
 from .. import spelling as S
 from ..errors import ShapeError
 from ..ir.nodes import Field
+from . import labelled
 from .bound import Solution
 
 
@@ -148,4 +149,6 @@ def unflatten(sol: Solution, batch: tuple) -> Solution:
     if sol.history is not None:         # (n_saved,) + grid + (n_states,)
         h = sol.history
         sol.history = h.reshape(h.shape[:1] + batch + h.shape[2:])
+    if sol.labels is not None:          # to_xarray's dims: i (one axis) or i_0, i_1, ...
+        sol.labels = labelled.reshaped(sol.labels, batch)
     return sol

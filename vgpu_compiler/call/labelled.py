@@ -68,6 +68,16 @@ def of(field, params: dict | None) -> Labels:
                   outputs, per)
 
 
+def reshaped(labels: Labels, batch: tuple) -> Labels:
+    """The labels of a field without a ``grid`` statement called with a batch of shape
+    ``batch`` (call/batch.py): one axis keeps the dim ``i``; more are ``i_0``, ``i_1``,
+    ... in order, and the per-trajectory params take the batch's shape."""
+    dims = ("i",) if len(batch) == 1 else tuple(f"i_{k}" for k in range(len(batch)))
+    params = {name: v.reshape(batch) if hasattr(v, "reshape") else v
+              for name, v in labels.params.items()}
+    return Labels(labels.field, labels.states, dims, labels.outputs, params)
+
+
 def xarray():
     try:
         import xarray as xr
