@@ -224,3 +224,101 @@ def test_dt_in_rodas4_stages_is_the_step(backend):
     assert sol.steps_rejected[0] == 0 and sol.steps_taken[0] == steps
     np.testing.assert_allclose(sol.states[0], x, rtol=1e-12 if dtype == "float64" else 1e-6)
     assert x > 1.09
+
+
+# --- save_at: the working dtype, backward runs ----------------------------------------
+
+DECAY_FIXED = """
+field decay {
+    state x
+    dx/dt = -x
+    solve rk4(dt = 0.01, steps = 10)
+}
+"""
+DECAY_ADAPTIVE = """
+field decay {
+    state x
+    dx/dt = -x
+    solve tsit5(t1 = 0.1)
+}
+"""
+
+
+@pytest.mark.parametrize("src", [DECAY_FIXED, DECAY_ADAPTIVE], ids=["rk4", "tsit5"])
+def test_float32_run_takes_its_own_times_as_save_at(backend, src):
+    """float32(0.1) = 0.10000000149 was "outside [0, 0.1]": compared in float64."""
+    first = solve(src, np.ones(3), backend, save_at=np.linspace(0, 0.1, 5))
+    assert first.times.dtype == np.float32 and float(first.times[-1]) > 0.1
+    again = solve(src, np.ones(3), backend, save_at=first.times)
+    np.testing.assert_array_equal(again.times, first.times)
+    np.testing.assert_array_equal(again.history, first.history)
+    with pytest.raises(vgpu.CallError, match="outside the integration interval"):
+        solve(src, np.ones(3), backend, save_at=[0.0, 0.1001])
+
+
+def test_backward_fixed_step_run_takes_save_at_in_its_direction(backend):
+    """dt < 0 (documented) with save_at: ascending times were "outside [1.0, 0.0]",
+    descending ones "not non-decreasing". Now: the times in the run's direction
+    (non-increasing), each the Hermite value of the step that holds it, as forwards;
+    x' = -x from x(1) = 1 backwards is exp(1 - t)."""
+    dtype = "float32" if backend == "wgpu" else "float64"
+    times = np.array([1.0, 0.95, 0.73, 0.5, 0.5, 0.31, 0.0])
+    kw = dict(t0=1.0, dt=-0.1, steps=10, dtype=dtype)
+    sol = solve(DECAY_FIXED, np.ones(2), backend, save_at=times, **kw)
+    np.testing.assert_array_equal(sol.times, times.astype(dtype))
+    exact = np.exp(1.0 - times)
+    np.testing.assert_allclose(sol.history[:, 0], exact, rtol=1e-5)
+    np.testing.assert_allclose(sol.states[0], np.e, rtol=1e-5)
+    # the step ends: the states of save_every (to an ulp of theta, as forwards)
+    every = solve(DECAY_FIXED, np.ones(2), backend, save_every=1, **kw)
+    ends = solve(DECAY_FIXED, np.ones(2), backend, save_at=every.times, **kw)
+    np.testing.assert_allclose(ends.history, every.history, rtol=1e-6 if dtype ==
+                               "float32" else 1e-14)
+    if backend != "numpy":
+        ref = solve(DECAY_FIXED, np.ones(2), "numpy", save_at=times, **kw)
+        np.testing.assert_allclose(sol.history, ref.history, rtol=1e-6 if dtype ==
+                                   "float32" else 1e-13)
+    with pytest.raises(vgpu.CallError, match="non-increasing for a backward run"):
+        solve(DECAY_FIXED, np.ones(2), backend, save_at=times[::-1], **kw)
+    with pytest.raises(vgpu.CallError, match="outside the integration interval"):
+        solve(DECAY_FIXED, np.ones(2), backend, save_at=[1.0, -0.1], **kw)
+
+
+# --- t1 beyond the working dtype -------------------------------------------------------
+
+def test_times_beyond_float32_are_refused_up_front(backend):
+    """t1 = 1e39 became inf in float32 and ran to status 3."""
+    with pytest.raises(vgpu.CallError, match=r"t1.*1e\+39.*float32.*3\.403e\+38"):
+        solve(DECAY_ADAPTIVE, np.ones(2), backend, t1=1e39)
+    with pytest.raises(vgpu.CallError, match=r"t0 \+ steps \* dt.*float32"):
+        solve(DECAY_FIXED, np.ones(2), backend, dt=1e38)
+    with pytest.raises(vgpu.CallError, match=r"t0.*-4e\+38.*float32"):
+        solve(DECAY_ADAPTIVE, np.ones(2), backend, t0=-4e38, t1=0.0)
+    if backend != "wgpu":       # float64 holds it: the run goes on (to max_steps)
+        sol = solve(DECAY_ADAPTIVE, np.ones(2), backend, t1=1e39, dtype="float64",
+                    max_steps=5)
+        assert (sol.status == 2).all()
+
+
+BALL = """
+field ball {
+    state x
+    state v
+    dx/dt = v
+    dv/dt = -1.0
+    when x < 0.0 { v = -0.8 * v }
+    solve rk4(dt = 0.01, steps = 10)
+}
+"""
+
+
+def test_backward_fixed_step_events_save_every_is_the_reference(backend):
+    """The compiled kernels' save loop at t0 compares in the run's direction now; the
+    save_every-with-events slots after t0 (never reached by time) must stay unreached
+    backwards too (-inf there, not inf)."""
+    kw = dict(t0=2.0, dt=-0.05, steps=40, save_every=4)
+    ref = solve(BALL, np.array([[1.0, 0.0]]), "numpy", **kw)
+    sol = solve(BALL, np.array([[1.0, 0.0]]), backend, **kw)
+    np.testing.assert_array_equal(sol.times, ref.times)
+    np.testing.assert_allclose(sol.history, ref.history, rtol=1e-5, atol=1e-6)
+    assert len(set(np.round(ref.history[:, 0, 0], 6))) == len(ref.times)   # all differ
