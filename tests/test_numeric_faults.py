@@ -322,3 +322,42 @@ def test_backward_fixed_step_events_save_every_is_the_reference(backend):
     np.testing.assert_array_equal(sol.times, ref.times)
     np.testing.assert_allclose(sol.history, ref.history, rtol=1e-5, atol=1e-6)
     assert len(set(np.round(ref.history[:, 0, 0], 6))) == len(ref.times)   # all differ
+
+
+# --- a stopped lane's steps_taken in a basin --------------------------------------------
+
+STOPS = """
+field stops {
+    basin l < 4
+    state x
+    state k
+    dx/dt = 1.0
+    dk/dt = 0.0
+    when x > 0.3 + 0.2 * float(l) { k = float(step) }
+    stop when x > 0.3 + 0.2 * float(l)
+    solve METHOD
+}
+"""
+METHODS = {"rk4": "rk4(dt = 0.01, steps = 100)",
+           "tsit5": "tsit5(t1 = 1.0, dt0 = 0.01, dtmax = 0.01)",
+           "dopri5": "dopri5(t1 = 1.0)"}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_stopped_lane_in_a_basin_counts_its_own_steps(backend, method):
+    """An adaptive basin's stopped lane reported the basin's steps_taken; fixed steps its
+    own. Now both: the steps up to and including the one it stopped in, i.e. `step`
+    (the step in progress, read by the `when` that fires with the stop) + 1."""
+    src = STOPS.replace("METHOD", METHODS[method])
+    h0 = np.zeros((8, 2))
+    h0[-1, 0] = -5.0                # never stops: the basin's own count
+    sol = solve(src, h0, backend)
+    stopped = sol.status == 1
+    assert stopped.sum() == 7
+    np.testing.assert_array_equal(sol.steps_taken[stopped],
+                                  sol.states[stopped, 1].astype(np.int32) + 1)
+    assert len(set(sol.steps_taken[:4].tolist())) == 4       # each lane its own
+    assert sol.steps_taken[-1] >= sol.steps_taken[:-1].max()
+    if backend != "numpy":
+        ref = solve(src, h0, "numpy")
+        np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
