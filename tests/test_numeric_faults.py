@@ -361,3 +361,36 @@ def test_stopped_lane_in_a_basin_counts_its_own_steps(backend, method):
     if backend != "numpy":
         ref = solve(src, h0, "numpy")
         np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
+
+
+# --- rodas4: a singular W halves the step ----------------------------------------------
+
+GROWTH = """
+field growth {
+    state x
+    dx/dt = x
+    solve rodas4(t1 = 4.0, dt0 = 4.0)
+}
+"""
+
+
+def test_rodas4_singular_matrix_halves_the_step(backend):
+    """x' = x with dt0 = 4: W = I / gamma - dt * J = 4 - 4 = 0. The run ended at once
+    ("step size underflow", 0 steps); rodas.f halves the step and tries again."""
+    dtype = "float32" if backend == "wgpu" else "float64"
+    sol = solve(GROWTH, np.ones(2), backend, dtype=dtype)
+    assert (sol.status == 0).all() and (sol.steps_taken > 1).all()
+    assert (sol.steps_rejected >= 1).all()
+    np.testing.assert_allclose(sol.states, np.exp(4.0), rtol=2e-3)
+    ref = solve(GROWTH, np.ones(2), "numpy", dtype=dtype)
+    np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
+    np.testing.assert_array_equal(sol.steps_rejected, ref.steps_rejected)
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5 if dtype == "float32"
+                               else 1e-12)
+    # the halved attempt is the run from dt0 = 2 after one rejection: the same first step
+    once = solve(GROWTH, np.ones(2), backend, dtype=dtype, max_steps=1)
+    half = solve(GROWTH, np.ones(2), backend, dtype=dtype, dt0=2.0, max_steps=1)
+    assert (once.steps_rejected == half.steps_rejected + 1).all()
+    tol = 1e-6 if dtype == "float32" else 1e-13      # the halving: 0.9 / root(1.8^4)
+    np.testing.assert_allclose(once.t, half.t, rtol=tol)
+    np.testing.assert_allclose(once.states, half.states, rtol=tol)
