@@ -259,7 +259,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
         }
         if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_t) {
+            while (vg_active && vg_next < u_nsave && select(b_save[vg_next] <= vg_t, b_save[vg_next] >= vg_t, u_dt < 0.0)) {
                 b_hist[(vg_next * 2 + 0) * u_count + lane] = s_y;
                 b_hist[(vg_next * 2 + 1) * u_count + lane] = s_v;
                 vg_next++;

@@ -384,7 +384,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
         }
         for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0f ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
                 b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
                 vg_next[l]++;
             }

@@ -182,7 +182,7 @@ void main() {
             }
         }
         if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_t) {
+            while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
                 b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
                 vg_next++;
             }

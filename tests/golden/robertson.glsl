@@ -352,6 +352,7 @@ void main() {
             vg_W[5] = vg_W[5] * vg_mdt;
             vg_W[7] = vg_W[7] * vg_mdt;
             vg_W[8] = vg_W[8] * vg_mdt + 4.0;
+            bool vg_sing = false;  // a zero pivot: W singular (the step is halved)
             for (int vg_c = 0; vg_c < 3; vg_c++) {
                 int vg_p = vg_c;
                 float vg_best = abs(vg_W[vg_c * 3 + vg_c]);
@@ -362,6 +363,7 @@ void main() {
                         vg_p = vg_i;
                     }
                 }
+                vg_sing = vg_sing || vg_best == 0.0;
                 vg_piv[vg_c] = vg_p;
                 for (int vg_j = 0; vg_j < 3; vg_j++) {
                     float vg_v = vg_W[vg_c * 3 + vg_j];
@@ -619,6 +621,9 @@ void main() {
                 vg_e += (e / sc) * (e / sc);
             }
             float vg_err = sqrt(vg_e / 3.0);
+            if (vg_sing) {
+                vg_err = 10.4976;  // W singular: rejected, the step halved (rodas.f)
+            }
             bool vg_fin = !isnan(vg_err) && !isinf(vg_err);
             bool vg_ok = vg_fin && vg_err <= 1.0;
             float vg_fac = 0.2;

@@ -504,6 +504,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_W[5] = vg_W[5] * vg_mdt;
             vg_W[7] = vg_W[7] * vg_mdt;
             vg_W[8] = vg_W[8] * vg_mdt + 4.0;
+            var vg_sing: bool = false;  // a zero pivot: W singular (the step is halved)
             for (var vg_c: i32 = 0; vg_c < 3; vg_c++) {
                 var vg_p: i32 = vg_c;
                 var vg_best: f32 = abs(vg_W[vg_c * 3 + vg_c]);
@@ -514,6 +515,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         vg_p = vg_i;
                     }
                 }
+                vg_sing = vg_sing || vg_best == 0.0;
                 vg_piv[vg_c] = vg_p;
                 for (var vg_j: i32 = 0; vg_j < 3; vg_j++) {
                     let vg_v: f32 = vg_W[vg_c * 3 + vg_j];
@@ -771,6 +773,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_e += (e / sc) * (e / sc);
             }
             var vg_err: f32 = sqrt(vg_e / 3.0);
+            if (vg_sing) {
+                vg_err = 10.4976;  // W singular: rejected, the step halved (rodas.f)
+            }
             let vg_fin: bool = !vg_ad_bad(vg_err);
             let vg_ok: bool = vg_fin && vg_err <= 1.0;
             var vg_fac: f32 = 0.2;

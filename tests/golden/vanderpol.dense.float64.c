@@ -306,7 +306,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
         }
         for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
                 b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
                 b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
                 vg_next[l]++;
@@ -487,7 +487,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             // save_at times inside the step: the cubic Hermite interpolant
             const double t_n = u_t0 + (double)vg_taken[l] * u_dt;
             const double vg_tn = u_t0 + (double)(vg_taken[l] + 1) * u_dt;
-            while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+            while (vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_tn : b_save[vg_next[l]] <= vg_tn)) {
                 const double theta = (b_save[vg_next[l]] - t_n) / u_dt;
                 const double th2 = theta * theta;
                 {

@@ -234,6 +234,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     double A_k5_x[VG_W];
     double A_k5_y[VG_W];
     double vg_t[VG_W], vg_h[VG_W], vg_use[VG_W], vg_err[VG_W];
+    int vg_sing[VG_W];  // rodas4: this attempt's W was singular
     bool vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];
     int vg_taken[VG_W], vg_rej[VG_W], vg_status[VG_W], vg_again[VG_W], vg_next[VG_W];
     for (int l = 0; l < VG_W; l++) {
@@ -547,6 +548,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 for (int vg_i = 0; vg_i < 2; vg_i++) {
                     vg_W[vg_i * 3] = vg_W[vg_i * 3] + 4.0;
                 }
+                vg_sing[l] = 0;  // a zero pivot: W singular (the step is halved)
                 for (int vg_c = 0; vg_c < 2; vg_c++) {
                     int vg_p = vg_c;
                     double vg_best = vg_fabs(vg_W[vg_c * 2 + vg_c]);
@@ -557,6 +559,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             vg_p = vg_i;
                         }
                     }
+                    vg_sing[l] |= vg_best == 0.0;
                     vg_piv[vg_c] = vg_p;
                     for (int vg_j = 0; vg_j < 2; vg_j++) {
                         const double vg_v = vg_W[vg_c * 2 + vg_j];
@@ -813,6 +816,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_new1[l] = n;
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0);
+            if (vg_sing[l]) {
+                vg_err[l] = 10.4976;  // W singular: rejected, the step halved (rodas.f)
+            }
         }
         for (int l = 0; l < VG_W; l++) {
             const double err = vg_err[l];

@@ -312,6 +312,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_W[1] = vg_W[1] * vg_mdt;
             vg_W[2] = vg_W[2] * vg_mdt;
             vg_W[3] = vg_W[3] * vg_mdt + 4.0;
+            var vg_sing: bool = false;  // a zero pivot: W singular (the step is halved)
             for (var vg_c: i32 = 0; vg_c < 2; vg_c++) {
                 var vg_p: i32 = vg_c;
                 var vg_best: f32 = abs(vg_W[vg_c * 2 + vg_c]);
@@ -322,6 +323,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         vg_p = vg_i;
                     }
                 }
+                vg_sing = vg_sing || vg_best == 0.0;
                 vg_piv[vg_c] = vg_p;
                 for (var vg_j: i32 = 0; vg_j < 2; vg_j++) {
                     let vg_v: f32 = vg_W[vg_c * 2 + vg_j];
@@ -536,6 +538,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_e += (e / sc) * (e / sc);
             }
             var vg_err: f32 = sqrt(vg_e / 2.0);
+            if (vg_sing) {
+                vg_err = 10.4976;  // W singular: rejected, the step halved (rodas.f)
+            }
             let vg_fin: bool = !vg_ad_bad(vg_err);
             let vg_ok: bool = vg_fin && vg_err <= 1.0;
             var vg_fac: f32 = 0.2;

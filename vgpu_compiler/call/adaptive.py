@@ -107,8 +107,30 @@ def bind_adaptive(field: Field, given: dict, t0: float, value) -> AdaptiveCall |
                         max_steps=int(max_steps))
 
 
-def bind_save_at(save_at, t0: float, t1: float) -> np.ndarray | None:
-    """``save_at`` as a float64 array: 1-D, finite, non-decreasing, within [t0, t1]."""
+def check_range(bound) -> None:
+    """The times and steps of a call must be finite in the working dtype: float32 holds
+    |x| <= 3.4e38, and a t1 = 1e39 would become inf and run to status 3. A CallError
+    naming the value and the dtype's range."""
+    dtype = np.dtype(bound.dtype)
+    big = float(np.finfo(dtype).max)
+    values = [("t0", bound.t0)]
+    a = bound.adaptive
+    if a is None:
+        values += [("dt", bound.dt), ("t0 + steps * dt", bound.t0 + bound.steps * bound.dt)]
+    else:
+        values += [("t1", a.t1), ("dt0", a.dt0), ("dtmax", a.dtmax)]
+    for name, v in values:
+        if v is not None and not abs(v) <= big:
+            shown = S.name(name) if name in NAMES + ("t0", "dt") else name
+            raise CallError(f"{shown} = {v:g} is outside the range of {dtype.name} "
+                            f"(|x| <= {big:.4g}): the run would reach inf; use "
+                            f"{S.name('dtype')}='float64' or smaller times")
+
+
+def bind_save_at(save_at, t0: float, t1: float, dtype=np.float64) -> np.ndarray | None:
+    """``save_at`` as a float64 array: 1-D, finite, in the run's direction (non-decreasing;
+    non-increasing for a backward fixed-step run, t1 < t0) and within [t0, t1], both
+    compared in the working ``dtype`` (a float32 run takes its own ``sol.times``)."""
     if save_at is None:
         return None
     try:
@@ -122,12 +144,21 @@ def bind_save_at(save_at, t0: float, t1: float) -> np.ndarray | None:
     a = a.astype(np.float64)
     if not np.isfinite(a).all():
         raise CallError(f"{S.name('save_at')} must hold finite times")
-    if a.size and np.any(np.diff(a) < 0):
-        i = int(np.argmax(np.diff(a) < 0))
-        raise CallError(f"{S.name('save_at')} must be non-decreasing: entry {i + 1} "
+    backward = t1 < t0
+    steps = np.diff(a) > 0 if backward else np.diff(a) < 0
+    if a.size and np.any(steps):
+        i = int(np.argmax(steps))
+        order = ("non-increasing for a backward run (dt < 0: the times in the run's "
+                 "direction)" if backward else "non-decreasing")
+        raise CallError(f"{S.name('save_at')} must be {order}: entry {i + 1} "
                         f"({a[i + 1]}) comes before entry {i} ({a[i]})")
-    if a.size and (a[0] < t0 or a[-1] > t1):
-        bad = a[0] if a[0] < t0 else a[-1]
+    d = np.dtype(dtype).type
+    lo, hi = (t1, t0) if backward else (t0, t1)
+    with np.errstate(over="ignore"):
+        w = a.astype(np.dtype(dtype))
+    outside = (w < d(lo)) | (w > d(hi))
+    if outside.any():
+        bad = a[int(np.argmax(outside))]
         raise CallError(f"{S.name('save_at')} holds {bad}, outside the integration "
                         f"interval [{t0}, {t1}]")
     return a

@@ -18,7 +18,7 @@ from ..ir.nodes import Const, Expr, Field, Sym
 from ..ir.ops import INT32_MAX, SymKind, Type
 from .. import spelling as S
 from .prepare import Data, Prepared, lookup, signature, store
-from .adaptive import bind_adaptive, bind_save_at, check_method_args
+from .adaptive import bind_adaptive, bind_save_at, check_method_args, check_range
 from .bound import Bound
 from .dims import Dims, free_params, shape_text
 from .noise import seed_of
@@ -117,8 +117,9 @@ def _bind(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0, save_eve
     )
     bound.adaptive = bind_adaptive(field, adaptive, bound.t0,
                                    lambda what, expr: _solver_value(what, expr, ctx))
+    check_range(bound)
     t1 = bound.adaptive.t1 if bound.adaptive else bound.t0 + bound.steps * bound.dt
-    bound.save_at = bind_save_at(save_at, bound.t0, t1)
+    bound.save_at = bind_save_at(save_at, bound.t0, t1, dtype)
     return bound
 
 

@@ -8,7 +8,8 @@ apart into its drift ``F`` and the coefficient ``G_k`` of each noise, and
 ``noises`` builds the IR ``Noise`` declarations, with the rules of the methods:
 ``euler`` is Euler–Maruyama, ``milstein`` needs diagonal noise (each noise in
 one equation, each equation with at most one noise, its ``G`` reading no other
-state) and gets ``dG/dx`` from ``ir.diff``; any other method is an error.
+state) and gets ``dG/dx`` from ``ir.diff``, taken as 0 where ``G`` is 0 (the
+strong zero: Milstein's term is ``G * dG/dx``); any other method is an error.
 
 Every walk here is iterative: derivatives of any depth are fine.
 """
@@ -200,9 +201,11 @@ def _milstein(noise_names, states, columns, uses) -> dict[str, tuple]:
                         f"`{states[i]}` itself (or use `euler`)", span=here)
             x = N.Sym(SymKind.STATE, states[i], Type.FLOAT)
             try:
-                slope[i] = D.derivative(col[i], x)
+                g_x = D.derivative(col[i], x)
             except D.NotDifferentiable as e:
                 raise TypeError_(f"`milstein` needs d/d{states[i]} of the coefficient of noise "
                                  f"`{n.name}`: {e.message}", span=e.span or here) from None
+            # the update multiplies G by G_x: 0 where G is 0 (the strong zero, ir/diff.py)
+            slope[i] = fold(D.guard(col[i], g_x)) if g_x is not None else g_x
         slopes[n.name] = tuple(slope)
     return slopes

@@ -9,7 +9,9 @@ Hairer, Norsett & Wanner, Solving ODEs I, II.4 (as scipy.integrate's RK45/RK23):
 - a step whose end would reach or pass t1, or fall short of it by less than
   END_ULPS units in the last place of t1, is cut to end exactly at t1;
 - a proposed step below UNDERFLOW[dtype] * |t| (or a non-finite err) ends the
-  trajectory with status UNDERFLOW_STATUS.
+  trajectory with status UNDERFLOW_STATUS;
+- (rodas4) an attempt whose matrix W is singular is rejected with err
+  ``singular_error(q)``: the step is halved.
 The functions take numpy arrays (or scalars) and are what the numpy backend
 runs; the GLSL printer writes the same formulas from the same constants.
 """
@@ -49,6 +51,14 @@ def factor(err, q: int, after_reject):
     f = np.minimum(dtype.type(FACTOR_MAX), np.maximum(dtype.type(FACTOR_MIN), raw))
     f = np.where(np.isfinite(err), f, dtype.type(FACTOR_MIN))
     return np.where(after_reject, np.minimum(f, dtype.type(1)), f).astype(dtype)
+
+
+def singular_error(q: int) -> float:
+    """The error norm a Rosenbrock attempt whose ``W`` is singular (a zero pivot) takes:
+    a rejection whose factor ``SAFETY * err^(-1/(q+1))`` is 1/2 (to rounding), so the
+    step is halved and tried again, as Hairer's rodas.f does; in a basin the largest
+    error still rules."""
+    return (SAFETY / 0.5) ** (q + 1)
 
 
 def end_gap(t1, dtype) -> float:

@@ -9,8 +9,8 @@ shared node once): expressions of any depth differentiate.
 
 Rules (every op of ``ir.ops``):
 - sums, products, quotients, powers and every float function by the usual
-  rules; ``a ^ b`` with ``b`` free of ``wrt`` is ``b * a^(b - 1) * a'``, else
-  ``a^b * (b' * log(a) + b * a' / a)``;
+  rules; ``a ^ b`` is ``b * a^(b - 1) * a' + (a^b * log(a)) * b'`` (the second
+  term only when ``b`` depends on ``wrt``);
 - ``abs``, ``min``, ``max``, ``clamp`` and ``where`` piecewise: ``where(c, a,
   b)`` is ``where(c, a', b')``, ``abs(a)`` is ``sign(a) * a'``, ``min(a, b)``
   is ``where(a <= b, a', b')``, ``clamp(a, lo, hi)`` takes the derivative of
@@ -25,6 +25,19 @@ Rules (every op of ``ir.ops``):
 
 The simplification uses ``0 * e = 0`` and ``1 * e = e``: the derivative of a
 NaN-valued subexpression may be 0 where numpy's value would be NaN.
+
+**Strong zero** (docs/language.md, "Derivatives the compiler takes"): a product
+that a rule builds, ``z * e``, in which ``e`` can be infinite at finite operands
+(it holds a division, a power or a logarithm: ``sqrt``'s ``0.5 / sqrt(u)``,
+``log``'s ``1 / u``, ``u^(b - 1)``), is emitted as ``where(z == 0, 0, z * e)``:
+0 wherever the other factor is exactly 0, not ``0 * inf = NaN``. That covers
+the chain rule's ``f'(u) * u'`` (``z = u'``), the product rule's ``a * b'``
+and ``a' * b``, the quotient rule's ``a * b'``, ``atan2``'s, and the power
+rule's ``a^b * log(a) * b'`` (``z = a^b``; ``a^b`` with ``b`` varying is
+differentiated as ``b * a^(b - 1) * a' + (a^b * log(a)) * b'``). ``guard``
+applies the same rule to a product a method forms (Milstein's ``G * G_x``).
+A product whose ``z`` is a nonzero constant, or whose ``e`` cannot be
+infinite, is the plain product (the generated code is unchanged there).
 """
 from __future__ import annotations
 
@@ -90,6 +103,34 @@ def mul(a: Expr | None, b: Expr | None) -> Expr | None:
     return Apply(Op.MUL, (a, b), F)
 
 
+def can_blow(e: Expr | None, memo: dict | None = None) -> bool:
+    """Can ``e`` be infinite (or NaN) where its symbols are finite: does it divide, take
+    a power or a logarithm? (``memo``: uid -> answer, shared over one derivative.)"""
+    if e is ZERO:
+        return False
+    memo = {} if memo is None else memo
+    for node in walk(e, skip=lambda n: n.uid in memo):
+        memo[node.uid] = (isinstance(node, Apply) and node.op in _BLOW) or any(
+            memo[k.uid] for k in children(node))
+    return memo[e.uid]
+
+
+_BLOW = frozenset({Op.DIV, Op.POW, Op.LOG, Op.LOG2})
+
+
+def guard(z: Expr | None, e: Expr | None, product: Expr | None = None,
+          memo: dict | None = None) -> Expr | None:
+    """``product`` (``e`` unless given; a product of ``z`` and ``e``) where ``z`` is not
+    0, else 0 (the strong zero of the module doc), as ``where(z == 0, 0, product)``;
+    ``product`` itself when ``z`` is a nonzero constant or ``e`` cannot be infinite."""
+    product = e if product is None else product
+    if z is ZERO or _is(z, 0.0) or e is ZERO or product is ZERO:
+        return ZERO
+    if isinstance(z, Const) or not can_blow(e, memo):
+        return product
+    return Apply(Op.WHERE, (Apply(Op.EQ, (z, _c(0.0)), Type.BOOL), _c(0.0), product), F)
+
+
 def div(a: Expr | None, b: Expr) -> Expr | None:
     if a is ZERO:
         return ZERO
@@ -117,9 +158,10 @@ def derivative(expr: Expr, wrt: Sym, piecewise: bool = False) -> Expr:
     if wrt.type is not F:
         raise ValueError(f"can only differentiate with respect to a float symbol, not {wrt}")
     memo: dict[int, Expr | None] = {}
+    blow: dict[int, bool] = {}
     for node in walk(expr, kids=_needed):
         memo[node.uid] = _rule(node, [memo.get(k.uid) for k in children(node)], wrt,
-                               piecewise)
+                               piecewise, blow)
     result = memo.get(expr.uid)
     return _c(0.0) if result is ZERO else fold(result)
 
@@ -147,8 +189,18 @@ def depends(expr: Expr, sym: Sym) -> bool:
     return any(n == sym for n in walk(expr) if isinstance(n, Sym))
 
 
-def _rule(node: Expr, d: list, wrt: Sym, piecewise: bool = False) -> Expr | None:
-    """The derivative of one node, its children's derivatives ``d`` already taken."""
+def _rule(node: Expr, d: list, wrt: Sym, piecewise: bool = False,
+          blow: dict | None = None) -> Expr | None:
+    """The derivative of one node, its children's derivatives ``d`` already taken
+    (``blow``: ``can_blow``'s memo)."""
+    blow = {} if blow is None else blow
+
+    def smul(z, e):                 # z * e, 0 where z is 0 (the strong zero)
+        return guard(z, e, mul(z, e), blow)
+
+    def emul(e, z):                 # e * z, 0 where z is 0 (the strong zero)
+        return guard(z, e, mul(e, z), blow)
+
     if isinstance(node, Sym):
         if node == wrt:
             return _c(1.0)
@@ -178,22 +230,22 @@ def _rule(node: Expr, d: list, wrt: Sym, piecewise: bool = False) -> Expr | None
     if op is Op.NEG:
         return neg(da)
     if op is Op.MUL:
-        return add(mul(da, args[1]), mul(a, d[1]))
+        return add(emul(da, args[1]), smul(a, d[1]))
     if op is Op.DIV:
         b, db = args[1], d[1]
-        return sub(div(da, b), div(mul(a, db), mul(b, b)))
+        return sub(div(da, b), div(smul(a, db), mul(b, b)))
     if op is Op.POW:
-        return _pow(node, da, d[1])
+        return _pow(node, da, d[1], emul)
     if op is Op.WHERE:
         return _where(a, d[1], d[2])
     if op in _CHAIN:
         if da is ZERO:
             return ZERO
-        return mul(_CHAIN[op](a, node), da)
+        return emul(_CHAIN[op](a, node), da)
     if op is Op.ATAN2:
         y, x = args
         den = add(mul(x, x), mul(y, y))
-        return div(sub(mul(x, da), mul(y, d[1])), den)
+        return div(sub(smul(x, da), smul(y, d[1])), den)
     if op is Op.ABS:
         return mul(call(Op.SIGN, a), da)
     if op in (Op.MIN, Op.MAX):
@@ -216,18 +268,21 @@ def _rule(node: Expr, d: list, wrt: Sym, piecewise: bool = False) -> Expr | None
     raise AssertionError(f"no differentiation rule for {op}")
 
 
-def _pow(node: Apply, da, db) -> Expr | None:
+def _pow(node: Apply, da, db, emul) -> Expr | None:
+    """``b * a^(b - 1) * a' + (a^b * log(a)) * b'``, each product a strong zero
+    (``emul(e, z)``: 0 where ``z`` is 0)."""
     a, b = node.args
-    if db is ZERO:
-        if da is ZERO:
-            return ZERO
+    by_a = ZERO
+    if da is not ZERO:
         if isinstance(b, Const):
             e = b.value - 1.0
             power = _c(1.0) if e == 0 else (a if e == 1 else call(Op.POW, a, _c(e)))
-            return mul(mul(b, power), da)
-        return mul(mul(b, call(Op.POW, a, sub(b, _c(1.0)))), da)
-    # a^b * (b' * log(a) + b * a' / a)
-    return mul(node, add(mul(db, call(Op.LOG, a)), div(mul(b, da), a)))
+        else:
+            power = call(Op.POW, a, sub(b, _c(1.0)))
+        by_a = emul(mul(b, power), da)
+    if db is ZERO:
+        return by_a
+    return add(by_a, emul(emul(call(Op.LOG, a), node), db))
 
 
 _LN2 = math.log(2.0)

@@ -87,8 +87,10 @@ def _traps_here(node: Expr) -> bool:
     return isinstance(node, Load) or (isinstance(node, Apply) and node.traps)
 
 
-# Symbol kinds whose value changes during a run (everything else is fixed per call).
-VARYING = frozenset({"state", "t", "step", "init", "coupled"})
+# Symbol kinds whose value changes during a run (everything else is fixed per call):
+# ``dt`` too, since an adaptive method's step (and a fixed-step run's partial step)
+# changes it between stages.
+VARYING = frozenset({"state", "t", "dt", "step", "init", "coupled"})
 
 
 class Plan:

@@ -149,9 +149,9 @@ class AdaptiveCall(_Call):
             stopped = self.evi[1] != 0
             sol.status = np.where(stopped, self.evi[1], self.cnt[2]).astype(np.int8).reshape(grid)
             sol.t = np.where(stopped, self.evf[0], self.ad[0]).astype(bound.dtype).reshape(grid)
-            if bound.adaptive is None:      # fixed steps: the step it stopped in counts
-                sol.steps_taken = np.where(stopped, self.evi[2],
-                                           self.cnt[0]).astype(np.int32).reshape(grid)
+            # a stopped lane's own steps (the one it stopped in counts; a basin's go on)
+            sol.steps_taken = np.where(stopped, self.evi[2],
+                                       self.cnt[0]).astype(np.int32).reshape(grid)
             sol.event_counts = np.ascontiguousarray(
                 self.evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
         return sol

@@ -154,8 +154,8 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         stopped = lstat != 0
         sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
         sol.t = np.where(stopped, evf[0], ad[0]).astype(bound.dtype).reshape(grid)
-        if bound.adaptive is None:      # fixed steps: the step it stopped in counts
-            sol.steps_taken = np.where(stopped, evi[2], cnt[0]).astype(np.int32).reshape(grid)
+        # a stopped lane's own steps (the one it stopped in counts; a basin's go on)
+        sol.steps_taken = np.where(stopped, evi[2], cnt[0]).astype(np.int32).reshape(grid)
         sol.event_counts = np.ascontiguousarray(
             evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
     return sol

@@ -200,7 +200,7 @@ class _AdaptiveRun(_Run):
             for i in range(n_states):
                 e = use * self.weighted(ks, self.error, i)
                 ratio += np.square(e / C.scale(h[i], new[i], self.rtol, self.atol))
-            err_lane = np.sqrt(ratio / d(n_states))
+            err_lane = self.attempt_error(np.sqrt(ratio / d(n_states)))
             err = np.where(self.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             accept = running[:, None] & finite & (err <= 1)
@@ -276,6 +276,10 @@ class _AdaptiveRun(_Run):
     # --- hooks for events (adaptive_events.py): nothing to do without them ---------------
     def begin(self, h: list, t, taken) -> None:
         pass
+
+    def attempt_error(self, err_lane: np.ndarray) -> np.ndarray:
+        """Each lane's error norm of this attempt (rodas4: a singular W's, rosenbrock.py)."""
+        return err_lane
 
     def finish_rows(self, which: np.ndarray, rows: np.ndarray) -> None:
         pass

@@ -112,6 +112,9 @@ class _AdaptiveEventRun(_AdaptiveRun):
         sol.status = np.where(lay.to_grid(stopped), lay.to_grid(lanes["status"]),
                               sol.status).astype(np.int8)
         sol.t = lay.to_grid(out_t_lanes).astype(self.dtype)
+        # a lane that stopped early in a basin: its own steps (the one it stopped in counts)
+        sol.steps_taken = np.where(lay.to_grid(stopped), lay.to_grid(lanes["taken"]),
+                                   sol.steps_taken).astype(np.int32)
         for k, v in self.outputs_at_events.items():
             sol.outputs[k] = (sol.outputs[k] + v).astype(self.dtype)
         sol.event_counts = (np.stack([lay.to_grid(c) for c in lanes["counts"]], axis=-1)

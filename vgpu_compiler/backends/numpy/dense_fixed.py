@@ -1,6 +1,7 @@
 """``save_at`` for the fixed-step methods on the reference: cubic Hermite per step.
 
-A time s inside step n (``t_n <= s <= t_{n+1}``, ``t_n = t0 + n*dt``) takes
+A time s inside step n (``t_n <= s <= t_{n+1}``, ``t_n = t0 + n*dt``; the other way
+round for a backward run, dt < 0, whose save times come in its direction) takes
 ``y(t_n + theta*dt)`` from the cubic Hermite interpolant through both step
 ends, values and slopes (``ir.embedded.hermite``'s formula, the contract's
 rule for every method without an interpolant of its own): the run keeps the
@@ -81,7 +82,8 @@ class _SavingRun(_Run):
                                       + (th2 * theta - th2) * fb))
                     v = np.where(theta == 0, a, np.where(theta == 1, b, v))
                     y.append(v)
-            late = np.broadcast_to(s >= final_t, self.layout.shape)     # collapsed: the end
+            late = (s >= final_t) if self.dt >= 0 else (s <= final_t)  # collapsed: the end
+            late = np.broadcast_to(late, self.layout.shape)
             y = [np.where(late, hf, yi) for hf, yi in zip(h, y)]
             out.append(self.pack(y))
         shape = (0,) + self.pack(h).shape

@@ -46,6 +46,7 @@ class Tracker:
                 "frozen": ~run.layout.active,
                 "status": np.zeros(shape, np.int8),
                 "t_stop": np.zeros(shape, run.dtype),
+                "taken": np.zeros(shape, np.int32),    # a stopped lane's own steps
                 "counts": np.zeros((self.n_when,) + shape, np.int32),
                 "in_step": np.zeros(shape, np.int32)}
 
@@ -155,14 +156,14 @@ class Tracker:
             return h
         over = m & (lanes["in_step"] >= MAX_PER_STEP)
         if over.any():
-            self._freeze(lanes, over, C.TOO_MANY_EVENTS, t_ev)
+            self._freeze(lanes, over, C.TOO_MANY_EVENTS, t_ev, step)
             m = m & ~over
             if not m.any():
                 return h
         lanes["in_step"] += m
         event = self.events[e]
         if event.stop:
-            self._freeze(lanes, m, C.STOPPED, t_ev)
+            self._freeze(lanes, m, C.STOPPED, t_ev, step)
             return h
         frame = self.frame(run, h, t_ev, step)
         values = [np.broadcast_to(frame.eval(v, m), run.layout.shape) for _, v in event.assigns]
@@ -185,8 +186,11 @@ class Tracker:
         np.add.at(out.reshape(-1), flat, value[m])
 
     @staticmethod
-    def _freeze(lanes: dict, m, code: int, t_ev) -> None:
+    def _freeze(lanes: dict, m, code: int, t_ev, step) -> None:
+        """Stop the lanes m at t_ev in step ``step`` (the steps before it), which counts
+        in the lane's own steps_taken."""
         lanes["frozen"] = lanes["frozen"] | m
+        lanes["taken"] = np.where(m, np.broadcast_to(step, m.shape) + 1, lanes["taken"])
         lanes["status"] = np.where(m, np.int8(code), lanes["status"])
         lanes["t_stop"] = np.where(m, np.broadcast_to(t_ev, m.shape), lanes["t_stop"])
 

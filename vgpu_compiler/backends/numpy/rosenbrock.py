@@ -27,8 +27,9 @@ partial pivoting by rows. At column k the pivot is the row i >= k with the large
 row k down); rows k and p are swapped (``piv[k] = p``, LAPACK's convention), the
 multipliers ``l_ik = a_ik / a_kk`` overwrite column k below the diagonal and
 ``a_ij -= l_ik * a_kj`` updates the rest. A zero pivot (W singular) gives
-non-finite K, a non-finite error estimate, and the trajectory ends with status 3
-(docs/language.md). ``lu_solve`` applies the swaps in order, then forward
+non-finite K; the attempt is then rejected with the error ``controller.
+singular_error`` (the step halved and tried again, as rodas.f does:
+docs/language.md), not ended. ``lu_solve`` applies the swaps in order, then forward
 substitution with the unit lower triangle, ``y_i = b_i - l_i0 y_0 - l_i1 y_1 - ...``
 (left to right, increasing j), and back substitution with the upper one,
 ``x_i = (y_i - u_i,n-1 x_n-1 - u_i,n-2 x_n-2 - ... - u_i,i+1 x_i+1) / u_ii``
@@ -41,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...call.bound import Bound, Progress, Solution
+from ...ir import controller as C
 from .adaptive import _AdaptiveRun
 from .adaptive_events import _AdaptiveEventRun
 
@@ -126,6 +128,7 @@ class _Rosenbrock:
         diag = np.arange(n)
         w[diag, diag] += self.inv_gamma
         lu, piv = lu_factor(w)
+        self.singular = (lu[diag, diag] == 0).any(axis=0)     # a zero pivot
         frozen = getattr(self, "frozen", None)      # events: lanes that stopped
         ks: list = []
         for s, (terms, c) in enumerate(zip(self.stage_terms, self.stage_c)):
@@ -147,6 +150,11 @@ class _Rosenbrock:
                 k = np.where(frozen, d(0), k)
             ks.append([k[i] for i in range(n)])
         return ks
+
+
+    def attempt_error(self, err_lane):
+        return np.where(self.singular, self.dtype.type(C.singular_error(self.program.q)),
+                        err_lane).astype(self.dtype)
 
 
 class _RodasRun(_Rosenbrock, _AdaptiveRun):

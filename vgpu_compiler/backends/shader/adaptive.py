@@ -107,7 +107,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "neg_root": lit(-1.0 / (parts.q + 1)),
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS), "paused": str(PAUSED),
-              "underflow": str(C.STEP_UNDERFLOW)}
+              "underflow": str(C.STEP_UNDERFLOW), "sing": lit(C.singular_error(parts.q))}
     if parts.fixed:
         return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True)
     return PrintedAdaptive(

@@ -85,11 +85,11 @@ def every_events(bound: Bound) -> bool:
 def save_times(bound: Bound) -> np.ndarray:
     """What ``b_save`` holds: the save_at times; for save_every with events one slot per
     saved step, t0 first (the start block saves it), the others never reached by time
-    (the step ends write them)."""
+    (the step ends write them); save_at in the run's direction (dt < 0: non-increasing)."""
     if every_events(bound):
         n = len(saved_steps(bound.steps, bound.save_every))
-        times = np.full(n, np.inf, bound.dtype)
-        times[0] = bound.t0
+        times = np.full(n, np.inf if bound.dt >= 0 else -np.inf, bound.dtype)   # dt < 0:
+        times[0] = bound.t0                                     # compared the other way
         return times
     if bound.save_at is None:
         return np.zeros(0, bound.dtype)

@@ -174,8 +174,8 @@ def _event_results(sol: Solution, bound: Bound, ad, cnt, evi, evf) -> None:
     sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
     sol.t = np.where(stopped, evf[EVF_ROWS.index("tstop")], ad[0]).astype(
         np.float32).reshape(grid)
-    if bound.adaptive is None:          # fixed steps: the step it stopped in counts
-        sol.steps_taken = np.where(stopped, evi[EVI_ROWS.index("ltaken")],
-                                   cnt[0]).astype(np.int32).reshape(grid)
+    # a stopped lane's own steps (the one it stopped in counts; a basin's go on)
+    sol.steps_taken = np.where(stopped, evi[EVI_ROWS.index("ltaken")],
+                               cnt[0]).astype(np.int32).reshape(grid)
     sol.event_counts = np.ascontiguousarray(
         evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
