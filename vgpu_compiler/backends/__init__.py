@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from dataclasses import dataclass, field as _field
 from typing import Callable
@@ -124,16 +125,46 @@ def get(name: str) -> Backend:
 def auto_order() -> tuple[Backend, ...]:
     """Every backend, in the order ``auto`` tries them (loaded once; register and
     unregister start again): GPU backends on a real GPU, then the native CPU backends,
-    then GPU backends on a CPU renderer (llvmpipe, lavapipe), then numpy."""
+    then GPU backends on a CPU renderer (llvmpipe, lavapipe), then numpy. On Linux
+    without a GPU device node the built-in GPU backends are put with the CPU renderers
+    without starting them (no_gpu_devices): deciding the order costs no OpenGL context
+    and no wgpu device."""
     hit = _order.get("auto")
     if hit is None:
         generation = _generation[0]
         listed = [get(n) for n in names()]
+        # no GPU device here: a built-in GPU backend (a local GL or Vulkan driver) can
+        # only run on a CPU renderer, so it ranks after the CPU backends without being
+        # started (a wgpu device takes seconds); a registered one is asked, as elsewhere
+        soft = _builtin_on_software()
         rank = {b.name: (3 if b.name == "numpy" else
-                         (2 if _on_software(b) or not _usable(b) else 0) if b.gpu else 1, i)
+                         (2 if soft(b) or _on_software(b) or not _usable(b) else 0)
+                         if b.gpu else 1, i)
                 for i, b in enumerate(listed)}
         hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit
+
+
+# Device nodes of GPU drivers on Linux: DRM (Intel, AMD, virtio, Nouveau ...), NVIDIA's
+# own driver, and WSL's paravirtualised GPU. A GL or Vulkan driver that reaches a GPU
+# opens one of them; without any, every one here is a CPU renderer (llvmpipe, lavapipe).
+GPU_DEVICE_GLOBS = ("/dev/dri/renderD*", "/dev/dri/card*", "/dev/nvidia[0-9]*", "/dev/dxg")
+
+
+def no_gpu_devices() -> bool:
+    """True on Linux when no GPU device node exists (so no backend can reach a GPU);
+    False elsewhere, or when one exists (then auto asks the GPU backends themselves)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import glob
+    return not any(glob.glob(pattern) for pattern in GPU_DEVICE_GLOBS)
+
+
+def _builtin_on_software() -> Callable[[Backend], bool]:
+    """Whether a backend is a built-in GPU backend that can only find a CPU renderer here
+    (no_gpu_devices), decided without starting it."""
+    cpu_only = no_gpu_devices()
+    return lambda b: cpu_only and b.gpu and b.name in _PACKAGES and b.name not in _extra
 
 
 def _on_software(backend: Backend) -> bool:
@@ -157,8 +188,8 @@ def why_chosen(backend: Backend) -> str:
     """Why ``auto`` runs on ``backend``: what it runs on, and what came before it."""
     order = auto_order()
     before = order[:order.index(backend)] if backend in order else ()
-    kind = ("a CPU renderer" if _on_software(backend) else "a real GPU") if backend.gpu \
-        else "the CPU"
+    kind = ("a CPU renderer" if _builtin_on_software()(backend) or _on_software(backend)
+            else "a real GPU") if backend.gpu else "the CPU"
     text = f"backend=auto runs on {backend.name} ({kind})"
     if before:
         text += "; before it: " + ", ".join(
