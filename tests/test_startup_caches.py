@@ -1,10 +1,12 @@
-"""The parser's tables on disk (frontend/parser_cache.py): a new process loads them
-instead of rebuilding them from the grammar (0.5-0.8 s per process before); the loaded
-parser parses, and fails, exactly as the built one; a damaged, foreign or untrusted file
-is never used (the parser is built and the file written again)."""
+"""The parser's tables and the compiled templates on disk (frontend/parser_cache.py,
+backends/shader/template_cache.py): a new process loads them instead of rebuilding the
+parser from the grammar (0.4-0.8 s per process before) and compiling the templates
+(0.3-0.65 s); the loaded parser parses, and fails, exactly as the built one; a damaged,
+foreign or untrusted file is never used (built or compiled again, and written again)."""
 from __future__ import annotations
 
-import json
+import hashlib
+import marshal
 import os
 import subprocess
 import sys
@@ -51,7 +53,7 @@ def _error(parser, src):
 def test_the_loaded_parser_parses_and_fails_as_the_built_one(cache):
     get, built, folder = cache
     first = get()
-    assert built == [1] and len(list(folder.glob("field-*.json"))) == 1
+    assert built == [1] and len(list(folder.glob("field-*.tables"))) == 1
     second = get()
     assert built == [1], "the second parser was built again instead of loaded"
     assert second is not first
@@ -65,33 +67,33 @@ def test_the_loaded_parser_parses_and_fails_as_the_built_one(cache):
 
 def _damage(path: Path, how: str) -> None:
     raw = path.read_bytes()
+    head = len(parser_cache.HEADER)
     if how == "truncated":
         path.write_bytes(raw[: len(raw) // 2])
     elif how == "garbage":
         path.write_bytes(os.urandom(2000))
-    elif how == "checksum":
-        entry = json.loads(raw)
-        entry["payload"]["d"][0][1]["d"].pop()         # a table cut short, checksum stale
-        path.write_text(json.dumps(entry))
-    elif how == "forged":                # a consistent checksum over broken tables
-        entry = json.loads(raw)
-        entry["payload"] = {"d": [["data", {"d": []}], ["memo", {"d": []}]]}
-        entry["sha256"] = parser_cache._digest(entry["payload"])
-        path.write_text(json.dumps(entry))
+    elif how == "checksum":                 # one byte of the tables changed
+        body = bytearray(raw[head + 32:])
+        body[len(body) // 2] ^= 0xFF
+        path.write_bytes(raw[:head + 32] + bytes(body))
+    elif how == "forged":                   # a consistent checksum over tables lark refuses
+        body = marshal.dumps({"data": {"options": {}}, "memo": {}})
+        path.write_bytes(raw[:head] + hashlib.sha256(body).digest() + body)
+    elif how == "not-tables":               # a consistent checksum over something else
+        body = marshal.dumps([1, 2, 3])
+        path.write_bytes(raw[:head] + hashlib.sha256(body).digest() + body)
     elif how == "format":
-        entry = json.loads(raw)
-        entry["format"] = parser_cache.FORMAT + 1
-        path.write_text(json.dumps(entry))
+        path.write_bytes(b"vgpu-lark-999\0" + raw[head:])
     elif how == "empty":
         path.write_bytes(b"")
 
 
-@pytest.mark.parametrize("how", ["truncated", "garbage", "checksum", "forged", "format",
-                                 "empty"])
+@pytest.mark.parametrize("how", ["truncated", "garbage", "checksum", "forged", "not-tables",
+                                 "format", "empty"])
 def test_a_damaged_file_is_rebuilt(cache, how):
     get, built, folder = cache
     good = get()
-    path, = folder.glob("field-*.json")
+    path, = folder.glob("field-*.tables")
     _damage(path, how)
     again = get()
     assert built == [1, 1], "a damaged file was used"
@@ -109,10 +111,10 @@ def test_a_folder_others_can_write_is_neither_read_nor_written(cache):
     try:
         get()
         assert built == [1, 1], "tables from a folder others can write were used"
-        for p in folder.glob("field-*.json"):
+        for p in folder.glob("field-*.tables"):
             p.unlink()
         get()
-        assert not list(folder.glob("field-*.json")), "written into an untrusted folder"
+        assert not list(folder.glob("field-*.tables")), "written into an untrusted folder"
     finally:
         folder.chmod(0o700)
 
@@ -139,3 +141,57 @@ def test_a_fresh_process_loads_the_tables(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=120)
     assert second.stdout.strip() == "loaded", second.stderr[-2000:]
+
+
+# --- the compiled templates (backends/shader/template_cache.py) -----------------------
+
+def _env(tmp_path):
+    import jinja2
+    from vgpu_compiler.backends.shader.template_cache import TemplateCodeCache
+    (tmp_path / "t").mkdir(exist_ok=True)
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path / "t")),
+                              bytecode_cache=TemplateCodeCache())
+
+
+def test_a_template_is_compiled_once_then_loaded(tmp_path, monkeypatch):
+    import jinja2
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.j2").write_text("{% for i in range(n) %}{{ i }},{% endfor %}")
+    assert _env(tmp_path).get_template("a.j2").render(n=3) == "0,1,2,"
+    files = list((tmp_path / "cache" / "templates").glob("*.code"))
+    assert len(files) == 1
+    compiled = []
+    real = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda self, *a, **k: (compiled.append(1), real(self, *a, **k))[1])
+    assert _env(tmp_path).get_template("a.j2").render(n=2) == "0,1,"
+    assert not compiled, "the template was compiled again"
+    (tmp_path / "t" / "a.j2").write_text("{{ n }}!")           # a new text: compiled
+    assert _env(tmp_path).get_template("a.j2").render(n=2) == "2!" and compiled
+    for how in ("truncated", "garbage", "checksum", "empty"):  # damaged: compiled
+        compiled.clear()
+        path, = (tmp_path / "cache" / "templates").glob("*.code")
+        raw = path.read_bytes()
+        path.write_bytes({"truncated": raw[: len(raw) // 2], "garbage": os.urandom(500),
+                          "checksum": raw[:-1] + bytes([raw[-1] ^ 1]), "empty": b""}[how])
+        assert _env(tmp_path).get_template("a.j2").render(n=5) == "5!", how
+        assert compiled, how
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_compiled_templates_from_a_folder_others_can_write_are_not_used(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.j2").write_text("{{ n }}")
+    _env(tmp_path).get_template("a.j2").render(n=1)
+    folder = tmp_path / "cache" / "templates"
+    folder.chmod(0o777)
+    try:
+        for p in folder.glob("*.code"):
+            p.unlink()
+        assert _env(tmp_path).get_template("a.j2").render(n=1) == "1"
+        assert not list(folder.glob("*.code")), "written into a folder others can write"
+    finally:
+        folder.chmod(0o700)

@@ -1,0 +1,73 @@
+"""The compiled templates on disk (Jinja2's bytecode cache), so that a new process does
+not compile templates/*.j2 to Python again before its first kernel (0.3-0.65 s for the
+C kernel's templates; loading them takes milliseconds).
+
+One file per template, ``templates/<jinja's key>.code`` under the cache folder
+(resources.cache_root): a header (this format, the Python bytecode magic, the SHA-1 of
+the template's text as Jinja computes it), a SHA-256 of the code, and the code
+(``marshal``). A changed template, another Python, or a damaged, truncated or foreign
+file is a miss (the template is compiled and written again). Code from this folder is
+run, so it is trusted as the kernel caches are (resources.private_folder: private,
+this user's own; otherwise nothing is read or written). No ``pickle``, unlike Jinja's
+own FileSystemBytecodeCache.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import marshal
+
+import jinja2
+
+from ...resources import cache_root, own_file, private_folder, write_atomic
+
+log = logging.getLogger("vgpu")
+FORMAT = b"vgpu-jinja-1\0"
+
+
+class TemplateCodeCache(jinja2.BytecodeCache):
+    def __init__(self):
+        self._ok = None             # the folder's trust, checked once
+
+    def _folder(self):
+        where = cache_root() / "templates"
+        if self._ok is None:
+            self._ok = private_folder(where)
+        return where if self._ok else None
+
+    def _header(self, bucket) -> bytes:
+        return FORMAT + importlib.util.MAGIC_NUMBER + str(bucket.checksum).encode() + b"\0"
+
+    def load_bytecode(self, bucket) -> None:
+        where = self._folder()
+        if where is None:
+            return
+        path = where / f"{bucket.key}.code"
+        try:
+            with open(path, "rb") as fh:
+                if not own_file(fh):
+                    return
+                raw = fh.read()
+        except OSError:
+            return
+        head = self._header(bucket)
+        body = raw[len(head) + 32:]
+        if not raw.startswith(head) or raw[len(head):len(head) + 32] != \
+                hashlib.sha256(body).digest():
+            return                  # another template text, Python, or a damaged file
+        try:
+            bucket.code = marshal.loads(body)
+        except Exception:           # noqa: BLE001 - damaged: compile the template
+            bucket.reset()
+
+    def dump_bytecode(self, bucket) -> None:
+        where = self._folder()
+        if where is None or bucket.code is None:
+            return
+        body = marshal.dumps(bucket.code)
+        try:
+            write_atomic(where / f"{bucket.key}.code",
+                         self._header(bucket) + hashlib.sha256(body).digest() + body)
+        except OSError as exc:
+            log.debug("vgpu: a compiled template was not written: %s", exc)
