@@ -38,11 +38,13 @@ DUFFING = """field duffing {
 HH = """field hodgkin_huxley {
     param I = 10.0
     state v, m, h, n, spikes = 0
-    let am = 0.1 * (v + 40) / (1 - exp(-(v + 40) / 10))
+    let em = exp(-(v + 40) / 10)
+    let en = exp(-(v + 55) / 10)
+    let am = where(em == 1, 1.0, 0.1 * (v + 40) / (1 - em))     # 0 / 0 at v = -40: its limit
     let bm = 4 * exp(-(v + 65) / 18)
     let ah = 0.07 * exp(-(v + 65) / 20)
     let bh = 1 / (1 + exp(-(v + 35) / 10))
-    let an = 0.01 * (v + 55) / (1 - exp(-(v + 55) / 10))
+    let an = where(en == 1, 0.1, 0.01 * (v + 55) / (1 - en))
     let bn = 0.125 * exp(-(v + 65) / 80)
     dv/dt = I - 120 * m^3 * h * (v - 50) - 36 * n^4 * (v + 77) - 0.3 * (v + 54.4)
     dm/dt = am * (1 - m) - bm * m
@@ -123,11 +125,13 @@ def _duffing_numpy(n, steps, dt=0.01, delta=0.3, alpha=-1.0, beta=1.0, gamma=0.1
 
 def _hh_f(y, current):
     v, m, h, n = y
-    am = 0.1 * (v + 40) / (1 - np.exp(-(v + 40) / 10))
+    em, en = np.exp(-(v + 40) / 10), np.exp(-(v + 55) / 10)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        am = np.where(em == 1, 1.0, 0.1 * (v + 40) / (1 - em))     # 0 / 0 at v = -40
+        an = np.where(en == 1, 0.1, 0.01 * (v + 55) / (1 - en))
     bm = 4 * np.exp(-(v + 65) / 18)
     ah = 0.07 * np.exp(-(v + 65) / 20)
     bh = 1 / (1 + np.exp(-(v + 35) / 10))
-    an = 0.01 * (v + 55) / (1 - np.exp(-(v + 55) / 10))
     bn = 0.125 * np.exp(-(v + 65) / 80)
     return np.stack([current - 120 * m**3 * h * (v - 50) - 36 * n**4 * (v + 77)
                      - 0.3 * (v + 54.4),
