@@ -195,3 +195,16 @@ def test_compiled_templates_from_a_folder_others_can_write_are_not_used(tmp_path
         assert not list(folder.glob("*.code")), "written into a folder others can write"
     finally:
         folder.chmod(0o700)
+
+
+def test_clear_cache_removes_the_tables_and_the_compiled_templates(cache, tmp_path):
+    import vgpu
+    get, built, folder = cache
+    get()
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.j2").write_text("{{ n }}")
+    _env(tmp_path).get_template("a.j2").render(n=1)
+    stored = [p for sub in ("parser", "templates") for p in (tmp_path / sub).glob("*")]
+    assert len(stored) == 2
+    assert vgpu.clear_cache(memory=False)["startup"] == 2
+    assert not [p for sub in ("parser", "templates") for p in (tmp_path / sub).glob("*")]

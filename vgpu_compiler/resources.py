@@ -79,3 +79,22 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def clear_folder(folder: Path) -> int:
+    """Delete the files of ``folder`` (not its hidden ones: writes in flight); their
+    number. Always safe: a reader that opened a file keeps it, a later one rebuilds."""
+    n = 0
+    try:
+        items = list(folder.iterdir())
+    except OSError:
+        return 0
+    for p in items:
+        if p.name.startswith(".") or not p.is_file():
+            continue
+        try:
+            p.unlink()
+            n += 1
+        except OSError:
+            pass
+    return n

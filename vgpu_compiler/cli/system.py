@@ -177,6 +177,10 @@ def cache_command(args: argparse.Namespace) -> int:
         folder = glsl_runner.cache_info().get("disk_folder", "?")
         removed = glsl_runner.clear_cache()
         disk = removed.get("disk", 0) if isinstance(removed, dict) else removed
+        from ..backends.shader import template_cache
+        from ..frontend import parser_cache
+        parser_cache.clear()            # the parser's tables and the compiled templates
+        template_cache.clear()
         print(f"cache cleared: {disk} kernel{'' if disk == 1 else 's'} removed from {folder}")
         return EXIT_OK
     for line in cache_report(glsl_runner.cache_info()):

@@ -21,7 +21,7 @@ import marshal
 from pathlib import Path
 from typing import Callable
 
-from ..resources import cache_root, own_file, private_folder, write_atomic
+from ..resources import cache_root, clear_folder, own_file, private_folder, write_atomic
 
 log = logging.getLogger("vgpu")
 FORMAT = 1
@@ -30,6 +30,11 @@ HEADER = b"vgpu-lark-%d\0" % FORMAT
 
 def folder() -> Path:
     return cache_root() / "parser"
+
+
+def clear() -> int:
+    """Delete the stored tables (vgpu.clear_cache, vgpuc cache clear); their number."""
+    return clear_folder(folder())
 
 
 def key(grammar_text: str, options: dict) -> str:

@@ -20,21 +20,31 @@ import marshal
 
 import jinja2
 
-from ...resources import cache_root, own_file, private_folder, write_atomic
+from ...resources import cache_root, clear_folder, own_file, private_folder, write_atomic
 
 log = logging.getLogger("vgpu")
 FORMAT = b"vgpu-jinja-1\0"
 
 
+def folder():
+    return cache_root() / "templates"
+
+
+def clear() -> int:
+    """Delete the compiled templates (vgpu.clear_cache, vgpuc cache clear); their number."""
+    return clear_folder(folder())
+
+
 class TemplateCodeCache(jinja2.BytecodeCache):
     def __init__(self):
-        self._ok = None             # the folder's trust, checked once
+        self._trusted = {}          # folder -> its trust, checked once per folder
 
     def _folder(self):
-        where = cache_root() / "templates"
-        if self._ok is None:
-            self._ok = private_folder(where)
-        return where if self._ok else None
+        where = folder()            # (VGPU_CACHE_DIR may change within a process)
+        ok = self._trusted.get(where)
+        if ok is None:
+            ok = self._trusted[where] = private_folder(where)
+        return where if ok else None
 
     def _header(self, bucket) -> bytes:
         return FORMAT + importlib.util.MAGIC_NUMBER + str(bucket.checksum).encode() + b"\0"
