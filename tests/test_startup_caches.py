@@ -208,3 +208,21 @@ def test_clear_cache_removes_the_tables_and_the_compiled_templates(cache, tmp_pa
     assert len(stored) == 2
     assert vgpu.clear_cache(memory=False)["startup"] == 2
     assert not [p for sub in ("parser", "templates") for p in (tmp_path / sub).glob("*")]
+
+
+def test_a_template_compiled_under_other_options_is_not_reused(tmp_path, monkeypatch):
+    """The compiled code depends on the environment's whitespace options, not only on
+    the template's text."""
+    import jinja2
+    from vgpu_compiler.backends.shader.template_cache import TemplateCodeCache
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.j2").write_text("{% if n %}\n  x\n{% endif %}\n")
+
+    def render(**options):
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path / "t")),
+                                 bytecode_cache=TemplateCodeCache(), **options)
+        return env.get_template("a.j2").render(n=1)
+    assert render() == "\n  x\n"
+    assert render(trim_blocks=True, lstrip_blocks=True) == "  x\n"
+    assert render() == "\n  x\n"

@@ -4,9 +4,10 @@ C kernel's templates; loading them takes milliseconds).
 
 One file per template, ``templates/<jinja's key>.code`` under the cache folder
 (resources.cache_root): a header (this format, the Python bytecode magic, the SHA-1 of
-the template's text as Jinja computes it), a SHA-256 of the code, and the code
-(``marshal``). A changed template, another Python, or a damaged, truncated or foreign
-file is a miss (the template is compiled and written again). Code from this folder is
+the template's text as Jinja computes it, a SHA-256 of Jinja's version and the
+environment's syntax options), a SHA-256 of the code, and the code (``marshal``). A
+changed template, Jinja, environment or Python, or a damaged, truncated or foreign file
+is a miss (the template is compiled and written again). Code from this folder is
 run, so it is trusted as the kernel caches are (resources.private_folder: private,
 this user's own; otherwise nothing is read or written). No ``pickle``, unlike Jinja's
 own FileSystemBytecodeCache.
@@ -47,7 +48,15 @@ class TemplateCodeCache(jinja2.BytecodeCache):
         return where if ok else None
 
     def _header(self, bucket) -> bytes:
-        return FORMAT + importlib.util.MAGIC_NUMBER + str(bucket.checksum).encode() + b"\0"
+        env = bucket.environment        # its syntax and whitespace options shape the code
+        opts = repr((jinja2.__version__, env.block_start_string, env.block_end_string,
+                     env.variable_start_string, env.variable_end_string,
+                     env.comment_start_string, env.comment_end_string,
+                     env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks,
+                     env.lstrip_blocks, env.newline_sequence, env.keep_trailing_newline,
+                     env.autoescape, env.optimized, sorted(env.extensions)))
+        return (FORMAT + importlib.util.MAGIC_NUMBER + str(bucket.checksum).encode() + b"\0"
+                + hashlib.sha256(opts.encode()).digest())
 
     def load_bytecode(self, bucket) -> None:
         where = self._folder()
