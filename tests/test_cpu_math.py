@@ -160,3 +160,19 @@ def test_a_c_library_without_libmvec_gets_the_scalar_calls(monkeypatch, tmp_path
     assert toolchain._probe() == (True, "")
     assert toolchain.NO_LIBMVEC not in seen[0] and toolchain.NO_LIBMVEC in seen[1]
     assert toolchain.NO_LIBMVEC in toolchain.flags(toolchain.compiler())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_c_library_other_than_glibc_compiles_the_scalar_calls(dtype, cpu, tmp_path):
+    """Without glibc (musl, macOS) there is no __GLIBC_PREREQ: the helpers' test of the
+    glibc version must not be an expression the preprocessor cannot read."""
+    field = compile_program(_src("exp"), "f.field").select(None)
+    text = kernel.source(field, dtype)[0].replace(
+        "#include <math.h>\n", "#include <math.h>\n#undef __GLIBC__\n#undef __GLIBC_PREREQ\n", 1)
+    c = tmp_path / "k.c"
+    c.write_text(text)
+    flags = [f for f in toolchain.FLAGS if f not in ("-shared", "-w")]
+    out = subprocess.run([toolchain.compiler(), *flags, "-S", "-o", "-", str(c)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "_ZGV" not in out.stdout

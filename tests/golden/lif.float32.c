@@ -36,12 +36,15 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 // sincos.
 #define VG_CONST __attribute__((const, nothrow, leaf))
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \
-    && !defined(VG_NO_LIBMVEC) && __GLIBC_PREREQ(2, 22)
+    && !defined(VG_NO_LIBMVEC)
+#if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
 #define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
 #endif
-#else
+#endif
+#ifndef VG_SIMD
 #define VG_SIMD VG_CONST
 #endif
 #ifndef VG_SIMD35

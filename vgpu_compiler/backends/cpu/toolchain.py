@@ -45,8 +45,10 @@ _PROBE = """
 #include <math.h>
 #include <omp.h>
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \\
-    && !defined(VG_NO_LIBMVEC) && __GLIBC_PREREQ(2, 22)
+    && !defined(VG_NO_LIBMVEC)
+#if __GLIBC_PREREQ(2, 22)
 extern double exp(double) __attribute__((simd("notinbranch"), const, nothrow, leaf));
+#endif
 #endif
 double vg_probe_x[64];
 int vg_probe(void) { int n = 0;
