@@ -243,7 +243,7 @@ def _hh_sub(idx, n, steps, dt=0.01):
 
 def run(cfg: Config) -> Result:
     res = Result(NAME)
-    res.data = {"runs": {}, "rows": []}
+    res.data = {"problems": {}, "rows": []}
     targets, bad = [], []
     for name, (_, n_default, steps_default, n_quick, steps_quick) in PROBLEMS.items():
         n = (cfg.n[0] if cfg.n else (n_quick if cfg.quick else n_default))
@@ -266,7 +266,7 @@ def run(cfg: Config) -> Result:
             if not ok:
                 bad.append(f"{col} on {name}: {detail}")
         load = loadavg()
-        res.data["runs"][name] = {"n": n, "steps": steps, "loadavg_after": load,
+        res.data["problems"][name] = {"n": n, "steps": steps, "loadavg_after": load,
                                   "rows": list(rows.values())}
         res.data["rows"].extend(rows.values())
         rate = {c: r.get("rate") for c, r in rows.items()}
