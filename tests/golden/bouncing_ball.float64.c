@@ -28,12 +28,12 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 // (cos(omega * t)) out of the lane loop. On x86-64 glibc with gcc, their SIMD variants
 // from libmvec (_ZGVeN16v_expf, _ZGVeN8v_exp ...), so that lane loops vectorise through
 // them instead of calling libm once per lane: their error, measured against the exact
-// value, is in docs/language.md ("cpu backend arithmetic"). sin, cos, exp, log and pow
+// value, is in docs/language.md ("accuracy on cpu"). sin, cos, exp, log and pow
 // are in libmvec since glibc 2.22, the others since 2.35. With VG_NO_LIBMVEC (the
 // toolchain sets it where a library calling libmvec does not load, or with
 // VGPU_CPU_LIBMVEC=0), other C libraries and other compilers: the scalar calls.
-// -fno-builtin-sin/cos keep gcc from fusing sin and cos of one argument into a scalar
-// sincos.
+// -fno-builtin-sin/cos/sinf/cosf keep gcc from fusing sin and cos of one argument into a
+// scalar sincos.
 #define VG_CONST __attribute__((const, nothrow, leaf))
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \
     && !defined(VG_NO_LIBMVEC)
