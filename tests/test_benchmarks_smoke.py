@@ -41,7 +41,7 @@ def test_every_benchmark_reported(report):
     data, stdout = report
     assert set(data["benchmarks"]) == {"lorenz", "dispatch", "compile", "matmul", "kuramoto",
                                        "lorenz_adaptive", "ou",
-                                       "cluster", "simulation", "mlp"}
+                                       "cluster", "simulation", "mlp", "functions"}
     for name, entry in data["benchmarks"].items():
         assert "error" not in entry, f"{name} crashed: {entry.get('error')}"
         assert entry["tables"], name
@@ -88,3 +88,17 @@ def test_reference_columns_always_run(report):
     for r in lorenz:
         if r["status"] == "ok":
             assert r["rate"] > 0 and r["err_f64"] <= 1e-3, r
+
+
+def test_functions_benchmark_on_its_own(cpu, tmp_path, monkeypatch):
+    """benchmarks/functions.py at tiny sizes: the cpu column and the hand numpy loop run
+    and agree with the float64 loops and the closed forms."""
+    from benchmarks import functions
+    from benchmarks.common import Config
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    res = functions.run(Config(quick=True, columns=["cpu", "numpy"]))
+    rows = res.data["rows"]
+    assert {(r["problem"], r["column"]) for r in rows if r["status"] == "ok"} == {
+        (p, c) for p in functions.PROBLEMS for c in ("VGPU cpu", "hand numpy")}
+    assert all(r["ok"] for r in rows), [r["check"] for r in rows]
+    assert "x hand numpy" in res.render()

@@ -230,3 +230,47 @@ def test_no_backend_sees_an_empty_ensemble(fake):
         assert sol.history.shape == (4, 0, 3)
         np.testing.assert_allclose(sol.times, [0.0, 0.02, 0.04, 0.05], rtol=1e-6)
     assert calls == []
+
+
+@pytest.mark.parametrize("devices", [False, True], ids=["no-gpu-device", "gpu-device"])
+def test_without_a_gpu_device_auto_orders_without_starting_a_gpu_backend(devices,
+                                                                         monkeypatch):
+    """On Linux without a GPU device node the built-in GPU backends go after cpu without
+    being asked (starting wgpu took 2.9 s only to learn it runs on lavapipe); with one
+    they are asked, as before."""
+    asked = []
+    for name in ("glsl", "wgpu"):
+        real = registry.get(name)
+        stand_in = dataclasses.replace(
+            real, available=lambda n=name: (asked.append(n), (True, ""))[1],
+            software=lambda n=name: (asked.append(n), True)[1])
+        monkeypatch.setitem(registry._loaded, name, stand_in)
+    monkeypatch.setattr(registry, "no_gpu_devices", lambda: not devices)
+    registry._order.clear()
+    try:
+        order = [b.name for b in registry.auto_order()]
+    finally:
+        registry._order.clear()
+    assert order.index("cpu") < order.index("glsl") < order.index("numpy")
+    assert order.index("cpu") < order.index("wgpu") < order.index("numpy")
+    assert bool(asked) == devices, asked
+
+
+def test_a_fresh_process_on_auto_starts_no_gpu_backend_without_a_gpu_device(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, vgpu\n"
+            "from vgpu_compiler import backends\n"
+            f"sol = vgpu.solve({SCALE!r}, np.ones(3))\n"
+            "print(backends.no_gpu_devices(), 'wgpu' in sys.modules, "
+            "'moderngl' in sys.modules, vgpu.cache_stats()['dispatches'])\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, VGPU_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    none, wgpu, gl, dispatches = out.stdout.split()
+    if none == "True":          # (a machine with a GPU device asks its GPU backends)
+        assert (wgpu, gl) == ("False", "False"), out.stdout

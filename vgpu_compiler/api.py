@@ -113,6 +113,9 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
         out["cpu_memory"] = cpu_kernel.clear_memory()
     if disk:
         out["cpu_disk"] = cpu_kernel.clear_disk()
+        from .backends.shader import template_cache
+        from .frontend import parser_cache
+        out["startup"] = parser_cache.clear() + template_cache.clear()   # tables, templates
     return out
 
 

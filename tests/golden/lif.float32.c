@@ -20,52 +20,84 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     }
 }
 
-// SIMD variants from glibc's libmvec (x86-64), so that lane loops vectorise through
-// calls like _ZGVdN4v_sin instead of one libm call per lane: in float32 kernels the
-// double-precision functions every helper calls (<= 4 ulp in double: below float32's
-// rounding), in every kernel the float32 log and cos of the noise's normal (<= 4 ulp;
-// the reference's own float32 log/cos are not correctly rounded either). The flags
-// -fno-builtin-sin/cos keep gcc from fusing sin and cos of one argument into a scalar
-// sincos. Other C libraries and compilers: the plain scalar calls.
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__)
-#define VG_SIMD __attribute__((simd("notinbranch")))
-extern double sin(double) VG_SIMD;
-extern double cos(double) VG_SIMD;
-extern double tan(double) VG_SIMD;
-extern double asin(double) VG_SIMD;
-extern double acos(double) VG_SIMD;
-extern double atan(double) VG_SIMD;
-extern double atan2(double, double) VG_SIMD;
-extern double sinh(double) VG_SIMD;
-extern double cosh(double) VG_SIMD;
-extern double tanh(double) VG_SIMD;
-extern double exp(double) VG_SIMD;
-extern double log(double) VG_SIMD;
-extern double log2(double) VG_SIMD;
-extern double pow(double, double) VG_SIMD;
-extern float logf(float) VG_SIMD;
-extern float cosf(float) VG_SIMD;
+// The math functions of the working dtype: in float32 kernels the float32 functions
+// (sinf ...), except tan, computed in double precision and rounded once (libmvec's
+// tanf is slower than its tan, and less accurate). They are `const` (compiled with
+// -fno-math-errno and -fno-trapping-math: no errno, no traps), so that the compiler
+// shares a call between stages and hoists one whose argument is the same in every lane
+// (cos(omega * t)) out of the lane loop. On x86-64 glibc with gcc, their SIMD variants
+// from libmvec (_ZGVeN16v_expf, _ZGVeN8v_exp ...), so that lane loops vectorise through
+// them instead of calling libm once per lane: their error, measured against the exact
+// value, is in docs/language.md ("accuracy on cpu"). sin, cos, exp, log and pow
+// are in libmvec since glibc 2.22, the others since 2.35. With VG_NO_LIBMVEC (the
+// toolchain sets it where a library calling libmvec does not load, or with
+// VGPU_CPU_LIBMVEC=0), other C libraries and other compilers: the scalar calls.
+// -fno-builtin-sin/cos/sinf/cosf keep gcc from fusing sin and cos of one argument into a
+// scalar sincos.
+#define VG_CONST __attribute__((const, nothrow, leaf))
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \
+    && !defined(VG_NO_LIBMVEC)
+#if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
+#define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
 #endif
+#if __GLIBC_PREREQ(2, 35)
+#define VG_SIMD35 VG_SIMD
+#endif
+#endif
+#ifndef VG_SIMD
+#define VG_SIMD VG_CONST
+#endif
+#ifndef VG_SIMD35
+#define VG_SIMD35 VG_CONST
+#endif
+extern double sin(double) VG_SIMD;
+extern float sinf(float) VG_SIMD;
+extern double cos(double) VG_SIMD;
+extern float cosf(float) VG_SIMD;
+extern double tan(double) VG_SIMD35;
+extern float tanf(float) VG_SIMD35;
+extern double asin(double) VG_SIMD35;
+extern float asinf(float) VG_SIMD35;
+extern double acos(double) VG_SIMD35;
+extern float acosf(float) VG_SIMD35;
+extern double atan(double) VG_SIMD35;
+extern float atanf(float) VG_SIMD35;
+extern double sinh(double) VG_SIMD35;
+extern float sinhf(float) VG_SIMD35;
+extern double cosh(double) VG_SIMD35;
+extern float coshf(float) VG_SIMD35;
+extern double tanh(double) VG_SIMD35;
+extern float tanhf(float) VG_SIMD35;
+extern double exp(double) VG_SIMD;
+extern float expf(float) VG_SIMD;
+extern double log(double) VG_SIMD;
+extern float logf(float) VG_SIMD;
+extern double log2(double) VG_SIMD35;
+extern float log2f(float) VG_SIMD35;
+extern double atan2(double, double) VG_SIMD35;
+extern float atan2f(float, float) VG_SIMD35;
+extern double pow(double, double) VG_SIMD;
+extern float powf(float, float) VG_SIMD;
 #define vg_zero ((float)0)
 static inline float vg_nan(void) { return (float)NAN; }
 static inline float vg_inf(void) { return (float)INFINITY; }
-static inline float vg_fabs(float x) { return (float)fabs((double)x); }
-static inline float vg_floor(float x) { return (float)floor((double)x); }
-static inline float vg_ceil(float x) { return (float)ceil((double)x); }
-static inline float vg_sin(float x) { return (float)sin((double)x); }
-static inline float vg_cos(float x) { return (float)cos((double)x); }
+static inline float vg_fabs(float x) { return fabsf(x); }
+static inline float vg_floor(float x) { return floorf(x); }
+static inline float vg_ceil(float x) { return ceilf(x); }
+static inline float vg_sqrt(float x) { return sqrtf(x); }
+static inline float vg_sin(float x) { return sinf(x); }
+static inline float vg_cos(float x) { return cosf(x); }
 static inline float vg_tan(float x) { return (float)tan((double)x); }
-static inline float vg_asin(float x) { return (float)asin((double)x); }
-static inline float vg_acos(float x) { return (float)acos((double)x); }
-static inline float vg_atan(float x) { return (float)atan((double)x); }
-static inline float vg_atan2(float y, float x) { return (float)atan2((double)y, (double)x); }
-static inline float vg_sinh(float x) { return (float)sinh((double)x); }
-static inline float vg_cosh(float x) { return (float)cosh((double)x); }
-static inline float vg_tanh(float x) { return (float)tanh((double)x); }
-static inline float vg_exp(float x) { return (float)exp((double)x); }
-static inline float vg_log(float x) { return (float)log((double)x); }
-static inline float vg_log2(float x) { return (float)log2((double)x); }
-static inline float vg_sqrt(float x) { return (float)sqrt((double)x); }
+static inline float vg_asin(float x) { return asinf(x); }
+static inline float vg_acos(float x) { return acosf(x); }
+static inline float vg_atan(float x) { return atanf(x); }
+static inline float vg_sinh(float x) { return sinhf(x); }
+static inline float vg_cosh(float x) { return coshf(x); }
+static inline float vg_tanh(float x) { return tanhf(x); }
+static inline float vg_exp(float x) { return expf(x); }
+static inline float vg_log(float x) { return logf(x); }
+static inline float vg_log2(float x) { return log2f(x); }
+static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
 
 // min/max propagate NaN (numpy's minimum/maximum).
 static inline float vg_min(float a, float b) {
@@ -95,12 +127,24 @@ static inline float vg_powi(float x, int n) {
     }
     double r = 1.0;
     double b = (double)x;
-    while (m != 0u) {
-        if (m & 1u) {
-            r *= b;
+    if (__builtin_constant_p(m) && m < 256u) {
+        // a literal exponent (x^3): a fixed count of the same steps, which the compiler
+        // unrolls and folds, so that the lane loop around it still vectorises
+        for (int i = 0; i < 8; i++) {
+            if (m & 1u) {
+                r *= b;
+            }
+            b *= b;
+            m >>= 1;
         }
-        b *= b;
-        m >>= 1;
+    } else {
+        while (m != 0u) {
+            if (m & 1u) {
+                r *= b;
+            }
+            b *= b;
+            m >>= 1;
+        }
     }
     return (float)((n < 0) ? 1.0 / r : r);
 }
@@ -110,7 +154,7 @@ static inline float vg_pow(float x, float y) {
     if (y == (float)0.5) {
         return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
     }
-    return (float)pow((double)x, (double)y);
+    return powf(x, y);
 }
 
 // Float // as numpy's floor_divide (npy_divmod): floor of (a - fmod(a, b)) / b, snapped.

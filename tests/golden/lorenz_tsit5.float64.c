@@ -20,38 +20,84 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     }
 }
 
-// SIMD variants from glibc's libmvec (x86-64), so that lane loops vectorise through
-// calls like _ZGVdN4v_sin instead of one libm call per lane: in float32 kernels the
-// double-precision functions every helper calls (<= 4 ulp in double: below float32's
-// rounding), in every kernel the float32 log and cos of the noise's normal (<= 4 ulp;
-// the reference's own float32 log/cos are not correctly rounded either). The flags
-// -fno-builtin-sin/cos keep gcc from fusing sin and cos of one argument into a scalar
-// sincos. Other C libraries and compilers: the plain scalar calls.
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__)
-#define VG_SIMD __attribute__((simd("notinbranch")))
-extern float logf(float) VG_SIMD;
-extern float cosf(float) VG_SIMD;
+// The math functions of the working dtype: in float32 kernels the float32 functions
+// (sinf ...), except tan, computed in double precision and rounded once (libmvec's
+// tanf is slower than its tan, and less accurate). They are `const` (compiled with
+// -fno-math-errno and -fno-trapping-math: no errno, no traps), so that the compiler
+// shares a call between stages and hoists one whose argument is the same in every lane
+// (cos(omega * t)) out of the lane loop. On x86-64 glibc with gcc, their SIMD variants
+// from libmvec (_ZGVeN16v_expf, _ZGVeN8v_exp ...), so that lane loops vectorise through
+// them instead of calling libm once per lane: their error, measured against the exact
+// value, is in docs/language.md ("accuracy on cpu"). sin, cos, exp, log and pow
+// are in libmvec since glibc 2.22, the others since 2.35. With VG_NO_LIBMVEC (the
+// toolchain sets it where a library calling libmvec does not load, or with
+// VGPU_CPU_LIBMVEC=0), other C libraries and other compilers: the scalar calls.
+// -fno-builtin-sin/cos/sinf/cosf keep gcc from fusing sin and cos of one argument into a
+// scalar sincos.
+#define VG_CONST __attribute__((const, nothrow, leaf))
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \
+    && !defined(VG_NO_LIBMVEC)
+#if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
+#define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
 #endif
+#if __GLIBC_PREREQ(2, 35)
+#define VG_SIMD35 VG_SIMD
+#endif
+#endif
+#ifndef VG_SIMD
+#define VG_SIMD VG_CONST
+#endif
+#ifndef VG_SIMD35
+#define VG_SIMD35 VG_CONST
+#endif
+extern double sin(double) VG_SIMD;
+extern float sinf(float) VG_SIMD;
+extern double cos(double) VG_SIMD;
+extern float cosf(float) VG_SIMD;
+extern double tan(double) VG_SIMD35;
+extern float tanf(float) VG_SIMD35;
+extern double asin(double) VG_SIMD35;
+extern float asinf(float) VG_SIMD35;
+extern double acos(double) VG_SIMD35;
+extern float acosf(float) VG_SIMD35;
+extern double atan(double) VG_SIMD35;
+extern float atanf(float) VG_SIMD35;
+extern double sinh(double) VG_SIMD35;
+extern float sinhf(float) VG_SIMD35;
+extern double cosh(double) VG_SIMD35;
+extern float coshf(float) VG_SIMD35;
+extern double tanh(double) VG_SIMD35;
+extern float tanhf(float) VG_SIMD35;
+extern double exp(double) VG_SIMD;
+extern float expf(float) VG_SIMD;
+extern double log(double) VG_SIMD;
+extern float logf(float) VG_SIMD;
+extern double log2(double) VG_SIMD35;
+extern float log2f(float) VG_SIMD35;
+extern double atan2(double, double) VG_SIMD35;
+extern float atan2f(float, float) VG_SIMD35;
+extern double pow(double, double) VG_SIMD;
+extern float powf(float, float) VG_SIMD;
 #define vg_zero ((double)0)
 static inline double vg_nan(void) { return (double)NAN; }
 static inline double vg_inf(void) { return (double)INFINITY; }
-static inline double vg_fabs(double x) { return (double)fabs((double)x); }
-static inline double vg_floor(double x) { return (double)floor((double)x); }
-static inline double vg_ceil(double x) { return (double)ceil((double)x); }
-static inline double vg_sin(double x) { return (double)sin((double)x); }
-static inline double vg_cos(double x) { return (double)cos((double)x); }
+static inline double vg_fabs(double x) { return fabs(x); }
+static inline double vg_floor(double x) { return floor(x); }
+static inline double vg_ceil(double x) { return ceil(x); }
+static inline double vg_sqrt(double x) { return sqrt(x); }
+static inline double vg_sin(double x) { return sin(x); }
+static inline double vg_cos(double x) { return cos(x); }
 static inline double vg_tan(double x) { return (double)tan((double)x); }
-static inline double vg_asin(double x) { return (double)asin((double)x); }
-static inline double vg_acos(double x) { return (double)acos((double)x); }
-static inline double vg_atan(double x) { return (double)atan((double)x); }
-static inline double vg_atan2(double y, double x) { return (double)atan2((double)y, (double)x); }
-static inline double vg_sinh(double x) { return (double)sinh((double)x); }
-static inline double vg_cosh(double x) { return (double)cosh((double)x); }
-static inline double vg_tanh(double x) { return (double)tanh((double)x); }
-static inline double vg_exp(double x) { return (double)exp((double)x); }
-static inline double vg_log(double x) { return (double)log((double)x); }
-static inline double vg_log2(double x) { return (double)log2((double)x); }
-static inline double vg_sqrt(double x) { return (double)sqrt((double)x); }
+static inline double vg_asin(double x) { return asin(x); }
+static inline double vg_acos(double x) { return acos(x); }
+static inline double vg_atan(double x) { return atan(x); }
+static inline double vg_sinh(double x) { return sinh(x); }
+static inline double vg_cosh(double x) { return cosh(x); }
+static inline double vg_tanh(double x) { return tanh(x); }
+static inline double vg_exp(double x) { return exp(x); }
+static inline double vg_log(double x) { return log(x); }
+static inline double vg_log2(double x) { return log2(x); }
+static inline double vg_atan2(double y, double x) { return atan2(y, x); }
 
 // min/max propagate NaN (numpy's minimum/maximum).
 static inline double vg_min(double a, double b) {
@@ -78,12 +124,24 @@ static inline double vg_powi(double x, int n) {
     unsigned m = n < 0 ? 0u - (unsigned)n : (unsigned)n;
     double r = 1.0;
     double b = (double)x;
-    while (m != 0u) {
-        if (m & 1u) {
-            r *= b;
+    if (__builtin_constant_p(m) && m < 256u) {
+        // a literal exponent (x^3): a fixed count of the same steps, which the compiler
+        // unrolls and folds, so that the lane loop around it still vectorises
+        for (int i = 0; i < 8; i++) {
+            if (m & 1u) {
+                r *= b;
+            }
+            b *= b;
+            m >>= 1;
         }
-        b *= b;
-        m >>= 1;
+    } else {
+        while (m != 0u) {
+            if (m & 1u) {
+                r *= b;
+            }
+            b *= b;
+            m >>= 1;
+        }
     }
     return (double)((n < 0) ? 1.0 / r : r);
 }
@@ -93,7 +151,7 @@ static inline double vg_pow(double x, double y) {
     if (y == (double)0.5) {
         return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
     }
-    return (double)pow((double)x, (double)y);
+    return pow(x, y);
 }
 
 // Float // as numpy's floor_divide (npy_divmod): floor of (a - fmod(a, b)) / b, snapped.

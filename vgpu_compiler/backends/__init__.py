@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from dataclasses import dataclass, field as _field
 from typing import Callable
@@ -156,24 +157,31 @@ def get(name: str) -> Backend:
 def auto_order() -> tuple[Backend, ...]:
     """Every backend, in the order ``auto`` tries them (loaded once; register and
     unregister start again): GPU backends on a real GPU, then the native CPU backends,
-    then GPU backends on a CPU renderer (llvmpipe, lavapipe), then numpy."""
+    then GPU backends on a CPU renderer (llvmpipe, lavapipe), then numpy. On Linux
+    without a GPU device node the built-in GPU backends are put with the CPU renderers
+    without starting them (no_gpu_devices): deciding the order costs no OpenGL context
+    and no wgpu device."""
     hit = _order.get("auto")
     if hit is None:
         generation = _generation[0]
         listed = [get(n) for n in names()]
-        rank = {b.name: (_group(b), i) for i, b in enumerate(listed)}
+        soft = _builtin_on_software()
+        rank = {b.name: (_group(b, soft), i) for i, b in enumerate(listed)}
         hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit
 
 
-def _group(backend: Backend) -> int:
+def _group(backend: Backend, soft: Callable[[Backend], bool] | None = None) -> int:
     """``auto``'s rank of a backend: 0 a GPU backend on a real GPU, 1 a CPU backend, 2 a
-    GPU backend on a CPU renderer (or not available), 3 numpy."""
+    GPU backend on a CPU renderer (or not available), 3 numpy. ``soft`` (from
+    _builtin_on_software) tells a built-in GPU backend that can only find a CPU renderer
+    here without starting it (a wgpu device takes seconds)."""
     if backend.name == "numpy":
         return 3
     if not backend.gpu:
         return 1
-    return 2 if _on_software(backend) or not _usable(backend) else 0
+    soft = soft or _builtin_on_software()
+    return 2 if soft(backend) or _on_software(backend) or not _usable(backend) else 0
 
 
 def fastest(dtype: str, exclude: tuple[str, ...] = ()) -> str:
@@ -183,8 +191,31 @@ def fastest(dtype: str, exclude: tuple[str, ...] = ()) -> str:
     ``dtype`` are probed."""
     listed = [get(n) for n in names() if n not in exclude]
     listed = [b for b in listed if dtype in b.dtypes]
-    ranked = sorted(enumerate(listed), key=lambda ib: (_group(ib[1]), ib[0]))
+    soft = _builtin_on_software()
+    ranked = sorted(enumerate(listed), key=lambda ib: (_group(ib[1], soft), ib[0]))
     return next((b.name for _, b in ranked if b.name == "numpy" or _usable(b)), "numpy")
+
+
+# Device nodes of GPU drivers on Linux: DRM (Intel, AMD, virtio, Nouveau ...), NVIDIA's
+# own driver, and WSL's paravirtualised GPU. A GL or Vulkan driver that reaches a GPU
+# opens one of them; without any, every one here is a CPU renderer (llvmpipe, lavapipe).
+GPU_DEVICE_GLOBS = ("/dev/dri/renderD*", "/dev/dri/card*", "/dev/nvidia[0-9]*", "/dev/dxg")
+
+
+def no_gpu_devices() -> bool:
+    """True on Linux when no GPU device node exists (so no backend can reach a GPU);
+    False elsewhere, or when one exists (then auto asks the GPU backends themselves)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import glob
+    return not any(glob.glob(pattern) for pattern in GPU_DEVICE_GLOBS)
+
+
+def _builtin_on_software() -> Callable[[Backend], bool]:
+    """Whether a backend is a built-in GPU backend that can only find a CPU renderer here
+    (no_gpu_devices), decided without starting it."""
+    cpu_only = no_gpu_devices()
+    return lambda b: cpu_only and b.gpu and b.name in _PACKAGES and b.name not in _extra
 
 
 def _on_software(backend: Backend) -> bool:
@@ -208,8 +239,8 @@ def why_chosen(backend: Backend) -> str:
     """Why ``auto`` runs on ``backend``: what it runs on, and what came before it."""
     order = auto_order()
     before = order[:order.index(backend)] if backend in order else ()
-    kind = ("a CPU renderer" if _on_software(backend) else "a real GPU") if backend.gpu \
-        else "the CPU"
+    kind = ("a CPU renderer" if _builtin_on_software()(backend) or _on_software(backend)
+            else "a real GPU") if backend.gpu else "the CPU"
     text = f"backend=auto runs on {backend.name} ({kind})"
     if before:
         text += "; before it: " + ", ".join(

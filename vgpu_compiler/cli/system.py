@@ -187,6 +187,10 @@ def cache_command(args: argparse.Namespace) -> int:
 
     if args.action == "clear":      # every backend's entries (backends/disk_cache.py)
         removed = sum(dc.clear(dc.folder(kind), suffix) for kind, suffix in dc.SUFFIXES.items())
+        from ..backends.shader import template_cache
+        from ..frontend import parser_cache
+        parser_cache.clear()            # the parser's tables and the compiled templates
+        template_cache.clear()
         print(f"cache cleared: {removed} kernel{'' if removed == 1 else 's'} removed from "
               f"{dc.root()}")
         return EXIT_OK

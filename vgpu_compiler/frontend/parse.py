@@ -40,12 +40,23 @@ class BracketPostlex:
             yield tok
 
 
+OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True,
+               maybe_placeholders=False)
+
+
 @lru_cache(maxsize=1)
 def parser() -> Lark:
-    """The LALR parser, built once per process."""
-    return Lark.open(str(grammar_path() / "field.lark"), parser="lalr", lexer="basic",
-                     postlex=BracketPostlex(), propagate_positions=True,
-                     maybe_placeholders=False)
+    """The LALR parser, made once per process: its tables from the disk cache
+    (parser_cache.py), or built from the grammar."""
+    from . import parser_cache
+    path = grammar_path() / "field.lark"
+    text = path.read_text(encoding="utf-8")
+    return parser_cache.load_or_build(text, OPTIONS, BracketPostlex(), lambda: build(text))
+
+
+def build(text: str) -> Lark:
+    """The LALR parser, built from the grammar's text."""
+    return Lark(text, postlex=BracketPostlex(), **OPTIONS)
 
 
 BOM = "\ufeff"

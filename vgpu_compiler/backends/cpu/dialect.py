@@ -2,9 +2,9 @@
 
 The GLSL table with C's spellings: a cast is ``((float)(x))``, storage buffers are
 plain pointers, the error index is three ints, and every float function goes through a
-``vg_*`` helper of templates/helpers.c.j2 that computes in double precision (libm) and
-rounds once to the working dtype: this backend has no GLSL limits, so float64 has every
-function. min/max/sign/clamp propagate NaN as numpy does; int ``//`` and ``%`` are
+``vg_*`` helper of templates/helpers.c.j2: the C library's function of the working dtype
+(libmvec's SIMD variant on x86-64 glibc; float32 ``tan`` in double precision, rounded
+once): this backend has no GLSL limits, so float64 has every function. min/max/sign/clamp propagate NaN as numpy does; int ``//`` and ``%`` are
 Python's, an error by zero, exactly as in GLSL. Compiled without ``-ffast-math`` and
 with ``-ffp-contract=off``, so the compiler neither fuses nor reorders float arithmetic.
 """
@@ -15,7 +15,7 @@ from dataclasses import replace
 from ...ir.ops import Op
 from ..shader.dialect import FLOAT_OPS, GLSL_FLOAT32, INT_OPS
 
-# every float function: a helper in double precision (templates/helpers.c.j2)
+# every float function: a helper (templates/helpers.c.j2)
 C_FLOAT_OPS = {
     **FLOAT_OPS,
     Op.SIN: "vg_sin({0})", Op.COS: "vg_cos({0})", Op.TAN: "vg_tan({0})",

@@ -32,6 +32,7 @@ from . import library_cache
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fwrapv",
          "-fno-math-errno", "-fno-trapping-math", "-fno-builtin-sin", "-fno-builtin-cos",
+         "-fno-builtin-sinf", "-fno-builtin-cosf",
          "-fPIC", "-shared", "-std=gnu11", "-w")
 # gcc only: no unroll-and-jam of the step loop into the lane loop. Two steps of one vector
 # per iteration make one dependency chain twice as long, and the out-of-order core then
@@ -39,14 +40,30 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off", "-fwrapv",
 # trajectory-steps/s with it, 3.4e9 without (2 cores).
 GCC_FLAGS = ("-fno-loop-unroll-and-jam",)
 CC_ENV = "VGPU_CC"
+# VGPU_CPU_LIBMVEC=0: the kernels call libm's scalar functions, not libmvec's SIMD ones
+# (templates/helpers.c.j2); the probe does the same where a library calling libmvec
+# does not load (a C library without it).
+LIBMVEC_ENV = "VGPU_CPU_LIBMVEC"
+NO_LIBMVEC = "-DVG_NO_LIBMVEC"
 _PROBE = """
 #include <math.h>
 #include <omp.h>
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__) \\
+    && !defined(VG_NO_LIBMVEC)
+#if __GLIBC_PREREQ(2, 22)
+extern double exp(double) __attribute__((simd("notinbranch"), const, nothrow, leaf));
+#endif
+#endif
+double vg_probe_x[64];
 int vg_probe(void) { int n = 0;
 #pragma omp parallel reduction(+:n)
   n += 1;
-  return n + (int)floor(0.5); }
+#pragma omp simd
+  for (int i = 0; i < 64; i++)
+    vg_probe_x[i] = exp(vg_probe_x[i]);
+  return n + (int)floor(0.5 * vg_probe_x[0]); }
 """
+_no_libmvec: list = []      # [why] once the probe found that libmvec does not load
 
 
 def compiler() -> str | None:
@@ -72,10 +89,13 @@ def _version(cc: str) -> str:
 
 
 def flags(cc: str) -> tuple[str, ...]:
-    """FLAGS, and GCC_FLAGS where ``cc`` is gcc (clang does not take them)."""
+    """FLAGS, and GCC_FLAGS where ``cc`` is gcc (clang does not take them), and
+    -DVG_NO_LIBMVEC where libmvec is not to be called (VGPU_CPU_LIBMVEC=0, or the probe
+    found it missing)."""
     text = _version_text(cc)
     gcc = "Free Software Foundation" in text and "clang" not in text.lower()
-    return FLAGS + (GCC_FLAGS if gcc else ())
+    scalar = _no_libmvec or os.environ.get(LIBMVEC_ENV, "") == "0"
+    return FLAGS + (GCC_FLAGS if gcc else ()) + ((NO_LIBMVEC,) if scalar else ())
 
 
 def cpu_features() -> str:
@@ -117,7 +137,13 @@ def _probe() -> tuple[bool, str]:
         return False, (f"{CC_ENV}={wanted} is not an executable" if wanted else
                        "no C compiler (cc, gcc or clang) on PATH; install gcc")
     try:
-        lib = build(_PROBE, "probe")
+        try:
+            lib = build(_PROBE, "probe")
+        except OSError as e:            # "undefined symbol: _ZGV...": no libmvec here
+            if "_ZGV" not in str(e):
+                raise
+            _no_libmvec.append(str(e))
+            lib = build(_PROBE, "probe")
         fn = lib.vg_probe
         fn.restype = ctypes.c_int
         if fn() < 1:

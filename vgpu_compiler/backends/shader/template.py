@@ -5,6 +5,8 @@ import functools
 
 import jinja2
 
+from .template_cache import TemplateCodeCache
+
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,6 +24,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=TemplateCodeCache(),     # compiled templates on disk
     )
     from .lanes import rename
     env.filters["lane"] = rename        # {{ text | lane(j, names) }}: copy j's locals

@@ -1,0 +1,103 @@
+"""The LALR parser's tables on disk, so that a new process does not rebuild them from
+grammar/field.lark (0.4-0.8 s per process; loading them takes about 0.01 s).
+
+One file, ``parser/field-<key>.tables`` under the cache folder (resources.cache_root:
+``VGPU_CACHE_DIR`` or the user cache folder); the key is a SHA-256 of the grammar's text,
+lark's version and the parser's options, so a changed grammar or lark makes a new file.
+The file is a header (this format), a SHA-256 of the rest, and lark's serialised tables
+(dicts, tuples, lists, strings and numbers: ``marshal``, which builds values and runs no
+code, unlike ``pickle``). A damaged, truncated or foreign file, or tables lark refuses,
+are ignored and the parser is built from the grammar (and written again). Trust is the
+kernel caches' (resources.private_folder): the folder is made private (0700) when
+created, and a file is read only from a folder this user owns and no one else can
+write, and only when this user owns it; otherwise the parser is built and nothing is
+written. Writes go to a temporary file moved into place (resources.write_atomic).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import marshal
+from pathlib import Path
+from typing import Callable
+
+from ..resources import cache_root, clear_folder, own_file, private_folder, write_atomic
+
+log = logging.getLogger("vgpu")
+FORMAT = 1
+HEADER = b"vgpu-lark-%d\0" % FORMAT
+
+
+def folder() -> Path:
+    return cache_root() / "parser"
+
+
+def clear() -> int:
+    """Delete the stored tables (vgpu.clear_cache, vgpuc cache clear); their number."""
+    return clear_folder(folder())
+
+
+def key(grammar_text: str, options: dict) -> str:
+    import lark
+    h = hashlib.sha256()
+    for part in (str(FORMAT), lark.__version__, grammar_text, repr(sorted(options.items()))):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def load_or_build(grammar_text: str, options: dict, postlex, build: Callable):
+    """The parser: from the disk file of (grammar, options), else ``build()`` (and then
+    written to that file). ``postlex`` is the parser's post-lexer (not stored)."""
+    where = folder()
+    path = where / f"field-{key(grammar_text, options)}.tables"
+    trusted = _trusted(where)
+    if trusted:
+        parser = _load(path, postlex)
+        if parser is not None:
+            return parser
+    parser = build()
+    if trusted:
+        try:
+            _store(path, parser)
+        except (OSError, TypeError, ValueError) as exc:      # a full disk, a lark surprise
+            log.debug("vgpu: the parser tables were not written to %s: %s", path, exc)
+    return parser
+
+
+def _trusted(where: Path) -> bool:
+    if private_folder(where):
+        return True
+    log.debug("vgpu: %s is not private to this user: the parser is built, not cached", where)
+    return False
+
+
+def _load(path: Path, postlex):
+    from lark import Lark
+    try:
+        with open(path, "rb") as fh:
+            if not own_file(fh):
+                return None
+            raw = fh.read()
+    except OSError:
+        return None
+    body = raw[len(HEADER) + 32:]
+    if not raw.startswith(HEADER) or raw[len(HEADER):len(HEADER) + 32] != \
+            hashlib.sha256(body).digest():
+        log.debug("vgpu: ignoring the damaged parser tables %s", path)
+        return None
+    try:
+        tables = marshal.loads(body)
+        return Lark._load_from_dict(tables["data"], tables["memo"], postlex=postlex)
+    except Exception as exc:        # noqa: BLE001 - tables lark refuses: build the parser
+        log.debug("vgpu: ignoring the parser tables %s: %s", path, exc)
+        return None
+
+
+def _store(path: Path, parser) -> None:
+    from lark.grammar import Rule
+    from lark.lexer import TerminalDef
+    data, memo = parser.memo_serialize([TerminalDef, Rule])
+    data = dict(data, options={k: v for k, v in data["options"].items() if k != "postlex"})
+    body = marshal.dumps({"data": data, "memo": memo})     # ValueError: not plain data
+    write_atomic(path, HEADER + hashlib.sha256(body).digest() + body)
