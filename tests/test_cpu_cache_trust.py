@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.backends import disk_cache as dc
+from vgpu_compiler import disk_cache as dc
 from vgpu_compiler.backends.cpu import kernel, library_cache, toolchain
 from vgpu_compiler.backends.glsl.disk_cache import DiskCache
 

@@ -2,7 +2,7 @@
 backend never imports another backend. Every import is read from the source (ast):
 absolute and relative ones, and those inside functions.
 
-Stages, low to high: errors, spelling, resources < ir, noise < frontend < call <
+Stages, low to high: errors, spelling, resources, disk_cache < ir, noise < frontend < call <
 backends < pipeline (one call: text to Solution) < distributed < api < cli (a call
 given dask arrays goes from the API to distributed/, whose blocks run the pipeline on
 the workers); ``vgpu`` (the public face) may import api and anything below.
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
-RANK = {"errors": 0, "spelling": 0, "resources": 0, "ir": 1, "noise": 1, "frontend": 2,
+RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "ir": 1, "noise": 1, "frontend": 2,
         "call": 3, "backends": 4, "pipeline": 5, "distributed": 6, "api": 7, "cli": 8,
         "__main__": 8,
         "__init__": 0}

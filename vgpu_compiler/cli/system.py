@@ -182,10 +182,10 @@ def _yes(flag: bool) -> str:
 
 # --- cache ------------------------------------------------------------------------------
 def cache_command(args: argparse.Namespace) -> int:
-    from ..backends import disk_cache as dc
+    from .. import disk_cache as dc
     from ..backends.glsl import runner as glsl_runner
 
-    if args.action == "clear":      # every backend's entries (backends/disk_cache.py)
+    if args.action == "clear":      # every backend's entries (vgpu_compiler/disk_cache.py)
         removed = sum(dc.clear(dc.folder(kind), suffix) for kind, suffix in dc.SUFFIXES.items())
         from ..backends.shader import template_cache
         from ..frontend import parser_cache
@@ -202,7 +202,7 @@ def cache_command(args: argparse.Namespace) -> int:
 def disk_report() -> list[dict]:
     """Each backend's entries on disk: kind, folder, entries, bytes and why it is off
     (None: on)."""
-    from ..backends import disk_cache as dc
+    from .. import disk_cache as dc
     trust = dc.Trust("")
     rows = []
     for kind, suffix in dc.SUFFIXES.items():
@@ -216,7 +216,7 @@ def disk_report() -> list[dict]:
 def cache_report(info: dict, disk: list[dict] | None = None) -> list[str]:
     """The disk cache (shared by processes; ``disk``: disk_report(), one row per backend,
     else GLSL's alone from ``info``) and the memory cache's size (per process)."""
-    from ..backends import disk_cache as dc
+    from .. import disk_cache as dc
     if disk is None:
         disk = [{"kind": "glsl", "folder": info.get("disk_folder", "?"),
                  "entries": info.get("disk_entries", 0), "bytes": info.get("disk_bytes", 0),

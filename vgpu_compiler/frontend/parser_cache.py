@@ -1,27 +1,28 @@
 """The LALR parser's tables on disk, so that a new process does not rebuild them from
 grammar/field.lark (0.4-0.8 s per process; loading them takes about 0.01 s).
 
-One file, ``parser/field-<key>.tables`` under the cache folder (resources.cache_root:
+One file, ``parser/field-<key>.tables`` under the cache folder (disk_cache.root:
 ``VGPU_CACHE_DIR`` or the user cache folder); the key is a SHA-256 of the grammar's text,
 lark's version and the parser's options, so a changed grammar or lark makes a new file.
 The file is a header (this format), a SHA-256 of the rest, and lark's serialised tables
 (dicts, tuples, lists, strings and numbers: ``marshal``, which builds values and runs no
 code, unlike ``pickle``). A damaged, truncated or foreign file, or tables lark refuses,
 are ignored and the parser is built from the grammar (and written again). Trust is the
-kernel caches' (resources.private_folder): the folder is made private (0700) when
+kernel caches' (disk_cache.trusted): the folder is made private (0700) when
 created, and a file is read only from a folder this user owns and no one else can
 write, and only when this user owns it; otherwise the parser is built and nothing is
-written. Writes go to a temporary file moved into place (resources.write_atomic).
+written. Writes go to a temporary file moved into place (disk_cache.write).
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import marshal
+import os
 from pathlib import Path
 from typing import Callable
 
-from ..resources import cache_root, clear_folder, own_file, private_folder, write_atomic
+from .. import disk_cache as dc
 
 log = logging.getLogger("vgpu")
 FORMAT = 1
@@ -29,12 +30,12 @@ HEADER = b"vgpu-lark-%d\0" % FORMAT
 
 
 def folder() -> Path:
-    return cache_root() / "parser"
+    return dc.root() / "parser"
 
 
 def clear() -> int:
     """Delete the stored tables (vgpu.clear_cache, vgpuc cache clear); their number."""
-    return clear_folder(folder())
+    return dc.clear(folder(), ".tables")
 
 
 def key(grammar_text: str, options: dict) -> str:
@@ -66,7 +67,7 @@ def load_or_build(grammar_text: str, options: dict, postlex, build: Callable):
 
 
 def _trusted(where: Path) -> bool:
-    if private_folder(where):
+    if dc.trusted(where):
         return True
     log.debug("vgpu: %s is not private to this user: the parser is built, not cached", where)
     return False
@@ -76,7 +77,7 @@ def _load(path: Path, postlex):
     from lark import Lark
     try:
         with open(path, "rb") as fh:
-            if not own_file(fh):
+            if not dc.owned(os.fstat(fh.fileno())):
                 return None
             raw = fh.read()
     except OSError:
@@ -100,4 +101,4 @@ def _store(path: Path, parser) -> None:
     data, memo = parser.memo_serialize([TerminalDef, Rule])
     data = dict(data, options={k: v for k, v in data["options"].items() if k != "postlex"})
     body = marshal.dumps({"data": data, "memo": memo})     # ValueError: not plain data
-    write_atomic(path, HEADER + hashlib.sha256(body).digest() + body)
+    dc.write(path, HEADER + hashlib.sha256(body).digest() + body, ".tables")

@@ -2,7 +2,7 @@
 ``VGPU_CACHE_DIR``/cpu (or ``platformdirs.user_cache_dir("vgpu")``/cpu).
 
 A library is code that loading it runs (its constructors), so it is loaded only from
-a folder the cache trusts (backends/disk_cache.py: a private folder of this user, in a
+a folder the cache trusts (vgpu_compiler/disk_cache.py: a private folder of this user, in a
 root that is private too), only from files of this user, and only after the SHA-256
 of its bytes matches the digest in its name (the first 32 hex digits). A damaged,
 truncated or empty file fails that check before anything maps it (``dlopen`` of a
@@ -21,7 +21,7 @@ import hashlib
 import logging
 from pathlib import Path
 
-from .. import disk_cache as dc
+from ... import disk_cache as dc
 
 log = logging.getLogger("vgpu")
 

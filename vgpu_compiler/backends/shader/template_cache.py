@@ -3,12 +3,12 @@ not compile templates/*.j2 to Python again before its first kernel (0.3-0.65 s f
 C kernel's templates; loading them takes milliseconds).
 
 One file per template, ``templates/<jinja's key>.code`` under the cache folder
-(resources.cache_root): a header (this format, the Python bytecode magic, the SHA-1 of
+(disk_cache.root): a header (this format, the Python bytecode magic, the SHA-1 of
 the template's text as Jinja computes it, a SHA-256 of Jinja's version and the
 environment's syntax options), a SHA-256 of the code, and the code (``marshal``). A
 changed template, Jinja, environment or Python, or a damaged, truncated or foreign file
 is a miss (the template is compiled and written again). Code from this folder is
-run, so it is trusted as the kernel caches are (resources.private_folder: private,
+run, so it is trusted as the kernel caches are (disk_cache.trusted: private,
 this user's own; otherwise nothing is read or written). No ``pickle``, unlike Jinja's
 own FileSystemBytecodeCache.
 """
@@ -18,22 +18,23 @@ import hashlib
 import importlib.util
 import logging
 import marshal
+import os
 
 import jinja2
 
-from ...resources import cache_root, clear_folder, own_file, private_folder, write_atomic
+from ... import disk_cache as dc
 
 log = logging.getLogger("vgpu")
 FORMAT = b"vgpu-jinja-1\0"
 
 
 def folder():
-    return cache_root() / "templates"
+    return dc.root() / "templates"
 
 
 def clear() -> int:
     """Delete the compiled templates (vgpu.clear_cache, vgpuc cache clear); their number."""
-    return clear_folder(folder())
+    return dc.clear(folder(), ".code")
 
 
 class TemplateCodeCache(jinja2.BytecodeCache):
@@ -44,7 +45,7 @@ class TemplateCodeCache(jinja2.BytecodeCache):
         where = folder()            # (VGPU_CACHE_DIR may change within a process)
         ok = self._trusted.get(where)
         if ok is None:
-            ok = self._trusted[where] = private_folder(where)
+            ok = self._trusted[where] = dc.trusted(where)
         return where if ok else None
 
     def _header(self, bucket) -> bytes:
@@ -65,7 +66,7 @@ class TemplateCodeCache(jinja2.BytecodeCache):
         path = where / f"{bucket.key}.code"
         try:
             with open(path, "rb") as fh:
-                if not own_file(fh):
+                if not dc.owned(os.fstat(fh.fileno())):
                     return
                 raw = fh.read()
         except OSError:
@@ -86,7 +87,7 @@ class TemplateCodeCache(jinja2.BytecodeCache):
             return
         body = marshal.dumps(bucket.code)
         try:
-            write_atomic(where / f"{bucket.key}.code",
-                         self._header(bucket) + hashlib.sha256(body).digest() + body)
+            dc.write(where / f"{bucket.key}.code",
+                     self._header(bucket) + hashlib.sha256(body).digest() + body, ".code")
         except OSError as exc:
             log.debug("vgpu: a compiled template was not written: %s", exc)

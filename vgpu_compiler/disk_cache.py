@@ -42,7 +42,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import CacheError
+from .errors import CacheError
 
 log = logging.getLogger("vgpu")
 
@@ -119,6 +119,18 @@ def distrust(st: os.stat_result) -> str | None:
 
 def owned(st: os.stat_result) -> bool:
     return not hasattr(os, "getuid") or st.st_uid == os.getuid()
+
+
+def trusted(path: Path) -> bool:
+    """Whether files in the folder ``path`` may be used, by the rules above, for a cache
+    with no warning of its own (the parser's tables, the compiled templates): made
+    private if missing, then a folder of this user that no one else can write, in a
+    root of the same."""
+    try:
+        make_private(path)
+        return all(distrust(p.stat()) is None for p in (path,) + above(path))
+    except OSError:
+        return False
 
 
 class Trust:
