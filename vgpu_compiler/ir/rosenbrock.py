@@ -1,4 +1,5 @@
-"""Rosenbrock (linearly implicit) methods as data: RODAS4, defined once.
+"""Rosenbrock (linearly implicit) methods as data, defined once: RODAS4 (below), RODAS5P
+and ROSENBROCK23 (after it, in the same form).
 
 Hairer & Wanner, *Solving Ordinary Differential Equations II*, 2nd ed., Springer
 1996, section VI.4 (Table 4.2 and the text around it), with the coefficients of
