@@ -44,9 +44,9 @@ _PACKAGES = {
 FEATURES = {
     "gpu": "runs on a GPU",
     "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`)",
-    "stiff": "the stiff method `rodas4`",
+    "stiff": "the stiff methods `rosenbrock23`, `rodas4`, `rodas5p`",
     "events": "events (`when`, `stop when`)",
-    "stiff_events": "`rodas4` with events",
+    "stiff_events": "a stiff method with events",
     "noise": "noise (`euler`, `milstein`)",
     "history": "`save_every` histories",
     "save_at": "`save_at` (states at chosen times)",

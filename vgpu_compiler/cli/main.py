@@ -232,7 +232,8 @@ def _add_ir(sub) -> None:
     p.add_argument("file", metavar="FILE")
     _add_field_options(p)
     p.add_argument("--jacobian", action="store_true",
-                   help="also print the Jacobian dF/dh (and dF/dt) derived for rodas4")
+                   help="also print the Jacobian dF/dh (and dF/dt) derived for a stiff "
+                        "method (rosenbrock23, rodas4, rodas5p)")
     p.set_defaults(func=cmd_ir)
 
 

@@ -114,7 +114,7 @@ def _needs_basin(scope: Scope) -> None:
 
 
 def _stiff_limits(scope: Scope) -> None:
-    """What rodas4 (ir/rosenbrock.py) cannot integrate: noise, coupled values, more
+    """What the stiff methods (ir/rosenbrock.py: rodas4, ...) cannot integrate: noise, coupled values, more
     than 32 states (each trajectory factors its own n x n matrix)."""
     if not scope.solve or scope.solve[0].method.name not in STIFF:
         return

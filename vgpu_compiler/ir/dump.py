@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from .nodes import ArrayDecl, Axis, Const, CoupledAt, Expr, Field, Load, Reduce, Sym
 from .ops import ARITH, COMPARE, LOGIC, Op, SymKind
+from .rosenbrock import STIFF
 from .walk import Numbering, children, field_roots, walk
 
 _INFIX = (ARITH | COMPARE | LOGIC) - {Op.NEG, Op.NOT}
@@ -107,8 +108,15 @@ def _arrays(title: str, arrays: tuple[ArrayDecl, ...]) -> list[str]:
     return [f"  {title}:"] + [f"    {a.name}[{_dims(a.dims)}]" for a in arrays]
 
 
+def _fraction(v) -> str:
+    """A coefficient as its fraction, or as its float64 value when the fraction is an
+    irrational's long expansion (rosenbrock23's sqrt 2: ir/rosenbrock.py)."""
+    v = Fraction(v)
+    return str(v) if v.denominator < 10 ** 20 else repr(float(v))
+
+
 def _fractions(values) -> str:
-    return "[" + ", ".join(str(Fraction(v)) for v in values) + "]"
+    return "[" + ", ".join(_fraction(v) for v in values) + "]"
 
 
 def dump(field: Field, jacobian: bool = False) -> str:
@@ -164,7 +172,7 @@ def _jacobian(p: _Printer, field: Field) -> list[str]:
     jac = field.jacobian
     if jac is None:
         return [f"  jacobian: none (method {field.solver.method} does not use one; "
-                f"rodas4 does)"]
+                f"{', '.join(STIFF)} do)"]
     nz = jac.nonzero()
     out = [f"  jacobian dF/dh ({len(nz)} of {jac.n * jac.n} entries nonzero; the others "
            f"are 0):"]
@@ -189,7 +197,7 @@ def _solver(p: _Printer, field: Field) -> list[str]:
                 out += p.lines(f"{name} = ", expr)
         out.append(f"    embedded pair {tab.name}: q = {tab.q}, err = {_fractions(tab.err)}")
         if hasattr(tab, "gamma"):       # a Rosenbrock method (ir/rosenbrock.py)
-            out.append(f"    rosenbrock: gamma = {tab.gamma}, stages solve (I/gamma - dt*J) K_s "
+            out.append(f"    rosenbrock: gamma = {_fraction(tab.gamma)}, stages solve (I/gamma - dt*J) K_s "
                        f"= F + sum c_sj K_j + dt*d_s*dF/dt, one LU per step (ir/jacobian.py: "
                        f"`vgpuc ir --jacobian` prints J)")
         return out

@@ -49,6 +49,7 @@ from ..call.bind import prepare
 from ..call.bound import Solution
 from ..errors import ArgumentTypeError, BackendError, CallError
 from ..ir.ops import INT32_MAX
+from ..ir.rosenbrock import STIFF
 from .checkpoint import check_snapshot, read_checkpoint
 
 FORMAT = 1          # the checkpoint format's version
@@ -91,8 +92,9 @@ class Simulation:
                 raise CallError(f"field {self._field.name} has events (when, stop when): a "
                                 f"Simulation runs fields without events only so far (use "
                                 f"vgpu.solve)")
-            if self._field.solver.method == "rodas4":
-                raise CallError(f"field {self._field.name} uses the stiff method rodas4: a "
+            if self._field.solver.method in STIFF:
+                raise CallError(f"field {self._field.name} uses the stiff method "
+                                f"{self._field.solver.method}: a "
                                 f"Simulation runs explicit methods only so far (use "
                                 f"vgpu.solve)")
             if 0 in t.grid_shape:

@@ -73,11 +73,11 @@ MAX_EVENTS = 30             # a lane's previous conditions are the bits of one i
 
 def check(field: Field, backend: str) -> None:
     """What the compiled backends' events do not cover, as a BackendError naming
-    ``backend`` at the field's first event: rodas4 with events, more than MAX_EVENTS."""
+    ``backend`` at the field's first event: a stiff method with events, more than MAX_EVENTS."""
     if not field.events:
         return
     if field.jacobian is not None:
-        why = "rodas4 with events yet"
+        why = f"{field.solver.method} with events yet"
     elif len(field.events) > MAX_EVENTS:
         why = f"more than {MAX_EVENTS} events ({len(field.events)})"
     else:
