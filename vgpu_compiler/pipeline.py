@@ -23,6 +23,8 @@ from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning
 from .call.bind import prepare
 from .call.status import complete_status, warn_status
 from .call.bound import Solution
+from .call.sensitivities import split as split_sensitivities
+from .ir import sensitivity
 from .call.counters import COUNTERS
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
@@ -99,13 +101,19 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     prepared = selected = None
     try:                            # (what Located does, without a context manager)
         selected = parsed(text, filename).select(field)
-        save_at = None
+        save_at = joined = None
         if extra:
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
+            names = extra.pop("sensitivities", None)
+            if names is not None:       # the field joined with dh/dp (ir/sensitivity.py)
+                joined = sensitivity.joined(selected, names)
+                selected = joined.field
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at, seed, window)
         sol = _run(prepared, data, backend, progress)
+        if joined is not None:
+            split_sensitivities(sol, joined)
         if full:
             complete_status(sol, prepared.template)
     except MemoryError:

@@ -80,6 +80,11 @@ class Solution:
     # int32, grid_shape + (number of `when` blocks,): how often each fired per trajectory
     event_counts: np.ndarray | None = None
     backend: str | None = None              # the backend that ran it (set by the API)
+    # sensitivities= (call/sensitivities.py): grid_shape + (n_states, len(names)) at the
+    # final time; with save_at (or save_every), (n_saved,) + that; the names, in order
+    sensitivities: np.ndarray | None = None
+    history_sensitivities: np.ndarray | None = None
+    sensitivity_names: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,15 @@ class Field:
     # a Rosenbrock method's (rodas4) dF/dh and dF/dt: ir.jacobian.Jacobian, derived from
     # ``derivs`` by passes.optimize (None for every other method)
     jacobian: object = None
+    # the states an adaptive method's error norm (and first step) measures: the first
+    # ``error_states`` (None: all). A field joined with its sensitivities
+    # (ir/sensitivity.py) measures its own states only, so its steps are theirs.
+    error_states: int | None = None
+
+    @property
+    def n_error(self) -> int:
+        """How many states (the first ones) the error norm measures."""
+        return len(self.states) if self.error_states is None else self.error_states
 
     @property
     def n_when(self) -> int:

@@ -1,0 +1,32 @@
+"""``solve(..., sensitivities=NAMES)``: the call runs the joined field (ir/sensitivity.py)
+on any backend, and its Solution is split here into the states and their derivatives.
+
+The joined field's states are the field's own (n), then ``S[i][j] = dh_i/dp_j``
+row-major, so a state vector of n * (1 + p) values splits into ``states`` (as the call
+without sensitivities gives them: the state axis dropped for a one-state field) and
+``sensitivities`` with the axes ``(n, p)`` (kept for a one-state field).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.sensitivity import Joined
+from .bound import Solution
+
+
+def split(sol: Solution, joined: Joined) -> Solution:
+    """``sol`` of the joined field -> the Solution of the field, with its sensitivities."""
+    n, p = joined.n_states, len(joined.names)
+
+    def parts(a: np.ndarray):
+        own = a[..., :n]
+        if n == 1:
+            own = own[..., 0]
+        sens = a[..., n:].reshape(a.shape[:-1] + (n, p))
+        return np.ascontiguousarray(own), np.ascontiguousarray(sens)
+
+    sol.states, sol.sensitivities = parts(np.asarray(sol.states))
+    if sol.history is not None:
+        sol.history, sol.history_sensitivities = parts(np.asarray(sol.history))
+    sol.sensitivity_names = joined.texts
+    return sol

@@ -1,0 +1,291 @@
+"""Forward sensitivities: a field -> the joined field of its states and their derivatives.
+
+``augment(field, names)`` is the one transform every backend runs unchanged. For the
+states ``h`` (n of them) and the names ``p_j`` (params, or ``init(x)``), it adds the
+states ``S_ij = dh_i/dp_j`` (row-major: state i, then name j, after every original
+state) with
+
+    S_ij' = sum_k (dF_i/dh_k) S_kj + dF_i/dp_j,
+    S_ij(t0) = dh_i(t0)/dp_j,
+
+each derived symbolically by ``ir.diff.derivative`` (lets are already inlined, so
+``where``, functions and ``t`` need nothing more). ``dF_i/dp_j`` is the partial
+derivative in the param plus, for every ``init(y)`` the equation reads,
+``dF_i/d init(y) * init(S_yj)``: ``init(S_yj)`` is the start value of S_yj, which is
+``d init(y)/dp_j`` (so ``init(x)`` read in an equation has derivative 1 with respect to
+``init(x)``, and a param read by y's start expression reaches the equation too). The
+start values: the identity column for ``init(x)`` (``S_xj(t0) = 1``), the derivative of
+a start expression otherwise, with the chain rule through the states it reads
+(``sum_k d(start_i)/dh_k S_kj(t0)``: states declared before it, so their S are too).
+
+Noise (Euler–Maruyama only): each noise's coefficient column G_k gets the same rule
+(``dG_ik/dh S + dG_ik/dp``), so S is the pathwise derivative on the same increments.
+
+``error_states = n`` on the result: adaptive methods measure the error (and choose
+the first step) on the original states alone, so the steps, and the states, are
+bit-identical to the call without sensitivities. rodas4 gets the Jacobian of the
+joined system, derived symbolically like any field's (the block lower-triangular
+structure is not exploited: the whole (n + n*p) matrix is factored).
+
+Refused, each with a SensitivityError naming the reason (docs/language.md,
+Sensitivities): coupled names, collapse, events (not yet), noise with a method other
+than euler, params read by the solve statement, params another param's default
+reads, ``dt``/``steps``/``t0``/``t1``, unknown names, and integer-valued expressions
+on the differentiated path (``int``, ``floor`` ... of a param or state; an index that
+reads one).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, replace
+
+from ..errors import CallError
+from .diff import NotDifferentiable, add, depends, derivative, mul
+from .nodes import Const, Expr, Field, Load, Noise, State, Sym, interning
+from .ops import SymKind, Type
+from .passes import fold
+from .jacobian import with_jacobian
+from .rosenbrock import MAX_STATES as STIFF_MAX_STATES, STIFF
+from .walk import walk
+
+F = Type.FLOAT
+BUILTINS = ("dt", "steps", "t0", "t1", "t", "step")
+_INIT = re.compile(r"^\s*init\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
+
+
+class SensitivityError(CallError):
+    """A ``sensitivities=`` request the compiler cannot (or will not) differentiate."""
+
+
+@dataclass(frozen=True)
+class Name:
+    """One entry of ``sensitivities=``: a param, or ``init(x)`` (``state`` set)."""
+    text: str               # as the user wrote it, normalised: "rho", "init(x)"
+    param: str | None = None
+    state: str | None = None
+
+
+def parse_names(field: Field, names) -> tuple[Name, ...]:
+    """The entries of ``sensitivities=`` checked against the field."""
+    if isinstance(names, str):
+        names = [names]
+    try:
+        names = list(names)
+    except TypeError:
+        raise SensitivityError(f"sensitivities must be a list of param names and init(x) "
+                               f"entries, got {type(names).__name__}") from None
+    if not names:
+        raise SensitivityError("sensitivities=[] names nothing to differentiate; give param "
+                               "names or init(x) entries, or leave it out")
+    params = {p.name for p in field.params}
+    states = field.state_names
+    out: list[Name] = []
+    for raw in names:
+        if not isinstance(raw, str):
+            raise SensitivityError(f"sensitivities entries must be str (a param name or "
+                                   f"'init(x)'), got {type(raw).__name__} {raw!r}")
+        m = _INIT.match(raw)
+        if m:
+            x = m.group(1)
+            if x not in states:
+                raise SensitivityError(f"sensitivities: `{raw}` names no state of field "
+                                       f"{field.name} (its states: {', '.join(states)})")
+            name = Name(f"init({x})", state=x)
+        else:
+            p = raw.strip()
+            if p in BUILTINS:
+                raise SensitivityError(
+                    f"sensitivities: `{p}` cannot be differentiated: the step size, the number "
+                    f"of steps and the time span are not parameters of the solution here")
+            if p not in params:
+                listing = ", ".join(sorted(params)) or "none"
+                raise SensitivityError(f"sensitivities: `{p}` is not a param of field "
+                                       f"{field.name} (its params: {listing}; init(x) names "
+                                       f"a state's start value)")
+            name = Name(p, param=p)
+        if any(n.text == name.text for n in out):
+            raise SensitivityError(f"sensitivities: `{name.text}` is named twice")
+        out.append(name)
+    return tuple(out)
+
+
+def _refuse_field(field: Field) -> None:
+    if field.coupled:
+        raise SensitivityError(f"sensitivities are not available for field {field.name}: it "
+                               f"has coupled names (`{field.coupled[0].name}`), whose values "
+                               f"depend on other trajectories")
+    if field.collapse is not None:
+        raise SensitivityError(f"sensitivities are not available for field {field.name}: it "
+                               f"has `collapse when`, which ends a basin by a condition")
+    if field.events:
+        raise SensitivityError(f"sensitivities are not available yet for a field with events "
+                               f"(`when` / `stop when`, field {field.name}): the jump rule at "
+                               f"an event is not built yet")
+    if field.noises and field.solver.method != "euler":
+        raise SensitivityError(f"sensitivities of a stochastic field need method `euler` "
+                               f"(Euler–Maruyama); field {field.name} uses "
+                               f"`{field.solver.method}`")
+
+
+def _refuse_param(field: Field, p: str) -> None:
+    s = field.solver
+    solver_exprs = [s.dt, s.steps, s.t0] + (s.adaptive.exprs() if s.adaptive else [])
+    if any(e is not None and _reads_param(e, p) for e in solver_exprs):
+        raise SensitivityError(f"sensitivities: param `{p}` is read by the solve statement "
+                               f"(its step size, steps or time span): a derivative through "
+                               f"the steps is not taken")
+    for q in field.params:
+        if q.default is not None and q.name != p and _reads_param(q.default, p):
+            raise SensitivityError(f"sensitivities: param `{q.name}`'s default reads `{p}`; "
+                                   f"params are differentiated as independent values, so "
+                                   f"write that dependence in a `let` instead")
+
+
+def _reads_param(e: Expr, p: str) -> bool:
+    return any(isinstance(n, Sym) and n.kind is SymKind.PARAM and n.name == p for n in walk(e))
+
+
+def _check_indices(field: Field, roots: list, names: tuple[Name, ...]) -> None:
+    """No index on the differentiated path may read a state or a differentiated param
+    (its derivative is not defined: the read is piecewise constant)."""
+    varying = {("state", s.name) for s in field.states}
+    varying |= {("param", n.param) for n in names if n.param}
+    varying |= {("init", s.name) for s in field.states}
+    for node in walk(*roots):
+        if isinstance(node, Load):
+            for sym in walk(*node.index):
+                if isinstance(sym, Sym) and (sym.kind.value, sym.name) in varying:
+                    raise SensitivityError(
+                        f"sensitivities: the index of `{node.array}[...]` reads `{sym.name}`, "
+                        f"an integer-valued expression on the differentiated path (it has no "
+                        f"derivative)", span=node.span)
+
+
+def _names_free(field: Field) -> set[str]:
+    taken = {s.name for s in field.states} | {p.name for p in field.params}
+    taken |= {a.name for a in field.inputs + field.outputs} | set(field.dims)
+    taken |= {a.index for a in field.grid + (field.basin or ())}
+    taken |= {n.name for n in field.noises}
+    return taken
+
+
+def state_name(state: str, name: Name, taken: set[str]) -> str:
+    """The joined field's name of dh/dp: ``d_x_d_rho``, ``d_x_d_init_y`` (made unique)."""
+    what = name.param if name.param else f"init_{name.state}"
+    base = f"d_{state}_d_{what}"
+    out = base
+    while out in taken:
+        out += "_"
+    taken.add(out)
+    return out
+
+
+def _d(expr: Expr, wrt: Sym) -> Expr | None:
+    """d expr / d wrt; None where it is 0."""
+    try:
+        e = derivative(expr, wrt)
+    except NotDifferentiable as err:
+        raise SensitivityError(f"sensitivities: {err.message} (on the differentiated path)",
+                               span=err.span) from None
+    return None if isinstance(e, Const) and e.value == 0 else e
+
+
+def _column(expr: Expr, states: tuple[State, ...], S_syms: list[list[Sym]], j: int,
+            name: Name, init_syms: list[list[Sym]] | None) -> Expr:
+    """sum_k d expr/dh_k S_kj + d expr/dp_j, with d/dp_j through init(y) by
+    ``init_syms`` (init(S_yj)); ``init_syms`` None: a start expression (no init reads)."""
+    total = None
+    for k, s in enumerate(states):
+        total = add(total, mul(_d(expr, Sym(SymKind.STATE, s.name, F)), S_syms[k][j]))
+    if name.param:
+        total = add(total, _d(expr, Sym(SymKind.PARAM, name.param, F)))
+    if init_syms is not None:
+        for k, s in enumerate(states):
+            total = add(total, mul(_d(expr, Sym(SymKind.INIT, s.name, F)), init_syms[k][j]))
+    return Const(0.0, F) if total is None else fold(total)
+
+
+def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[str, ...], ...]]:
+    """The joined field, and the names of its sensitivity states [i][j]."""
+    _refuse_field(field)
+    for n in names:
+        if n.param:
+            _refuse_param(field, n.param)
+    n_s, n_p = len(field.states), len(names)
+    roots = list(field.derivs) + [s.init for s in field.states if s.init is not None]
+    roots += [g for nz in field.noises for g in nz.diffusion if g is not None]
+    _check_indices(field, roots, names)
+    if field.solver.method in STIFF and n_s * (1 + n_p) > STIFF_MAX_STATES:
+        raise SensitivityError(
+            f"sensitivities: method `{field.solver.method}` takes at most {STIFF_MAX_STATES} "
+            f"states, and {n_s} states with {n_p} sensitivities make {n_s * (1 + n_p)}")
+    taken = _names_free(field)
+    snames = tuple(tuple(state_name(s.name, nm, taken) for nm in names) for s in field.states)
+    with interning():
+        S = [[Sym(SymKind.STATE, snames[i][j], F) for j in range(n_p)] for i in range(n_s)]
+        S0 = [[Sym(SymKind.INIT, snames[i][j], F) for j in range(n_p)] for i in range(n_s)]
+        new_states, new_derivs = [], []
+        for i, st in enumerate(field.states):
+            for j, nm in enumerate(names):
+                if nm.state == st.name:
+                    init = Const(1.0, F)
+                elif st.init is None:
+                    init = Const(0.0, F)
+                else:
+                    init = _column(st.init, field.states[:i], S, j, nm, None)
+                new_states.append(State(snames[i][j], init, st.span))
+                new_derivs.append(_column(field.derivs[i], field.states, S, j, nm, S0))
+        noises = []
+        for nz in field.noises:
+            extra = []
+            for i in range(n_s):
+                g = nz.diffusion[i]
+                for j, nm in enumerate(names):
+                    col = None if g is None else _column(g, field.states, S, j, nm, S0)
+                    extra.append(None if isinstance(col, Const) and col.value == 0 else col)
+            noises.append(replace(nz, diffusion=tuple(nz.diffusion) + tuple(extra)))
+        joined = replace(field, states=field.states + tuple(new_states),
+                         derivs=field.derivs + tuple(new_derivs), noises=tuple(noises),
+                         error_states=n_s, jacobian=None)
+    return with_jacobian(joined), snames
+
+
+# --- memo: one joined field per (field, names), so every cache downstream hits -------
+_memo: dict = {}
+_lock = threading.Lock()
+MEMO_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Joined:
+    field: Field                            # the joined field (states, then S row-major)
+    base: Field                             # the field asked for
+    names: tuple[Name, ...]
+    state_names: tuple[tuple[str, ...], ...]
+
+    @property
+    def n_states(self) -> int:
+        return len(self.base.states)
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(n.text for n in self.names)
+
+
+def joined(field: Field, names) -> Joined:
+    """The memoised ``augment`` of ``field`` for ``names`` (the entries of
+    ``sensitivities=``)."""
+    parsed = parse_names(field, names)
+    key = (id(field), parsed)
+    with _lock:
+        hit = _memo.get(key)
+    if hit is not None and hit.base is field:
+        return hit
+    aug, snames = augment(field, parsed)
+    out = Joined(aug, field, parsed, snames)
+    with _lock:
+        if len(_memo) >= MEMO_SIZE:
+            _memo.pop(next(iter(_memo)))
+        _memo[key] = out
+    return out
