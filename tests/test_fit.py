@@ -216,3 +216,15 @@ def test_every_backend_fits_as_the_reference(name, request):
     r = 1e-6 if dtype == "float64" else 2e-3
     np.testing.assert_allclose(got.params["beta"], ref.params["beta"], rtol=r)
     np.testing.assert_allclose(got.params["gamma"], ref.params["gamma"], rtol=r)
+
+
+def test_the_example_fits_outbreaks(capsys):
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "fit_sir.py"
+    spec = importlib.util.spec_from_file_location("fit_sir", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--n", "40", "--backend", "numpy"])
+    out = capsys.readouterr().out
+    assert "40 outbreaks fitted" in out and "converged: 40" in out
