@@ -359,8 +359,9 @@ field f {
     (BASE.replace("A[0]", "A[int(a)]"), ["a"], "index of `A"),
     (BASE.replace("A[0]", "A[clamp(int(x), 0, 3)]"), ["a"], "index of `A"),
     (BASE.replace("-a * x", "-floor(x) * a"), ["a"], "step function"),
-    (BASE.replace("solve rk4", "when x < 0 { x = 1.0 }\n    solve rk4"), ["a"], "jump rule"),
-    (BASE.replace("solve rk4", "stop when x < 0\n    solve rk4"), ["a"], "jump rule"),
+    (BASE.replace("solve rk4", "stop when x < 0\n    solve rk4"), ["a"], "jump rule at a stop"),
+    (BASE.replace("solve rk4", "when x < 0 { x = A[int(a)] }\n    solve rk4"), ["a"],
+     "index of `A"),
     (BASE.replace("solve rk4", "basin l < 4\n    collapse when x < 0\n    solve rk4"), ["a"],
      "collapse"),
     (BASE.replace("solve rk4", "basin l < 4\n    coupled m = x\n    solve rk4"), ["a"],
@@ -410,3 +411,122 @@ def test_vgpuc_ir_prints_the_derived_equations(tmp_path):
                          env=env, timeout=120)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert "cannot be differentiated" in bad.stderr
+
+
+# --- events: the jump rule ------------------------------------------------------
+BALL = """
+field ball {
+    param g = 9.81
+    param e = 0.9
+    state y, v
+    dy/dt = v
+    dv/dt = -g
+    when y < 0 and v < 0 { v = -e * v }
+    solve METHOD
+}
+"""
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 100)",
+                                    "dopri5(t1 = 1, rtol = 1e-9, atol = 1e-12)"])
+def test_bouncing_ball_jump_equals_the_closed_form(backend, method):
+    """A ball dropped from H bounces at tau = sqrt(2H/g); at s = t - tau after it,
+    v = e g tau - g s and y = e g tau s - g s^2 / 2, so dv/dH = (1 + e) / tau,
+    dy/dH = -e + (1 + e) s / tau (-e just after the bounce), dv/de = g tau,
+    dy/de = g tau s."""
+    dtype = dtype_of(backend)
+    g, e = 9.81, 0.9
+    H = np.array([1.0, 2.0, 3.0])
+    tau = np.sqrt(2 * H / g)
+    src = BALL.replace("METHOD", method)
+    for i in range(3):
+        kw = (dict(steps=int(np.ceil((tau[i] + 0.05) / 0.01))) if "rk4" in method
+              else dict(t1=float(tau[i] + 0.05)))
+        sol = vgpu.solve(src, np.array([[H[i], 0.0]]), backend=backend, dtype=dtype,
+                         sensitivities=["init(y)", "e"], **kw)
+        assert sol.event_counts[0, 0] == 1
+        s = float(sol.t[0]) - tau[i]
+        want = np.array([[-e + (1 + e) * s / tau[i], g * tau[i] * s],
+                         [(1 + e) / tau[i], g * tau[i]]])
+        np.testing.assert_allclose(sol.sensitivities[0], want, rtol=tol(dtype, 1e-7, 1e-4))
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 300)",
+                                    "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-9)"])
+def test_events_keep_states_and_steps_bit_identical(backend, method):
+    dtype = dtype_of(backend)
+    src = BALL.replace("METHOD", method)
+    h0 = np.stack([np.linspace(0.5, 3.0, 5), np.zeros(5)], -1)
+    plain = vgpu.solve(src, h0, backend=backend, dtype=dtype)
+    sens = vgpu.solve(src, h0, backend=backend, dtype=dtype, sensitivities=["e", "init(y)"])
+    assert np.array_equal(plain.states, sens.states)
+    assert np.array_equal(plain.steps_taken, sens.steps_taken)
+    assert np.array_equal(plain.event_counts, sens.event_counts)
+    assert np.array_equal(plain.t, sens.t)
+
+
+def test_a_cascaded_event_has_no_time_to_differentiate_nan():
+    """`when n >= 2` fires because the spike's reset made it true: its condition does not
+    move with time (g_t + g_h F = 0), so its sensitivities are NaN (docs/language.md 14:
+    the earlier event's tau_p is not taken over yet)."""
+    src = """
+field lif {
+    param I = 1.5
+    state v = 0, n = 0, m = 0
+    dv/dt = I - v
+    dn/dt = 0
+    dm/dt = 0
+    when v > 1 { v = 0; n = n + 1 }
+    when n >= 2 { m = 1 }
+    solve dopri5(t1 = 6, rtol = 1e-9, atol = 1e-12)
+}
+"""
+    sol = vgpu.solve(src, backend="numpy", dims={"N": 1}, dtype="float64",
+                     sensitivities=["I"])
+    assert sol.event_counts[0, 1] == 1
+    assert np.isnan(sol.sensitivities).all()
+    one = vgpu.solve(src.replace("when n >= 2 { m = 1 }", ""), backend="numpy",
+                     dims={"N": 1}, dtype="float64", sensitivities=["I"])
+    assert np.isfinite(one.sensitivities).all()
+
+
+NOISY_EVENT = """
+field ou {
+    param theta = 1.0
+    param sigma = 0.5
+    noise xi
+    state x
+    dx/dt = -theta * x + sigma * xi
+    when x > 0.4 { x = 0.5 * x - 0.1 * theta }
+    solve euler(dt = 0.01, steps = 60)
+}
+"""
+
+
+def test_noise_events_at_step_ends_jump_by_the_reset_only(backend):
+    """With noise, an event happens at the step's end (no location): S+ = R_h S- + R_p,
+    the complex-step derivative of the same path with the same resets."""
+    dtype = dtype_of(backend)
+    n, seed, dt, steps = 8, 3, 0.01, 60
+    x0 = np.linspace(-0.2, 0.6, n)
+    sol = vgpu.solve(NOISY_EVENT, x0, backend=backend, dtype=dtype, seed=seed,
+                     sensitivities=["theta", "sigma", "init(x)"])
+    Z = philox_normals(n, steps, seed)
+
+    def run(q, h):
+        x = h[0]
+        before = x.real > 0.4
+        for s in range(steps):
+            x = x + (-q["theta"] * x) * dt + q["sigma"] * np.sqrt(dt) * Z[s]
+            now = x.real > 0.4
+            fire = now & ~before
+            x = np.where(fire, 0.5 * x - 0.1 * q["theta"], x)
+            before = x.real > 0.4
+        return x[None]
+
+    assert sol.event_counts.sum() > 0
+    want = np.moveaxis(complex_step(run, {"theta": 1.0, "sigma": 0.5}, x0[None],
+                                    ["theta", "sigma", "init(0)"]), 0, 1)
+    # (the compiled backends' normals differ from numpy's by the rounding of log/cos)
+    np.testing.assert_allclose(sol.sensitivities, want, rtol=tol(dtype, 1e-5, 1e-3),
+                               atol=tol(dtype, 1e-7, 1e-4))

@@ -21,6 +21,9 @@ a start expression otherwise, with the chain rule through the states it reads
 Noise (Euler–Maruyama only): each noise's coefficient column G_k gets the same rule
 (``dG_ik/dh S + dG_ik/dp``), so S is the pathwise derivative on the same increments.
 
+Events (`when` blocks): the jump rule of Galan, Feehery & Barton (1999) is written as
+more assignments of the block (``_jump``), so the backends run it unchanged.
+
 ``error_states = n`` on the result: adaptive methods measure the error (and choose
 the first step) on the original states alone, so the steps, and the states, are
 bit-identical to the call without sensitivities. rodas4 gets the Jacobian of the
@@ -28,7 +31,7 @@ joined system, derived symbolically like any field's (the block lower-triangular
 structure is not exploited: the whole (n + n*p) matrix is factored).
 
 Refused, each with a SensitivityError naming the reason (docs/language.md,
-Sensitivities): coupled names, collapse, events (not yet), noise with a method other
+Sensitivities): coupled names, collapse, `stop when` (not yet), noise with a method other
 than euler, params read by the solve statement, params another param's default
 reads, ``dt``/``steps``/``t0``/``t1``, unknown names, and integer-valued expressions
 on the differentiated path (``int``, ``floor`` ... of a param or state; an index that
@@ -41,13 +44,13 @@ import threading
 from dataclasses import dataclass, replace
 
 from ..errors import CallError
-from .diff import NotDifferentiable, add, depends, derivative, mul
-from .nodes import Const, Expr, Field, Load, Noise, State, Sym, interning
-from .ops import SymKind, Type
+from .diff import NotDifferentiable, add, call, derivative, div, mul, neg, sub
+from .nodes import Apply, Const, Expr, Field, Load, State, Sym, interning
+from .ops import COMPARE, Op, SymKind, Type
 from .passes import fold
 from .jacobian import with_jacobian
 from .rosenbrock import MAX_STATES as STIFF_MAX_STATES, STIFF
-from .walk import walk
+from .walk import rebuild, walk
 
 F = Type.FLOAT
 BUILTINS = ("dt", "steps", "t0", "t1", "t", "step")
@@ -118,10 +121,11 @@ def _refuse_field(field: Field) -> None:
     if field.collapse is not None:
         raise SensitivityError(f"sensitivities are not available for field {field.name}: it "
                                f"has `collapse when`, which ends a basin by a condition")
-    if field.events:
-        raise SensitivityError(f"sensitivities are not available yet for a field with events "
-                               f"(`when` / `stop when`, field {field.name}): the jump rule at "
-                               f"an event is not built yet")
+    stops = [e for e in field.events if e.stop]
+    if stops:
+        raise SensitivityError(f"sensitivities are not available yet for a field with "
+                               f"`stop when` (field {field.name}): the jump rule at a stop is "
+                               f"not built yet (`when` blocks are)", span=stops[0].span)
     if field.noises and field.solver.method != "euler":
         raise SensitivityError(f"sensitivities of a stochastic field need method `euler` "
                                f"(Euler–Maruyama); field {field.name} uses "
@@ -215,6 +219,7 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
     n_s, n_p = len(field.states), len(names)
     roots = list(field.derivs) + [s.init for s in field.states if s.init is not None]
     roots += [g for nz in field.noises for g in nz.diffusion if g is not None]
+    roots += [v for e in field.events for _, v in e.assigns] + [e.cond for e in field.events]
     _check_indices(field, roots, names)
     if field.solver.method in STIFF and n_s * (1 + n_p) > STIFF_MAX_STATES:
         raise SensitivityError(
@@ -245,10 +250,97 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
                     col = None if g is None else _column(g, field.states, S, j, nm, S0)
                     extra.append(None if isinstance(col, Const) and col.value == 0 else col)
             noises.append(replace(nz, diffusion=tuple(nz.diffusion) + tuple(extra)))
+        offset = {(i, j): n_s + i * n_p + j for i in range(n_s) for j in range(n_p)}
+        events = tuple(_jump(e, field, names, S, S0, offset) for e in field.events)
         joined = replace(field, states=field.states + tuple(new_states),
                          derivs=field.derivs + tuple(new_derivs), noises=tuple(noises),
-                         error_states=n_s, jacobian=None)
+                         events=events, error_states=n_s, jacobian=None)
     return with_jacobian(joined), snames
+
+
+# --- events: the jump rule (Galan, Feehery & Barton 1999) --------------------------
+def _comparisons(cond: Expr) -> list:
+    """The float comparisons ``a OP b`` of an event's condition, in written order."""
+    return [n for n in walk(cond) if isinstance(n, Apply) and n.op in COMPARE
+            and n.args[0].type is F]
+
+
+def _substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
+    """``expr`` with the states named in ``values`` replaced by those expressions."""
+    def make(node, kids):
+        if isinstance(node, Sym) and node.kind is SymKind.STATE and node.name in values:
+            return values[node.name]
+        if isinstance(node, Apply):
+            return replace(node, args=kids)
+        if isinstance(node, Load):
+            return replace(node, index=kids)
+        return node
+    return rebuild(expr, make, {})
+
+
+def _jump(event, field: Field, names, S, S0, offset) -> object:
+    """The event with the sensitivity jump as assignments, evaluated (like every
+    assignment) on the state just before the reset:
+
+        tau_p = -(g_h S- + g_p) / (g_t + g_h F-),
+        S+ = R_h S- + R_p + (R_h F- - F+) tau_p,
+
+    ``g = a - b`` of the comparison that flipped: of the condition's float comparisons,
+    the one nearest its boundary in time, ``|g| / |g_t + g_h F-|`` (the first in
+    written order on a tie); ``F+`` is F at the reset state. A grazing crossing
+    (``g_t + g_h F- == 0``, or no float comparison in the condition) makes the
+    sensitivities NaN: every S+ is multiplied by ``den / den``. With noise the event
+    is not located: ``S+ = R_h S- + R_p``."""
+    n_s, n_p = len(field.states), len(names)
+    t = Sym(SymKind.TIME, "t", F)
+    reset = {field.states[k].name: v for k, v in event.assigns}
+    R = [reset.get(st.name, Sym(SymKind.STATE, st.name, F)) for st in field.states]
+    Fm = list(field.derivs)
+    RhS = [[_column(R[i], field.states, S, j, nm, S0) for j, nm in enumerate(names)]
+           for i in range(n_s)]
+    out = []
+    if field.noises:            # events at step ends: no time to differentiate
+        for i in range(n_s):
+            for j in range(n_p):
+                out.append((offset[i, j], RhS[i][j]))
+        return replace(event, assigns=tuple(event.assigns) + tuple(out))
+    Fp = [_substitute(f, reset) if reset else f for f in field.derivs]
+    RhF = []
+    for i in range(n_s):
+        total = None
+        for k, st in enumerate(field.states):
+            total = add(total, mul(_d(R[i], Sym(SymKind.STATE, st.name, F)), Fm[k]))
+        RhF.append(Const(0.0, F) if total is None else total)
+    # per candidate comparison: its time to the boundary, den, and tau_p per name
+    best = None                 # (time, den, [tau_j])
+    for cmp_ in _comparisons(event.cond):
+        g = sub(cmp_.args[0], cmp_.args[1])
+        den = _d(g, t)
+        for k, st in enumerate(field.states):
+            den = add(den, mul(_d(g, Sym(SymKind.STATE, st.name, F)), Fm[k]))
+        den = Const(0.0, F) if den is None else den
+        taus = [div(neg(_column(g, field.states, S, j, nm, S0)), den)
+                for j, nm in enumerate(names)]
+        taus = [Const(0.0, F) if x is None else x for x in taus]
+        time = Apply(Op.DIV, (call(Op.ABS, g), call(Op.ABS, den)), F)
+        if best is None:
+            best = (time, den, taus)
+            continue
+        nearer = Apply(Op.LT, (time, best[0]), Type.BOOL)
+        best = (Apply(Op.WHERE, (nearer, time, best[0]), F),
+                Apply(Op.WHERE, (nearer, den, best[1]), F),
+                [Apply(Op.WHERE, (nearer, a, b), F) for a, b in zip(taus, best[2])])
+    if best is None:            # no float comparison: nothing to locate by
+        best = (None, Const(0.0, F), [Const(0.0, F)] * n_p)
+    _, den, taus = best
+    nan_if_grazing = Apply(Op.DIV, (den, den), F)
+    for i in range(n_s):
+        jump = sub(RhF[i], Fp[i])
+        for j in range(n_p):
+            value = add(RhS[i][j], mul(jump, taus[j]))
+            value = Const(0.0, F) if value is None else value
+            out.append((offset[i, j], fold(Apply(Op.MUL, (value, nan_if_grazing), F))))
+    return replace(event, assigns=tuple(event.assigns) + tuple(out))
 
 
 # --- memo: one joined field per (field, names), so every cache downstream hits -------
