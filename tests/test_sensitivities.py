@@ -359,7 +359,6 @@ field f {
     (BASE.replace("A[0]", "A[int(a)]"), ["a"], "index of `A"),
     (BASE.replace("A[0]", "A[clamp(int(x), 0, 3)]"), ["a"], "index of `A"),
     (BASE.replace("-a * x", "-floor(x) * a"), ["a"], "step function"),
-    (BASE.replace("solve rk4", "stop when x < 0\n    solve rk4"), ["a"], "jump rule at a stop"),
     (BASE.replace("solve rk4", "when x < 0 { x = A[int(a)] }\n    solve rk4"), ["a"],
      "index of `A"),
     (BASE.replace("solve rk4", "basin l < 4\n    collapse when x < 0\n    solve rk4"), ["a"],
@@ -530,3 +529,27 @@ def test_noise_events_at_step_ends_jump_by_the_reset_only(backend):
     # (the compiled backends' normals differ from numpy's by the rounding of log/cos)
     np.testing.assert_allclose(sol.sensitivities, want, rtol=tol(dtype, 1e-5, 1e-3),
                                atol=tol(dtype, 1e-7, 1e-4))
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 200)",
+                                    "dopri5(t1 = 2, rtol = 1e-9, atol = 1e-12)"])
+def test_a_stop_freezes_the_sensitivities_at_the_stop_time(backend, method):
+    """Dropped from H and stopped at the floor (tau = sqrt(2H/g)): the final height is 0
+    whatever H (dy/dH = 0), the final speed -sqrt(2 g H) (dv/dH = -1/tau); the event
+    counts are the field's own (the block the compiler adds for the stop is not)."""
+    dtype = dtype_of(backend)
+    src = BALL.replace("METHOD", method).replace(
+        "when y < 0 and v < 0 { v = -e * v }", "when v < -100 { v = 0 }\n    stop when y < 0")
+    H = np.array([1.0, 2.0, 3.0])
+    h0 = np.stack([H, np.zeros(3)], -1)
+    sol = vgpu.solve(src, h0, backend=backend, dtype=dtype, sensitivities=["init(y)", "g"])
+    plain = vgpu.solve(src, h0, backend=backend, dtype=dtype)
+    assert np.array_equal(sol.states, plain.states) and np.array_equal(sol.t, plain.t)
+    assert np.array_equal(sol.event_counts, plain.event_counts)
+    assert sol.event_counts.shape == (3, 1) and np.all(sol.status == 1)
+    tau = np.sqrt(2 * H / 9.81)
+    r = tol(dtype, 1e-7, 1e-4)
+    np.testing.assert_allclose(sol.sensitivities[:, 0, 0], 0.0, atol=r)
+    np.testing.assert_allclose(sol.sensitivities[:, 1, 0], -1 / tau, rtol=r)
+    # v = -sqrt(2 g H): dv/dg = -H / sqrt(2 g H) = -tau / 2
+    np.testing.assert_allclose(sol.sensitivities[:, 1, 1], -tau / 2, rtol=r)

@@ -28,5 +28,7 @@ def split(sol: Solution, joined: Joined) -> Solution:
     sol.states, sol.sensitivities = parts(np.asarray(sol.states))
     if sol.history is not None:
         sol.history, sol.history_sensitivities = parts(np.asarray(sol.history))
+    if sol.event_counts is not None:    # the blocks made for `stop when`s are not counted
+        sol.event_counts = np.ascontiguousarray(sol.event_counts[..., :joined.base.n_when])
     sol.sensitivity_names = joined.texts
     return sol

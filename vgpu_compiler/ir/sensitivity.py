@@ -21,8 +21,11 @@ a start expression otherwise, with the chain rule through the states it reads
 Noise (Euler–Maruyama only): each noise's coefficient column G_k gets the same rule
 (``dG_ik/dh S + dG_ik/dp``), so S is the pathwise derivative on the same increments.
 
-Events (`when` blocks): the jump rule of Galan, Feehery & Barton (1999) is written as
-more assignments of the block (``_jump``), so the backends run it unchanged.
+Events: the jump rule of Galan, Feehery & Barton (1999) is written as more assignments
+of each `when` block (``_jump``), and a `stop when` gets a `when` block of its own just
+before it (the same condition: it fires at the same time, first) that freezes S at
+``S- + F- tau_p``; its event count is dropped from the Solution. The backends run it
+unchanged.
 
 ``error_states = n`` on the result: adaptive methods measure the error (and choose
 the first step) on the original states alone, so the steps, and the states, are
@@ -31,7 +34,7 @@ joined system, derived symbolically like any field's (the block lower-triangular
 structure is not exploited: the whole (n + n*p) matrix is factored).
 
 Refused, each with a SensitivityError naming the reason (docs/language.md,
-Sensitivities): coupled names, collapse, `stop when` (not yet), noise with a method other
+Sensitivities): coupled names, collapse, noise with a method other
 than euler, params read by the solve statement, params another param's default
 reads, ``dt``/``steps``/``t0``/``t1``, unknown names, and integer-valued expressions
 on the differentiated path (``int``, ``floor`` ... of a param or state; an index that
@@ -121,11 +124,6 @@ def _refuse_field(field: Field) -> None:
     if field.collapse is not None:
         raise SensitivityError(f"sensitivities are not available for field {field.name}: it "
                                f"has `collapse when`, which ends a basin by a condition")
-    stops = [e for e in field.events if e.stop]
-    if stops:
-        raise SensitivityError(f"sensitivities are not available yet for a field with "
-                               f"`stop when` (field {field.name}): the jump rule at a stop is "
-                               f"not built yet (`when` blocks are)", span=stops[0].span)
     if field.noises and field.solver.method != "euler":
         raise SensitivityError(f"sensitivities of a stochastic field need method `euler` "
                                f"(Euler–Maruyama); field {field.name} uses "
@@ -251,7 +249,14 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
                     extra.append(None if isinstance(col, Const) and col.value == 0 else col)
             noises.append(replace(nz, diffusion=tuple(nz.diffusion) + tuple(extra)))
         offset = {(i, j): n_s + i * n_p + j for i in range(n_s) for j in range(n_p)}
-        events = tuple(_jump(e, field, names, S, S0, offset) for e in field.events)
+        events, extra = [], field.n_when
+        for e in field.events:
+            if e.stop and not field.noises:     # the freeze, just before the stop
+                events.append(_jump(replace(e, stop=False, block=extra), field, names, S,
+                                    S0, offset, frozen=True))
+                extra += 1
+            events.append(e if e.stop else _jump(e, field, names, S, S0, offset))
+        events = tuple(events)
         joined = replace(field, states=field.states + tuple(new_states),
                          derivs=field.derivs + tuple(new_derivs), noises=tuple(noises),
                          events=events, error_states=n_s, jacobian=None)
@@ -278,7 +283,7 @@ def _substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
     return rebuild(expr, make, {})
 
 
-def _jump(event, field: Field, names, S, S0, offset) -> object:
+def _jump(event, field: Field, names, S, S0, offset, frozen: bool = False) -> object:
     """The event with the sensitivity jump as assignments, evaluated (like every
     assignment) on the state just before the reset:
 
@@ -290,7 +295,9 @@ def _jump(event, field: Field, names, S, S0, offset) -> object:
     written order on a tie); ``F+`` is F at the reset state. A grazing crossing
     (``g_t + g_h F- == 0``, or no float comparison in the condition) makes the
     sensitivities NaN: every S+ is multiplied by ``den / den``. With noise the event
-    is not located: ``S+ = R_h S- + R_p``."""
+    is not located: ``S+ = R_h S- + R_p``. ``frozen``: a `stop when` (the block made
+    for it, written just before it, fires at the same time): a stopped trajectory has
+    ``F+ = 0`` and no reset, so ``S+ = S- + F- tau_p``."""
     n_s, n_p = len(field.states), len(names)
     t = Sym(SymKind.TIME, "t", F)
     reset = {field.states[k].name: v for k, v in event.assigns}
@@ -305,6 +312,8 @@ def _jump(event, field: Field, names, S, S0, offset) -> object:
                 out.append((offset[i, j], RhS[i][j]))
         return replace(event, assigns=tuple(event.assigns) + tuple(out))
     Fp = [_substitute(f, reset) if reset else f for f in field.derivs]
+    if frozen:
+        Fp = [None] * n_s
     RhF = []
     for i in range(n_s):
         total = None
