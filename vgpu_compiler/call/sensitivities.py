@@ -1,8 +1,8 @@
 """``solve(..., sensitivities=NAMES)``: the call runs the joined field (ir/sensitivity.py)
 on any backend, and its Solution is split here into the states and their derivatives.
 
-The joined field's states are the field's own (n), then ``S[i][j] = dh_i/dp_j``
-row-major, so a state vector of n * (1 + p) values splits into ``states`` (as the call
+The joined field's states are the field's own (n), then ``S[i][j] = dh_i/dp_j`` by
+columns (name j's n states after name j-1's), so a state vector of n * (1 + p) values splits into ``states`` (as the call
 without sensitivities gives them: the state axis dropped for a one-state field) and
 ``sensitivities`` with the axes ``(n, p)`` (kept for a one-state field).
 """
@@ -22,7 +22,7 @@ def split(sol: Solution, joined: Joined) -> Solution:
         own = a[..., :n]
         if n == 1:
             own = own[..., 0]
-        sens = a[..., n:].reshape(a.shape[:-1] + (n, p))
+        sens = np.swapaxes(a[..., n:].reshape(a.shape[:-1] + (p, n)), -1, -2)
         return np.ascontiguousarray(own), np.ascontiguousarray(sens)
 
     sol.states, sol.sensitivities = parts(np.asarray(sol.states))

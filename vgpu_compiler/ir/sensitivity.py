@@ -2,8 +2,9 @@
 
 ``augment(field, names)`` is the one transform every backend runs unchanged. For the
 states ``h`` (n of them) and the names ``p_j`` (params, or ``init(x)``), it adds the
-states ``S_ij = dh_i/dp_j`` (row-major: state i, then name j, after every original
-state) with
+states ``S_ij = dh_i/dp_j`` (column-major: all of name 0's column, then name 1's ...,
+after every original state; a column is a copy of the states, as rodas4's block solve
+wants) with
 
     S_ij' = sum_k (dF_i/dh_k) S_kj + dF_i/dp_j,
     S_ij(t0) = dh_i(t0)/dp_j,
@@ -30,8 +31,10 @@ unchanged.
 ``error_states = n`` on the result: adaptive methods measure the error (and choose
 the first step) on the original states alone, so the steps, and the states, are
 bit-identical to the call without sensitivities. rodas4 gets the Jacobian of the
-joined system, derived symbolically like any field's (the block lower-triangular
-structure is not exploited: the whole (n + n*p) matrix is factored).
+joined system, derived symbolically like any field's; it is block lower triangular
+(column j's diagonal block is dF/dh), and the backends factor only the states' W and
+solve the columns by blocks with it (numpy/rosenbrock.py's block_solve,
+shader/rosenbrock.py), so rodas4's states are bit-identical too.
 
 Refused, each with a SensitivityError naming the reason (docs/language.md,
 Sensitivities): coupled names, collapse, noise with a method other
@@ -229,8 +232,8 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
         S = [[Sym(SymKind.STATE, snames[i][j], F) for j in range(n_p)] for i in range(n_s)]
         S0 = [[Sym(SymKind.INIT, snames[i][j], F) for j in range(n_p)] for i in range(n_s)]
         new_states, new_derivs = [], []
-        for i, st in enumerate(field.states):
-            for j, nm in enumerate(names):
+        for j, nm in enumerate(names):          # column-major: name j, then state i
+            for i, st in enumerate(field.states):
                 if nm.state == st.name:
                     init = Const(1.0, F)
                 elif st.init is None:
@@ -242,13 +245,13 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
         noises = []
         for nz in field.noises:
             extra = []
-            for i in range(n_s):
-                g = nz.diffusion[i]
-                for j, nm in enumerate(names):
+            for j, nm in enumerate(names):
+                for i in range(n_s):
+                    g = nz.diffusion[i]
                     col = None if g is None else _column(g, field.states, S, j, nm, S0)
                     extra.append(None if isinstance(col, Const) and col.value == 0 else col)
             noises.append(replace(nz, diffusion=tuple(nz.diffusion) + tuple(extra)))
-        offset = {(i, j): n_s + i * n_p + j for i in range(n_s) for j in range(n_p)}
+        offset = {(i, j): n_s + j * n_s + i for i in range(n_s) for j in range(n_p)}
         events, extra = [], field.n_when
         for e in field.events:
             if e.stop and not field.noises:     # the freeze, just before the stop
@@ -360,7 +363,7 @@ MEMO_SIZE = 64
 
 @dataclass(frozen=True)
 class Joined:
-    field: Field                            # the joined field (states, then S row-major)
+    field: Field                            # the joined field (states, then S by columns)
     base: Field                             # the field asked for
     names: tuple[Name, ...]
     state_names: tuple[tuple[str, ...], ...]
