@@ -467,10 +467,10 @@ def test_events_keep_states_and_steps_bit_identical(backend, method):
     assert np.array_equal(plain.t, sens.t)
 
 
-def test_a_cascaded_event_has_no_time_to_differentiate_nan():
+def test_a_cascaded_event_takes_the_tau_of_the_one_before_and_no_time_is_nan():
     """`when n >= 2` fires because the spike's reset made it true: its condition does not
-    move with time (g_t + g_h F = 0), so its sensitivities are NaN (docs/language.md 14:
-    the earlier event's tau_p is not taken over yet)."""
+    move with time, so it takes the spike's tau_p (finite); an event whose condition has
+    no float comparison (nothing moves it: g_t + g_h F = 0) makes them NaN."""
     src = """
 field lif {
     param I = 1.5
@@ -486,10 +486,57 @@ field lif {
     sol = vgpu.solve(src, backend="numpy", dims={"N": 1}, dtype="float64",
                      sensitivities=["I"])
     assert sol.event_counts[0, 1] == 1
-    assert np.isnan(sol.sensitivities).all()
-    one = vgpu.solve(src.replace("when n >= 2 { m = 1 }", ""), backend="numpy",
-                     dims={"N": 1}, dtype="float64", sensitivities=["I"])
-    assert np.isfinite(one.sensitivities).all()
+    assert np.isfinite(sol.sensitivities).all()
+    assert sol.sensitivities.shape == (1, 3, 1) and sol.states.shape == (1, 3)
+    # a condition with no float comparison moves with nothing: NaN from then on
+    no_time = """
+field g {
+    param a = 1.0
+    state x
+    dx/dt = -a * x
+    when step >= 5 { x = 2 * x }
+    solve rk4(dt = 0.1, steps = 10)
+}
+"""
+    nan = vgpu.solve(no_time, np.array([1.0]), backend="numpy", dtype="float64",
+                     sensitivities=["a"])
+    assert nan.event_counts[0, 0] == 1 and np.isnan(nan.sensitivities).all()
+    never = src.replace("when n >= 2 { m = 1 }", "when n >= 2 and v > 5 { m = 1 }")
+    assert np.isfinite(vgpu.solve(never, backend="numpy", dims={"N": 1}, dtype="float64",
+                                  sensitivities=["I"]).sensitivities).all()
+
+
+LIF = """
+field lif {
+    param I = 1.5
+    param tau = 0.02
+    state v = 0, n = 0, c = 0
+    dv/dt = (I - v) / tau
+    dn/dt = 0
+    dc/dt = 1
+    when v > 1 { v = 0; n = n + 1 }
+    stop when n >= 3
+    solve METHOD
+}
+"""
+
+
+@pytest.mark.parametrize("method", ["dopri5(t1 = 1, rtol = 1e-10, atol = 1e-12)",
+                                    "rk4(dt = 0.0005, steps = 2000)"])
+def test_a_stop_made_true_by_a_reset_takes_that_events_tau(backend, method):
+    """Integrate-and-fire: spikes every T = tau ln(I / (I - 1)); `stop when n >= 3` fires
+    at the third spike because of its reset, with the spike's tau_p: the clock c stops at
+    3T, so dc/dI = -3 tau / (I (I - 1)) and dc/dtau = 3 ln(I / (I - 1)); v is 0 there
+    whatever I (dv/dI = 0)."""
+    dtype = dtype_of(backend, functions=True)
+    I = np.array([1.5, 2.0, 3.0])
+    sol = vgpu.solve(LIF.replace("METHOD", method), params={"I": I}, dims={"N": 3},
+                     backend=backend, dtype=dtype, sensitivities=["I", "tau"])
+    assert np.all(sol.status == 1) and np.all(sol.states[:, 1] == 3)
+    r = tol(dtype, 1e-6, 2e-3)
+    np.testing.assert_allclose(sol.sensitivities[:, 2, 0], -3 * 0.02 / (I * (I - 1)), rtol=r)
+    np.testing.assert_allclose(sol.sensitivities[:, 2, 1], 3 * np.log(I / (I - 1)), rtol=r)
+    np.testing.assert_allclose(sol.sensitivities[:, 0, :], 0.0, atol=r)
 
 
 NOISY_EVENT = """

@@ -22,7 +22,8 @@ def split(sol: Solution, joined: Joined) -> Solution:
         own = a[..., :n]
         if n == 1:
             own = own[..., 0]
-        sens = np.swapaxes(a[..., n:].reshape(a.shape[:-1] + (p, n)), -1, -2)
+        sens = np.swapaxes(a[..., n:n + n * p].reshape(a.shape[:-1] + (p, n)), -1, -2)
+        # (states past these: the last event's tau_p and time, the joined field's own)
         return np.ascontiguousarray(own), np.ascontiguousarray(sens)
 
     sol.states, sol.sensitivities = parts(np.asarray(sol.states))

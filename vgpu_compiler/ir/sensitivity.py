@@ -175,6 +175,14 @@ def _names_free(field: Field) -> set[str]:
     return taken
 
 
+def _unique(base: str, taken: set[str]) -> str:
+    out = base
+    while out in taken:
+        out += "_"
+    taken.add(out)
+    return out
+
+
 def state_name(state: str, name: Name, taken: set[str]) -> str:
     """The joined field's name of dh/dp: ``d_x_d_rho``, ``d_x_d_init_y`` (made unique)."""
     what = name.param if name.param else f"init_{name.state}"
@@ -252,13 +260,24 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
                     extra.append(None if isinstance(col, Const) and col.value == 0 else col)
             noises.append(replace(nz, diffusion=tuple(nz.diffusion) + tuple(extra)))
         offset = {(i, j): n_s + j * n_s + i for i in range(n_s) for j in range(n_p)}
+        memory = None
+        if field.events and not field.noises:   # the last event's tau_p and time
+            base = n_s * (1 + n_p)
+            T = [Sym(SymKind.STATE, _unique(f"tau_d_{nm.param or 'init_' + nm.state}",
+                                            taken), F) for nm in names]
+            E = Sym(SymKind.STATE, _unique("t_last_event", taken), F)
+            new_states += [State(x.name, Const(0.0, F)) for x in T]
+            new_states.append(State(E.name, Sym(SymKind.TIME, "t", F)))
+            new_derivs += [Const(0.0, F)] * (n_p + 1)
+            memory = (T, E, [base + j for j in range(n_p)], base + n_p)
         events, extra = [], field.n_when
         for e in field.events:
             if e.stop and not field.noises:     # the freeze, just before the stop
                 events.append(_jump(replace(e, stop=False, block=extra), field, names, S,
-                                    S0, offset, frozen=True))
+                                    S0, offset, frozen=True, memory=memory))
                 extra += 1
-            events.append(e if e.stop else _jump(e, field, names, S, S0, offset))
+            events.append(e if e.stop else _jump(e, field, names, S, S0, offset,
+                                                 memory=memory))
         events = tuple(events)
         joined = replace(field, states=field.states + tuple(new_states),
                          derivs=field.derivs + tuple(new_derivs), noises=tuple(noises),
@@ -286,7 +305,8 @@ def _substitute(expr: Expr, values: dict[str, Expr]) -> Expr:
     return rebuild(expr, make, {})
 
 
-def _jump(event, field: Field, names, S, S0, offset, frozen: bool = False) -> object:
+def _jump(event, field: Field, names, S, S0, offset, frozen: bool = False,
+          memory=None) -> object:
     """The event with the sensitivity jump as assignments, evaluated (like every
     assignment) on the state just before the reset:
 
@@ -345,13 +365,24 @@ def _jump(event, field: Field, names, S, S0, offset, frozen: bool = False) -> ob
     if best is None:            # no float comparison: nothing to locate by
         best = (None, Const(0.0, F), [Const(0.0, F)] * n_p)
     _, den, taus = best
-    nan_if_grazing = Apply(Op.DIV, (den, den), F)
+    nan_if_grazing = Apply(Op.DIV, (den, den), F)      # 1, or NaN where den == 0
+    if memory is not None:      # a cascade (den == 0 at the last event's time): its tau_p
+        T, E, t_rows, e_row = memory
+        moves = Apply(Op.NE, (den, Const(0.0, F)), Type.BOOL)
+        cascade = Apply(Op.EQ, (t, E), Type.BOOL)
+        taus = [fold(Apply(Op.WHERE, (moves, x, T[j]), F)) for j, x in enumerate(taus)]
+        nan_if_grazing = fold(Apply(Op.WHERE, (Apply(Op.OR, (moves, cascade), Type.BOOL),
+                                               Const(1.0, F), nan_if_grazing), F))
     for i in range(n_s):
         jump = sub(RhF[i], Fp[i])
         for j in range(n_p):
             value = add(RhS[i][j], mul(jump, taus[j]))
             value = Const(0.0, F) if value is None else value
             out.append((offset[i, j], fold(Apply(Op.MUL, (value, nan_if_grazing), F))))
+    if memory is not None:
+        out += [(t_rows[j], fold(Apply(Op.MUL, (taus[j], nan_if_grazing), F)))
+                for j in range(n_p)]
+        out.append((e_row, t))
     return replace(event, assigns=tuple(event.assigns) + tuple(out))
 
 

@@ -100,12 +100,15 @@ def block_solve(w: np.ndarray, lu: np.ndarray, piv: np.ndarray, b: np.ndarray,
     the product's terms in increasing column order."""
     x = np.empty_like(b)
     x[:m] = lu_solve(lu, piv, b[:m])
-    for c in range(1, b.shape[0] // m):
+    blocks = b.shape[0] // m
+    for c in range(1, blocks):
         rows = slice(c * m, (c + 1) * m)
         r = np.array(b[rows], copy=True)
         for j in range(m):
             r -= w[rows, j] * x[j]
         x[rows] = lu_solve(lu, piv, r)
+    for i in range(blocks * m, b.shape[0]):     # states that do not move (an event's
+        x[i] = b[i] / w[i, i]                   # memory): W's row is its diagonal alone
     return x
 
 
