@@ -37,6 +37,8 @@ BENCHMARKS = {
     "simulation": "benchmarks.simulation",
     "mlp": "benchmarks.mlp",
     "functions": "benchmarks.functions",
+
+    "fit": "benchmarks.fit",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

@@ -48,7 +48,7 @@ def test_every_example_is_covered():
     assert names == {"scale", "matmul", "converge", "barrier", "lorenz", "kuramoto", "heat",
                      "histogram", "vanderpol", "vanderpol_adaptive", "lorenz_tsit5",
                      "ou", "gbm_option", "bouncing_ball", "lif", "robertson",
-                     "vanderpol_stiff", "dosing"}
+                     "vanderpol_stiff", "dosing", "sir"}
     for name in names:
         vgpu.compile(load(name))
 

@@ -13,14 +13,15 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
 from vgpu_compiler.noise.philox import philox
+from vgpu_compiler.fit import Fit, fit
 from vgpu_compiler.call.bound import Solution
 from vgpu_compiler.persistent.pipeline import Pipeline
 from vgpu_compiler.persistent.simulation import Simulation
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",
-    "Solution", "Simulation", "Pipeline", "NonFiniteWarning", "StatusWarning", "ToleranceWarning",
-    "philox",
+    "Solution", "Fit", "fit", "Simulation", "Pipeline", "NonFiniteWarning", "StatusWarning",
+    "ToleranceWarning", "philox",
     "VgpuError", "SourceError", "VgpuSyntaxError", "VgpuNameError", "VgpuTypeError",
     "DeclarationError", "VgpuIndexError", "VgpuZeroDivisionError", "CallError", "ShapeError",
     "MissingError", "UnknownNameError", "ArgumentTypeError", "BackendError", "CacheError",

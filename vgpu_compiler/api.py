@@ -46,16 +46,24 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
           dtype="float32", dt=None, steps=None, t0=None, save_every=None,
           progress: Progress = None, t1=None, rtol=None, atol=None, dt0=None, dtmax=None,
-          max_steps=None, save_at=None, seed=0, chunks=None) -> Solution:
+          max_steps=None, save_at=None, seed=0, chunks=None, sensitivities=None) -> Solution:
     """Like run_field, returning the whole Solution (outputs, steps_taken, status, t,
     steps_rejected, history). ``progress``: a function ``progress(done, total)``, or
     True for a terminal bar. ``save_at``: times whose states the history holds (the
     method's continuous extension). ``seed``: the key of a stochastic field's noise
-    (an int in [0, 2^64)). Dask arrays for h0 or params, or ``chunks=``: a Solution of
-    lazy dask arrays (distributed/; ``progress`` is not available there)."""
+    (an int in [0, 2^64)). ``sensitivities``: param names and ``init(x)`` entries; the
+    Solution's ``sensitivities`` (and ``history_sensitivities``) hold the derivatives of
+    the states with respect to them (ir/sensitivity.py). Dask arrays for h0 or params, or
+    ``chunks=``: a Solution of lazy dask arrays (distributed/; ``progress`` is not
+    available there)."""
     extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
     if save_at is not None:
         extra["save_at"] = save_at
+    if sensitivities is not None:
+        if chunks is not None or _lazy(h0, params):
+            raise ArgumentTypeError("sensitivities are not available for a run on a Dask "
+                                    "cluster; run the call without chunks= (numpy arrays)")
+        extra["sensitivities"] = sensitivities
     if chunks is not None or _lazy(h0, params):
         if progress not in (None, False):
             raise ArgumentTypeError("progress is not available for a run on a Dask cluster "

@@ -26,6 +26,8 @@ from .call.status import complete_status, warn_status
 from .call.tolerance import warn_tolerance
 from .call.bound import Solution
 from .call import labelled
+from .call.sensitivities import split as split_sensitivities
+from .ir import sensitivity
 from .call.counters import COUNTERS
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
@@ -99,24 +101,30 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     text, filename = text_of(src)
     if progress is not None:
         _check_progress(progress)
-    prepared = selected = batch = None
+    prepared = selected = base = batch = None
     try:                            # (what Located does, without a context manager)
-        selected = parsed(text, filename).select(field)
+        selected = base = parsed(text, filename).select(field)
         if window is None:          # a batch of any shape, run as the 1-D grid (call/batch.py)
             h0, params, batch = flatten(selected, h0, params)
-        save_at = None
+        save_at = joined = None
         if extra:
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
+            names = extra.pop("sensitivities", None)
+            if names is not None:       # the field joined with dh/dp (ir/sensitivity.py)
+                joined = sensitivity.joined(selected, names)
+                selected = joined.field
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at, seed, window)
         if window is None:          # (a Dask run's blocks: said once, on the client)
             warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
         sol = _run(prepared, data, backend, progress)
+        if joined is not None:
+            split_sensitivities(sol, joined)
         if full:
             complete_status(sol, prepared.template)
             if window is None:          # (a Dask run labels the whole: distributed/)
-                sol.labels = labelled.of(selected, params)
+                sol.labels = labelled.of(base, params)    # (the field's own states)
     except MemoryError:
         if selected is None:
             raise
@@ -130,7 +138,7 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     _warn_nonfinite(sol, prepared.grid_shape)
     if prepared.template.adaptive is not None or prepared.template.field.events:
         warn_status(sol, prepared.grid_shape)
-    sol.state_names = selected.state_names
+    sol.state_names = base.state_names
     return sol if batch is None else unflatten(sol, batch)
 
 

@@ -146,9 +146,11 @@ def unflatten(sol: Solution, batch: tuple) -> Solution:
     sol.t = shaped(sol.t)
     sol.steps_rejected = shaped(sol.steps_rejected)
     sol.event_counts = shaped(sol.event_counts)
-    if sol.history is not None:         # (n_saved,) + grid + (n_states,)
-        h = sol.history
-        sol.history = h.reshape(h.shape[:1] + batch + h.shape[2:])
+    sol.sensitivities = shaped(sol.sensitivities)
+    for name in ("history", "history_sensitivities"):   # (n_saved,) + grid + ...
+        h = getattr(sol, name)
+        if h is not None:
+            setattr(sol, name, h.reshape(h.shape[:1] + batch + h.shape[2:]))
     if sol.labels is not None:          # to_xarray's dims: i (one axis) or i_0, i_1, ...
         sol.labels = labelled.reshaped(sol.labels, batch)
     return sol

@@ -87,6 +87,11 @@ class Solution:
 
     # the field's states in declaration order (set by the API): sol["x"] reads one
     state_names: tuple[str, ...] = ()
+    # sensitivities= (call/sensitivities.py): grid_shape + (n_states, len(names)) at the
+    # final time; with save_at (or save_every), (n_saved,) + that; the names, in order
+    sensitivities: np.ndarray | None = None
+    history_sensitivities: np.ndarray | None = None
+    sensitivity_names: tuple[str, ...] | None = None
 
     def to_xarray(self):
         """This solution as an ``xarray.Dataset`` labelled by the field (xarray is an

@@ -3,7 +3,7 @@
     vgpuc compile FILE.field [-o OUT] [--field NAME] [--dim N=1024 ...] [--target glsl|wgsl|c|ir]
     vgpuc run FILE.field [--h0 h0.npy] [--param k=0.5 | k=k.npy] [--input A=a.npy] ...
     vgpuc check FILE...
-    vgpuc ir FILE [--field NAME] [--jacobian]
+    vgpuc ir FILE [--field NAME] [--jacobian] [--sensitivities NAMES]
     vgpuc cache info|clear
     vgpuc info
 
@@ -68,8 +68,21 @@ def cmd_ir(args: argparse.Namespace) -> int:
     compiled = compile_source(read_text(args.file), args.file)
     fields = (select_field(compiled, args.field),) if args.field else all_fields(compiled)
     jac = getattr(args, "jacobian", False)
+    names = getattr(args, "sensitivities", None)
+    if names is not None:           # each field joined with its sensitivity equations
+        fields = tuple(_joined(f, names, args.file) for f in fields)
     print("\n".join(_dump(f, jac).rstrip("\n") for f in fields))
     return EXIT_OK
+
+
+def _joined(field, names: str, path: str):
+    """The field with its forward sensitivity equations (ir/sensitivity.py)."""
+    from ..ir.sensitivity import joined
+
+    try:
+        return joined(field, [n for n in names.split(",") if n.strip()]).field
+    except VgpuError as err:
+        raise attach_file(err, read_text(path), path)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -234,6 +247,10 @@ def _add_ir(sub) -> None:
     p.add_argument("--jacobian", action="store_true",
                    help="also print the Jacobian dF/dh (and dF/dt) derived for a stiff "
                         "method (rosenbrock23, rodas4, rodas5p)")
+    p.add_argument("--sensitivities", metavar="NAMES",
+                   help="print the field joined with its forward sensitivity equations "
+                        "for these comma-separated names (params, init(x)); the state "
+                        "d_x_d_p is dx/dp")
     p.set_defaults(func=cmd_ir)
 
 

@@ -78,24 +78,27 @@ def rms(x, axis=0):
     return np.sqrt(np.mean(np.square(x), axis=axis))
 
 
-def initial_step(f, t0, y0, f0, span, q: int, rtol, atol, dtmax, smallest=lambda x: x):
+def initial_step(f, t0, y0, f0, span, q: int, rtol, atol, dtmax, smallest=lambda x: x,
+                 n: int | None = None):
     """Hairer's starting step (HNW I, II.4; scipy's select_initial_step).
 
     ``y0``, ``f0``: arrays (n_states, ...) of the state and F there; ``span``: t1 - t0;
     ``f(t, y, h0)`` evaluates F at the trial point (h0: the trial step);
     ``smallest(x)``: the value a group of lanes shares (a basin: the smallest of its
     lanes'), applied to the trial step and to the result. The GLSL kernel prints
-    the same steps (templates/adaptive.glsl.j2)."""
+    the same steps (templates/adaptive.glsl.j2). ``n``: the norms measure the first n
+    states only (a field joined with its sensitivities: Field.error_states)."""
     d = y0.dtype.type
-    sc = atol + np.abs(y0) * rtol
-    d0, d1 = rms(y0 / sc), rms(f0 / sc)
+    m = slice(None, n)
+    sc = atol + np.abs(y0[m]) * rtol
+    d0, d1 = rms(y0[m] / sc), rms(f0[m] / sc)
     small = (d0 < 1e-5) | (d1 < 1e-5)
     with np.errstate(all="ignore"):
         h0 = np.where(small, d(1e-6), d(0.01) * d0 / d1)
     h0 = smallest(np.minimum(h0, span))
     f1 = f(t0 + h0, [a + h0 * b for a, b in zip(y0, f0)], h0)
     with np.errstate(all="ignore"):
-        d2 = rms((f1 - f0) / sc) / h0
+        d2 = rms((f1[m] - f0[m]) / sc) / h0
         big = np.maximum(d1, d2)
         h1 = np.where(big <= 1e-15, np.maximum(d(1e-6), h0 * d(1e-3)),
                       np.power(d(0.01) / big, d(1.0 / (q + 1))))

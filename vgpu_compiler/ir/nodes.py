@@ -330,6 +330,15 @@ class Field:
     # True when the field has no `grid` statement (its grid is the implicit `grid i < N`):
     # a call may then pass a batch of any shape, run flattened (call/batch.py)
     implicit_grid: bool = False
+    # the states an adaptive method's error norm (and first step) measures: the first
+    # ``error_states`` (None: all). A field joined with its sensitivities
+    # (ir/sensitivity.py) measures its own states only, so its steps are theirs.
+    error_states: int | None = None
+
+    @property
+    def n_error(self) -> int:
+        """How many states (the first ones) the error norm measures."""
+        return len(self.states) if self.error_states is None else self.error_states
 
     @property
     def n_when(self) -> int:

@@ -109,7 +109,8 @@ class _AdaptiveRun(_Run):
                              self.F(y1, t_trial, np.zeros(t.shape, INT), mask, 1)])
 
         return C.initial_step(trial, t, np.stack(h), np.stack(k0), self.t1 - t,
-                              self.program.q, self.rtol, self.atol, self.dtmax, smallest)
+                              self.program.q, self.rtol, self.atol, self.dtmax, smallest,
+                              n=self.field.n_error)
 
     # --- the whole run -------------------------------------------------------------
     def solve(self) -> Solution:
@@ -197,10 +198,10 @@ class _AdaptiveRun(_Run):
             new = self.combine(h, ks, self.update, self.new_state[0])
             # the error norm, per row the largest over its active lanes
             ratio = np.zeros(lay.shape, self.dtype)
-            for i in range(n_states):
+            for i in range(self.field.n_error):
                 e = use * self.weighted(ks, self.error, i)
                 ratio += np.square(e / C.scale(h[i], new[i], self.rtol, self.atol))
-            err_lane = self.attempt_error(np.sqrt(ratio / d(n_states)))
+            err_lane = self.attempt_error(np.sqrt(ratio / d(self.field.n_error)))
             err = np.where(self.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             accept = running[:, None] & finite & (err <= 1)

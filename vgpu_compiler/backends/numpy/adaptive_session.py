@@ -86,10 +86,10 @@ class AdaptiveSession:
                 ks.append(run.F(hs, t + d(float(st.c)) * use, taken, mask, st.index))
             new = run.combine(h, ks, run.update, run.new_state[0])
             ratio = np.zeros(lay.shape, run.dtype)
-            for i in range(len(h)):
+            for i in range(run.field.n_error):
                 e = use * run.weighted(ks, run.error, i)
                 ratio += np.square(e / C.scale(h[i], new[i], run.rtol, run.atol))
-            err_lane = np.sqrt(ratio / d(len(h)))
+            err_lane = np.sqrt(ratio / d(run.field.n_error))
             err = np.where(run.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             ok = go[:, None] & finite & (err <= 1)

@@ -20,6 +20,10 @@ value an array over the working set's (rows, lanes), every lane its own system):
 The update, the error estimate ``dt * K_6`` and the continuous extension are the
 StepProgram's Combinations over the K_s, as for an explicit pair.
 
+A field joined with its sensitivities (``field.error_states`` set) factors only its
+own states' ``W`` and solves the joined system block by block (``block_solve``), so
+its states are bit-identical to the call without sensitivities.
+
 The LU (``lu_factor``, ``lu_solve``) is written out here, not taken from a library,
 so that it is the algorithm a kernel prints: Doolittle elimination, in place, with
 partial pivoting by rows. At column k the pivot is the row i >= k with the largest
@@ -88,6 +92,28 @@ def lu_solve(lu: np.ndarray, piv: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x.reshape((n,) + batch)
 
 
+def block_solve(w: np.ndarray, lu: np.ndarray, piv: np.ndarray, b: np.ndarray,
+                m: int) -> np.ndarray:
+    """The solution of ``W x = b`` for the W of a field joined with its sensitivities
+    (ir/sensitivity.py): block lower triangular, its m x m diagonal blocks all the
+    states' own ``A`` (factored once: ``lu, piv``), its first block column the
+    sensitivity rows' ``dW/dh``. ``x_0 = A^-1 b_0`` (the very numbers of the field
+    without sensitivities), then per column block c: ``x_c = A^-1 (b_c - W_c0 x_0)``,
+    the product's terms in increasing column order."""
+    x = np.empty_like(b)
+    x[:m] = lu_solve(lu, piv, b[:m])
+    blocks = b.shape[0] // m
+    for c in range(1, blocks):
+        rows = slice(c * m, (c + 1) * m)
+        r = np.array(b[rows], copy=True)
+        for j in range(m):
+            r -= w[rows, j] * x[j]
+        x[rows] = lu_solve(lu, piv, r)
+    for i in range(blocks * m, b.shape[0]):     # states that do not move (an event's
+        x[i] = b[i] / w[i, i]                   # memory): W's row is its diagonal alone
+    return x
+
+
 class _Rosenbrock:
     """The stages of a Rosenbrock method (mixed into an adaptive run: see the module doc)."""
 
@@ -127,8 +153,9 @@ class _Rosenbrock:
         w = np.multiply(J, -use)
         diag = np.arange(n)
         w[diag, diag] += self.inv_gamma
-        lu, piv = lu_factor(w)
-        self.singular = (lu[diag, diag] == 0).any(axis=0)     # a zero pivot
+        m = self.field.n_error          # a field joined with its sensitivities: block solve
+        lu, piv = lu_factor(w if m == n else w[:m, :m])
+        self.singular = (lu[diag[:m], diag[:m]] == 0).any(axis=0)     # a zero pivot
         frozen = getattr(self, "frozen", None)      # events: lanes that stopped
         ks: list = []
         for s, (terms, c) in enumerate(zip(self.stage_terms, self.stage_c)):
@@ -145,7 +172,7 @@ class _Rosenbrock:
                 if Ft is not None and self.d_t[s] != 0:
                     r = r + (use * self.d_t[s]) * Ft[i]
                 rhs[i] = r
-            k = lu_solve(lu, piv, rhs)
+            k = lu_solve(lu, piv, rhs) if m == n else block_solve(w, lu, piv, rhs, m)
             if frozen is not None and frozen.any():
                 k = np.where(frozen, d(0), k)
             ks.append([k[i] for i in range(n)])

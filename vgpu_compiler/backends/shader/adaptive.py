@@ -39,6 +39,7 @@ class AdaptiveParts:
     # the kernel writes save_at states (b_hist): a fixed-step method's, one with events, or
     # a field's dense variant (adaptive_host.kernel_field: a call with save_at, a Simulation)
     saves: bool = True
+    n_err: int | None = None    # the error norm's states, the first ones (None: all)
 
     @property
     def fixed(self) -> bool:
@@ -55,6 +56,7 @@ class PrintedAdaptive:
     consts: dict                        # printed constants
     fixed: bool = False                 # a fixed-step method run for save_at
     saves: bool = True                  # writes save_at states (AdaptiveParts.saves)
+    n_err: int = 0                      # the states (the first) the error norm measures
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -83,7 +85,8 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
                 "pause")]
     saves = field.solver.adaptive is None or field.solver.dense or bool(field.events)
     parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
-                          n_ad=2 + n, saves=bool(saves))
+                          n_ad=2 + n, saves=bool(saves),
+                          n_err=None if field.error_states is None else field.n_error)
     return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
                                adaptive=parts)
 
@@ -93,6 +96,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
     k = printed.kernel
     parts, lit = k.adaptive, dialect.float_literal
     n_states = len(k.states)
+    n_err = n_states if parts.n_err is None else parts.n_err   # (a joined field's own)
 
     def weighted(comb: Combination, i: int) -> str:
         terms = [k.stage_k[j][i] if w == 1 else f"{lit(float(w))} * {k.stage_k[j][i]}"
@@ -100,7 +104,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
         return " + ".join(terms) if terms else lit(0.0)
 
     consts = {"two": lit(2.0), "three": lit(3.0), "safety": lit(C.SAFETY), "fmin": lit(C.FACTOR_MIN), "fmax": lit(C.FACTOR_MAX),
-              "under": lit(C.UNDERFLOW[k.dtype]), "n": lit(float(n_states)),
+              "under": lit(C.UNDERFLOW[k.dtype]), "n": lit(float(n_err)),
               "one": lit(1.0), "zero": lit(0.0), "small": lit(1e-5), "tiny": lit(1e-15),
               "h_small": lit(1e-6), "h_frac": lit(1e-3), "hundred": lit(100.0),
               "cent": lit(0.01), "inv_root": lit(1.0 / (parts.q + 1)),
@@ -109,9 +113,10 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS), "paused": str(PAUSED),
               "underflow": str(C.STEP_UNDERFLOW), "sing": lit(C.singular_error(parts.q))}
     if parts.fixed:
-        return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True)
+        return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True,
+                               n_err=n_err)
     return PrintedAdaptive(
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
         last=tuple(k.stage_k[-1][i] for i in range(n_states)),
-        root=parts.q + 1, consts=consts, saves=parts.saves)
+        root=parts.q + 1, consts=consts, saves=parts.saves, n_err=n_err)

@@ -28,7 +28,11 @@ stack) zero the matrix explicitly every attempt (WGSL: naga does not zero again 
 ``var`` declared inside a loop) and loop over its rows and columns; the loops'
 iterations (``PrintedRosenbrock.trips``) join the kernel's ``loop_trips_per_step``
 (llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
-the backends refuse them (numpy runs them).
+the backends refuse them (numpy runs them). A field joined with its sensitivities
+(``field.error_states``, ir/sensitivity.py) factors only the top-left ``m x m`` block
+(its own states' W) and solves each sensitivity column with it after subtracting its
+``dW/dh`` product, as the reference's ``block_solve``: the states' numbers are those of
+the field without sensitivities.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from .kernel import Block, Context, Kernel, Let
 @dataclass(frozen=True)
 class RosenbrockParts:
     n: int
+    m: int                              # the factored block: n, or a joined field's own
     jac: Block                          # writes vg_W[i * n + j] = J_ij (nonzero), vg_Ft[i]
     nonzero: tuple[tuple[int, int], ...]
     time: bool                          # some derivative reads t: dF/dt is used
@@ -52,6 +57,7 @@ class RosenbrockParts:
 @dataclass(frozen=True)
 class PrintedRosenbrock:
     n: int
+    m: int                              # LU of the top-left m x m block (a joined field)
     jac: object                         # printing.PrintedBlock
     combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
     scale: tuple[str, ...]              # statements: W = I / gamma - dt * J in place
@@ -84,7 +90,7 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
         body += [Let(f"vg_Ft[{i}]", e, f"dF_{i}/dt") for i, e in enumerate(jac.time)]
     block = Block(ctx=Context(state="y"), coupled=None, body=tuple(body), prefix="vg_tj_")
     return dataclasses.replace(kernel, rosenbrock=RosenbrockParts(
-        n=n, jac=block, nonzero=nonzero, time=jac.time is not None,
+        n=n, m=field.n_error, jac=block, nonzero=nonzero, time=jac.time is not None,
         implicit=step_program(field.solver.tableau).implicit))
 
 
@@ -117,8 +123,11 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
         rhs.append(tuple(row))
     # the loops of the factorisation (column, pivot scan, swap, rows, row update) and
     # of one solve (swaps, forward, back)
-    lu = sum(1 + (n - 1 - c) + n + (n - 1 - c) * (1 + (n - 1 - c)) for c in range(n))
-    sv = n + sum(1 + (n - 1 - c) for c in range(n)) * 2
-    return PrintedRosenbrock(n=n, jac=jac, combos=combos, scale=tuple(scale),
+    mm = parts.m
+    lu = sum(1 + (mm - 1 - c) + mm + (mm - 1 - c) * (1 + (mm - 1 - c)) for c in range(mm))
+    sv = mm + sum(1 + (mm - 1 - c) for c in range(mm)) * 2
+    if mm < n:                  # the sensitivity columns: the product, then a solve each
+        sv += (n // mm - 1) * (1 + mm * (1 + mm) + sv)
+    return PrintedRosenbrock(n=n, m=mm, jac=jac, combos=combos, scale=tuple(scale),
                              inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
                              time=parts.time, lu_trips=lu, solve_trips=sv)
