@@ -36,6 +36,7 @@ BENCHMARKS = {
     "cluster": "benchmarks.cluster",
     "simulation": "benchmarks.simulation",
     "mlp": "benchmarks.mlp",
+    "tight": "benchmarks.tight",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

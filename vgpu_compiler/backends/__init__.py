@@ -42,7 +42,7 @@ _PACKAGES = {
 # ``dtypes`` and ``open``.
 FEATURES = {
     "gpu": "runs on a GPU",
-    "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`)",
+    "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`, `dop853`, `vern7`, `vern9`)",
     "stiff": "the stiff method `rodas4`",
     "events": "events (`when`, `stop when`)",
     "stiff_events": "`rodas4` with events",

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..errors import ArgumentTypeError, CallError, MissingError
 from ..ir import controller as C
+from ..ir.embedded import ADAPTIVE
+from ..ir.rosenbrock import STIFF
 from ..ir.nodes import Field
 from .. import spelling as S
 from .bound import AdaptiveCall
@@ -35,8 +37,8 @@ def check_method_args(field: Field, given: dict, dt, steps, save_every, save_at=
     if field.solver.adaptive is None:
         if given:
             name = next(iter(given))
-            raise CallError(f"{S.name(name)} is an argument of the adaptive methods (bs3, "
-                            f"dopri5, tsit5, rodas4); field {field.name} uses the fixed-step "
+            raise CallError(f"{S.name(name)} is an argument of the adaptive methods "
+                            f"({', '.join([*ADAPTIVE, *STIFF])}); field {field.name} uses the fixed-step "
                             f"method {method}: give {S.name('dt')} and "
                             f"{S.name('steps')} instead")
         return
