@@ -282,3 +282,37 @@ def test_simulation_reads_the_interpolant(backend, request):
     np.testing.assert_allclose(sim.states, saved.history[0], rtol=1e-12, atol=1e-12)
     sim.advance(until=1.0)
     np.testing.assert_allclose(sim.states, saved.states, rtol=1e-12, atol=1e-12)
+
+
+BASIN = """
+field pair {
+    param k
+    input w[N]
+    output tot[2]
+    grid i < N
+    basin b < 4
+    state x
+    coupled xc = x
+    dx/dt = -k * x + 0.01 * mean(xc) + w[i] * t + 0 * dt
+    solve METHOD(t1 = 1, rtol = 1e-9, atol = 1e-11)
+    flux tot[i % 2] += x + float(step) * 0
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl"])
+@pytest.mark.parametrize("name", ["dop853", "vern9"])
+def test_a_basin_shares_its_steps(name, backend, request):
+    """Coupled lanes share one step size (dop853's norm folded over the basin): the
+    reference's steps and values, with save_at."""
+    on(backend, request)
+    n = 8
+    kw = dict(params={"k": np.linspace(0.5, 3, n)}, inputs={"w": np.linspace(0, 1, n)},
+              dims={"N": n}, dtype="float64", save_at=[0.5, 1.0])
+    src = BASIN.replace("METHOD", name)
+    ref = vgpu.solve(src, np.ones(n), backend="numpy", **kw)
+    got = vgpu.solve(src, np.ones(n), backend=backend, **kw)
+    assert len(set(ref.steps_taken[:4])) == 1 and ref.steps_taken[0] != ref.steps_taken[4]
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.history, ref.history, rtol=1e-12, atol=1e-12)
