@@ -37,8 +37,8 @@ BENCHMARKS = {
     "simulation": "benchmarks.simulation",
     "mlp": "benchmarks.mlp",
     "functions": "benchmarks.functions",
-
     "fit": "benchmarks.fit",
+    "tight": "benchmarks.tight",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

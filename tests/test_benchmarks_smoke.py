@@ -41,7 +41,8 @@ def test_every_benchmark_reported(report):
     data, stdout = report
     assert set(data["benchmarks"]) == {"lorenz", "dispatch", "compile", "matmul", "kuramoto",
                                        "lorenz_adaptive", "ou",
-                                       "cluster", "simulation", "mlp", "functions", "fit"}
+                                       "cluster", "simulation", "mlp", "functions", "fit",
+                                       "tight"}
     for name, entry in data["benchmarks"].items():
         assert "error" not in entry, f"{name} crashed: {entry.get('error')}"
         assert entry["tables"], name

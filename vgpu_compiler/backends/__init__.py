@@ -43,7 +43,7 @@ _PACKAGES = {
 # ``dtypes`` and ``open``.
 FEATURES = {
     "gpu": "runs on a GPU",
-    "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`)",
+    "adaptive": "adaptive methods (`bs3`, `dopri5`, `tsit5`, `dop853`, `vern7`, `vern9`)",
     "stiff": "the stiff methods `rosenbrock23`, `rodas4`, `rodas5p`",
     "events": "events (`when`, `stop when`)",
     "stiff_events": "a stiff method with events",

@@ -73,6 +73,20 @@ def underflow(dt, t, dtype):
     return ~(dt > d.type(UNDERFLOW[d.name]) * np.abs(t))
 
 
+def error_norm(sq, sq2, n: int, norm: str = "rms"):
+    """The error of a step from ``sq = sum_i (e_i / scale_i)^2`` over its n states (and
+    ``sq2``, the same sum of a second estimate): ``"rms"`` is the contract's
+    ``sqrt(sq / n)``; ``"dop853"`` Hairer's combination of DOP853's 5th-order (sq) and
+    3rd-order (sq2) estimates, ``sq / sqrt((sq + 0.01 sq2) n)``, 0 where sq is 0 (as
+    scipy's DOP853._estimate_error_norm). The printers write the same formula."""
+    d = np.asarray(sq).dtype.type
+    if norm == "rms":
+        return np.sqrt(sq / d(n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = sq / np.sqrt((sq + d(0.01) * sq2) * d(n))
+    return np.where(sq == 0, d(0), out).astype(np.asarray(sq).dtype)
+
+
 def rms(x, axis=0):
     """The root mean square over the states (the first axis of a stacked array)."""
     return np.sqrt(np.mean(np.square(x), axis=axis))

@@ -196,6 +196,8 @@ def _solver(p: _Printer, field: Field) -> list[str]:
             if expr is not None:
                 out += p.lines(f"{name} = ", expr)
         out.append(f"    embedded pair {tab.name}: q = {tab.q}, err = {_fractions(tab.err)}")
+        if getattr(tab, "err2", None) is not None:     # dop853: Hairer's norm of two estimates
+            out.append(f"    second estimate ({tab.norm} norm): err2 = {_fractions(tab.err2)}")
         if hasattr(tab, "gamma"):       # a Rosenbrock method (ir/rosenbrock.py)
             out.append(f"    rosenbrock: gamma = {_fraction(tab.gamma)}, stages solve (I/gamma - dt*J) K_s "
                        f"= F + sum c_sj K_j + dt*d_s*dF/dt, one LU per step (ir/jacobian.py: "

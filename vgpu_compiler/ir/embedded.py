@@ -9,12 +9,20 @@ An ``EmbeddedTableau`` is a ``Tableau`` (a, b, c: the propagated solution) plus
 - ``dense``: the continuous extension ``y(t + theta*dt) = y + dt * sum_s
   k_s * sum_p dense[s][p] * theta^(p+1)``; None means the cubic Hermite
   interpolant through both step ends (``hermite``), built from ``b`` and the
-  FSAL last stage.
+  FSAL last stage;
+- ``extra``: how many of the last stages only the continuous extension reads (dop853,
+  vern7, vern9: b and err are 0 there); a kernel that never saves or locates an event
+  runs ``lean(tableau)``, without them;
+- ``err2``, ``norm``: a second error estimate and how the two make the step's error
+  (``"rms"``: err alone, the contract's norm; ``"dop853"``: Hairer's combination of the
+  5th- and 3rd-order estimates, ir/controller.py's ``error_norm``).
 Every backend reads these numbers through ``ir.step``; none has its own copy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import functools
+from dataclasses import KW_ONLY, dataclass
 from fractions import Fraction as Fr
 
 from .tableau import Tableau
@@ -26,6 +34,27 @@ class EmbeddedTableau(Tableau):
     q: int
     fsal: bool
     dense: tuple[tuple[Fr, ...], ...] | None
+    _: KW_ONLY
+    extra: int = 0
+    err2: tuple[Fr, ...] | None = None
+    norm: str = "rms"
+
+    @property
+    def step_stages(self) -> int:
+        """The stages every step computes (the FSAL stage is the last of them)."""
+        return len(self.a) - self.extra
+
+
+@functools.lru_cache(maxsize=None)
+def lean(tab):
+    """``tab`` without its dense-only stages (the same steps; no continuous extension
+    of its own: a kernel without save_at or events never reads it)."""
+    if not isinstance(tab, EmbeddedTableau) or not tab.extra:
+        return tab
+    m = tab.step_stages
+    return dataclasses.replace(tab, a=tab.a[:m], b=tab.b[:m], c=tab.c[:m], err=tab.err[:m],
+                               err2=None if tab.err2 is None else tab.err2[:m],
+                               dense=None, extra=0)
 
 
 def _d(text: str) -> Fr:
@@ -153,7 +182,11 @@ TSIT5 = EmbeddedTableau(
             _d("65.09189467479367152629021928716553658"), _d("-34.87065786149660974")),
            (Fr(0), Fr(3, 2), Fr(-4), Fr(5, 2))))
 
-ADAPTIVE: dict[str, EmbeddedTableau] = {t.name: t for t in (BS3, DOPRI5, TSIT5)}
+from .dop853 import DOP853           # noqa: E402  (they build on EmbeddedTableau above)
+from .verner import VERN7, VERN9     # noqa: E402
+
+ADAPTIVE: dict[str, EmbeddedTableau] = {t.name: t for t in (BS3, DOPRI5, TSIT5, DOP853,
+                                                            VERN7, VERN9)}
 
 
 def dense_coefficients(tab: EmbeddedTableau) -> tuple[tuple[Fr, ...], ...]:

@@ -59,12 +59,23 @@ class StepProgram:
     dense: tuple[Combination, ...] | None = None
     fsal: bool = False
     q: int = 0                  # the lower order of the pair (the controller's exponent)
+    # a second error estimate and the norm that combines them (ir/embedded.py: "rms" is
+    # err alone; "dop853" Hairer's, ir/controller.py's error_norm); the trailing stages
+    # only the continuous extension reads (the FSAL stage is the one before them)
+    error2: Combination | None = None
+    norm: str = "rms"
+    extra: int = 0
     # a Rosenbrock method (ir/rosenbrock.py): the linear systems of its stages
     implicit: "Implicit | None" = None
 
     @property
     def n_stages(self) -> int:
         return len(self.stages)
+
+    @property
+    def last(self) -> int:
+        """The last stage every step computes: F at the new state for an FSAL method."""
+        return len(self.stages) - 1 - self.extra
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,9 @@ def step_program(tableau: Tableau) -> StepProgram:
     return StepProgram(tableau.name, stages, _combination(tableau.b),
                        error=_combination(tableau.err),
                        dense=tuple(_combination(p) for p in powers),
-                       fsal=tableau.fsal, q=tableau.q, implicit=implicit)
+                       fsal=tableau.fsal, q=tableau.q, implicit=implicit,
+                       error2=None if tableau.err2 is None else _combination(tableau.err2),
+                       norm=tableau.norm, extra=tableau.extra)
 
 
 def _combination(weights) -> Combination:

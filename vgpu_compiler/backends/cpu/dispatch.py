@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
 from ...errors import BackendError
+from ..shader.adaptive_host import lean_field
 from .adaptive_run import AdaptiveCall
 from .kernel import CpuKernel, kernel
 from .runner import _Call
@@ -16,7 +17,10 @@ def run(prepared, data, progress: Progress = None) -> Solution:
         check_events(t)
     stepped = t.adaptive is not None or t.save_at is not None or bool(t.field.events)
     bound = prepared.bound(data)
-    k = _kernel(prepared, bound, dense=stepped)
+    # a call without save_at or events runs without the dense-only stages (dop853, vern7,
+    # vern9: adaptive_host.lean_field); a Simulation always has them (adaptive_session)
+    lean = t.adaptive is not None and t.save_at is None and not t.field.events
+    k = _kernel(prepared, bound, dense=stepped, lean=lean)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
         return AdaptiveCall(k, bound).solve(progress)
     return _Call(k, bound).solve(progress)
@@ -33,15 +37,18 @@ def check_events(t) -> None:
                            span=f.events[0].span)
 
 
-def _kernel(prepared, bound: Bound, dense: bool) -> CpuKernel:
+def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False) -> CpuKernel:
     """The call's kernel, kept on the Prepared call (a fixed-step method with save_at:
-    its kernel of templates/adaptive.c.j2, keyed apart)."""
+    its kernel of templates/adaptive.c.j2, keyed apart; ``lean``: the method without its
+    dense-only stages, keyed apart where that is another field)."""
     slot = prepared.slots.setdefault("cpu", {})
     pt = bound.per_trajectory
-    key = (bound.dtype.name, pt, dense)
+    field = lean_field(bound.field) if lean else bound.field
+    key = (bound.dtype.name, pt, dense) if field is bound.field else \
+        (bound.dtype.name, pt, dense, "lean")
     k = slot.get(key)
     if k is None:
-        k = slot[key] = kernel(bound.field, bound.dtype.name, pt, dense)
+        k = slot[key] = kernel(field, bound.dtype.name, pt, dense)
     else:
         COUNTERS.add("memory_hits")
     return k

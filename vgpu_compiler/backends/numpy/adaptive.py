@@ -64,6 +64,7 @@ class _AdaptiveRun(_Run):
         self.gap = d(C.end_gap(a.t1, self.dtype))
         self.c = [d(float(st.c)) for st in self.program.stages]
         self.error = self._terms(self.program.error)
+        self.error2 = None if self.program.error2 is None else self._terms(self.program.error2)
         self.dense = [self._terms(p) for p in self.program.dense]
         self._alloc()
 
@@ -83,6 +84,21 @@ class _AdaptiveRun(_Run):
         shape = self.layout.shape
         return [k if np.shape(k) == shape else self.full(k)
                 for k in self.derivs(h, t, step, mask, stage)]
+
+    def error_norm(self, h, new, ks, use):
+        """Each lane's error of the step from h to new (ir/controller.py's error_norm),
+        over the states the norm measures (the first ``field.n_error``: a field joined
+        with its sensitivities measures its own)."""
+        ratio = np.zeros(np.shape(h[0]), self.dtype)
+        ratio2 = np.zeros(np.shape(h[0]), self.dtype) if self.error2 else None
+        n = self.field.n_error
+        for i in range(n):
+            sc = C.scale(h[i], new[i], self.rtol, self.atol)
+            e = use * self.weighted(ks, self.error, i)
+            ratio += np.square(e / sc)
+            if ratio2 is not None:
+                ratio2 += np.square(use * self.weighted(ks, self.error2, i) / sc)
+        return C.error_norm(ratio, ratio2, n, self.program.norm)
 
     def weighted(self, ks: list, terms: list, i: int):
         """sum(w_j * k_j[i]) over a Combination's terms (no h, no dt)."""
@@ -197,11 +213,7 @@ class _AdaptiveRun(_Run):
             ks = self.stage_values(h, k0, t, use, taken, mask)
             new = self.combine(h, ks, self.update, self.new_state[0])
             # the error norm, per row the largest over its active lanes
-            ratio = np.zeros(lay.shape, self.dtype)
-            for i in range(self.field.n_error):
-                e = use * self.weighted(ks, self.error, i)
-                ratio += np.square(e / C.scale(h[i], new[i], self.rtol, self.atol))
-            err_lane = self.attempt_error(np.sqrt(ratio / d(self.field.n_error)))
+            err_lane = self.attempt_error(self.error_norm(h, new, ks, use))
             err = np.where(self.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             accept = running[:, None] & finite & (err <= 1)
@@ -217,7 +229,7 @@ class _AdaptiveRun(_Run):
                         h, new, ks, t, t_new, use, accept, taken, cut)
                 if n_save:
                     self._save(hist, saves, next_save, acc, rows, h, new, ks, t, t_new, use)
-                last = ks[-1] if prog.fsal else None
+                last = ks[prog.last] if prog.fsal else None
                 h = [np.where(accept, nw, old) for nw, old in zip(new, h)]
                 if last is not None:
                     k0 = [np.where(accept, kl, old) for kl, old in zip(last, k0)]

@@ -85,11 +85,7 @@ class AdaptiveSession:
                 hs = run.combine(h, ks, terms, run.stage_state)
                 ks.append(run.F(hs, t + d(float(st.c)) * use, taken, mask, st.index))
             new = run.combine(h, ks, run.update, run.new_state[0])
-            ratio = np.zeros(lay.shape, run.dtype)
-            for i in range(run.field.n_error):
-                e = use * run.weighted(ks, run.error, i)
-                ratio += np.square(e / C.scale(h[i], new[i], run.rtol, run.atol))
-            err_lane = np.sqrt(ratio / d(run.field.n_error))
+            err_lane = run.error_norm(h, new, ks, use)
             err = np.where(run.counted(), err_lane, d(0)).max(axis=1, keepdims=True)
             finite = np.isfinite(err)
             ok = go[:, None] & finite & (err <= 1)
@@ -106,7 +102,7 @@ class AdaptiveSession:
             acc = accept[:, 0]
             moved = go & ~over          # the rows whose attempt counts now
             if acc.any():
-                last = ks[-1] if prog.fsal else None
+                last = ks[prog.last] if prog.fsal else None
                 h = [np.where(accept, nw, old) for nw, old in zip(new, h)]
                 if last is not None:
                     k0 = [np.where(accept, kl, old) for kl, old in zip(last, k0)]

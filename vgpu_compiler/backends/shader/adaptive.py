@@ -40,6 +40,8 @@ class AdaptiveParts:
     # a field's dense variant (adaptive_host.kernel_field: a call with save_at, a Simulation)
     saves: bool = True
     n_err: int | None = None    # the error norm's states, the first ones (None: all)
+    last: int = -1              # the FSAL stage (ir.step's StepProgram.last)
+    error2: Combination | None = None   # a second estimate (dop853's norm), or None
 
     @property
     def fixed(self) -> bool:
@@ -57,6 +59,7 @@ class PrintedAdaptive:
     fixed: bool = False                 # a fixed-step method run for save_at
     saves: bool = True                  # writes save_at states (AdaptiveParts.saves)
     n_err: int = 0                      # the states (the first) the error norm measures
+    errors2: tuple[str, ...] = ()       # per state: the second estimate (dop853's norm)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -86,7 +89,8 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
     saves = field.solver.adaptive is None or field.solver.dense or bool(field.events)
     parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
                           n_ad=2 + n, saves=bool(saves),
-                          n_err=None if field.error_states is None else field.n_error)
+                          n_err=None if field.error_states is None else field.n_error,
+                          last=program.last, error2=program.error2)
     return dataclasses.replace(kernel, buffers=tuple(buffers), uniforms=tuple(uniforms),
                                adaptive=parts)
 
@@ -118,5 +122,7 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
     return PrintedAdaptive(
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
-        last=tuple(k.stage_k[-1][i] for i in range(n_states)),
-        root=parts.q + 1, consts=consts, saves=parts.saves, n_err=n_err)
+        last=tuple(k.stage_k[parts.last][i] for i in range(n_states)),
+        root=parts.q + 1, consts=consts, saves=parts.saves, n_err=n_err,
+        errors2=() if parts.error2 is None else tuple(weighted(parts.error2, i)
+                                                      for i in range(n_states)))

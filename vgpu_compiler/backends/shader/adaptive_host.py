@@ -20,6 +20,7 @@ from ...call.bound import Bound, Solution, saved_steps
 from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
+from ...ir.embedded import lean
 from ...ir.events import BISECTIONS
 from .adaptive import COUNTERS, RUNNING
 
@@ -35,11 +36,34 @@ def kernel_field(bound: Bound, session: bool = False) -> Bound:
     advance reads the states at ``until`` the same way). An adaptive method's kernel
     without events writes save_at states only in that variant (AdaptiveParts.saves):
     a software renderer pays for a loop in the step loop even when it never runs
-    (llvmpipe, the tsit5 Lorenz sweep: 1.4x the time with the empty save loop)."""
-    if bound.adaptive is not None and (bound.field.events or (bound.save_at is None
-                                                              and not session)):
+    (llvmpipe, the tsit5 Lorenz sweep: 1.4x the time with the empty save loop). Such a
+    kernel also runs the method without its dense-only stages (``lean_field``)."""
+    if bound.adaptive is not None and bound.field.events:
         return bound
+    if bound.adaptive is not None and bound.save_at is None and not session:
+        lean = lean_field(bound.field)
+        return bound if lean is bound.field else dataclasses.replace(bound, field=lean)
     return dataclasses.replace(bound, field=dense_variant(bound.field))
+
+
+_LEAN: dict = {}            # id(field) -> (field, its lean variant)
+
+
+def lean_field(field):
+    """The field whose method drops the stages only its continuous extension reads
+    (ir/embedded.py's ``lean``: dop853, vern7, vern9), for a kernel that never saves nor
+    locates an event; the field itself for every other method (one object per field)."""
+    tab = lean(field.solver.tableau)
+    if tab is field.solver.tableau:
+        return field
+    hit = _LEAN.get(id(field))
+    if hit is None or hit[0] is not field:
+        if len(_LEAN) > 256:
+            _LEAN.clear()
+        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
+                                                                        tableau=tab))
+        hit = _LEAN[id(field)] = (field, variant)
+    return hit[1]
 
 
 def dense_variant(field):

@@ -24,7 +24,7 @@ import re
 TEMPLATE_LOCALS = frozenset({
     "lane", "vg_active", "vg_flat", "vg_t", "vg_h", "vg_taken", "vg_rej", "vg_status",
     "vg_again", "vg_next", "vg_paused", "vg_go", "vg_use", "vg_cut", "u_dt", "t_n", "nstep",
-    "tt", "vg_e", "e", "sc", "vg_err", "vg_fin", "vg_ok", "vg_fac", "vg_prop", "vg_tn",
+    "tt", "vg_e", "e", "sc", "vg_e2", "e2", "vg_err", "vg_fin", "vg_ok", "vg_fac", "vg_prop", "vg_tn",
     "vg_span", "vg_d0", "vg_d1", "vg_d2", "vg_h0", "vg_big", "vg_h1"})
 _PER_STATE = ("vg_n{}", "vg_sc{}", "vg_q{}")
 _DECLARED = re.compile(r"^\s*(?:precise\s+)?\w+\s+([A-Za-z_]\w*)\s*=")
