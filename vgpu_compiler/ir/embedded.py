@@ -20,63 +20,11 @@ Every backend reads these numbers through ``ir.step``; none has its own copy.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-from dataclasses import KW_ONLY, dataclass
 from fractions import Fraction as Fr
 
-from .tableau import Tableau
-
-
-@dataclass(frozen=True)
-class EmbeddedTableau(Tableau):
-    err: tuple[Fr, ...]
-    q: int
-    fsal: bool
-    dense: tuple[tuple[Fr, ...], ...] | None
-    _: KW_ONLY
-    extra: int = 0
-    err2: tuple[Fr, ...] | None = None
-    norm: str = "rms"
-
-    @property
-    def step_stages(self) -> int:
-        """The stages every step computes (the FSAL stage is the last of them)."""
-        return len(self.a) - self.extra
-
-
-@functools.lru_cache(maxsize=None)
-def lean(tab):
-    """``tab`` without its dense-only stages (the same steps; no continuous extension
-    of its own: a kernel without save_at or events never reads it)."""
-    if not isinstance(tab, EmbeddedTableau) or not tab.extra:
-        return tab
-    m = tab.step_stages
-    return dataclasses.replace(tab, a=tab.a[:m], b=tab.b[:m], c=tab.c[:m], err=tab.err[:m],
-                               err2=None if tab.err2 is None else tab.err2[:m],
-                               dense=None, extra=0)
-
-
-def _d(text: str) -> Fr:
-    """A coefficient printed in decimal by its source, exactly as printed."""
-    return Fr(text)
-
-
-def hermite(b: tuple[Fr, ...]) -> tuple[tuple[Fr, ...], ...]:
-    """Cubic Hermite through (y0, f0) and (y1, f1) with y1 = y0 + dt*sum b_s k_s,
-    f0 = k_0 and f1 = k_last (FSAL), in the powers theta, theta^2, theta^3:
-    y(theta) = y0 + dt*[(3 theta^2 - 2 theta^3) B + (theta - 2 theta^2 + theta^3) f0
-                        + (theta^3 - theta^2) f1],  B = sum b_s k_s."""
-    last = len(b) - 1
-    rows = []
-    for s, bs in enumerate(b):
-        row = [Fr(0), 3 * bs, -2 * bs]
-        if s == 0:
-            row = [row[0] + 1, row[1] - 2, row[2] + 1]
-        if s == last:
-            row = [row[0], row[1] - 1, row[2] + 1]
-        rows.append(tuple(row))
-    return tuple(rows)
+from .dop853 import DOP853
+from .pair import EmbeddedTableau, _d, hermite, lean  # noqa: F401  (the form, and its helpers)
+from .verner import VERN7, VERN9
 
 
 # Bogacki & Shampine, "A 3(2) pair of Runge-Kutta formulas", Appl. Math. Lett. 2 (1989)
@@ -181,9 +129,6 @@ TSIT5 = EmbeddedTableau(
            (Fr(0), _d("-27.896526289197287805948263144598643896"),
             _d("65.09189467479367152629021928716553658"), _d("-34.87065786149660974")),
            (Fr(0), Fr(3, 2), Fr(-4), Fr(5, 2))))
-
-from .dop853 import DOP853           # noqa: E402  (they build on EmbeddedTableau above)
-from .verner import VERN7, VERN9     # noqa: E402
 
 ADAPTIVE: dict[str, EmbeddedTableau] = {t.name: t for t in (BS3, DOPRI5, TSIT5, DOP853,
                                                             VERN7, VERN9)}

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction as Fr
 
-from .embedded import EmbeddedTableau
+from .pair import EmbeddedTableau
 
 MAX_STATES = 32             # the n x n matrix of a trajectory lives in registers
 

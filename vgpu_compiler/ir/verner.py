@@ -22,7 +22,7 @@ import re
 from decimal import Decimal, getcontext
 from fractions import Fraction as Fr
 
-from .embedded import EmbeddedTableau, _d
+from .pair import EmbeddedTableau, _d
 
 
 def _sqrt6() -> Fr:
