@@ -453,11 +453,34 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         {
             int vg_m = vg_imin(u_attempts - vg_a, 64);
             int vg_go[VG_W], vg_adv[VG_W], vg_stop[VG_W];  // (ints: the lane loop vectorises)
-            double vg_tsave[VG_W];  // the lane's next save_at time (none: inf)
+            int vg_sstep[VG_W];  // the step holding the lane's next save_at time (where it stops)
+            for (int l = 0; l < VG_W; l++) {
+                vg_sstep[l] = 0x7fffffff;
+            }
+            if (u_nsave > 0 && u_every == 0) {
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_next[l] >= u_nsave) {
+                        continue;
+                    }
+                    const double s = b_save[vg_next[l]];
+                    int n = vg_taken[l];
+                    if (u_dt > 0.0) {  // the first step n >= vg_taken whose end t0 + (n + 1) dt >= s
+                        const double g = (s - u_t0) / u_dt - 1.0;
+                        n = g > (double)u_steps ? u_steps : (g > (double)n ? (int)g : n);
+                        while (n > vg_taken[l] && u_t0 + (double)n * u_dt >= s) {
+                            n--;
+                        }
+                        while (n < u_steps && u_t0 + (double)(n + 1) * u_dt < s) {
+                            n++;
+                        }
+                    }
+                    vg_sstep[l] = n;
+                }
+            }
             int vg_more = 0;
             for (int l = 0; l < VG_W; l++) {
-                vg_tsave[l] = vg_next[l] < u_nsave ? b_save[vg_next[l]] : vg_inf();
                 vg_stop[l] = u_every > 0 ? vg_imin(u_steps, (vg_taken[l] / u_every + 1) * u_every) : u_steps;
+                vg_stop[l] = vg_imin(vg_stop[l], vg_sstep[l]);
                 vg_go[l] = A_act[l] && vg_status[l] == -1 && vg_lstat[l] == 0 && !vg_pend[l] && vg_taken[l] < vg_stop[l];
                 vg_adv[l] = 0;
                 vg_more |= vg_go[l];
@@ -667,8 +690,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         }
                     }
 
-                    // (a save_at time in the step: fixed_events takes it, as a step with an event)
-                    const int vg_hit = ((vg_c & ~vg_prev[l]) != 0) | (vg_tsave[l] <= vg_tn);
+                    const int vg_hit = (vg_c & ~vg_prev[l]) != 0;
                     const int vg_keep = vg_go[l] & !vg_hit;
                     vg_pend[l] |= vg_go[l] & vg_hit;
                     A_s_y[l] = vg_keep ? vg_new0[l] : A_s_y[l];
@@ -687,6 +709,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
             vg_a += vg_q;
             for (int l = 0; l < VG_W; l++) {
+                // at the step holding its next save_at time: fixed_events takes it, as a step with an event
+                vg_pend[l] |= A_act[l] && vg_status[l] == -1 && vg_lstat[l] == 0 && vg_taken[l] >= vg_sstep[l];
                 if (!vg_adv[l]) {
                     continue;
                 }

@@ -219,7 +219,10 @@ void main() {
         if (vg_lstat == 0) {
             int vg_m = min(min(u_attempts - vg_a, 64), u_steps - vg_taken);
             bool vg_sv = u_nsave > 0 && vg_next < u_nsave;  // the next save_at time, if any
-            float vg_tsave = b_save.v[max(min(vg_next, u_nsave - 1), 0)];
+            float vg_tsave = 0.0;
+            if (vg_sv) {
+                vg_tsave = b_save.v[vg_next];
+            }
             if (u_every > 0) {
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }

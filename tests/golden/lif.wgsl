@@ -301,7 +301,10 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
         if (vg_lstat == 0) {
             var vg_m: i32 = min(min(u_attempts - vg_a, 64), u_steps - vg_taken);
             let vg_sv: bool = u_nsave > 0 && vg_next < u_nsave;  // the next save_at time, if any
-            let vg_tsave: f32 = b_save[max(min(vg_next, u_nsave - 1), 0)];
+            var vg_tsave: f32 = 0.0;
+            if (vg_sv) {
+                vg_tsave = b_save[vg_next];
+            }
             if (u_every > 0) {
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }
