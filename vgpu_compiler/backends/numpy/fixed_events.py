@@ -7,7 +7,11 @@ for those rows (``_part``): the step is taken again from its start (the same
 numbers), the event located on its Hermite extension (``ir.events``), the
 events happen, and the rest of the step is a partial step from the event time,
 checked again, until the step ends at ``t0 + (n+1) * dt``. In a partial step
-``dt`` is the partial step's length. Without a basin every trajectory is a row
+``dt`` is the partial step's length, in every stage (``take``). With ``save_at``
+the rows with a save time in step n take that path too: each (partial) step's
+times up to its event (or its end) come from its Hermite extension, at the event
+time itself the state after the events (``_save``); a time a lane never reaches
+(stopped, collapsed) is its final state. Without a basin every trajectory is a row
 of its own (its own event times); in a basin, the basin's step ends at its
 lanes' earliest event. A stopped lane keeps its state (its derivatives are taken
 as zero, so in a basin its stage states, and the coupled values computed from
