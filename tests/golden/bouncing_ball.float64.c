@@ -1005,18 +1005,15 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 double vg_blo[VG_W];
                 double vg_bhi[VG_W];
                 int vg_todo[VG_W];
-                int vg_nleft = vg_non;
                 for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                     vg_blo[vg_j] = 0.0;
                     vg_bhi[vg_j] = 1.0;
                     vg_todo[vg_j] = 1;
                 }
-                // the samples theta = j / 16 first: the bracket is the first sub-interval whose end holds
-                for (int vg_si = 1; vg_nleft > 0 && vg_si < 16; vg_si++) {
+                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                // the first sub-interval whose end holds
+                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (!vg_todo[vg_j]) {
-                            continue;
-                        }
                         const int l = vg_on[vg_j];
                         const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
                         (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
@@ -1068,11 +1065,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
 
-                        if (vg_hold) {
+                        if (vg_hold && vg_todo[vg_j]) {
                             vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
                             vg_bhi[vg_j] = vg_mid;
                             vg_todo[vg_j] = 0;
-                            vg_nleft--;
                         }
                     }
                 }
@@ -1161,18 +1157,15 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 double vg_blo[VG_W];
                 double vg_bhi[VG_W];
                 int vg_todo[VG_W];
-                int vg_nleft = vg_non;
                 for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                     vg_blo[vg_j] = 0.0;
                     vg_bhi[vg_j] = 1.0;
                     vg_todo[vg_j] = 1;
                 }
-                // the samples theta = j / 16 first: the bracket is the first sub-interval whose end holds
-                for (int vg_si = 1; vg_nleft > 0 && vg_si < 16; vg_si++) {
+                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                // the first sub-interval whose end holds
+                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (!vg_todo[vg_j]) {
-                            continue;
-                        }
                         const int l = vg_on[vg_j];
                         const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
                         (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
@@ -1224,11 +1217,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
 
-                        if (vg_hold) {
+                        if (vg_hold && vg_todo[vg_j]) {
                             vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
                             vg_bhi[vg_j] = vg_mid;
                             vg_todo[vg_j] = 0;
-                            vg_nleft--;
                         }
                     }
                 }

@@ -547,7 +547,9 @@ void main() {
                 if ((vg_trig & 1) != 0) {
                     float vg_lo = float(15) * 0.0625;
                     float vg_hi = 1.0;
-                    for (int vg_si = 1; vg_si < 16; vg_si++) {  // the first sample theta = j / 16 that holds
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
                         float vg_mid = float(vg_si) * 0.0625;
                         float tt = t_n + vg_mid * u_dt;
                         float q_y = s_y;
@@ -578,10 +580,9 @@ void main() {
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
                         }
-                        if (vg_hold) {
+                        if (vg_hold && vg_hi == 1.0) {
                             vg_lo = float(vg_si - 1) * 0.0625;
                             vg_hi = vg_mid;
-                            break;
                         }
                     }
                     for (int vg_b = 0; vg_b < 17; vg_b++) {
@@ -629,7 +630,9 @@ void main() {
                 if ((vg_trig & 2) != 0) {
                     float vg_lo = float(15) * 0.0625;
                     float vg_hi = 1.0;
-                    for (int vg_si = 1; vg_si < 16; vg_si++) {  // the first sample theta = j / 16 that holds
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
                         float vg_mid = float(vg_si) * 0.0625;
                         float tt = t_n + vg_mid * u_dt;
                         float q_y = s_y;
@@ -660,10 +663,9 @@ void main() {
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
                         }
-                        if (vg_hold) {
+                        if (vg_hold && vg_hi == 1.0) {
                             vg_lo = float(vg_si - 1) * 0.0625;
                             vg_hi = vg_mid;
-                            break;
                         }
                     }
                     for (int vg_b = 0; vg_b < 17; vg_b++) {

@@ -878,18 +878,15 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 float vg_blo[VG_W];
                 float vg_bhi[VG_W];
                 int vg_todo[VG_W];
-                int vg_nleft = vg_non;
                 for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                     vg_blo[vg_j] = 0.0f;
                     vg_bhi[vg_j] = 1.0f;
                     vg_todo[vg_j] = 1;
                 }
-                // the samples theta = j / 16 first: the bracket is the first sub-interval whose end holds
-                for (int vg_si = 1; vg_nleft > 0 && vg_si < 16; vg_si++) {
+                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                // the first sub-interval whose end holds
+                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (!vg_todo[vg_j]) {
-                            continue;
-                        }
                         const int l = vg_on[vg_j];
                         const float t_n = vg_ts[l]; const float u_dt = vg_use[l]; const float vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
                         (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
@@ -922,11 +919,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
 
-                        if (vg_hold) {
+                        if (vg_hold && vg_todo[vg_j]) {
                             vg_blo[vg_j] = (float)(vg_si - 1) * 0.0625f;
                             vg_bhi[vg_j] = vg_mid;
                             vg_todo[vg_j] = 0;
-                            vg_nleft--;
                         }
                     }
                 }

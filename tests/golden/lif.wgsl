@@ -556,7 +556,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 if ((vg_trig & 1) != 0) {
                     var vg_lo: f32 = f32(15) * 0.0625;
                     var vg_hi: f32 = 1.0;
-                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {  // the first sample theta = j / 16 that holds
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
                         let vg_mid: f32 = f32(vg_si) * 0.0625;
                         let tt: f32 = t_n + vg_mid * u_dt;
                         var q_v: f32 = s_v;
@@ -575,10 +577,9 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         if (vg_active) {
                             vg_hold = q_v > 1.0;  // line 23
                         }
-                        if (vg_hold) {
+                        if (vg_hold && vg_hi == 1.0) {
                             vg_lo = f32(vg_si - 1) * 0.0625;
                             vg_hi = vg_mid;
-                            break;
                         }
                     }
                     for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {

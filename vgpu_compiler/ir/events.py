@@ -31,8 +31,8 @@ from .tableau import Tableau
 BRACKET = {"float32": 2.0 ** -20, "float64": 2.0 ** -40}
 # halvings of [0, 1] until its width is narrower than BRACKET: 2^-21 < 2^-20
 BISECTIONS = {"float32": 21, "float64": 41}
-# Before bisecting, the extension is sampled at theta = j / SAMPLES (j = 1 .. SAMPLES - 1;
-# theta = 1 holds, or the condition would not have triggered): bisection then starts on
+# Before bisecting, the condition is evaluated at every theta = j / SAMPLES (j = 1 ..
+# SAMPLES - 1; theta = 1 holds, or it would not have triggered): bisection then starts on
 # the first sub-interval whose end holds, [(j - 1) / SAMPLES, j / SAMPLES], and takes
 # BISECTIONS - SAMPLE_HALVINGS halvings, so the bracket ends as narrow as before and a
 # condition that changes once in the step gives exactly the plain bisection's theta.

@@ -100,9 +100,9 @@ class Tracker:
         return earliest, thetas
 
     def _bisect(self, run, interp, e: int, hit, t_s, h_len, step):
-        """theta of the first crossing the samples see (ir.events.SAMPLES): the first
-        sample j / SAMPLES where the condition holds (1 if none before), then bisection
-        of [(j - 1) / SAMPLES, j / SAMPLES]."""
+        """theta of the first crossing the samples see (ir.events.SAMPLES): the condition
+        at every sample j / SAMPLES, the first where it holds (1 if none before) giving
+        the bracket [(j - 1) / SAMPLES, j / SAMPLES], then bisection of it."""
         d = run.dtype.type
         shape = run.layout.shape
         lo, hi = np.zeros(shape, run.dtype), np.ones(shape, run.dtype)
@@ -114,10 +114,8 @@ class Tracker:
             return lanes & np.broadcast_to(cond, shape)
 
         todo = hit.copy()
-        for j in range(1, SAMPLES):
-            if not todo.any():
-                break
-            now = holds(np.full(shape, d(j / SAMPLES), run.dtype), todo)
+        for j in range(1, SAMPLES):     # (every sample on every lane of hit, as the kernels)
+            now = holds(np.full(shape, d(j / SAMPLES), run.dtype), hit) & todo
             hi = np.where(now, d(j / SAMPLES), hi)
             lo = np.where(now, d((j - 1) / SAMPLES), lo)
             todo &= ~now
