@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.errors import BackendError, StatusWarning, VgpuError
+from vgpu_compiler.errors import StatusWarning, VgpuError
 
 from event_fields import ball, bounce_times, lif, lif_count
 
@@ -248,16 +248,6 @@ def test_flux_index_out_of_range_in_when_is_an_error(cpu):
     assert "H" in str(errors[1])
     ok = vgpu.solve(src.replace("i + 2", "i"), dims={"N": 3}, backend="cpu")
     np.testing.assert_array_equal(ok.outputs["H"], [1, 1, 1])
-
-
-def test_cpu_refuses_what_it_lacks(cpu):
-    """save_at with events for a fixed-step method: refused (as by the reference)."""
-    with pytest.raises(BackendError, match="cpu backend has no save_at with events for a fixed"):
-        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="cpu",
-                   save_at=np.array([0.05]))
-    with pytest.raises(BackendError, match="save_at with events needs an adaptive method"):
-        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="numpy",
-                   save_at=np.array([0.05]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

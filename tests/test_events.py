@@ -293,7 +293,7 @@ def test_save_every_with_events():
 
 def test_save_at_with_events():
     """Adaptive: the saved states come from the extension inside each step, up to the
-    event; fixed-step methods refuse save_at with events (not there yet)."""
+    event (fixed steps: test_fixed_save_at_events.py)."""
     times = np.linspace(0, 3, 31)
     sol = run(ball("dopri5(t1 = 3, rtol = 1e-9, atol = 1e-12)"), np.array([1.0]),
               save_at=times)
@@ -301,5 +301,3 @@ def test_save_at_with_events():
     before = times < t1
     np.testing.assert_allclose(sol.history[before, 0, 0], 1 - 9.81 / 2 * times[before] ** 2,
                                atol=1e-8)
-    with pytest.raises(vgpu.VgpuError, match="save_at with events"):
-        run(ball("rk4(dt = 0.01, steps = 100)"), np.array([1.0]), save_at=times[:5] / 10)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.errors import BackendError, StatusWarning
+from vgpu_compiler.errors import StatusWarning
 
 from event_fields import ball, bounce_times, lif, lif_count
 
@@ -111,12 +111,6 @@ def test_coupled_basin_with_stops_glsl(glsl):
     np.testing.assert_allclose(got.t, ref.t, atol=1e-12)
     np.testing.assert_allclose(got.states, ref.states, atol=1e-12)
     np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
-
-
-def test_glsl_refuses_what_it_lacks(glsl):
-    with pytest.raises(BackendError, match="save_at with events needs an adaptive method"):
-        vgpu.solve(ball("rk4(dt = 0.01, steps = 10)"), np.ones(2), backend="glsl",
-                   save_at=[0.05])
 
 
 def test_events_glsl_many_dispatches(glsl):

@@ -306,6 +306,11 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
         }
         if (vg_lstat == 0) {
             var vg_m: i32 = min(min(u_attempts - vg_a, 64), u_steps - vg_taken);
+            let vg_sv: bool = u_nsave > 0 && vg_next < u_nsave;  // the next save_at time, if any
+            var vg_tsave: f32 = 0.0;
+            if (vg_sv) {
+                vg_tsave = b_save[vg_next];
+            }
             if (u_every > 0) {
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }
@@ -396,7 +401,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         }
                     }
                 }
-                if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                     k0_y = vg_f0;
                     k0_v = vg_f1;
                     break;
@@ -495,7 +500,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                             }
                         }
                     }
-                    if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                         k0_y = vg_f0;
                         k0_v = vg_f1;
                         break;
@@ -598,6 +603,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k0_v = 0.0;
                 }
             }
+            let vg_y0: f32 = s_y;
+            let vg_y1: f32 = s_v;
             // --- events: every condition at the step's end ---
             var vg_cend: i32 = 0;
             {
@@ -627,13 +634,51 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             var vg_moved: bool = vg_trig != 0;
             var vg_atend: bool = true;
             if (vg_moved) {
-                // each condition that went false -> true: bisection on the step's extension
+                // each condition that went false -> true: samples, then bisection on the step's extension
                 var vg_th: f32 = 2.0;
                 var vg_efirst: i32 = -1;
                 if ((vg_trig & 1) != 0) {
-                    var vg_lo: f32 = 0.0;
+                    var vg_lo: f32 = f32(15) * 0.0625;
                     var vg_hi: f32 = 1.0;
-                    for (var vg_b: i32 = 0; vg_b < 21; vg_b++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
+                        let vg_mid: f32 = f32(vg_si) * 0.0625;
+                        let tt: f32 = t_n + vg_mid * u_dt;
+                        var q_y: f32 = s_y;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            q_y = s_y + u_dt * acc;
+                        }
+                        var q_v: f32 = s_v;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+                        var vg_hold: bool = false;
+                        if (vg_active) {
+                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                        }
+                        if (vg_hold && vg_hi == 1.0) {
+                            vg_lo = f32(vg_si - 1) * 0.0625;
+                            vg_hi = vg_mid;
+                        }
+                    }
+                    for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
                         let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
                         let tt: f32 = t_n + vg_mid * u_dt;
                         var q_y: f32 = s_y;
@@ -676,9 +721,47 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     }
                 }
                 if ((vg_trig & 2) != 0) {
-                    var vg_lo: f32 = 0.0;
+                    var vg_lo: f32 = f32(15) * 0.0625;
                     var vg_hi: f32 = 1.0;
-                    for (var vg_b: i32 = 0; vg_b < 21; vg_b++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
+                        let vg_mid: f32 = f32(vg_si) * 0.0625;
+                        let tt: f32 = t_n + vg_mid * u_dt;
+                        var q_y: f32 = s_y;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            q_y = s_y + u_dt * acc;
+                        }
+                        var q_v: f32 = s_v;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+                        var vg_hold: bool = false;
+                        if (vg_active) {
+                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                        }
+                        if (vg_hold && vg_hi == 1.0) {
+                            vg_lo = f32(vg_si - 1) * 0.0625;
+                            vg_hi = vg_mid;
+                        }
+                    }
+                    for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
                         let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
                         let tt: f32 = t_n + vg_mid * u_dt;
                         var q_y: f32 = s_y;
@@ -856,6 +939,40 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_t = vg_tev;
             } else {
                 vg_prev = select(vg_prev, vg_cend, vg_active);
+            }
+            if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+                let vg_tup: f32 = select(vg_tn, vg_t, vg_moved);
+                while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tup) {
+                    let vg_s: f32 = b_save[vg_next];
+                    let theta: f32 = (vg_s - t_n) / u_dt;
+                    {
+                        var acc: f32 = 0.0;
+                        var pw: f32 = 1.0;
+                        pw = pw * theta;
+                        acc = acc + pw * (vg_f0);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                        let vg_last: f32 = select(vg_n0, s_y, vg_moved);
+                        let vg_v: f32 = select(vg_y0 + u_dt * acc, vg_n0, theta == 1.0);
+                        b_hist[(vg_next * 2 + 0) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
+                    }
+                    {
+                        var acc: f32 = 0.0;
+                        var pw: f32 = 1.0;
+                        pw = pw * theta;
+                        acc = acc + pw * (vg_f1);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                        let vg_last: f32 = select(vg_n1, s_v, vg_moved);
+                        let vg_v: f32 = select(vg_y1 + u_dt * acc, vg_n1, theta == 1.0);
+                        b_hist[(vg_next * 2 + 1) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
+                    }
+                    vg_next++;
+                }
             }
             var vg_stepped: bool = true;
             if (vg_moved) {

@@ -333,6 +333,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     float vg_ts[VG_W], vg_tend[VG_W];
     bool vg_run[VG_W], vg_stepped[VG_W];
+    bool vg_was[VG_W];  // save_at: running and not stopped at the step's start (its state)
+    float vg_ys0[VG_W];
     int vg_pend[VG_W];  // the next step has an event: fixed_events takes it (fixed_lean)
     for (int l = 0; l < VG_W; l++) {
         vg_pend[l] = 0;
@@ -486,9 +488,34 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         {
             int vg_m = vg_imin(u_attempts - vg_a, 64);
             int vg_go[VG_W], vg_adv[VG_W], vg_stop[VG_W];  // (ints: the lane loop vectorises)
+            int vg_sstep[VG_W];  // the step holding the lane's next save_at time (where it stops)
+            for (int l = 0; l < VG_W; l++) {
+                vg_sstep[l] = 0x7fffffff;
+            }
+            if (u_nsave > 0 && u_every == 0) {
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_next[l] >= u_nsave) {
+                        continue;
+                    }
+                    const float s = b_save[vg_next[l]];
+                    int n = vg_taken[l];
+                    if (u_dt > 0.0f) {  // the first step n >= vg_taken whose end t0 + (n + 1) dt >= s
+                        const float g = (s - u_t0) / u_dt - 1.0f;
+                        n = g > (float)u_steps ? u_steps : (g > (float)n ? (int)g : n);
+                        while (n > vg_taken[l] && u_t0 + (float)n * u_dt >= s) {
+                            n--;
+                        }
+                        while (n < u_steps && u_t0 + (float)(n + 1) * u_dt < s) {
+                            n++;
+                        }
+                    }
+                    vg_sstep[l] = n;
+                }
+            }
             int vg_more = 0;
             for (int l = 0; l < VG_W; l++) {
                 vg_stop[l] = u_every > 0 ? vg_imin(u_steps, (vg_taken[l] / u_every + 1) * u_every) : u_steps;
+                vg_stop[l] = vg_imin(vg_stop[l], vg_sstep[l]);
                 vg_go[l] = A_act[l] && vg_status[l] == -1 && vg_lstat[l] == 0 && !vg_pend[l] && vg_taken[l] < vg_stop[l];
                 vg_adv[l] = 0;
                 vg_more |= vg_go[l];
@@ -658,6 +685,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
             vg_a += vg_q;
             for (int l = 0; l < VG_W; l++) {
+                // at the step holding its next save_at time: fixed_events takes it, as a step with an event
+                vg_pend[l] |= A_act[l] && vg_status[l] == -1 && vg_lstat[l] == 0 && vg_taken[l] >= vg_sstep[l];
                 if (!vg_adv[l]) {
                     continue;
                 }
@@ -692,6 +721,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             if (vg_again[l] == 0) {
                 vg_instep[l] = 0;
             }
+            vg_was[l] = A_act[l] && vg_lstat[l] == 0;
+            vg_ys0[l] = A_s_v[l];
         }
         {
             const float u_dt = vg_use[0];  // the step, or the rest of it (lane 0's in a basin)
@@ -871,7 +902,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 }
             }
         } else {
-            // each condition that went false -> true: bisection on the step's extension. Per event,
+            // each condition that went false -> true: samples, then bisection on the step's extension. Per event,
             // the iterations outside and its lanes inside: each lane's bracket is one dependency
             // chain, so the lanes' chains interleave instead of running one after another (each
             // lane does the same arithmetic in the same order as alone)
@@ -890,11 +921,61 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 }
                 float vg_blo[VG_W];
                 float vg_bhi[VG_W];
+                int vg_todo[VG_W];
                 for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                     vg_blo[vg_j] = 0.0f;
                     vg_bhi[vg_j] = 1.0f;
+                    vg_todo[vg_j] = 1;
                 }
-                for (int vg_bi = 0; vg_non > 0 && vg_bi < 21; vg_bi++) {
+                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                // the first sub-interval whose end holds
+                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        const float t_n = vg_ts[l]; const float u_dt = vg_use[l]; const float vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
+                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                        float s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const float k0_v = A_k0_v[l];
+                        const float k1_v = A_k1_v[l];
+                        const float k2_v = A_k2_v[l];
+                        const float k3_v = A_k3_v[l];
+
+                        const float vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
+
+                        const float vg_mid = (float)vg_si * 0.0625f;
+                        const float tt = t_n + vg_mid * u_dt;
+                        (void)tt;
+                        float q_v = s_v;
+                        {
+                            float acc = 0.0f;
+                            float pw = 1.0f;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5f) * vg_f0 + k1_v + k2_v + 0.5f * k3_v + (-1.0f) * k0_v);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667f * vg_f0 + (-0.6666667f) * k1_v + (-0.6666667f) * k2_v + (-0.33333334f) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+
+                        bool vg_hold = false;
+                        vg_hold = q_v > 1.0f;  // line 23
+
+                        if (vg_hold && vg_todo[vg_j]) {
+                            vg_blo[vg_j] = (float)(vg_si - 1) * 0.0625f;
+                            vg_bhi[vg_j] = vg_mid;
+                            vg_todo[vg_j] = 0;
+                        }
+                    }
+                }
+                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                    if (vg_todo[vg_j]) {
+                        vg_blo[vg_j] = (float)(16 - 1) * 0.0625f;
+                    }
+                }
+                for (int vg_bi = 0; vg_non > 0 && vg_bi < 17; vg_bi++) {
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                         const int l = vg_on[vg_j];
                         const float t_n = vg_ts[l]; const float u_dt = vg_use[l]; const float vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
@@ -1076,6 +1157,44 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_stepped[l] = true;
             }
         }
+        if (u_nsave > 0) {
+            for (int l = 0; l < VG_W; l++) {
+                if (!(vg_run[l] && vg_was[l])) {
+                    continue;
+                }
+                const float t_n = vg_ts[l];
+                const float u_dt = vg_use[l];
+                const float vg_tup = vg_moved[l] ? vg_t[l] : vg_tend[l];
+                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tup) {
+                    const float vg_s = b_save[vg_next[l]];
+                    const float theta = (vg_s - t_n) / u_dt;
+                    float s_v = A_s_v[l];
+                    const int g_i = A_g_i[l];
+                    const float k0_v = A_k0_v[l];
+                    const float k1_v = A_k1_v[l];
+                    const float k2_v = A_k2_v[l];
+                    const float k3_v = A_k3_v[l];
+
+                    const float vg_f0 = A_vg_f0[l];
+                    (void)vg_f0;
+
+                    {
+                        float acc = 0.0f;
+                        float pw = 1.0f;
+                        pw = pw * theta;
+                        acc = acc + pw * (vg_f0);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-1.5f) * vg_f0 + k1_v + k2_v + 0.5f * k3_v + (-1.0f) * k0_v);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6666667f * vg_f0 + (-0.6666667f) * k1_v + (-0.6666667f) * k2_v + (-0.33333334f) * k3_v + k0_v);
+                        const float vg_v = theta == 1.0f ? vg_new0[l] : vg_ys0[l] + u_dt * acc;
+                        b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = vg_s == vg_tup ? A_s_v[l] : vg_v;
+                    }
+                    vg_next[l]++;
+                }
+            }
+        }
+
         {  // F at the state after the events: the next step's stage 0
             bool vg_anym = false;
             for (int l = 0; l < VG_W; l++) {

@@ -218,6 +218,11 @@ void main() {
         }
         if (vg_lstat == 0) {
             int vg_m = min(min(u_attempts - vg_a, 64), u_steps - vg_taken);
+            bool vg_sv = u_nsave > 0 && vg_next < u_nsave;  // the next save_at time, if any
+            float vg_tsave = 0.0;
+            if (vg_sv) {
+                vg_tsave = b_save.v[vg_next];
+            }
             if (u_every > 0) {
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }
@@ -284,7 +289,7 @@ void main() {
                         }
                     }
                 }
-                if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                     k0_v = vg_f0;
                     break;
                 }
@@ -357,7 +362,7 @@ void main() {
                             }
                         }
                     }
-                    if ((vg_cend & ~vg_prev) != 0) {  // an event in this step: fixed_events takes it
+                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                         k0_v = vg_f0;
                         break;
                     }
@@ -443,6 +448,7 @@ void main() {
                     k0_v = 0.0;
                 }
             }
+            float vg_y0 = s_v;
             // --- events: every condition at the step's end ---
             int vg_cend = 0;
             {
@@ -462,13 +468,39 @@ void main() {
             bool vg_moved = vg_trig != 0;
             bool vg_atend = true;
             if (vg_moved) {
-                // each condition that went false -> true: bisection on the step's extension
+                // each condition that went false -> true: samples, then bisection on the step's extension
                 float vg_th = 2.0;
                 int vg_first = -1;
                 if ((vg_trig & 1) != 0) {
-                    float vg_lo = 0.0;
+                    float vg_lo = float(15) * 0.0625;
                     float vg_hi = 1.0;
-                    for (int vg_b = 0; vg_b < 21; vg_b++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
+                        float vg_mid = float(vg_si) * 0.0625;
+                        float tt = t_n + vg_mid * u_dt;
+                        float q_v = s_v;
+                        {
+                            precise float acc = 0.0;
+                            precise float pw = 1.0;
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * vg_mid;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+                        bool vg_hold = false;
+                        if (vg_active) {
+                            vg_hold = q_v > 1.0;  // line 23
+                        }
+                        if (vg_hold && vg_hi == 1.0) {
+                            vg_lo = float(vg_si - 1) * 0.0625;
+                            vg_hi = vg_mid;
+                        }
+                    }
+                    for (int vg_b = 0; vg_b < 17; vg_b++) {
                         float vg_mid = (vg_lo + vg_hi) * 0.5;
                         float tt = t_n + vg_mid * u_dt;
                         float q_v = s_v;
@@ -583,6 +615,27 @@ void main() {
                 vg_t = vg_tev;
             } else {
                 vg_prev = vg_active ? vg_cend : vg_prev;
+            }
+            if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+                float vg_tup = vg_moved ? vg_t : vg_tn;
+                while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_tup) {
+                    float vg_s = b_save.v[vg_next];
+                    float theta = (vg_s - t_n) / u_dt;
+                    {
+                        precise float acc = 0.0;
+                        precise float pw = 1.0;
+                        pw = pw * theta;
+                        acc = acc + pw * (vg_f0);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-1.5) * vg_f0 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                        float vg_last = vg_moved ? s_v : vg_n0;
+                        float vg_v = theta == 1.0 ? vg_n0 : vg_y0 + u_dt * acc;
+                        b_hist.v[(vg_next * 1 + 0) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
+                    }
+                    vg_next++;
+                }
             }
             bool vg_stepped = true;
             if (vg_moved) {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
-from ...errors import BackendError
 from ..shader.adaptive_host import lean_field
 from .adaptive_run import AdaptiveCall
 from .kernel import CpuKernel, kernel
@@ -13,8 +12,6 @@ from .runner import _Call
 
 def run(prepared, data, progress: Progress = None) -> Solution:
     t = prepared.template
-    if t.field.events:
-        check_events(t)
     stepped = t.adaptive is not None or t.save_at is not None or bool(t.field.events)
     bound = prepared.bound(data)
     # a call without save_at or events runs without the dense-only stages (dop853, vern7,
@@ -24,17 +21,6 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
         return AdaptiveCall(k, bound).solve(progress)
     return _Call(k, bound).solve(progress)
-
-
-def check_events(t) -> None:
-    """What the cpu backend's events do not cover beside shader/events.check: a
-    BackendError naming it."""
-    f = t.field
-    if t.save_at is not None and t.adaptive is None:
-        raise BackendError(f"the cpu backend has no save_at with events for a fixed-step "
-                           f"method (nor has the reference: use save_every, or an adaptive "
-                           f"method) (field `{f.name}`); use backend='numpy'",
-                           span=f.events[0].span)
 
 
 def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False) -> CpuKernel:

@@ -40,7 +40,6 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at (its field's
     ``solver.dense`` variant: a kernel of its own, keyed apart)."""
     bound = prepared.bound(data)
-    host.refuse_fixed_save_at(bound, "GLSL")
     bound = host.kernel_field(bound)
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")

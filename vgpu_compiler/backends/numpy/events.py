@@ -10,8 +10,8 @@ on the rows that have an event in a step:
 
 - ``conditions``: every condition on a state (no coupled values: events may not
   read them);
-- ``locate``: per lane and triggered condition, the bisection on the step's
-  continuous extension (``ir.events``); per row (a basin), the earliest;
+- ``locate``: per lane and triggered condition, the samples and then the bisection
+  on the step's continuous extension (``ir.events``); per row (a basin), the earliest;
 - ``happen``: at the located time, the earliest event of each lane that has it,
   then one pass over every condition in written order (a condition that was
   false before and holds now fires, seeing the assignments before it), the
@@ -26,7 +26,7 @@ import numpy as np
 
 from ...ir import controller as C
 from ...ir.evaluate import INT, Frame, check_index
-from ...ir.events import BISECTIONS, MAX_PER_STEP
+from ...ir.events import BISECTIONS, MAX_PER_STEP, SAMPLE_HALVINGS, SAMPLES
 from .interpreter import StageContext
 
 
@@ -101,17 +101,31 @@ class Tracker:
         return earliest, thetas
 
     def _bisect(self, run, interp, e: int, hit, t_s, h_len, step):
+        """theta of the first crossing the samples see (ir.events.SAMPLES): the condition
+        at every sample j / SAMPLES, the first where it holds (1 if none before) giving
+        the bracket [(j - 1) / SAMPLES, j / SAMPLES], then bisection of it."""
         d = run.dtype.type
         shape = run.layout.shape
         lo, hi = np.zeros(shape, run.dtype), np.ones(shape, run.dtype)
         schedule = run.schedule(("event", e), [self.events[e].cond])
+
+        def holds(theta, lanes):
+            y = interp(theta)
+            cond = self.frame(run, y, t_s + theta * h_len, step).run(schedule, lanes)[0]
+            return lanes & np.broadcast_to(cond, shape)
+
+        todo = hit.copy()
+        for j in range(1, SAMPLES):     # (every sample on every lane of hit, as the kernels)
+            now = holds(np.full(shape, d(j / SAMPLES), run.dtype), hit) & todo
+            hi = np.where(now, d(j / SAMPLES), hi)
+            lo = np.where(now, d((j - 1) / SAMPLES), lo)
+            todo &= ~now
+        lo = np.where(todo, d((SAMPLES - 1) / SAMPLES), lo)
         half = d(0.5)
-        for _ in range(self.bisections):
+        for _ in range(self.bisections - SAMPLE_HALVINGS):
             mid = (lo + hi) * half
-            y = interp(mid)
-            cond = self.frame(run, y, t_s + mid * h_len, step).run(schedule, hit)[0]
-            cond = np.broadcast_to(cond, shape)
-            hi = np.where(hit & cond, mid, hi)
+            cond = holds(mid, hit)
+            hi = np.where(cond, mid, hi)
             lo = np.where(hit & ~cond, mid, lo)
         return hi
 

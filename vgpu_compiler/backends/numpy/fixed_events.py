@@ -7,7 +7,11 @@ for those rows (``_part``): the step is taken again from its start (the same
 numbers), the event located on its Hermite extension (``ir.events``), the
 events happen, and the rest of the step is a partial step from the event time,
 checked again, until the step ends at ``t0 + (n+1) * dt``. In a partial step
-``dt`` is the partial step's length. Without a basin every trajectory is a row
+``dt`` is the partial step's length, in every stage (``take``). With ``save_at``
+the rows with a save time in step n take that path too: each (partial) step's
+times up to its event (or its end) come from its Hermite extension, at the event
+time itself the state after the events (``_save``); a time a lane never reaches
+(stopped, collapsed) is its final state. Without a basin every trajectory is a row
 of its own (its own event times); in a basin, the basin's step ends at its
 lanes' earliest event. A stopped lane keeps its state (its derivatives are taken
 as zero, so in a basin its stage states, and the coupled values computed from
@@ -51,6 +55,12 @@ class EventRun(_Run):
         self.tracker = Tracker(self, self.outputs_at_events)
         self.frozen = None          # lanes whose derivatives are zero (stopped)
         self.final_t = None
+        self.saves = None           # save_at: the times, the history, each lane's next
+        if bound.save_at is not None:
+            self.saves = bound.save_at.astype(self.dtype)
+            self.hist = np.zeros((len(self.saves), len(f.states)) + self.layout.shape,
+                                 self.dtype)
+            self.next_save = np.zeros(self.layout.shape, np.int64)
 
     def derivs(self, h: list, t, step, mask, stage: int) -> list:
         ks = super().derivs(h, t, step, mask, stage)
@@ -66,8 +76,11 @@ class EventRun(_Run):
 
     # --- a step from t_s of length h_len (arrays) on this run's layout -------------------
     def take(self, y: list, t_s, h_len, n: int, mask) -> tuple[list, list]:
-        """(the stages' k, each on every lane, the end state) of one step."""
+        """(the stages' k, each on every lane, the end state) of one step of length
+        h_len: ``dt`` (as the field reads it) is h_len in every stage, so the values kept
+        for the run that read dt (``fixed``) are computed again for it."""
         self.dt = self.dt_0d = h_len
+        self.fixed = {}
         step = INT.type(n)
         ks: list = []
         for st in self.program.stages:
@@ -99,6 +112,9 @@ class EventRun(_Run):
         lanes = self.lanes = tr.fresh(self)
         t0 = self.time(0)
         lanes["prev"] = [c.copy() for c in tr.conditions(self, h, t0, INT.type(0), lay.active)]
+        if self.saves is not None:      # save_at times at t0: the start
+            self._save(lay.active, lambda theta: h, t0, self.dtype.type(1), t0, h, self.next_save,
+                       self.hist)
         running = np.ones(lay.shape[0], bool)       # rows (basins) not collapsed
         taken = np.zeros(lay.shape, INT)
         history = [h] if every else []
@@ -119,6 +135,8 @@ class EventRun(_Run):
             for x in trig:
                 hit |= x
             ev_rows = hit.any(axis=1) & live_rows
+            if self.saves is not None:      # a save_at time in the step: taken there too
+                ev_rows |= self._due(t_end, mask & ~lanes["frozen"]).any(axis=1)
             plain = (col & ~ev_rows[:, None]) & ~lanes["frozen"]
             h_start = h
             h = [np.where(plain, a, b) for a, b in zip(new, h)]
@@ -157,12 +175,16 @@ class EventRun(_Run):
 
     def _events_in_step(self, rows: np.ndarray, h_start: list, h: list, n: int) -> list:
         """Step n again for these rows, with its events: located, happening, and the
-        rest of the step after each; the results written back into h and the lanes."""
+        rest of the step after each; the save_at times in each (partial) step, up to its
+        event; the results written back into h and the lanes."""
         tr, d = self.tracker, self.dtype.type
         part = self._part(rows)
         lanes = tr.take(self.lanes, rows)
         lanes["in_step"][:] = 0
         shape = part.layout.shape
+        saving = self.saves is not None
+        if saving:
+            next_save, hist = self.next_save[rows], self.hist[:, :, rows]
         t_end = np.full(shape, self.time(n + 1), self.dtype)
         t_s = np.full(shape, self.time(n), self.dtype)
         h_len = np.full(shape, d(self.bound.dt), self.dtype)
@@ -183,16 +205,22 @@ class EventRun(_Run):
                 hit |= x
             here = mask & hit.any(axis=1, keepdims=True)
             done = mask & ~here
+            live = mask & ~lanes["frozen"]      # (before this part's events)
+            due = saving and self._due(t_end, live, next_save).any()
+            y_start = y
             y = [np.where(done & ~lanes["frozen"], a, b) for a, b in zip(y1, y)]
             for e in range(len(tr.events)):
                 lanes["prev"][e] = np.where(done, ends[e], lanes["prev"][e])
             pending &= ~done
-            if not here.any():
+            if not here.any() and not due:
                 continue
             if self.end_slope:
                 ks = ks + [[x.copy() if np.shape(x) == shape else part.full(x) for x in
                             part.derivs(y1, t_end, step, mask, 0)]]
-            interp = interpolant(part, self.dense, y, ks, h_len, y1)
+            interp = interpolant(part, self.dense, y_start, ks, h_len, y1)
+            if not here.any():
+                self._save(live, interp, t_s, h_len, t_end, y, next_save, hist)
+                continue
             earliest, thetas = tr.locate(part, interp, trig, t_s, h_len, step, self.basin)
             earliest = np.broadcast_to(earliest, shape)
             at_end = earliest == 1
@@ -201,16 +229,47 @@ class EventRun(_Run):
             y_ev = [np.where(lanes["frozen"], a, b) for a, b in zip(y, y_ev)]
             y_after = tr.happen(part, lanes, y_ev, t_ev, step, thetas, earliest, here)
             y = [np.where(here, a, b) for a, b in zip(y_after, y)]
+            if saving:      # up to the event (there: the state after it), or the step's end
+                self._save(live, interp, t_s, h_len, np.where(here, t_ev, t_end), y,
+                           next_save, hist)
             finished = here & (at_end | lanes["frozen"])
             pending &= ~finished
             moving = here & ~finished
             t_s = np.where(moving, t_ev, t_s)
             h_len = np.where(moving, t_end - t_ev, h_len).astype(self.dtype)
         tr.put(self.lanes, rows, lanes)
+        if saving:
+            self.next_save[rows], self.hist[:, :, rows] = next_save, hist
         out = [x.copy() for x in h]
         for whole, sub in zip(out, y):
             whole[rows] = sub
         return out
+
+    # --- save_at ---------------------------------------------------------------------------
+    def _due(self, t_up, lanes, next_save=None) -> np.ndarray:
+        """The lanes (of ``lanes``) with a save_at time at or before t_up still to save."""
+        nxt = self.next_save if next_save is None else next_save
+        n_save = len(self.saves)
+        return lanes & (nxt < n_save) & (self.saves[np.minimum(nxt, n_save - 1)] <= t_up)
+
+    def _save(self, lanes, interp, t_s, h_len, t_up, y_up: list, next_save, hist) -> None:
+        """The save_at times in (the last saved, t_up] of the lanes ``lanes``, from the
+        (partial) step from t_s of length h_len: ``interp`` at theta = (s - t_s) / h_len,
+        at t_up itself the state ``y_up`` (after that time's events)."""
+        n_save = len(self.saves)
+        while True:
+            due = self._due(t_up, lanes, next_save)
+            if not due.any():
+                return
+            s = self.saves[np.minimum(next_save, n_save - 1)]
+            theta = np.where(due, (s - t_s) / h_len, 1).astype(self.dtype)
+            y = interp(theta)
+            at_up = s == t_up
+            where = np.nonzero(due)
+            for i in range(len(y_up)):
+                value = np.where(at_up, y_up[i], np.broadcast_to(y[i], due.shape))
+                hist[next_save[where], i, where[0], where[1]] = value[where]
+            next_save += due
 
     def solve(self) -> Solution:
         lay = self.layout
@@ -228,6 +287,15 @@ class EventRun(_Run):
         sol.event_counts = np.stack([lay.to_grid(c) for c in lanes["counts"]], axis=-1) \
             if self.tracker.n_when else np.zeros(self.bound.grid_shape + (0,), np.int32)
         sol.event_counts = sol.event_counts.astype(np.int32)
+        if self.saves is not None:      # not reached (stopped, collapsed): the final state
+            for j in range(len(self.saves)):
+                late = self.next_save <= j
+                for i in range(len(h)):
+                    self.hist[j, i][late] = h[i][late]
+            shape = (0,) + sol.states.shape
+            sol.history = (np.stack([self.pack(list(x)) for x in self.hist]) if len(self.saves)
+                           else np.zeros(shape, self.dtype))
+            sol.times = self.saves.copy()
         if self.bound.save_every:
             saved = saved_steps(self.bound.steps, self.bound.save_every)
             sol.history = np.stack([self.pack(x) for x in history])

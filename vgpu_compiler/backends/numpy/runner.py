@@ -2,7 +2,7 @@
 
 ``run(bound, progress=None) -> Solution`` integrates every trajectory at once, on the
 run its method takes: fixed steps (interpreter.py), an adaptive method (adaptive.py)
-or fixed steps saving at given times (dense_fixed.py).
+or fixed steps saving at given times (dense_fixed.py; with events fixed_events.py).
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from ...call.bound import Bound, Progress, Solution
 from .adaptive import run as run_adaptive      # bs3, dopri5, tsit5
 from .dense_fixed import run as run_saving      # fixed-step save_at (Hermite)
 from .interpreter import _Run
-from ...errors import BackendError
 from .adaptive_events import run as run_adaptive_events
 from .fixed_events import run as run_events     # `when`, `stop when`
 
@@ -25,13 +24,9 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
         return run_adaptive_events(bound, progress)
     if bound.adaptive is not None:
         return run_adaptive(bound, progress)
-    if bound.save_at is not None and bound.field.events:
-        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
-                           "tsit5) on the numpy backend: a fixed-step method's save_at "
-                           "with events is not there yet; use save_every")
+    if bound.field.events:                      # (save_at too: fixed_events.py)
+        return run_events(bound, progress)
     if bound.save_at is not None:
         return run_saving(bound, progress)
-    if bound.field.events:
-        return run_events(bound, progress)
     with np.errstate(all="ignore"):
         return _Run(bound, progress).solve()

@@ -21,7 +21,7 @@ from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.embedded import lean
-from ...ir.events import BISECTIONS
+from ...ir.events import BISECTIONS, SAMPLE_HALVINGS, SAMPLES
 from .adaptive import COUNTERS, RUNNING
 
 FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
@@ -89,17 +89,6 @@ def first_attempts(planned: int, least: int = FIRST_ATTEMPTS) -> int:
     return max(1, least, min(FIRST_MOST, planned))
 
 
-def refuse_fixed_save_at(bound: Bound, backend: str) -> None:
-    """A fixed-step method's save_at with events is not there yet: a BackendError
-    naming ``backend`` (GLSL, wgpu), at the field's first event."""
-    if bound.field.events and bound.save_at is not None and bound.adaptive is None:
-        raise BackendError("save_at with events needs an adaptive method (bs3, dopri5, "
-                           f"tsit5) on the {backend} backend, as on numpy: a fixed-step "
-                           f"method's save_at with events is not there yet (field "
-                           f"`{bound.field.name}`); use save_every",
-                           span=bound.field.events[0].span)
-
-
 def every_events(bound: Bound) -> bool:
     """A fixed-step method's ``save_every`` with events: the kernel (events.extend's
     ``u_every``) writes the states at saved step ends into the save_at history."""
@@ -143,13 +132,15 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     """The most attempts one dispatch may run under a loop limiter of ``loop_limit``
     iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the
     controller's own loops and the events' (an attempt locates at most one time: a
-    bisection per condition, and two trips of the plain steps' loop, events.LEAN_STEPS);
+    samples and bisection per condition, and two trips of the plain steps' loop, events.LEAN_STEPS);
     a save_at loop that alone could reach it is a BackendError. An invocation carrying
     several trajectories (meta ``lanes``: shader/lanes.py) runs each one's loops."""
     lanes = meta.get("lanes", 1)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
     events = len(bound.field.events)
-    extra = events * (BISECTIONS[bound.dtype.name] + 2) + 4 * basin + 6 if events else 0
+    # per event: its samples and the halvings after them (ir.events), two more loops
+    locate = BISECTIONS[bound.dtype.name] - SAMPLE_HALVINGS + SAMPLES - 1
+    extra = events * (locate + 2) + 4 * basin + 6 if events else 0
     m = getattr(bound.field.solver.tableau, "q", 1) + 1
     per = 2 + max(1, meta["loop_trips_per_step"]) + 3 * m + 3 + basin + extra
     n_save = len(save_times(bound))

@@ -28,7 +28,7 @@ import numpy as np
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir import controller as C
-from ...ir.events import BISECTIONS, MAX_PER_STEP, dense_program
+from ...ir.events import BISECTIONS, MAX_PER_STEP, SAMPLE_HALVINGS, SAMPLES, dense_program
 from ...ir.nodes import Field
 from ...ir.ranges import Where
 from ...ir.step import Combination
@@ -63,6 +63,7 @@ class EventParts:
     q_names: tuple[str, ...]            # the q_* variable of each state
     noisy: bool = False                 # noise: conditions at step ends only, no location
     log: bool = False                   # flux inside `when` goes to the event log (b_evlog)
+    reads_dt: bool = False              # F reads `dt`: a fixed step's stage 0 at its start
 
 
 LOG_FIELDS = ("major", "rest", "phase", "event", "statement", "lane", "index", "value")
@@ -157,9 +158,20 @@ def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
                        q_names=tuple(mangle(STATE, s.name) for s in field.states),
-                       noisy=bool(field.noises), log=log)
+                       noisy=bool(field.noises), log=log, reads_dt=reads_dt(field))
     return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
                                uniforms=tuple(uniforms), events=parts)
+
+
+def reads_dt(field: Field) -> bool:
+    """Whether the derivatives (or the coupled values they read) read `dt`: then a
+    fixed-step method's stage 0 is F at each step's start with that step's dt (a partial
+    step's length, the full dt after it), not F kept from the end of the last step."""
+    from ...ir.nodes import Sym
+    from ...ir.ops import SymKind
+    from ...ir.walk import walk
+    roots = [c.expr for c in field.coupled] + list(field.derivs)
+    return any(isinstance(x, Sym) and x.kind is SymKind.DT for x in walk(*roots))
 
 
 def evi_rows(n_when: int) -> int:
@@ -200,6 +212,10 @@ class PrintedEvents:
     noise_draws: tuple = ()     # with noise (a fixed-step method): dW of step vg_taken
     noise_update: tuple = ()    # ... added to the step's end state vg_n<i>
     lean: int = 0               # plain steps before the event code runs (0: none)
+    samples: int = SAMPLES      # the location's samples of theta (ir.events.SAMPLES) ...
+    sample_step: str = ""       # ... 1 / samples, printed
+    bis_rest: int = 0           # ... and the halvings after them
+    reads_dt: bool = False      # stage 0 of a fixed step is F at its start (EventParts)
 
 
 # A fixed-step method's kernel without a basin runs up to this many plain steps (the
@@ -236,6 +252,8 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
         events=printed.events, q=parts.q_names,
         dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
                     for i in range(len(k.states))),
+        samples=SAMPLES, sample_step=lit(1.0 / SAMPLES),
+        bis_rest=parts.bisections - SAMPLE_HALVINGS, reads_dt=parts.reads_dt,
         c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
         fixed=fixed, lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None
         else 0)

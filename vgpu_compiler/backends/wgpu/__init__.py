@@ -5,8 +5,8 @@ mapping, in no language), ``print_kernel`` with the WGSL dialect (dialect.py), a
 ``render_kernel`` through templates/field.wgsl.j2. WGSL has no float64: a float64
 call is a BackendError naming the backend (``auto`` moves on to GLSL or numpy).
 Events (``when``, ``stop when``) run in the adaptive template, a fixed-step method's
-too (templates/events.wgsl.j2, shader/events.py), as on GLSL; ``check_events`` names
-what they do not cover.
+too (templates/events.wgsl.j2, shader/events.py), as on GLSL; ``shader/events.check``
+names what they do not cover.
 """
 from __future__ import annotations
 
@@ -88,5 +88,5 @@ def build(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     return render_kernel(kernel), kernel
 
 
-__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "check_events", "WGSL", "DIALECTS",
+__all__ = ["emit_wgsl", "build", "lower", "check_dtype", "WGSL", "DIALECTS",
            "VERSION", "REDUCTIONS"]

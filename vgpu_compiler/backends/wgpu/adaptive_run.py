@@ -42,7 +42,6 @@ _ZERO = bytes(16)
 def run(prepared, data, progress=None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at or events."""
     bound = prepared.bound(data)
-    host.refuse_fixed_save_at(bound, "wgpu")
     bound = host.kernel_field(bound)
     if not R.available():
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
