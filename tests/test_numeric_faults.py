@@ -324,6 +324,25 @@ def test_backward_fixed_step_events_save_every_is_the_reference(backend):
     assert len(set(np.round(ref.history[:, 0, 0], 6))) == len(ref.times)   # all differ
 
 
+def test_backward_fixed_step_save_at_with_events(backend):
+    """Both of this release's additions at once: a fixed-step method's save_at with
+    events, backwards (dt < 0), the times in the run's direction. At the step ends the
+    saved states are the save_every history's (the same steps and events); between them
+    every backend gives numpy's values."""
+    kw = dict(t0=2.0, dt=-0.05, steps=40)
+    h0 = np.array([[1.0, 0.0], [0.3, 0.5]])
+    every = solve(BALL, h0, "numpy", save_every=4, **kw)
+    times = np.concatenate([every.times, [1.93, 1.31, 0.77, 0.12]])
+    times = np.sort(times)[::-1]
+    ref = solve(BALL, h0, "numpy", save_at=times, **kw)
+    at_ends = np.isin(times, every.times)
+    np.testing.assert_allclose(ref.history[at_ends], every.history, rtol=1e-12, atol=1e-12)
+    sol = solve(BALL, h0, backend, save_at=times, **kw)
+    np.testing.assert_allclose(sol.history, ref.history, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    assert (sol.event_counts == ref.event_counts).all() and ref.event_counts.sum() > 0
+
+
 # --- a stopped lane's steps_taken in a basin --------------------------------------------
 
 STOPS = """

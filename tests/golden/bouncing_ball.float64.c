@@ -1555,7 +1555,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const double t_n = vg_ts[l];
                 const double u_dt = vg_use[l];
                 const double vg_tup = vg_moved[l] ? vg_t[l] : vg_tend[l];
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tup) {
+                while (vg_next[l] < u_nsave && (u_dt < 0 ? b_save[vg_next[l]] >= vg_tup : b_save[vg_next[l]] <= vg_tup)) {
                     const double vg_s = b_save[vg_next[l]];
                     const double theta = (vg_s - t_n) / u_dt;
                     double s_y = A_s_y[l];

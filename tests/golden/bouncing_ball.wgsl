@@ -401,7 +401,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         }
                     }
                 }
-                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && select(vg_tsave <= vg_tn, vg_tsave >= vg_tn, u_dt < 0.0))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                     k0_y = vg_f0;
                     k0_v = vg_f1;
                     break;
@@ -500,7 +500,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                             }
                         }
                     }
-                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && select(vg_tsave <= vg_tn, vg_tsave >= vg_tn, u_dt < 0.0))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                         k0_y = vg_f0;
                         k0_v = vg_f1;
                         break;
@@ -942,7 +942,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
             if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                 let vg_tup: f32 = select(vg_tn, vg_t, vg_moved);
-                while (vg_active && vg_next < u_nsave && b_save[vg_next] <= vg_tup) {
+                while (vg_active && vg_next < u_nsave && select(b_save[vg_next] <= vg_tup, b_save[vg_next] >= vg_tup, u_dt < 0.0)) {
                     let vg_s: f32 = b_save[vg_next];
                     let theta: f32 = (vg_s - t_n) / u_dt;
                     {

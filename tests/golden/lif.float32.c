@@ -1165,7 +1165,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const float t_n = vg_ts[l];
                 const float u_dt = vg_use[l];
                 const float vg_tup = vg_moved[l] ? vg_t[l] : vg_tend[l];
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tup) {
+                while (vg_next[l] < u_nsave && (u_dt < 0 ? b_save[vg_next[l]] >= vg_tup : b_save[vg_next[l]] <= vg_tup)) {
                     const float vg_s = b_save[vg_next[l]];
                     const float theta = (vg_s - t_n) / u_dt;
                     float s_v = A_s_v[l];

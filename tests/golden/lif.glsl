@@ -289,7 +289,7 @@ void main() {
                         }
                     }
                 }
-                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && (u_dt < 0.0 ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                     k0_v = vg_f0;
                     break;
                 }
@@ -362,7 +362,7 @@ void main() {
                             }
                         }
                     }
-                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && vg_tsave <= vg_tn)) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && (u_dt < 0.0 ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                         k0_v = vg_f0;
                         break;
                     }
@@ -618,7 +618,7 @@ void main() {
             }
             if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                 float vg_tup = vg_moved ? vg_t : vg_tn;
-                while (vg_active && vg_next < u_nsave && b_save.v[vg_next] <= vg_tup) {
+                while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_tup : b_save.v[vg_next] <= vg_tup)) {
                     float vg_s = b_save.v[vg_next];
                     float theta = (vg_s - t_n) / u_dt;
                     {

@@ -250,7 +250,9 @@ class EventRun(_Run):
         """The lanes (of ``lanes``) with a save_at time at or before t_up still to save."""
         nxt = self.next_save if next_save is None else next_save
         n_save = len(self.saves)
-        return lanes & (nxt < n_save) & (self.saves[np.minimum(nxt, n_save - 1)] <= t_up)
+        s = self.saves[np.minimum(nxt, n_save - 1)]
+        reached = s >= t_up if self.bound.dt < 0 else s <= t_up   # in the run's direction
+        return lanes & (nxt < n_save) & reached
 
     def _save(self, lanes, interp, t_s, h_len, t_up, y_up: list, next_save, hist) -> None:
         """The save_at times in (the last saved, t_up] of the lanes ``lanes``, from the
