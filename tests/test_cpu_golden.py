@@ -1,8 +1,8 @@
 """C lowering (the cpu backend): the printed kernel of some examples, byte for byte.
 
 ``pytest --update-golden`` rewrites tests/golden/*.c: a fixed-step field, a basin with
-coupling, and the adaptive kernels (templates/adaptive.c.j2) of an adaptive method, of
-rodas4 and of a fixed-step method run for save_at, and of the event examples
+coupling, a stochastic field (its noise generator), and the adaptive kernels
+(templates/adaptive.c.j2) of an adaptive method, of rodas4 and of a fixed-step method run for save_at, and of the event examples
 (templates/events.c.j2: a fixed-step method with events runs in that kernel). The text is
 the same on every machine (the
 compiler's flags and the CPU are in the disk key, not in the text).
@@ -23,6 +23,7 @@ CASES = [("lorenz", "float32", False), ("kuramoto", "float32", False),
          ("lorenz_tsit5", "float64", False), ("vanderpol_adaptive", "float32", False),
          ("vanderpol", "float64", True), ("bouncing_ball", "float64", False),
          ("lif", "float32", False),
+         ("ou", "float32", False),                     # noise: Philox and Box-Muller
          ("vanderpol_stiff", "float64", False)]        # rodas4 (shader/rosenbrock.py)
 
 

@@ -1,0 +1,141 @@
+"""The cpu backend's noise in a lane loop: the generator (Philox4x32-10 and Box-Muller,
+templates/helpers.c.j2) vectorises across the lanes in both dtypes: log and cos are
+libmvec's SIMD variants, never one libm call per lane, and where the target multiplies
+64-bit lanes (AVX-512DQ) the Philox rounds keep their words in 64-bit lanes (with 32-bit
+words gcc widened every 32x32->64 product into 64-bit lanes and packed the halves back:
+four shuffles a product, about 80 a normal, and the generator ran at half the speed). The normals themselves are pinned bit for bit
+in tests/test_noise_run.py."""
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.backends.cpu import kernel, toolchain
+from vgpu_compiler.frontend.compile import compile_program
+
+X86 = platform.machine() == "x86_64"
+MVEC = X86 and platform.libc_ver()[0] == "glibc"
+
+OU = """field ou {
+    param theta = 1.5
+    param sigma = 0.4
+    noise xi
+    state x
+    dx/dt = -theta * x + sigma * xi
+    solve euler(dt = 0.001, steps = 10)
+}"""
+PLAIN = OU.replace("noise xi\n", "").replace(" + sigma * xi", " + sigma")
+# x86 instructions that move values between lanes or between lane widths
+SHUFFLE = re.compile(r"^\s+(vpmovzx\w+|vpmovsx\w+|vpmov[qd][dwb]\w*|vperm\w+|vpshuf\w+|"
+                     r"vpunpck\w+|vextract\w+|vinsert\w+|vpack\w+|vshuf\w+)\s", re.M)
+
+
+def _defines(macro: str) -> bool:
+    """Whether the kernels' compiler and flags (-march=native) define ``macro``."""
+    cc = toolchain.compiler()
+    out = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", "-"], input="",
+                         capture_output=True, text=True)
+    return f"#define {macro} " in out.stdout
+
+
+def _asm(src: str, dtype: str, tmp_path, extra=()) -> str:
+    field = compile_program(src, "f.field").select(None)
+    c = tmp_path / f"k{len(src)}{dtype}.c"
+    c.write_text(kernel.source(field, dtype)[0])
+    flags = [f for f in toolchain.flags(toolchain.compiler()) if f != "-shared"] + list(extra)
+    return subprocess.run([toolchain.compiler(), *flags, "-S", "-o", "-", str(c)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _calls(asm: str) -> list[str]:
+    return re.findall(r"(?:call|jmp)\s+(\S+?)(?:@PLT)?\n", asm)
+
+
+@pytest.mark.skipif(not MVEC, reason="libmvec's SIMD functions are glibc's, on x86-64")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_noise_calls_the_simd_log_and_cos(dtype, cpu, tmp_path):
+    calls = _calls(_asm(OU, dtype, tmp_path))
+    assert any(f.startswith("_ZGV") and f.endswith("_logf") for f in calls), calls
+    assert any(f.startswith("_ZGV") and f.endswith("_cosf") for f in calls), calls
+    assert not [f for f in calls if f in ("logf", "cosf", "sqrtf", "log", "cos")], calls
+
+
+@pytest.mark.skipif(not X86, reason="counts x86 shuffle instructions")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_philox_rounds_repack_no_lanes(dtype, cpu, tmp_path):
+    """The noise adds fewer shuffles to the kernel than Philox has rounds (10): no round
+    widens its products or packs their halves back (before: 78 and 79 more)."""
+    if not _defines("__AVX512DQ__"):
+        pytest.skip("this CPU has no 64-bit lane multiply (AVX-512DQ): the rounds keep "
+                    "32-bit words, whose products gcc widens")
+    noisy = len(SHUFFLE.findall(_asm(OU, dtype, tmp_path)))
+    plain = len(SHUFFLE.findall(_asm(PLAIN, dtype, tmp_path)))
+    assert noisy - plain < 10, (noisy, plain)
+
+
+def test_without_libmvec_the_noise_calls_the_scalar_functions(cpu, tmp_path):
+    calls = _calls(_asm(OU, "float32", tmp_path, extra=[toolchain.NO_LIBMVEC]))
+    assert not [f for f in calls if f.startswith("_ZGV")], calls
+
+
+def _generator(words32: bool):
+    """helpers.c.j2's generator as a library: words(c, k, n) and normals(z, i, n, step, k0, k1)
+    (a lane loop over n counters (i[l], step, 0, 0)); with ``words32`` its 32-bit words."""
+    import ctypes
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True)
+    source = (("#define VG_PHILOX32\n" if words32 else "") +
+              "#include <math.h>\n#include <stdint.h>\n" + helpers +
+              "void words(uint32_t *c, const uint32_t *k, int n) {\n"
+              "    for (int i = 0; i < n; i++) vg_philox(c + 4 * i, k[2 * i], k[2 * i + 1]);\n}\n"
+              "void normals(float *z, const unsigned *g, int n, unsigned step, unsigned k0,\n"
+              "             unsigned k1) {\n"
+              "#pragma omp simd\n"
+              "    for (int l = 0; l < n; l++) z[l] = vg_normal(g[l], step, 0u, 0u, k0, k1);\n}\n")
+    lib = toolchain.build(source, "noise-simd-test")
+    for f in (lib.words, lib.normals):
+        f.restype = None
+    lib.normals.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint,
+                            ctypes.c_uint, ctypes.c_uint]
+    return lib
+
+
+@pytest.mark.parametrize("words32", [False, True], ids=["native", "32-bit words"])
+def test_both_word_widths_give_vgpu_philox_bit_for_bit(words32, cpu, tmp_path, monkeypatch):
+    """Both forms of the rounds (64-bit lanes where AVX-512DQ is, 32-bit words elsewhere)
+    give vgpu.philox's words, and normals equal in every bit to each other's and within the
+    rounding of log and cos (docs/language.md) of numpy's float32 transform of them."""
+    import ctypes
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    lib = _generator(words32)
+    rng = np.random.default_rng(3)
+    n = 256
+    ctr = rng.integers(0, 2**32, (n, 4), dtype=np.uint64).astype(np.uint32)
+    keys = rng.integers(0, 2**32, (n, 2), dtype=np.uint64).astype(np.uint32)
+    ctr[0], keys[0] = 0, 0
+    ctr[1], keys[1] = 0xFFFFFFFF, 0xFFFFFFFF
+    got = ctr.copy()
+    lib.words(ctypes.c_void_p(got.ctypes.data), ctypes.c_void_p(keys.ctypes.data), n)
+    np.testing.assert_array_equal(got, np.stack([vgpu.philox(ctr[i], keys[i]) for i in range(n)]))
+
+    n = 4096
+    lanes = np.arange(n, dtype=np.uint32) * np.uint32(2654435761)
+    key, step = (0x9E3779B9, 0x7F4A7C15), 12345
+    z = np.empty(n, np.float32)
+    lib.normals(ctypes.c_void_p(z.ctypes.data), ctypes.c_void_p(lanes.ctypes.data), n, step,
+                *key)
+    c = np.zeros((n, 4), np.uint32)
+    c[:, 0], c[:, 1] = lanes, step
+    w = vgpu.philox(c, np.array(key, np.uint32))
+    u1 = ((w[:, 0] >> 9).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-23)
+    u2 = ((w[:, 1] >> 9).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-23)
+    want = np.sqrt(np.float32(-2) * np.log(u1)) * np.cos(np.float32(2 * np.pi) * u2)
+    np.testing.assert_allclose(z, want, rtol=2e-6, atol=1.5e-4)
+    other = np.empty(n, np.float32)
+    _generator(not words32).normals(ctypes.c_void_p(other.ctypes.data),
+                                    ctypes.c_void_p(lanes.ctypes.data), n, step, *key)
+    np.testing.assert_array_equal(z, other)
