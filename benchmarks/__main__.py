@@ -39,6 +39,7 @@ BENCHMARKS = {
     "functions": "benchmarks.functions",
     "fit": "benchmarks.fit",
     "tight": "benchmarks.tight",
+    "sensitivities": "benchmarks.sensitivities",
 }
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

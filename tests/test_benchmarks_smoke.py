@@ -42,7 +42,7 @@ def test_every_benchmark_reported(report):
     assert set(data["benchmarks"]) == {"lorenz", "dispatch", "compile", "matmul", "kuramoto",
                                        "lorenz_adaptive", "ou",
                                        "cluster", "simulation", "mlp", "functions", "fit",
-                                       "tight"}
+                                       "tight", "sensitivities"}
     for name, entry in data["benchmarks"].items():
         assert "error" not in entry, f"{name} crashed: {entry.get('error')}"
         assert entry["tables"], name
@@ -103,3 +103,33 @@ def test_functions_benchmark_on_its_own(cpu, tmp_path, monkeypatch):
         (p, c) for p in functions.PROBLEMS for c in ("VGPU cpu", "hand numpy")}
     assert all(r["ok"] for r in rows), [r["check"] for r in rows]
     assert "x hand numpy" in res.render()
+
+
+def test_sensitivities_benchmark_on_its_own(cpu, tmp_path, monkeypatch):
+    """benchmarks/sensitivities.py at tiny sizes on cpu: both methods run plain and with
+    sensitivities, their states and steps bit-identical, and a state that differs in one
+    bit is caught by the benchmark's check."""
+    import numpy as np
+
+    from benchmarks import sensitivities
+    from benchmarks.common import Config
+    monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
+    res = sensitivities.run(Config(quick=True, columns=["cpu"]))
+    rows = res.data["runs"][str(sensitivities.QUICK_N[0])]
+    assert [r["backend"] for r in rows] == ["cpu", "cpu"]
+    for r in rows:
+        assert r["status"] == "ok" and r["identical"] and r["sens_finite"], r
+        assert r["plain_s"] > 0 and r["sens_s"] > 0 and r["ratio"] > 0
+    acc = [t for t in res.targets if t.kind == "accuracy"]
+    assert len(acc) == 1 and acc[0].passed is True, acc
+    assert "VGPU cpu ratio" in res.render()
+    h = np.ones((4, 3), np.float32)
+    steps = np.full(4, 10)
+    s = np.zeros((4, 3, 3), np.float32)
+    sensitivities.check_identical("same", (h, steps, None), (h.copy(), steps, s))
+    off = h.copy()
+    off[2, 1] = np.nextafter(off[2, 1], np.float32(2))
+    with pytest.raises(AssertionError, match="states"):
+        sensitivities.check_identical("one bit", (h, steps, None), (off, steps, s))
+    with pytest.raises(AssertionError, match="steps"):
+        sensitivities.check_identical("steps", (h, steps, None), (h, steps + 1, s))
