@@ -1,12 +1,13 @@
 """The backend registry: every backend VGPU can run a call on, by name.
 
 Each backend is a package under ``backends/`` whose ``backend.py`` defines one
-``Backend`` object (``BACKEND``). This module lists them, in ``auto``'s order:
-GPU backends on a real GPU first, then GPU backends on a CPU renderer (Mesa
-llvmpipe for GL, lavapipe for Vulkan: a backend's ``software()`` says so), in
-``_PACKAGES`` order within each group, then the other CPU backends, the numpy
-reference last (it is always available). Adding a backend is adding its package
-and one line to ``_PACKAGES``.
+``Backend`` object (``BACKEND``). This module lists them, in ``auto``'s order
+(``auto_order``, ``_group``): GPU backends on a real GPU first, then the native
+CPU backends (cpu), then GPU backends on a CPU renderer (Mesa llvmpipe for GL,
+lavapipe for Vulkan: a backend's ``software()`` says so; on Linux without a GPU
+device node the built-in ones are put there without being started), in
+``_PACKAGES`` order within each group, the numpy reference last (it is always
+available). Adding a backend is adding its package and one line to ``_PACKAGES``.
 
 A backend's ``run(prepared, data, progress) -> Solution`` receives a call that
 ``call.bind`` has already checked, never an empty ensemble (the API answers
