@@ -1,21 +1,9 @@
 """Embedded Runge-Kutta pairs (the adaptive methods) as data, defined once.
 
-An ``EmbeddedTableau`` is a ``Tableau`` (a, b, c: the propagated solution) plus
-- ``err``: the weights of the error estimate, ``e = dt * sum_s err_s * k_s``
-  (b minus the embedded weights, or the reverse: only |e| is used);
-- ``q``: the lower order of the pair (the controller's exponent is -1/(q+1));
-- ``fsal``: the last stage is F at the new state (first-same-as-last), so an
-  accepted step's last k is the next step's first;
-- ``dense``: the continuous extension ``y(t + theta*dt) = y + dt * sum_s
-  k_s * sum_p dense[s][p] * theta^(p+1)``; None means the cubic Hermite
-  interpolant through both step ends (``hermite``), built from ``b`` and the
-  FSAL last stage;
-- ``extra``: how many of the last stages only the continuous extension reads (dop853,
-  vern7, vern9: b and err are 0 there); a kernel that never saves or locates an event
-  runs ``lean(tableau)``, without them;
-- ``err2``, ``norm``: a second error estimate and how the two make the step's error
-  (``"rms"``: err alone, the contract's norm; ``"dop853"``: Hairer's combination of the
-  5th- and 3rd-order estimates, ir/controller.py's ``error_norm``).
+Each method is an ``EmbeddedTableau`` (ir/pair.py says what its fields mean: the
+error weights, q, FSAL, the continuous extension, the dense-only stages, a second
+estimate and its norm): bs3, dopri5 and tsit5 here, dop853 in ir/dop853.py, vern7
+and vern9 in ir/verner.py; ``ADAPTIVE`` names them all.
 Every backend reads these numbers through ``ir.step``; none has its own copy.
 """
 from __future__ import annotations
