@@ -32,7 +32,7 @@ MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread'
 # these (a few hundred states, or a few hundred KB of C) would take minutes to compile,
 # so it is a BackendError (auto moves on). VGPU_CPU_MAX_STATES changes the first.
 MAX_STATES = 256
-MAX_SOURCE = 300_000
+MAX_SOURCE = 500_000         # (a 342 KB kernel, LIF with sensitivities and events, compiles in ~2 s)
 
 
 @dataclass
