@@ -142,8 +142,14 @@ def _hh_numpy(n, steps, dt=0.01, dtype=np.float32):
     h0, params = h0_of("hodgkin_huxley", n)
     y = h0.T.astype(dtype).copy()
     current = params["I"].astype(dtype)
-    spikes = np.zeros(n, dtype)
-    dt = dtype(dt)
+    y, spikes = _hh_rk4(y, current, steps, dtype(dt))
+    return np.concatenate([y.T, spikes[:, None]], 1)
+
+
+def _hh_rk4(y, current, steps, dt):
+    """The hand rk4 loop of Hodgkin-Huxley in y's dtype: the end state and each neuron's
+    upward crossings of 0 mV."""
+    spikes = np.zeros(y.shape[1], y.dtype)
     for _ in range(steps):
         k1 = _hh_f(y, current)
         k2 = _hh_f(y + dt / 2 * k1, current)
@@ -152,7 +158,7 @@ def _hh_numpy(n, steps, dt=0.01, dtype=np.float32):
         new = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         spikes += (y[0] <= 0) & (new[0] > 0)
         y = new
-    return np.concatenate([y.T, spikes[:, None]], 1)
+    return y, spikes
 
 
 def _heston_numpy(n, steps, seed=1):
@@ -227,16 +233,7 @@ def _hh_sub(idx, n, steps, dt=0.01):
     h0, params = h0_of("hodgkin_huxley", n)
     y = h0[idx].T.astype(np.float64).copy()
     current = params["I"][idx].astype(np.float64)
-    spikes = np.zeros(len(idx))
-    for _ in range(steps):
-        k1 = _hh_f(y, current)
-        k2 = _hh_f(y + dt / 2 * k1, current)
-        k3 = _hh_f(y + dt / 2 * k2, current)
-        k4 = _hh_f(y + dt * k3, current)
-        new = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        spikes += (y[0] <= 0) & (new[0] > 0)
-        y = new
-    return spikes
+    return _hh_rk4(y, current, steps, dt)[1]
 
 
 # --- the run -------------------------------------------------------------------------------

@@ -56,26 +56,25 @@ def lean_field(field):
     tab = lean(field.solver.tableau)
     if tab is field.solver.tableau:
         return field
-    hit = _LEAN.get(id(field))
-    if hit is None or hit[0] is not field:
-        if len(_LEAN) > 256:
-            _LEAN.clear()
-        variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
-                                                                        tableau=tab))
-        hit = _LEAN[id(field)] = (field, variant)
-    return hit[1]
+    return _variant(_LEAN, field, tableau=tab)
 
 
 def dense_variant(field):
     """The field with ``solver.dense`` set (one object per field: its kernel key is
     digested once per field object)."""
-    hit = _VARIANTS.get(id(field))
+    return _variant(_VARIANTS, field, dense=True)
+
+
+def _variant(cache: dict, field, **solver):
+    """``field`` with ``solver`` changed, one object per field object (kept in ``cache``
+    by id, checked against the field itself; at most 256 kept)."""
+    hit = cache.get(id(field))
     if hit is None or hit[0] is not field:
-        if len(_VARIANTS) > 256:
-            _VARIANTS.clear()
+        if len(cache) > 256:
+            cache.clear()
         variant = dataclasses.replace(field, solver=dataclasses.replace(field.solver,
-                                                                        dense=True))
-        hit = _VARIANTS[id(field)] = (field, variant)
+                                                                        **solver))
+        hit = cache[id(field)] = (field, variant)
     return hit[1]
 
 
