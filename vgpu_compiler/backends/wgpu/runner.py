@@ -35,7 +35,7 @@ from ...ir.dump import dump
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
-from . import VERSION, build, check_dtype
+from . import MEMORY_CAPACITY, VERSION, build, check_dtype
 from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
@@ -47,7 +47,7 @@ from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, 
 LOOP_LIMIT = 65535
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
 FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap", "pause"}
-MEMORY = LRU(64)                # memory key -> Kernel
+MEMORY = LRU(MEMORY_CAPACITY)   # memory key -> Kernel
 _lock = threading.RLock()
 FIELD_ID_CHARS = 16
 LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
