@@ -8,4 +8,6 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
                   watchdog budget) and where a run is split into dispatches
 - ``progress.py`` ``progress(done, total)`` between dispatches, and which kernels this
                   thread is inside a progress callback of (re-entry)
+- ``device.py``   the Device protocol (compile, buffer, write, dispatch, read,
+                  release, limits, software); wgpu's WgpuDevice implements it
 """
