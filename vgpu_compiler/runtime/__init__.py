@@ -1,4 +1,5 @@
-"""The host side of a run, written once for every compiled backend (glsl, wgpu, cpu).
+"""The host side of a run that the compiled backends share, written once (glsl and wgpu use it;
+the cpu backend, one C call per segment with no pacing, does not yet).
 
 A stage between ``call/`` (what a call is) and ``backends/`` (what runs it): it may
 import ``call`` and below, never a backend (tests/test_layering.py). Its modules:
@@ -9,5 +10,6 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
 - ``progress.py`` ``progress(done, total)`` between dispatches, and which kernels this
                   thread is inside a progress callback of (re-entry)
 - ``device.py``   the Device protocol (compile, buffer, write, dispatch, read,
-                  release, limits, software); wgpu's WgpuDevice implements it
+                  release, limits, software); wgpu's WgpuDevice and glsl's GlDevice
+                  implement it
 """

@@ -23,10 +23,11 @@ before it has finished.
 - ``software()``              True on a CPU implementation (llvmpipe, lavapipe, ...)
 
 The implementations: backends/wgpu/device.py (``WgpuDevice``, over wgpu's device
-and queue). The glsl backend's GL thread (one trip per dispatch, several GL calls in
-it) and the cpu backend's library calls (one C call per dispatch, buffers being host
-arrays) drive their kernels through their own objects still; their drivers are the
-next to move onto this protocol.
+and queue) and backends/glsl/device.py (``GlDevice``, over the GL context, one trip
+to it per operation). The drivers do not run on them yet: glsl's drivers batch a
+dispatch's GL calls into one trip, wgpu's keep their own pipelines and bind groups,
+and the cpu backend calls its library with host arrays (one C call per dispatch, no
+device buffers); moving them is the next step.
 """
 from __future__ import annotations
 
