@@ -109,7 +109,7 @@ def test_clear_cache_drops_the_cpu_libraries(monkeypatch, tmp_path):
     vgpu.run_field(LORENZ.replace("rk4", "midpoint"), np.ones((4, 3), np.float32),
                    backend="cpu", steps=2)
     dropped = vgpu.clear_cache()
-    assert dropped["cpu_memory"] >= 1 and dropped["cpu_disk"] == 1
+    assert dropped["cpu"]["memory"] >= 1 and dropped["cpu"]["disk"] == 1
     assert not list((tmp_path / "cpu").glob("*.so"))
 
 

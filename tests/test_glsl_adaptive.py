@@ -13,6 +13,7 @@ from conftest import find_validator
 from vgpu_compiler.backends.glsl import emit_glsl
 from vgpu_compiler.backends.glsl import adaptive_run
 from vgpu_compiler.backends.glsl.plan import limits
+from vgpu_compiler.runtime import pacing
 
 LORENZ = """
 field lorenz {
@@ -158,7 +159,7 @@ def test_paced_dispatches_and_chunks_change_nothing(glsl, monkeypatch):
     whole = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",
                        save_at=[0.5])
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(adaptive_run._Pacer, "TARGET_SECONDS", 1e-9)  # one attempt each
+    monkeypatch.setattr(pacing, "TARGET_SECONDS", 1e-9)  # one attempt each
     before = vgpu.cache_stats()["dispatches"]
     with limits(max_block=4096, work_per_dispatch=1):     # (first dispatch: 1 attempt)
         split = vgpu.solve(src, h0, params={"rho": rho}, backend="glsl", dtype="float64",

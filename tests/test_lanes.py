@@ -17,6 +17,7 @@ import vgpu
 from vgpu_compiler.backends.glsl import adaptive_run, build, dialect
 from vgpu_compiler.backends.glsl.plan import limits
 from vgpu_compiler.backends.shader import lanes as L
+from vgpu_compiler.runtime import pacing
 from vgpu_compiler.frontend.compile import compile_program
 
 LORENZ = """
@@ -90,7 +91,7 @@ def test_two_lanes_give_the_same_numbers(glsl, monkeypatch, method, dtype, kw):
         assert {0, 2} <= set(one.status.tolist())
     # cut into dispatches of a few attempts each: the same again
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(adaptive_run._Pacer, "TARGET_SECONDS", 1e-9)
+    monkeypatch.setattr(pacing, "TARGET_SECONDS", 1e-9)
     before = vgpu.cache_stats()["dispatches"]
     with limits(work_per_dispatch=1):                   # (first dispatch: 1 attempt)
         cut = _solve(src, h0, **args)

@@ -3,9 +3,11 @@ backend never imports another backend. Every import is read from the source (ast
 absolute and relative ones, and those inside functions.
 
 Stages, low to high: errors, spelling, resources, disk_cache < ir, noise < frontend < call <
-backends < pipeline (one call: text to Solution) < distributed < api < cli (a call
-given dask arrays goes from the API to distributed/, whose blocks run the pipeline on
-the workers); ``vgpu`` (the public face) may import api and anything below.
+runtime (the host side every compiled backend shares) < backends < pipeline (one call:
+text to Solution) < persistent (Simulation, Pipeline: sessions over the pipeline),
+distributed < api < cli (a call given dask arrays goes from the API to distributed/,
+whose blocks run the pipeline on the workers); ``vgpu`` (the public face) may import
+api and anything below; ``fit`` (parameter fitting over the API) sits with cli.
 The package's own ``__init__`` is empty (every ``from .. import x`` imports it) and sits
 at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
 A backend may import the registry (``backends/__init__.py``), which imports none, and
@@ -21,8 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
 RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "ir": 1, "noise": 1, "frontend": 2,
-        "call": 3, "backends": 4, "pipeline": 5, "distributed": 6, "api": 7, "cli": 8,
-        "__main__": 8,
+        "call": 3, "runtime": 4, "backends": 5, "pipeline": 6, "persistent": 7, "distributed": 7,
+        "api": 8, "fit": 9, "cli": 9, "__main__": 9,
         "__init__": 0}
 SHARED = frozenset({"shader"})   # backends/ packages every backend may import
 FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
@@ -105,6 +107,17 @@ def test_imports_read_relative_and_nested_ones():
     assert "vgpu_compiler.backends.glsl.REDUCTION_ENV" not in targets   # a name, not a module
     pipeline = {t for t, _ in _imports(ROOT / "vgpu_compiler" / "pipeline.py")}
     assert "vgpu_compiler.frontend.compile" in pipeline     # inside a function
+
+
+def test_every_stage_has_a_rank():
+    """No package or module of vgpu_compiler is left out of the rule (persistent/ was:
+    its imports were never checked)."""
+    tops = {p.stem if p.is_file() else p.name for p in (ROOT / "vgpu_compiler").iterdir()
+            if (p.suffix == ".py") or (p / "__init__.py").is_file()}
+    assert tops - set(RANK) == set()
+    assert _stage("vgpu_compiler.persistent.simulation")[0] > _stage("vgpu_compiler.pipeline")[0]
+    assert _stage("vgpu_compiler.call.bound")[0] < _stage("vgpu_compiler.runtime.pacing")[0] \
+        < _stage("vgpu_compiler.backends.glsl.execute")[0]
 
 
 def test_the_rule_catches_upward_and_sideways_imports():

@@ -8,8 +8,6 @@ windows of it through the same pipeline on the workers.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from .errors import ArgumentTypeError
@@ -98,29 +96,60 @@ def cache_stats() -> dict[str, int]:
 
 
 def cache_info() -> dict:
-    """The kernel cache: entries and bytes in memory, the disk folder and its entries,
-    and the counters."""
-    from .backends.glsl import runner as glsl_runner
-    return glsl_runner.cache_info()
+    """The kernel caches of every backend that keeps them (the registry's ``cached()``):
+    ``memory_entries`` and ``memory_bytes`` in all, the disk root (``disk_folder``) with
+    its ``disk_entries``, ``disk_bytes`` and bound (``disk_max_bytes``), one row per kind
+    of disk entry (``disk``: kind, folder, entries, bytes, why off or None), each
+    backend's own info under its name, and the counters."""
+    from . import disk_cache as dc
+    from .backends import cached
+    out: dict = {}
+    for name, caches in cached():
+        out[name] = caches.info()
+    mine = [out[name] for name, _ in cached()]
+    rows = disk_rows()
+    out.update({"memory_entries": sum(i.get("memory_entries", 0) for i in mine),
+                "memory_bytes": sum(i.get("memory_bytes", 0) for i in mine),
+                "disk_folder": str(dc.root()), "disk": rows,
+                "disk_entries": sum(r["entries"] for r in rows),
+                "disk_bytes": sum(r["bytes"] for r in rows), "disk_max_bytes": dc.max_bytes()})
+    out.update(COUNTERS.snapshot())
+    return out
+
+
+def disk_rows() -> list[dict]:
+    """Each registered kind of disk entry: kind, folder, entries, bytes and why that
+    cache is off (None: on), read from the folders (no backend is started)."""
+    from . import disk_cache as dc
+    from .backends import cached
+    trust = dc.Trust("")
+    rows = []
+    for _, caches in cached():
+        for kind in caches.disk:
+            where = dc.folder(kind)
+            n, nbytes = dc.size(where, dc.SUFFIXES[kind])
+            rows.append({"kind": kind, "folder": str(where), "entries": n, "bytes": nbytes,
+                         "off": trust.why_off(where)})
+    return rows
 
 
 def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
-    """Drop every compiled kernel from memory and/or every lowered kernel from disk;
-    returns how many of each were dropped (``cpu_memory``, ``cpu_disk``: the cpu
-    backend's). Always safe: kernels are rebuilt on demand."""
-    from .backends.cpu import kernel as cpu_kernel
-    from .backends.glsl import runner as glsl_runner
-    out = glsl_runner.clear_cache(memory=memory, disk=disk)
-    wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
-    if wgpu_runner is not None:         # loaded: its kernels go too (never imports wgpu)
-        out["wgpu"] = wgpu_runner.clear_cache(memory=memory, disk=disk)
-    elif disk:                          # its WGSL on disk all the same
-        from .backends.wgpu.disk_cache import DISK as wgsl_disk
-        out["wgpu"] = {"disk": wgsl_disk.clear()}
-    if memory:
-        out["cpu_memory"] = cpu_kernel.clear_memory()
+    """Drop every compiled kernel from memory and/or every kernel from disk, of every
+    backend that keeps them; returns how many were dropped: each backend's
+    ``{"memory": n, "disk": n}`` under its name, ``memory`` and ``disk`` in all, and
+    with ``disk`` the parser's tables and compiled templates (``startup``). Always
+    safe: kernels are rebuilt on demand."""
+    from .backends import cached
+    out: dict = {}
+    totals = {"memory": 0} if memory else {}
     if disk:
-        out["cpu_disk"] = cpu_kernel.clear_disk()
+        totals["disk"] = 0
+    for name, caches in cached():
+        out[name] = got = caches.clear(memory, disk)
+        for what in totals:
+            totals[what] += got.get(what, 0)
+    out.update(totals)
+    if disk:
         from .backends.shader import template_cache
         from .frontend import parser_cache
         out["startup"] = parser_cache.clear() + template_cache.clear()   # tables, templates
@@ -131,7 +160,7 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     """Drop one field's kernels (every shape, memory and disk); True if any was cached.
     ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
     trajectory) narrow it to those kernels; None means all."""
-    from .backends.glsl import runner as glsl_runner
+    from .backends import cached
     from .call.bind import working_dtype
     if isinstance(per_trajectory, str):
         per_trajectory = (per_trajectory,)
@@ -145,10 +174,10 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
         selected = parsed(text, filename).select(field)
         args = (None if dtype is None else working_dtype(dtype).name,
                 None if per_trajectory is None else tuple(sorted(per_trajectory)))
-        dropped = glsl_runner.evict(selected, *args)
-        wgpu_runner = sys.modules.get("vgpu_compiler.backends.wgpu.runner")
-        if wgpu_runner is not None:     # loaded: its kernels of the field go too
-            dropped = wgpu_runner.evict(selected, *args) or dropped
+        dropped = False
+        for _, caches in cached():      # (a backend's evict() says what it can reach)
+            if caches.evict is not None:
+                dropped = caches.evict(selected, *args) or dropped
         return dropped
 
 

@@ -15,6 +15,10 @@ that itself, with ``call.empty.solution``) and never a user mistake. A backend
 that cannot run a particular program raises ``BackendError``: ``auto`` then
 tries the next backend, with one warning per reason.
 
+A backend that keeps compiled kernels gives its ``Caches`` (memory and disk); the
+API's ``cache_info``, ``clear_cache`` and ``evict`` and ``vgpuc cache`` reach every
+backend's through ``cached()`` and name none.
+
 Backend packages are imported only when a backend is first wanted, so that
 ``import vgpu`` does not load OpenGL.
 """
@@ -61,6 +65,21 @@ FEATURES = {
 
 
 @dataclass(frozen=True)
+class Caches:
+    """A backend's kernel caches, as ``vgpu.cache_info`` / ``clear_cache`` / ``evict``
+    and ``vgpuc cache info/clear`` manage them (each callable imports no more of the
+    backend than its caches need: clearing never starts a driver)."""
+
+    clear: Callable[[bool, bool], dict]     # clear(memory, disk) -> {"memory": n, "disk": n}
+    info: Callable[[], dict]                # memory_entries, memory_capacity, [memory_bytes],
+                                            # its disk cache's info (disk_cache.JsonCache.info)
+    # evict(field, dtype, per_trajectory) -> True if any of the field's kernels went (dtype,
+    # per_trajectory: None means any); None: the backend cannot pick one field's kernels
+    evict: Callable | None = None
+    disk: tuple[str, ...] = ()              # its kinds of disk entries (disk_cache.SUFFIXES)
+
+
+@dataclass(frozen=True)
 class Backend:
     """One backend, as the API, ``vgpuc info`` and ``--backend`` see it."""
 
@@ -77,6 +96,7 @@ class Backend:
     # open(prepared, data) -> a Simulation session (call/session.py); None: the backend
     # has none (a Simulation on it is a BackendError, and auto moves on)
     open: Callable | None = None
+    caches: Caches | None = None            # its kernel caches; None: it keeps none
 
     @property
     def gpu(self) -> bool:
@@ -153,6 +173,12 @@ def get(name: str) -> Backend:
     module = importlib.import_module(_PACKAGES[name][0])
     with _lock:
         return _loaded.setdefault(name, module.BACKEND)
+
+
+def cached() -> tuple[tuple[str, Caches], ...]:
+    """(name, Caches) of every backend that keeps kernels, in ``names()`` order (a
+    backend registered at run time included)."""
+    return tuple((n, b.caches) for n in names() for b in (get(n),) if b.caches is not None)
 
 
 def auto_order() -> tuple[Backend, ...]:

@@ -182,11 +182,12 @@ def _yes(flag: bool) -> str:
 
 # --- cache ------------------------------------------------------------------------------
 def cache_command(args: argparse.Namespace) -> int:
+    from .. import api
     from .. import disk_cache as dc
-    from ..backends.glsl import runner as glsl_runner
 
     if args.action == "clear":      # every backend's entries (vgpu_compiler/disk_cache.py)
-        removed = sum(dc.clear(dc.folder(kind), suffix) for kind, suffix in dc.SUFFIXES.items())
+        removed = sum(dc.clear(Path(row["folder"]), dc.SUFFIXES[row["kind"]])
+                      for row in api.disk_rows())
         from ..backends.shader import template_cache
         from ..frontend import parser_cache
         parser_cache.clear()            # the parser's tables and the compiled templates
@@ -194,44 +195,20 @@ def cache_command(args: argparse.Namespace) -> int:
         print(f"cache cleared: {removed} kernel{'' if removed == 1 else 's'} removed from "
               f"{dc.root()}")
         return EXIT_OK
-    for line in cache_report(glsl_runner.cache_info(), disk_report()):
+    for line in cache_report(api.cache_info()):
         print(line)
     return EXIT_OK
 
 
-def disk_report() -> list[dict]:
-    """Each backend's entries on disk: kind, folder, entries, bytes and why it is off
-    (None: on)."""
-    from .. import disk_cache as dc
-    trust = dc.Trust("")
-    rows = []
-    for kind, suffix in dc.SUFFIXES.items():
-        where = dc.folder(kind)
-        n, nbytes = dc.size(where, suffix)
-        rows.append({"kind": kind, "folder": str(where), "entries": n, "bytes": nbytes,
-                     "off": trust.why_off(where)})
-    return rows
-
-
-def cache_report(info: dict, disk: list[dict] | None = None) -> list[str]:
-    """The disk cache (shared by processes; ``disk``: disk_report(), one row per backend,
-    else GLSL's alone from ``info``) and the memory cache's size (per process)."""
-    from .. import disk_cache as dc
-    if disk is None:
-        disk = [{"kind": "glsl", "folder": info.get("disk_folder", "?"),
-                 "entries": info.get("disk_entries", 0), "bytes": info.get("disk_bytes", 0),
-                 "off": None if info.get("disk_enabled", True)
-                 else info.get("disk_off_reason") or "not writable"}]
-        top = disk[0]["folder"]
-    else:
-        top = str(dc.root())
+def cache_report(info: dict) -> list[str]:
+    """The disk cache (shared by processes; one row per kind of entry, ``info["disk"]``)
+    and each backend's memory cache (per process): ``info`` is vgpu.cache_info()."""
+    disk, top = info["disk"], info["disk_folder"]
     offs = [row["off"] for row in disk if row["off"]]
     state = "on" if not offs else f"off: {offs[0]}" if len(offs) == len(disk) else \
         "on in part"
-    total = sum(row["entries"] for row in disk)
-    bound = info.get("disk_max_bytes")
     lines = [f"disk cache:    {top} ({state})",
-             f"  kernels:     {total}, {_size(sum(row['bytes'] for row in disk))}"]
+             f"  kernels:     {info['disk_entries']}, {_size(info['disk_bytes'])}"]
     if len(disk) > 1:
         for row in disk:
             line = f"    {row['kind'] + ':':<10} {row['entries']}, {_size(row['bytes'])}"
@@ -241,11 +218,14 @@ def cache_report(info: dict, disk: list[dict] | None = None) -> list[str]:
             if row["off"] and len(offs) < len(disk):
                 line += f" (off: {row['off']})"
             lines.append(line)
+    bound = info.get("disk_max_bytes")
+    capacities = ", ".join(f"{name} {info[name]['memory_capacity']}" for name in info
+                           if isinstance(info[name], dict)
+                           and info[name].get("memory_capacity") is not None)
     lines += [
         f"  at most:     {_size(bound) if bound is not None else '?'} (VGPU_CACHE_MAX_BYTES; "
         "least recently used go first)",
-        f"memory cache:  up to {info.get('memory_capacity', '?')} compiled kernels per process "
-        "(LRU)",
+        f"memory cache:  up to {capacities or '?'} compiled kernels per process (LRU)",
         "counters:      per process, from Python: vgpu.cache_stats()",
     ]
     return lines

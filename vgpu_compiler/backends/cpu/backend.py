@@ -2,7 +2,7 @@
 OpenMP, vectorised across trajectories. Unavailable, saying why, without a compiler."""
 from __future__ import annotations
 
-from .. import Backend
+from .. import Backend, Caches
 
 
 def _available() -> tuple[bool, str]:
@@ -17,6 +17,21 @@ def _run(prepared, data, progress=None):
         return history.run(prepared, data, progress)
     from . import dispatch
     return dispatch.run(prepared, data, progress)
+
+
+def _clear(memory: bool, disk: bool) -> dict:
+    from . import kernel
+    out = {}
+    if memory:
+        out["memory"] = kernel.clear_memory()
+    if disk:
+        out["disk"] = kernel.clear_disk()
+    return out
+
+
+def _info() -> dict:
+    from . import kernel
+    return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
 
 
 def _open(prepared, data):
@@ -37,4 +52,5 @@ BACKEND = Backend(
     dtypes=("float32", "float64"),
     features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at", "float64_functions"}),
+    caches=Caches(clear=_clear, info=_info, disk=("cpu",)),    # (no evict: keyed by C text)
 )

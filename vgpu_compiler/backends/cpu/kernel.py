@@ -47,6 +47,7 @@ class CpuKernel:
 
 
 _memory: dict[str, CpuKernel] = {}
+MEMORY_CAPACITY = 256       # kernels kept in _memory (the oldest goes first)
 _lock = threading.Lock()
 
 
@@ -172,7 +173,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     out = CpuKernel(text, meta, lanes, n_int, fn, lib, serial)
     with _lock:
-        if len(_memory) >= 256:
+        if len(_memory) >= MEMORY_CAPACITY:
             _memory.pop(next(iter(_memory)))
         return _memory.setdefault(key, out)
 

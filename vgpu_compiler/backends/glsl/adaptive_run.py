@@ -26,7 +26,8 @@ from ..shader.events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 from ..shader.adaptive import COUNTERS as ROWS
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
-from .execute import (_Pacer, _call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
+from ...runtime.pacing import Pacer
+from .execute import (_call_uniforms, _chunk_writes, _dispatch, _prepare, _raise_error,
                       _read_chunk, _read_outputs, _shared_writes, _pack, _accumulate)
 from .plan import LOOP_LIMIT, _in_force, plan_for
 from .kernel_cache import holding
@@ -92,7 +93,7 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         count = chunk.b - chunk.a
         while True:         # (from the chunk's start again when the event log overflowed)
             first = host.first_attempts(chunk.first, FIRST_ATTEMPTS)
-            pacer = _Pacer(first, cap)
+            pacer = Pacer(first, cap)
             step0, running, mine, over = 0, count, [], 0
             while running:
                 uniforms.update({"u_step0": step0, "u_attempts": pacer.steps,

@@ -27,8 +27,9 @@ from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
 from . import lookup
 from .adaptive_run import _attempt_cap
-from .execute import (_accumulate, _call_uniforms, _chunk_writes, _dispatch, _forget, _Pacer,
+from .execute import (_accumulate, _call_uniforms, _chunk_writes, _dispatch, _forget,
                       _prepare, _raise_error, _read_chunk, _read_outputs, _shared_writes)
+from ...runtime.pacing import Pacer
 from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .session import _release
@@ -75,7 +76,7 @@ class AdaptiveSession:
         self._dispatches(self.dtype.type(until), start=False)
 
     def _dispatches(self, u, start: bool, restored: bool = False) -> None:
-        pacer = _Pacer(FIRST_ATTEMPTS, self.cap)
+        pacer = Pacer(FIRST_ATTEMPTS, self.cap)
         step0 = 0 if start else 2
         running = 1
         while running:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .. import Backend
+from .. import Backend, Caches
 from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
@@ -54,6 +54,22 @@ def _run(prepared, data, progress=None):
     return _runner().run(prepared, data, progress)
 
 
+def _clear(memory: bool, disk: bool) -> dict:
+    from . import lookup
+    return lookup.clear_cache(memory=memory, disk=disk)
+
+
+def _info() -> dict:
+    from . import lookup
+    return {"memory_entries": len(lookup.MEMORY), "memory_capacity": lookup.MEMORY.capacity,
+            "memory_bytes": lookup.MEMORY.nbytes(), **lookup.DISK.info()}
+
+
+def _evict(field, dtype, per_trajectory) -> bool:
+    from . import lookup
+    return lookup.evict(field, dtype, per_trajectory)
+
+
 def _software() -> bool:
     """Is the OpenGL renderer a CPU one (llvmpipe, SwiftShader, WARP ...)?"""
     from . import SOFTWARE_RENDERERS, device as gl
@@ -78,4 +94,5 @@ BACKEND = Backend(
     features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at"}),
     software=_software,
+    caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("glsl",)),
 )

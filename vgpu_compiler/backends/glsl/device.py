@@ -303,3 +303,63 @@ def call(fn: Callable, *args):
 def device_info() -> dict[str, Any]:
     """vendor, renderer, version and limits of the context ({} without one)."""
     return dict(GL.info) if GL.available() else {}
+
+
+class GlDevice:
+    """runtime/device.py's Device over the process's GL context (``GL``): a program is a
+    compute shader, a buffer a GL buffer; a dispatch binds the buffers to storage
+    bindings 0, 1, ... and the uniforms, when given, to the uniform block binding after
+    them (``layout(std140, binding = N) uniform ...``), runs, and puts a memory barrier
+    before anything that follows. Each operation is one trip to the context (``call``);
+    the drivers batch a dispatch's GL calls into one trip instead."""
+
+    def __init__(self):
+        if not available():
+            raise NoContext(GL.error or "no OpenGL context")
+        self._ubufs: dict = {}          # id(program) -> its uniform buffer
+
+    def compile(self, source: str, entry: str = "main"):
+        return call(lambda ctx: ctx.compute_shader(source))
+
+    def buffer(self, nbytes: int):
+        return call(lambda ctx: ctx.buffer(reserve=max(16, -(-nbytes // 16) * 16)))
+
+    def write(self, buffer, data) -> None:
+        call(lambda ctx: buffer.write(data))
+
+    def dispatch(self, program, buffers: list, groups: tuple, uniforms: bytes = b"") -> None:
+        def run(ctx):
+            for i, b in enumerate(buffers):
+                b.bind_to_storage_buffer(i)
+            if uniforms:
+                ubuf = self._ubufs.get(id(program))
+                if ubuf is None or ubuf.size < len(uniforms):
+                    ubuf = self._ubufs[id(program)] = ctx.buffer(
+                        reserve=max(16, -(-len(uniforms) // 16) * 16))
+                ubuf.write(uniforms)
+                ubuf.bind_to_uniform_block(len(buffers))
+            program.run(*groups)
+            ctx.memory_barrier()
+        call(run)
+
+    def read(self, buffer, nbytes: int) -> bytes:
+        return call(lambda ctx: buffer.read(size=nbytes))
+
+    def release(self, *objects) -> None:
+        def run(ctx):
+            for o in objects:
+                ubuf = self._ubufs.pop(id(o), None)
+                if ubuf is not None:
+                    ubuf.release()
+                o.release()
+        call(run)
+
+    def limits(self) -> dict:
+        info = device_info()
+        return {"max_storage_buffer_binding_size": info.get("max_block", 1 << 27),
+                "max_compute_workgroups_per_dimension": min(info.get("max_groups", (65535,))),
+                "max_storage_buffers_per_shader_stage": info.get("max_blocks", 8)}
+
+    def software(self) -> bool:
+        from .. import get          # the registry's glsl backend says (its renderer test)
+        return bool(get("glsl").software())

@@ -17,7 +17,6 @@ steps as they pass (other threads' calls may run between its trips). So:
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from math import copysign
@@ -28,6 +27,8 @@ from . import device as gl
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
 from ...noise.normal import key_of
+from ...runtime.pacing import Pacer, segments
+from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
 from .plan import Chunk, Plan, plan_for, uniforms_of
 
@@ -79,11 +80,7 @@ def _run_many(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solu
 
 
 # --- progress callbacks and re-entry -------------------------------------------------
-class _Here(threading.local):
-    kernels: tuple = ()         # those whose run's progress callback this thread is in
-
-
-_here = _Here()
+_here = Nesting()               # the kernels whose run's progress callback this thread is in
 
 
 def private_if_busy(kernel):
@@ -99,13 +96,7 @@ def private_if_busy(kernel):
     return copy
 
 
-def _report(kernel, progress, done: int, total: int) -> None:
-    outer = _here.kernels
-    _here.kernels = outer + (kernel,)
-    try:
-        progress(done, total)
-    finally:
-        _here.kernels = outer
+_report = _here.report
 
 
 # --- host arrays -----------------------------------------------------------------------
@@ -179,38 +170,6 @@ def _history_plan(bound: Bound) -> list[int] | None:
     return saved_steps(bound.steps, bound.save_every) if bound.save_every else None
 
 
-class _Pacer:
-    """Steps per dispatch. The first dispatch gets a fixed budget of work; later ones are
-    sized from the measured time so that each takes about ``TARGET_SECONDS``: long enough
-    that the sync after each dispatch costs little, short enough for GPU watchdogs (which
-    kill dispatches of a few seconds) and for a lively progress bar. The result never
-    depends on where the integration is split: the state waits in its buffer, exactly."""
-
-    TARGET_SECONDS = 0.2
-
-    def __init__(self, first: int, cap: int | None):
-        self.cap = cap
-        self.steps = max(1, min(first, cap) if cap else first)
-
-    def record(self, steps: int, seconds: float) -> None:
-        if steps <= 0 or seconds <= 0:
-            return
-        want = int(steps * self.TARGET_SECONDS / seconds)
-        self.steps = max(1, min(want, 4 * self.steps, self.cap or want))
-
-
-def _segments(steps: int, pacer: _Pacer, history: list[int] | None):
-    """(first step, end step) of each dispatch; every saved step ends one."""
-    if history or steps == 0:       # a history keeps step 0: run the start alone
-        yield 0, 0
-    s0 = 0
-    for stop in sorted(set(history or ()) | {steps}):
-        while s0 < stop:
-            s1 = min(s0 + pacer.steps, stop)
-            yield s0, s1
-            s0 = s1
-
-
 # --- on the GL thread ------------------------------------------------------------------
 def _on_gl_thread(ctx, run, kernel, *args):
     if kernel.program is None:      # evicted (and released) by another thread since found:
@@ -246,9 +205,9 @@ def _run_all(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solut
     saved = [None] * len(history) if history else None
     outputs: dict = {}
     for ci, chunk in enumerate(plan.chunks):
-        pacer = _Pacer(chunk.first, plan.cap)
+        pacer = Pacer(chunk.first, plan.cap)
         first = True
-        for s0, s1 in _segments(bound.steps, pacer, history):
+        for s0, s1 in segments(bound.steps, pacer, history):   # saved steps end one
             uniforms.update(_segment(s0, s1, bound.steps))
             save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
             end = s1 == bound.steps         # the chunk's last dispatch: read it back

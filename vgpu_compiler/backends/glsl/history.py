@@ -19,7 +19,8 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from . import REDUCTION_ENV, build, device_reduction
 from . import device as gl
-from .execute import (_Pacer, _absorb, _call_uniforms, _chunk_writes, _dispatch,
+from ...runtime.pacing import Pacer, history_end
+from .execute import (_absorb, _call_uniforms, _chunk_writes, _dispatch,
                       _on_gl_thread, _prepare, _raise_error, _read_chunk,
                       _read_outputs, _report, _shared_writes, _solution, private_if_busy)
 from .kernel_cache import FieldView, GpuKernel, holding
@@ -108,13 +109,13 @@ def _run(kernel, bound: Bound, progress) -> Solution:
         count = chunk.b - chunk.a
         per_slot = call.n_states * count * call.item
         room = max(1, min(MAX_SLOTS, max_block // max(1, per_slot)))
-        pacer = _Pacer(chunk.first, plan.cap)
+        pacer = Pacer(chunk.first, plan.cap)
         s0, first = 0, True
         while True:
             if first:
                 s1 = 0              # the start state, slot 0, read from b_state
             else:
-                s1 = min(steps, s0 + pacer.steps, (s0 // every + room) * every)
+                s1 = history_end(s0, steps, every, room, pacer.steps)
             hist0 = s0 // every + 1
             slots = 0 if first else _last_slot(s1, steps, every) - hist0 + 1
             u = {**uniforms, "u_step0": s0, "u_nsteps": s1 - s0, "u_every": every,

@@ -22,8 +22,9 @@ from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from . import device as gl
 from .execute import (NO_ERROR, NO_ERROR_BYTES, _accumulate, _call_uniforms, _dispatch,
-                      _forget, _Pacer, _prepare, _raise_error, _read_outputs, _set_uniforms,
+                      _forget, _prepare, _raise_error, _read_outputs, _set_uniforms,
                       bind_buffers)
+from ...runtime.pacing import Pacer, segments
 from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .special import MAX_STEPS, program_for
@@ -76,8 +77,8 @@ class Session:
             upload = set(self.dirty) if self.resident else {"state", "params"}
             if ci == 0:
                 upload |= {"outputs"} | (self.dirty & {"inputs"})
-            pacer = _Pacer(chunk.first, self.plan.cap)
-            for s0, s1 in _segments(step0, total, pacer):
+            pacer = Pacer(chunk.first, self.plan.cap)
+            for s0, s1 in segments(total, pacer, start=step0):
                 u = {**self.uniforms, "u_step0": s0, "u_nsteps": s1 - s0,
                      "u_final": int(s1 == total), "u_steps": total}
                 last = s1 == total and not self.resident
@@ -340,18 +341,6 @@ class Session:
 
     def close(self) -> None:
         self._free()
-
-
-def _segments(step0: int, total: int, pacer: _Pacer):
-    """(first step, end step) of each dispatch of steps [step0, total)."""
-    if step0 == total:
-        yield step0, step0
-        return
-    s0 = step0
-    while s0 < total:
-        s1 = min(s0 + pacer.steps, total)
-        yield s0, s1
-        s0 = s1
 
 
 def _dispatch_special(ctx, kernel, special, chunk, uniforms: dict, writes) -> np.ndarray:

@@ -3,7 +3,7 @@ fixed-step method's with ``save_at`` (its field's ``solver.dense`` variant, a ke
 its own): dispatch until no trajectory runs.
 
 Every dispatch runs at most ``u_attempts`` step attempts per trajectory (a chunk's
-first dispatch a fixed budget of work, adaptive_host.first_attempts, then paced to about runner.TARGET_SECONDS, and on
+first dispatch a fixed budget of work, adaptive_host.first_attempts, then paced to about pacing.TARGET_SECONDS (runtime/pacing.py), and on
 a CPU adapter never more than the loop limiter of lavapipe's code generator allows);
 a trajectory resumes where the last dispatch left it: its state, t, dt, FSAL
 derivative and counters wait in their buffers. After each dispatch the host reads the
@@ -27,6 +27,7 @@ from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ...ir.step import step_program
+from ...runtime import pacing
 from ..shader import adaptive_host as host
 from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
 from ..shader.adaptive import COUNTERS as ROWS
@@ -48,7 +49,7 @@ def run(prepared, data, progress=None) -> Solution:
                            f"use {S.setting('backend', 'numpy')}")
     check_dtype(bound.dtype.name, bound.field.span)
     kernel = R.kernel_for(bound)
-    if any(k is kernel for k in R._here.kernels):   # inside a progress callback of its run
+    if R._here.inside(kernel):                      # inside a progress callback of its run
         kernel = kernel.private()
     with R._lock:
         return _execute(kernel, bound, progress)
@@ -88,7 +89,7 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
     outputs: dict = {}
     out_bufs = [b for b in meta["buffers"] if b["role"] == "output"]
     pt = [p.name for p in f.params if p.name in bound.per_trajectory]
-    target = R.TARGET_CPU_SECONDS if dev.software() else R.TARGET_SECONDS
+    aim = pacing.target(dev.software())
     row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
     for ci, (a, b) in enumerate(chunks):
         count = b - a
@@ -114,24 +115,21 @@ def _execute(kernel: R.Kernel, bound: Bound, progress) -> Solution:
         running_buf = kernel.ensure("b_run", 4)
         group, groups = kernel.bind_group(), R._groups(kernel, bound, a, b)
         first = host.first_attempts(R._first_steps(count, stages, None), FIRST_ATTEMPTS)
-        attempts = max(1, min(first, cap) if cap else first)
+        pacer = pacing.Pacer(first, cap, aim)
         step0, running = 0, count
         while running:
             put("u_step0", step0)
-            put("u_attempts", attempts)
+            put("u_attempts", pacer.steps)
             packed = _pack_uniforms(kernel, values)
             began = time.perf_counter()
             with d.lock:
                 queue.write_buffer(running_buf, 0, _ZERO)
                 got = _dispatch(kernel, device, queue, packed, group, groups,
                                   [(kernel.buffers["b_err"], 16), (running_buf, 4)])
-            seconds = time.perf_counter() - began
+            pacer.record(pacer.steps, time.perf_counter() - began)
             COUNTERS.add("dispatches")
             _raise_error(np.frombuffer(got[0], np.uint32), meta, bound)
             running = int(np.frombuffer(got[1], np.uint32)[0])
-            if seconds > 0:
-                want = int(attempts * target / seconds)
-                attempts = max(1, min(want, 4 * attempts, cap or want))
             step0 = 1
             if progress is not None and running:
                 R._report(kernel, progress, a + count - running, n)

@@ -21,6 +21,7 @@ from ... import spelling as S
 from ...call.counters import COUNTERS
 from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
+from ...runtime import pacing
 from ..shader import adaptive_host as host
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
 from ..shader.adaptive_host import FIRST_ATTEMPTS
@@ -95,9 +96,7 @@ class AdaptiveSession:
     def _dispatches(self, u, start: bool) -> None:
         d = dev.get()
         device, queue, k, meta = d.device, d.device.queue, self.kernel, self.kernel.meta
-        target = R.TARGET_CPU_SECONDS if dev.software() else R.TARGET_SECONDS
-        cap = self.cap
-        attempts = max(1, min(FIRST_ATTEMPTS, cap) if cap else FIRST_ATTEMPTS)
+        pacer = pacing.Pacer(FIRST_ATTEMPTS, self.cap, pacing.target(dev.software()))
         with R._lock:
             self.put("u_pause", float(u))
             queue.write_buffer(k.buffers["b_save"], 0, np.array([u, 0, 0, 0],
@@ -107,20 +106,17 @@ class AdaptiveSession:
             run_buf = k.buffers["b_run"]
             while running:
                 self.put("u_step0", step0)
-                self.put("u_attempts", attempts)
+                self.put("u_attempts", pacer.steps)
                 packed = _pack_uniforms(k, self.values)
                 began = time.perf_counter()
                 with d.lock:
                     queue.write_buffer(run_buf, 0, _ZERO)
                     got = _dispatch(k, device, queue, packed, group, self.groups,
                                     [(k.buffers["b_err"], 16), (run_buf, 4)])
-                seconds = time.perf_counter() - began
+                pacer.record(pacer.steps, time.perf_counter() - began)
                 COUNTERS.add("dispatches")
                 _raise_error(np.frombuffer(got[0], np.uint32), meta, self.bound)
                 running = int(np.frombuffer(got[1], np.uint32)[0])
-                if seconds > 0:
-                    want = int(attempts * target / seconds)
-                    attempts = max(1, min(want, 4 * attempts, cap or want))
                 step0 = 1
         self.until = u
         self._seen = None

@@ -123,3 +123,80 @@ def identity() -> str:
     """The adapter, as the kernel caches key it: vendor, device, driver, backend type."""
     i = get().info
     return "\x00".join(i.get(k, "") for k in ("vendor", "device", "driver", "backend_type"))
+
+
+class WgpuDevice:
+    """runtime/device.py's Device over the process's wgpu device (``get()``): a program
+    is a compute pipeline (its bind group layout "auto"), a buffer a storage buffer
+    (copy source and destination); a dispatch binds the buffers in order (binding 0,
+    1, ...) and the uniforms, when given, after them; a read copies into a staging
+    buffer and maps it. Queue work holds the device's lock."""
+
+    def __init__(self):
+        dev = get()
+        if dev.device is None:
+            raise RuntimeError(dev.error or "no wgpu device")
+        self._dev = dev
+        self._groups: dict = {}         # (program, buffers) -> bind group, made once
+
+    def compile(self, source: str, entry: str = "main"):
+        d = self._dev.device
+        return d.create_compute_pipeline(layout="auto", compute={
+            "module": d.create_shader_module(code=source), "entry_point": entry})
+
+    def buffer(self, nbytes: int, usage=None):
+        import wgpu
+        usage = usage or (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+                          | wgpu.BufferUsage.COPY_SRC)
+        return self._dev.device.create_buffer(size=max(16, -(-nbytes // 16) * 16), usage=usage)
+
+    def write(self, buffer, data) -> None:
+        with self._dev.lock:
+            self._dev.device.queue.write_buffer(buffer, 0, data)
+
+    def dispatch(self, program, buffers: list, groups: tuple, uniforms: bytes = b"") -> None:
+        import wgpu
+        d = self._dev.device
+        bound = list(buffers)
+        if uniforms:
+            key = ("ubuf", id(program))
+            ubuf = self._groups.get(key)
+            if ubuf is None or ubuf.size < len(uniforms):
+                ubuf = self._groups[key] = self.buffer(
+                    len(uniforms), wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+            self.write(ubuf, uniforms)
+            bound.append(ubuf)
+        key = (id(program),) + tuple(id(b) for b in bound)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = d.create_bind_group(
+                layout=program.get_bind_group_layout(0),
+                entries=[{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+                         for i, b in enumerate(bound)])
+        with self._dev.lock:
+            enc = d.create_command_encoder()
+            cp = enc.begin_compute_pass()
+            cp.set_pipeline(program)
+            cp.set_bind_group(0, group)
+            cp.dispatch_workgroups(*groups)
+            cp.end()
+            d.queue.submit([enc.finish()])
+
+    def read(self, buffer, nbytes: int) -> bytes:
+        with self._dev.lock:
+            return bytes(self._dev.device.queue.read_buffer(buffer, 0, -(-nbytes // 4) * 4))[
+                :nbytes]
+
+    def release(self, *objects) -> None:
+        gone = {id(o) for o in objects}
+        self._groups = {k: v for k, v in self._groups.items() if not gone & set(k)}
+        for o in objects:
+            destroy = getattr(o, "destroy", None)       # buffers; pipelines are dropped
+            if destroy is not None:
+                destroy()
+
+    def limits(self) -> dict:
+        return dict(self._dev.limits)
+
+    def software(self) -> bool:
+        return software()

@@ -16,10 +16,12 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ...ir.step import step_program
 from ...noise.normal import key_of
+from ...runtime import pacing
+from ...runtime.pacing import history_end
 from . import build, check_dtype
 from . import device as dev
 from .disk_cache import DISK
-from .runner import (FIRST_WORK, MEMORY, TARGET_CPU_SECONDS, TARGET_SECONDS, Kernel,
+from .runner import (FIRST_WORK, MEMORY, Kernel,
                      _chunks, _dispatch, _groups, _here, _lock, _loop_cap, _pack,
                      _pack_uniforms, _raise_error, _report, _states, field_id, identity,
                      reduction)
@@ -70,7 +72,7 @@ def run(bound: Bound, progress) -> Solution:
     if not dev.available():
         raise BackendError(f"no wgpu device here ({dev.get().error})")
     kernel = _kernel(bound)
-    if any(k is kernel for k in _here.kernels):     # inside a progress callback of its run
+    if _here.inside(kernel):                        # inside a progress callback of its run
         kernel = kernel.private()
     with _lock:
         sol = _run(kernel, bound, progress)
@@ -143,7 +145,7 @@ class _HistoryRun:
         self.values, self.put = _uniforms(kernel, bound)
         self.cap = _loop_cap(meta)
         self.stages = len(step_program(f.solver.tableau).stages)
-        self.target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+        self.aim = pacing.target(dev.software())
         self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
         self.most = self.d.limits.get("max_storage_buffer_binding_size", 1 << 27)
         self.chunks = _chunks(kernel, bound)
@@ -169,17 +171,14 @@ class _HistoryRun:
             queue.write_buffer(k.ensure("b_params", p.nbytes), 0, p.tobytes())
         self.hist = k.ensure("b_hist", room * per_slot)
         self.group, self.groups = k.bind_group(), _groups(k, bound, a, b)
-        first = max(1, min(FIRST_WORK // max(1, count * self.stages), self.cap or 1 << 30))
+        pacer = pacing.Pacer(pacing.first_steps(FIRST_WORK, count, self.stages, self.cap),
+                             self.cap, self.aim)
         s0, start = 0, True
         while True:
-            s1 = 0 if start else min(self.steps, s0 + first, (s0 // self.every + room)
-                                     * self.every)
+            s1 = 0 if start else history_end(s0, self.steps, self.every, room, pacer.steps)
             began = time.perf_counter()
             self._segment(ci, a, b, s0, s1, start)
-            seconds = time.perf_counter() - began
-            if s1 > s0 and seconds > 0:
-                want = int((s1 - s0) * self.target / seconds)
-                first = max(1, min(want, 4 * first, self.cap or want))
+            pacer.record(s1 - s0, time.perf_counter() - began)
             if s1 == self.steps:
                 return
             if self.progress is not None and s1 > s0:

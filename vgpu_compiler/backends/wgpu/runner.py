@@ -35,19 +35,19 @@ from ...ir.dump import dump
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...ir.walk import field_roots, walk
-from . import VERSION, build, check_dtype
+from . import MEMORY_CAPACITY, VERSION, build, check_dtype
 from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
 from .fast import OneDispatch
+from ...runtime import pacing
+from ...runtime.progress import Nesting
 from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, _states
 
 LOOP_LIMIT = 65535
-TARGET_SECONDS = 0.2            # a dispatch's time on a GPU (watchdogs kill long ones)
-TARGET_CPU_SECONDS = 1.0        # on a CPU adapter (no watchdog; fewer syncs)
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
 FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap", "pause"}
-MEMORY = LRU(64)                # memory key -> Kernel
+MEMORY = LRU(MEMORY_CAPACITY)   # memory key -> Kernel
 _lock = threading.RLock()
 FIELD_ID_CHARS = 16
 LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
@@ -277,7 +277,7 @@ def run(prepared, data, progress=None) -> Solution:
     check_dtype(bound.dtype.name, bound.field.span)
     found = kernel_for(bound)
     kernel = found
-    if any(k is kernel for k in _here.kernels):     # inside a progress callback of its run
+    if _here.inside(kernel):                        # inside a progress callback of its run
         kernel = kernel.private()
     with _lock:
         sol = _execute(kernel, bound, progress)
@@ -318,22 +318,8 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
             and made[2] is dev.get().limits and hit[0] == made[0])
 
 
-class _Here(threading.local):
-    kernels: tuple = ()         # those whose run's progress callback this thread is in
-
-
-_here = _Here()
-
-
-def _report(kernel: Kernel, progress, done: int, total: int) -> None:
-    """Call ``progress`` between dispatches; a call it makes of the same kernel gets a
-    private copy (run)."""
-    outer = _here.kernels
-    _here.kernels = outer + (kernel,)
-    try:
-        progress(done, total)
-    finally:
-        _here.kernels = outer
+_here = Nesting()               # the kernels whose run's progress callback this thread is in
+_report = _here.report          # progress between dispatches (a nested call: a private copy)
 
 
 def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
@@ -380,20 +366,7 @@ def _loop_cap(meta: dict) -> int | None:
 def _first_steps(count: int, stages: int, cap: int | None) -> int:
     """The steps of a chunk's first dispatch: FIRST_WORK trajectory-stages, at most
     ``cap`` (_loop_cap)."""
-    return max(1, min(FIRST_WORK // max(1, count * stages), cap or 1 << 30))
-
-
-def _segments(steps: int, first: int, cap, history):
-    """(s0, s1) of each dispatch; every saved step ends one; paced by ``first`` (a list,
-    updated by the caller)."""
-    if history or steps == 0:
-        yield 0, 0
-    s0 = 0
-    for stop in sorted(set(history or ()) | {steps}):
-        while s0 < stop:
-            s1 = min(s0 + first[0], stop)
-            yield s0, s1
-            s0 = s1
+    return pacing.first_steps(FIRST_WORK, count, stages, cap)
 
 
 def _setup(kernel: Kernel, bound: Bound):
@@ -457,7 +430,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     out_sizes = {b["array"]: 4 * int(np.prod(bound.output_shapes[b["array"]]))
                  for b in meta["buffers"] if b["role"] == "output"}
     stages = len(step_program(f.solver.tableau).stages)
-    target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+    aim = pacing.target(dev.software())
     row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
     chunks = _chunks(kernel, bound)
     for ci, (a, b) in enumerate(chunks):
@@ -478,8 +451,8 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
             p = np.stack([np.asarray(bound.params[name], dtype).reshape(n)[a:b] for name in pt])
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
         group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
-        first = [_first_steps(count, stages, cap)]
-        for s0, s1 in _segments(bound.steps, first, cap, history):
+        pacer = pacing.Pacer(_first_steps(count, stages, cap), cap, aim)
+        for s0, s1 in pacing.segments(bound.steps, pacer, history):    # saved steps end one
             put("u_step0", s0)
             put("u_nsteps", s1 - s0)
             put("u_final", int(s1 == bound.steps and (s1 > s0 or bound.steps == 0)))
@@ -499,10 +472,7 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
                 got = _dispatch(kernel, device, queue, packed, group, groups, reads)
             e = np.frombuffer(got[0], np.uint32)
             COUNTERS.add("dispatches")
-            seconds = time.perf_counter() - began
-            if s1 > s0 and seconds > 0:
-                want = int((s1 - s0) * target / seconds)
-                first[0] = max(1, min(want, 4 * first[0], cap or want))
+            pacer.record(s1 - s0, time.perf_counter() - began)
             _raise_error(e, meta, bound)
             if save:
                 saved[history.index(s1)][:, a:b] = _states(got[1], n_states, count)

@@ -17,10 +17,11 @@ from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from ...ir.step import step_program
 from ...noise.normal import key_of
+from ...runtime import pacing
 from . import check_dtype
 from . import device as dev
 from .dispatch import _read
-from .runner import (FIRST_WORK, TARGET_CPU_SECONDS, TARGET_SECONDS, _chunks, _dispatch,
+from .runner import (FIRST_WORK, _chunks, _dispatch,
                      _groups, _loop_cap, _lock, _pack_uniforms, _raise_error, available,
                      kernel_for)
 
@@ -95,7 +96,7 @@ class Session:
         device, queue, k, meta = d.device, d.device.queue, self.kernel, self.kernel.meta
         total = step0 + nsteps
         self._put("u_steps", total)
-        target = TARGET_CPU_SECONDS if dev.software() else TARGET_SECONDS
+        aim = pacing.target(dev.software())
         if "inputs" in self.dirty:
             for b in meta["buffers"]:
                 if b["role"] == "input":
@@ -114,10 +115,9 @@ class Session:
             upload = self.dirty if self.resident else {"state", "params"}
             self._upload(queue, a, b, upload)
             group, groups = k.bind_group(), _groups(k, self.bound, a, b)
-            first = max(1, min(FIRST_WORK // max(1, count * self.stages), self.cap or 1 << 30))
-            s0 = step0
-            while True:
-                s1 = min(s0 + first, total)
+            pacer = pacing.Pacer(pacing.first_steps(FIRST_WORK, count, self.stages, self.cap),
+                                 self.cap, aim)
+            for s0, s1 in pacing.segments(total, pacer, start=step0):
                 self._put("u_step0", s0)
                 self._put("u_nsteps", s1 - s0)
                 self._put("u_final", int(s1 == total))
@@ -132,16 +132,10 @@ class Session:
                     if self.resident:       # the device holds the run: this is its step
                         self.dirty, self.step = set(), s1
                 COUNTERS.add("dispatches")
-                seconds = time.perf_counter() - began
-                if s1 > s0 and seconds > 0:
-                    want = int((s1 - s0) * target / seconds)
-                    first = max(1, min(want, 4 * first, self.cap or want))
+                pacer.record(s1 - s0, time.perf_counter() - began)
                 _raise_error(np.frombuffer(got[0], np.uint32), meta, self.bound)
                 if back:
                     finished.append((a, b, got[1:]))
-                s0 = s1
-                if s0 >= total:
-                    break
         with held():            # every chunk has run: the host's arrays are the run's
             for a, b, got in finished:
                 self._absorb(a, b, got)

@@ -1,0 +1,15 @@
+"""The host side of a run that the compiled backends share, written once (glsl and wgpu use it;
+the cpu backend, one C call per segment with no pacing, does not yet).
+
+A stage between ``call/`` (what a call is) and ``backends/`` (what runs it): it may
+import ``call`` and below, never a backend (tests/test_layering.py). Its modules:
+
+- ``pacing.py``   how many steps (or attempts) each dispatch gets (a first dispatch of
+                  a fixed budget of work, then paced by the measured time under a
+                  watchdog budget) and where a run is split into dispatches
+- ``progress.py`` ``progress(done, total)`` between dispatches, and which kernels this
+                  thread is inside a progress callback of (re-entry)
+- ``device.py``   the Device protocol (compile, buffer, write, dispatch, read,
+                  release, limits, software); wgpu's WgpuDevice and glsl's GlDevice
+                  implement it
+"""

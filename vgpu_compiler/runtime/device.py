@@ -1,0 +1,59 @@
+"""The Device protocol: what a host driver needs of a backend's device, and no more.
+
+A driver (a fixed-step run, an adaptive run, a Simulation session, a history run)
+compiles a kernel once, makes its buffers, and then per dispatch writes what changed,
+dispatches and reads back what it needs; it asks the device for its limits (how big a
+buffer one binding may be, how many workgroups one dispatch may have) and whether it
+is a CPU renderer (pacing.target: no watchdog there, fewer syncs). Every operation is
+synchronous as seen from the caller: ``read`` returns the bytes after every dispatch
+before it has finished.
+
+- ``compile(source, entry)``  a program from the backend's kernel text (GLSL, WGSL, C)
+- ``buffer(nbytes)``          a device buffer of at least ``nbytes`` (zeroed)
+- ``write(buffer, data)``     host bytes (anything with the buffer protocol) into it
+- ``dispatch(program, buffers, groups, uniforms=b"")``  one dispatch: ``buffers``
+                              bound in order (binding 0, 1, ...), ``groups`` workgroups
+                              (x[, y[, z]]), ``uniforms`` the uniform block's bytes
+- ``read(buffer, nbytes)``    the first ``nbytes`` bytes of a buffer
+- ``release(*objects)``       programs and buffers freed (each at most once; a
+                              released one is not used again)
+- ``limits()``                a dict of the device's limits, WebGPU's names
+                              (``max_storage_buffer_binding_size``,
+                              ``max_compute_workgroups_per_dimension``, ...)
+- ``software()``              True on a CPU implementation (llvmpipe, lavapipe, ...)
+
+The implementations: backends/wgpu/device.py (``WgpuDevice``, over wgpu's device
+and queue) and backends/glsl/device.py (``GlDevice``, over the GL context, one trip
+to it per operation). The drivers do not run on them yet: glsl's drivers batch a
+dispatch's GL calls into one trip, wgpu's keep their own pipelines and bind groups,
+and the cpu backend calls its library with host arrays (one C call per dispatch, no
+device buffers); moving them is the next step.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+OPERATIONS = ("compile", "buffer", "write", "dispatch", "read", "release", "limits",
+              "software")
+
+
+@runtime_checkable
+class Device(Protocol):
+    """See the module: the eight operations a driver uses."""
+
+    def compile(self, source: str, entry: str = "main") -> Any: ...
+
+    def buffer(self, nbytes: int) -> Any: ...
+
+    def write(self, buffer: Any, data: Any) -> None: ...
+
+    def dispatch(self, program: Any, buffers: list, groups: tuple,
+                 uniforms: bytes = b"") -> None: ...
+
+    def read(self, buffer: Any, nbytes: int) -> bytes: ...
+
+    def release(self, *objects: Any) -> None: ...
+
+    def limits(self) -> dict: ...
+
+    def software(self) -> bool: ...
