@@ -14,7 +14,8 @@ reference is away from zero: max_i |y_i - ref_i| / max(|ref_i|, 1) (Arenstorf's 
 y' are 0 at T; Pleiades' components are O(1)). Tolerances rtol = atol = 1e-6 ... 1e-12.
 The VGPU columns run on the numpy reference (the compiled backends take the same steps
 in float64: tests/test_more_explicit_methods.py). With --kernel, Pleiades' kernel size
-and its first-call (compile) time on cpu are measured, per method.
+and its first call's time (the compile) on cpu and glsl, per method, each in a fresh
+process and cache folder.
 
     python -m benchmarks.nonstiff_digits [--backend numpy] [--json out.json] [--kernel]
 """
@@ -24,17 +25,14 @@ import argparse
 import json
 import os
 import tempfile
-import time
 import warnings
 
 import numpy as np
 
-from .stiff_digits import digits
 from .tight import PERIOD, SRC as ARENSTORF_SRC, VY0, _f as _arenstorf
 
 METHODS = ("dop853", "vern7", "vern9")
 TOLS = (1e-6, 1e-8, 1e-10, 1e-12)
-PROBLEMS = ("Arenstorf", "Pleiades")
 BODIES = 7
 PLEI_X = (3, 3, -1, -3, 2, -2, 2)
 PLEI_Y = (3, -3, 2, 0, 0, -4, 4)
