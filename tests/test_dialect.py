@@ -57,7 +57,8 @@ def test_float64_is_the_float32_table_with_a_few_overrides():
               if getattr(GLSL_FLOAT32, f.name) != getattr(GLSL_FLOAT64, f.name)}
     assert differ == {"dtype", "F", "suffix", "float_ops", "forbidden"}
     changed = {op for op in Op if GLSL_FLOAT32.float_ops.get(op) != GLSL_FLOAT64.float_ops.get(op)}
-    assert changed == {Op.CEIL, Op.POW}            # vg_ceil; pow only through powi and sqrt
+    # vg_ceil; pow only through powi and sqrt; exp, log and log2 are the double helpers
+    assert changed == {Op.CEIL, Op.POW, Op.EXP, Op.LOG, Op.LOG2}
     assert GLSL_FLOAT64.type("float") == "double" and GLSL_FLOAT32.type("float") == "float"
 
 

@@ -9,7 +9,7 @@ position in declaration order), under the key ``(seed mod 2^32, seed div 2^32)``
     u2 = (float32(w1 >> 9) + 0.5) * 2^-23
     Z  = sqrt(-2 * log(u1)) * cos(float32(2 pi) * u2)
 
-all in float32 (GLSL has no double ``log``/``cos``), then converted to the
+all in float32 (GLSL has no double ``cos``), then converted to the
 working dtype. The Box–Muller transform (Box and Muller, 1958) keeps one of
 its two variates: one normal per counter, so a noise's draw at a step needs
 no other draw.

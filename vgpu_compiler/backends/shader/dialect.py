@@ -73,6 +73,10 @@ HELPER_DEPS = {
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
     "vg_normal": ("vg_philox",), "vg_philox": (),
+    "vg_dexp": ("vg_inf", "vg_dpow2"), "vg_dpow2": (),
+    "vg_dlog": ("vg_nan", "vg_inf", "vg_dlogparts"),
+    "vg_dlog2": ("vg_nan", "vg_inf", "vg_dlogparts"),
+    "vg_dlogparts": (),
 }
 # Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
 # counts them: see plan.loop_cap); no other helper loops.
@@ -87,8 +91,10 @@ REDUCE_COMBINE = {ReduceOp.SUM: "({0} + {1})", ReduceOp.MEAN: "({0} + {1})",
                   ReduceOp.MIN: "vg_min({0}, {1})", ReduceOp.MAX: "vg_max({0}, {1})"}
 REDUCE_NEUTRAL = {ReduceOp.SUM: 0.0, ReduceOp.MEAN: 0.0,
                   ReduceOp.MIN: math.inf, ReduceOp.MAX: -math.inf}
+# OpenGL's double type has no transcendental functions; exp, log and log2 are helpers
+# here (vg_dexp, vg_dlog, vg_dlog2: fdlibm's), the rest are refused (docs/language.md).
 FLOAT64_MISSING = frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
-                             Op.SINH, Op.COSH, Op.TANH, Op.EXP, Op.LOG, Op.LOG2})
+                             Op.SINH, Op.COSH, Op.TANH})
 
 
 @dataclass(frozen=True)
@@ -240,9 +246,10 @@ class Dialect:
 
 GLSL_FLOAT32 = Dialect("glsl", "float32", "float", "", adaptive_lanes=2)
 GLSL_FLOAT64 = replace(
-    GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",
+    GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only
     float_ops={**{op: f for op, f in FLOAT_OPS.items() if op is not Op.POW},
-               Op.CEIL: "vg_ceil({0})"},        # no pow: integer powers (powi) and sqrt only
+               Op.CEIL: "vg_ceil({0})", Op.EXP: "vg_dexp({0})", Op.LOG: "vg_dlog({0})",
+               Op.LOG2: "vg_dlog2({0})"},
     forbidden=FLOAT64_MISSING)
 FLOAT32, FLOAT64 = GLSL_FLOAT32, GLSL_FLOAT64        # the names the tests and callers know
 DIALECTS = {"float32": GLSL_FLOAT32, "float64": GLSL_FLOAT64}
@@ -252,7 +259,8 @@ def float64_error(op_name: str, span: Span | None) -> BackendError:
     return BackendError(
         f"`{op_name}` has no double-precision version on the GLSL backend "
         f"(OpenGL has double arithmetic, sqrt, abs, floor, ceil, min, max, clamp, sign and "
-        f"integer powers only); use {S.setting('dtype', 'float32')}, or "
+        f"integer powers only; VGPU adds exp, log and log2); use "
+        f"{S.setting('dtype', 'float32')}, or "
         f"{S.setting('backend', fastest('float64', exclude=('glsl',)))} for float64",
         span=span)
 
