@@ -217,6 +217,7 @@ def _run(prepared, data, backend, progress) -> Solution:
         if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
             sol = empty_solution(prepared.template, progress)
         else:
+            _observes(chosen, prepared)
             sol = chosen.run(prepared, data, progress)
         sol.backend = backend
         return sol
@@ -255,10 +256,22 @@ def _say_chosen(backend) -> None:
     log.info("%s", registry.why_chosen(backend))
 
 
+def _observes(backend, prepared) -> None:
+    """A BackendError when the field has step-end observers (peak, trough, first) and
+    ``backend`` does not update them (``auto`` then moves on)."""
+    rules = prepared.template.field.observer_rules
+    if rules and "step_observers" not in registry.capabilities(backend):
+        kinds = sorted({r.kind for r in rules})
+        raise BackendError(f"the {backend.name} backend does not compute the observers "
+                           f"{', '.join(kinds)} yet (integral and average it does); use "
+                           f"{S.setting('backend', 'numpy')}")
+
+
 def _on(backend, prepared, data, progress) -> Solution:
     if is_empty(prepared):      # nothing to dispatch: no backend needs to know
         sol = empty_solution(prepared.template, progress)
     else:
+        _observes(backend, prepared)
         sol = backend.run(prepared, data, progress)
     sol.backend = backend.name
     return sol

@@ -53,6 +53,7 @@ FEATURES = {
     "save_at": "`save_at` (states at chosen times)",
     "reductions": "basins: `coupled`, reductions, `collapse`",
     "flux": "`flux` into outputs",
+    "step_observers": "observers `peak`, `trough`, `first` (`integral`, `average`: every backend)",
     "progress": "`progress=` (called between chunks)",
     "simulation": "`vgpu.Simulation` (explicit methods)",
     "float64": "`dtype=\"float64\"`",
