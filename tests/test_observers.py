@@ -468,3 +468,20 @@ field stiff {
 """
     with pytest.raises(DeclarationError, match="not available with the stiff method rodas4"):
         vgpu.solve(src, backend="numpy", dims={"N": 2})
+
+
+# --- results out: to_xarray and vgpuc run's .npz ------------------------------------------
+def test_observers_in_to_xarray_and_the_npz():
+    pytest.importorskip("xarray")
+    from vgpu_compiler.cli.run import solution_arrays
+    src = OSC.replace("observe never", "observe status") % FIXED
+    w = np.array([1.0, 2.0])
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    ds = sol.to_xarray()
+    np.testing.assert_array_equal(ds["vmax"].values, sol.observed["vmax"])
+    assert ds["vmax"].dims == ("i",)
+    np.testing.assert_array_equal(ds["observed_status"].values, sol.observed["status"])
+    arrays = solution_arrays(sol)
+    np.testing.assert_array_equal(arrays["cross"], sol.observed["cross"])
+    np.testing.assert_array_equal(arrays["observed_status"], sol.observed["status"])
+    np.testing.assert_array_equal(arrays["status"], sol.status)
