@@ -485,3 +485,20 @@ def test_observers_in_to_xarray_and_the_npz():
     np.testing.assert_array_equal(arrays["cross"], sol.observed["cross"])
     np.testing.assert_array_equal(arrays["observed_status"], sol.observed["status"])
     np.testing.assert_array_equal(arrays["status"], sol.status)
+
+
+def test_a_batch_of_any_shape_and_run_field_and_an_empty_grid():
+    """A batch of shape (2, 3) gives observers of that shape (as the states); run_field
+    returns the field's states alone; an empty grid gives empty observers."""
+    src = OSC % FIXED
+    w = np.linspace(0.5, 3.0, 6).reshape(2, 3)
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    flat = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w.reshape(-1)})
+    for k, v in sol.observed.items():
+        assert v.shape == (2, 3)
+        np.testing.assert_array_equal(v.reshape(-1), flat.observed[k])
+    states = vgpu.run_field(src, params={"w": w.reshape(-1)}, backend="numpy",
+                            dtype="float64")
+    np.testing.assert_array_equal(states, flat.states)
+    empty = vgpu.solve(DECAY % FIXED, backend="numpy", dims={"N": 0})
+    assert empty.observed["area"].shape == (0,) and empty.states.shape == (0,)
