@@ -40,8 +40,8 @@ import numpy as np
 
 from .. import backends as registry
 from .. import spelling as S
-from ..pipeline import (Located, Source, _fell_back, _observes, _out_of_memory, _say_chosen, parsed,
-                        text_of)
+from ..pipeline import (Located, Source, _fell_back, _observes, _out_of_memory, _say_chosen,
+                        parsed, text_of)
 from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
 from ..call.batch import require_flat
@@ -102,7 +102,7 @@ class Simulation:
                                 f"{self._field.solver.method}: a "
                                 f"Simulation runs explicit methods only so far (use "
                                 f"vgpu.solve)")
-            if t.field.observer_rules and self._adaptive_args():
+            if t.field.observer_rules and t.adaptive is not None:
                 rule = t.field.observer_rules[0]
                 raise CallError(f"field {self._field.name} observes {rule.kind}(...): an "
                                 f"adaptive Simulation computes integral and average "
@@ -144,9 +144,6 @@ class Simulation:
                     f"{why}. save() a checkpoint there and Simulation.load it here, or "
                     f"start workers with multiprocessing's \"spawn\" method")
         return session
-
-    def _adaptive_args(self) -> bool:
-        return self._field.solver.adaptive is not None
 
     @property
     def _run_field(self):
