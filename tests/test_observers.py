@@ -502,3 +502,15 @@ def test_a_batch_of_any_shape_and_run_field_and_an_empty_grid():
     np.testing.assert_array_equal(states, flat.states)
     empty = vgpu.solve(DECAY % FIXED, backend="numpy", dims={"N": 0})
     assert empty.observed["area"].shape == (0,) and empty.states.shape == (0,)
+
+
+def test_the_benchmark_at_a_tiny_size():
+    """benchmarks/observers.py on the reference: the observers leave the run unchanged,
+    the first-spike recipe (an integral) equals first(v > 1), the memory counted."""
+    from benchmarks.observers import measure, table
+    row = measure(vgpu, "numpy", 64, 100, 25, native=True)
+    assert row["first_recipe_vs_native_max_abs"] < 1e-6
+    assert row["observer_bytes"] == 4 * 64 * 4
+    assert row["dense_history_bytes"] == 101 * 64 * 2 * 4
+    assert row["never_spiked"] > 0 and row["spikes_total"] > 0
+    assert "numpy" in table([row])
