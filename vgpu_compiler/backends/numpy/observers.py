@@ -80,8 +80,10 @@ class Observing:
         for r, hit in zip(self.firsts, hits):
             if not hit.any():
                 continue
-            if self.noisy or interp is None:    # noise: at the segment's end
+            if self.noisy:      # noise: at the segment's end
                 theta = np.ones(run.layout.shape, run.dtype)
+            elif interp is None:
+                raise AssertionError("a `first` to locate needs the step's interpolant")
             else:
                 theta = bisect(run, interp, ("observe_first", r.index), r.expr, hit, t_s,
                                h_len, step, self.bisections)
