@@ -27,7 +27,8 @@ from .call.tolerance import warn_tolerance
 from .call.bound import Solution
 from .call import labelled
 from .call.sensitivities import split as split_sensitivities
-from .ir import sensitivity
+from .call.observers import split as split_observers
+from .ir import observers, sensitivity
 from .call.counters import COUNTERS
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
@@ -106,7 +107,7 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
         selected = base = parsed(text, filename).select(field)
         if window is None:          # a batch of any shape, run as the 1-D grid (call/batch.py)
             h0, params, batch = flatten(selected, h0, params)
-        save_at = joined = None
+        save_at = joined = lowered = None
         if extra:
             extra = dict(extra)
             save_at = extra.pop("save_at", None)
@@ -114,11 +115,18 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
             if names is not None:       # the field joined with dh/dp (ir/sensitivity.py)
                 joined = sensitivity.joined(selected, names)
                 selected = joined.field
+        if selected.observers:      # observers as hidden states (ir/observers.py)
+            lowered = observers.lower(selected)
+            selected = lowered.field
         prepared, data = prepare(selected, h0, params, inputs, dims, dtype, dt, steps,
                                  t0, save_every, extra, save_at, seed, window)
         if window is None:          # (a Dask run's blocks: said once, on the client)
             warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
         sol = _run(prepared, data, backend, progress)
+        if lowered is not None:
+            complete_status(sol, prepared.template)     # (average reads sol.t)
+            split_observers(sol, lowered, prepared.template.t0, prepared.dtype,
+                            squeeze=joined is None)
         if joined is not None:
             split_sensitivities(sol, joined)
         if full:
@@ -209,6 +217,7 @@ def _run(prepared, data, backend, progress) -> Solution:
         if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
             sol = empty_solution(prepared.template, progress)
         else:
+            _observes(chosen, prepared)
             sol = chosen.run(prepared, data, progress)
         sol.backend = backend
         return sol
@@ -247,10 +256,22 @@ def _say_chosen(backend) -> None:
     log.info("%s", registry.why_chosen(backend))
 
 
+def _observes(backend, prepared) -> None:
+    """A BackendError when the field has step-end observers (peak, trough, first) and
+    ``backend`` does not update them (``auto`` then moves on)."""
+    rules = prepared.template.field.observer_rules
+    if rules and "step_observers" not in registry.capabilities(backend):
+        kinds = sorted({r.kind for r in rules})
+        raise BackendError(f"the {backend.name} backend does not compute the observers "
+                           f"{', '.join(kinds)} yet (integral and average it does); use "
+                           f"{S.setting('backend', 'numpy')}")
+
+
 def _on(backend, prepared, data, progress) -> Solution:
     if is_empty(prepared):      # nothing to dispatch: no backend needs to know
         sol = empty_solution(prepared.template, progress)
     else:
+        _observes(backend, prepared)
         sol = backend.run(prepared, data, progress)
     sol.backend = backend.name
     return sol

@@ -57,6 +57,7 @@ FEATURES = {
     "save_at": "`save_at` (states at chosen times)",
     "reductions": "basins: `coupled`, reductions, `collapse`",
     "flux": "`flux` into outputs",
+    "step_observers": "observers `peak`, `trough`, `first` (`integral`, `average`: every backend)",
     "progress": "`progress=` (called between chunks)",
     "simulation": "`vgpu.Simulation` (explicit methods)",
     "float64": "`dtype=\"float64\"`",

@@ -147,6 +147,7 @@ def unflatten(sol: Solution, batch: tuple) -> Solution:
     sol.steps_rejected = shaped(sol.steps_rejected)
     sol.event_counts = shaped(sol.event_counts)
     sol.sensitivities = shaped(sol.sensitivities)
+    sol.observed = {k: shaped(v) for k, v in (sol.observed or {}).items()}
     for name in ("history", "history_sensitivities"):   # (n_saved,) + grid + ...
         h = getattr(sol, name)
         if h is not None:

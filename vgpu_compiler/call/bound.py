@@ -92,6 +92,8 @@ class Solution:
     sensitivities: np.ndarray | None = None
     history_sensitivities: np.ndarray | None = None
     sensitivity_names: tuple[str, ...] | None = None
+    # `observe` statements (call/observers.py): name -> grid_shape array (working dtype)
+    observed: dict = _field(default_factory=dict)
 
     def to_xarray(self):
         """This solution as an ``xarray.Dataset`` labelled by the field (xarray is an

@@ -125,6 +125,8 @@ def to_xarray(sol):
             put("", name, grid + ("event",) if name == "event_counts" else grid, value)
     for name, value in (sol.outputs or {}).items():
         put("output", name, labels.outputs.get(name) or _axes(name, value), value)
+    for name, value in (sol.observed or {}).items():     # `observe`: one per trajectory
+        put("observed", name, grid, value)
     coords = {}
     if sol.history is not None:
         coords["time"] = ("time", np.asarray(sol.times))

@@ -238,13 +238,15 @@ def _save_at(text: str | None):
 # --- results out --------------------------------------------------------------------------
 def solution_arrays(solution) -> dict[str, np.ndarray]:
     """Everything an .npz holds: states, steps_taken, status, t, steps_rejected, outputs,
-    history and times."""
+    observers, history and times."""
     arrays = {"states": solution.states, "steps_taken": solution.steps_taken}
     for name in ("status", "t", "steps_rejected"):
         if getattr(solution, name, None) is not None:
             arrays[name] = getattr(solution, name)
     for name, value in (solution.outputs or {}).items():
         arrays[f"output_{name}" if name in RESERVED else name] = value
+    for name, value in (solution.observed or {}).items():
+        arrays[f"observed_{name}" if name in RESERVED else name] = value
     if solution.history is not None:
         arrays["history"] = solution.history
         arrays["times"] = solution.times
@@ -284,6 +286,9 @@ def _print_summary(field, solution) -> None:
             print(f"output {name}, shape {np.shape(value)}:", file=out)
             with np.printoptions(threshold=256):
                 print(np.asarray(value), file=out)
+        for name, value in (solution.observed or {}).items():
+            print(f"observed {name}, shape {np.shape(value)}:", file=out)
+            print(np.asarray(value), file=out)
         taken = np.asarray(solution.steps_taken)
         if taken.size:
             print(f"steps taken: min {taken.min()}, max {taken.max()}", file=out)

@@ -57,10 +57,13 @@ def _solution(block):
 
 
 def part(block, name: str) -> np.ndarray:
-    """One array of a block's Solution (an output: ``outputs/<name>``)."""
+    """One array of a block's Solution (an output: ``outputs/<name>``; an observer:
+    ``observed/<name>``)."""
     sol = _solution(block)
     if name.startswith("outputs/"):
         return sol.outputs[name[len("outputs/"):]]
+    if name.startswith("observed/"):
+        return sol.observed[name[len("observed/"):]]
     return getattr(sol, name)
 
 

@@ -61,6 +61,8 @@ def solve(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, s
                           extra.get("save_at"), seed, window)
     warn_tolerance(prepared.template, stacklevel=4)         # the caller of vgpu.solve
     probe = complete_status(empty_solution(prepared.template), prepared.template)
+    probe.observed = {o.name: np.zeros(prepared.grid_shape, prepared.dtype)
+                      for o in selected.observers}      # (an empty window's)
     spec = dict(source=src, field=selected.name, params=scalars, pt=tuple(lazy),
                 inputs=inputs, dims=dims, backend=backend, dtype=dtype, dt=dt, steps=steps,
                 t0=t0, save_every=save_every, extra=extra or None, seed=seed, rows=rows,
@@ -165,27 +167,34 @@ def _assemble(da, probe: Solution, solutions, lengths: tuple) -> Solution:
         if name in PER_BLOCK:
             values[name] = solutions.map_blocks(block.label, name, dtype=object,
                                                 meta=np.empty((0,), object))
+        elif isinstance(v, dict) and name == "observed":    # per trajectory, as states
+            values[name] = {k: _side_by_side(da, solutions, f"observed/{k}", o, 0, lengths)
+                            for k, o in v.items()}
         elif isinstance(v, dict):
             values[name] = {k: _summed(da, solutions, f"outputs/{k}", o)
                             for k, o in v.items()}
         elif isinstance(v, np.ndarray):
             axis = _trajectory_axis(v, grid)
             out = tuple(range(v.ndim))
-            if axis is None:        # the same for every block (e.g. times): the first's
+            if axis is not None:
+                values[name] = _side_by_side(da, solutions, name, v, axis, lengths)
+            else:        # the same for every block (e.g. times): the first's
                 first = solutions.blocks[:1]
                 values[name] = da.blockwise(
                     block.part, out, first, (v.ndim,), name, None, concatenate=True,
                     new_axes=dict(enumerate(v.shape)), dtype=v.dtype,
                     meta=np.empty((0,) * v.ndim, v.dtype))
-            else:
-                values[name] = da.blockwise(
-                    block.part, out, solutions, (axis,), name, None,
-                    new_axes={k: n for k, n in enumerate(v.shape) if k != axis},
-                    adjust_chunks={axis: lengths}, dtype=v.dtype,
-                    meta=np.empty((0,) * v.ndim, v.dtype))
         else:
             values[name] = v
     return Solution(**values)
+
+
+def _side_by_side(da, solutions, name: str, v: np.ndarray, axis: int, lengths: tuple):
+    """A per-trajectory array: the blocks' arrays side by side on ``axis``."""
+    return da.blockwise(
+        block.part, tuple(range(v.ndim)), solutions, (axis,), name, None,
+        new_axes={k: n for k, n in enumerate(v.shape) if k != axis},
+        adjust_chunks={axis: lengths}, dtype=v.dtype, meta=np.empty((0,) * v.ndim, v.dtype))
 
 
 def _trajectory_axis(v: np.ndarray, grid: tuple) -> int | None:

@@ -198,8 +198,19 @@ class StopWhen:
     span: Span
 
 
+@dataclass(frozen=True)
+class ObserveDecl:
+    """``observe NAME = KIND(expr)`` (the kind and its arguments as written: the checker
+    says what is wrong with them)."""
+    name: Name
+    kind: Name
+    args: tuple[Expr, ...]
+    span: Span
+
+
 Statement = Union[ParamDecl, ArraysDecl, StateDecl, LetDecl, Deriv, GridDecl, CoupledDecl,
-                  CollapseDecl, FluxStmt, SolveDecl, NoiseDecl, WhenBlock, StopWhen]
+                  CollapseDecl, FluxStmt, SolveDecl, NoiseDecl, WhenBlock, StopWhen,
+                  ObserveDecl]
 
 
 @dataclass(frozen=True)
@@ -379,6 +390,10 @@ class _Builder(Transformer):
 
     def stop(self, meta, children):
         return StopWhen(children[0], _meta_span(meta))
+
+    def observe(self, meta, children):
+        return ObserveDecl(_name(children[0]), _name(children[1]), tuple(children[2:]),
+                           _meta_span(meta))
 
     def field(self, meta, children):
         return FieldDef(_name(children[0]), tuple(children[1:]), _meta_span(meta))

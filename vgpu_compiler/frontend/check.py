@@ -35,11 +35,15 @@ EVENT_RULE = "; an event sees its own trajectory's state, not its basin's couple
 EVENT_CTX = Context("an event condition", ALL - {"coupled"}, rule=EVENT_RULE)
 ASSIGN_CTX = Context("an event assignment", ALL - {"coupled"}, rule=EVENT_RULE)
 EVENT_FLUX_CTX = Context("a flux in a `when` block", ALL - {"coupled"}, rule=EVENT_RULE)
+OBSERVE_RULE = ("; an observer sees its own trajectory: no noise, and not its basin's coupled "
+                "values")
+OBSERVE_CTX = Context("an observer", ALL - {"coupled"}, rule=OBSERVE_RULE)
 _BLOCK_WORD = {A.ParamDecl: "param", A.ArraysDecl: "an array declaration",
                A.StateDecl: "state", A.LetDecl: "let", A.Deriv: "an equation",
                A.GridDecl: "grid or basin", A.CoupledDecl: "coupled",
                A.CollapseDecl: "collapse", A.SolveDecl: "solve", A.NoiseDecl: "noise",
-               A.WhenBlock: "a nested `when`", A.StopWhen: "stop when"}
+               A.WhenBlock: "a nested `when`", A.StopWhen: "stop when",
+               A.ObserveDecl: "observe"}
 # methods that are not a tableau of their own: name -> the tableau of their drift step
 NOISE_ONLY_METHODS = {"milstein": "euler"}
 
@@ -93,7 +97,27 @@ def check_field(fielddef: A.FieldDef) -> N.Field:
         span=fielddef.span,
         events=_events(scope, exprs),
         implicit_grid=scope.grid_decl is None,
+        observers=_observers(scope, exprs),
     )
+
+
+def _observers(scope: Scope, exprs: ExprChecker) -> tuple[N.Observer, ...]:
+    """``observe NAME = KIND(expr)``: a known kind, one argument (a condition for
+    ``first``), an expression that may use what a derivative may except noise and
+    coupled names."""
+    result = []
+    for decl in scope.observers:
+        kind = decl.kind.name
+        if kind not in N.OBSERVER_KINDS:
+            raise NameError_(f"unknown observer `{kind}`; use one of "
+                             f"{', '.join(N.OBSERVER_KINDS)}", span=decl.kind.span)
+        if len(decl.args) != 1:
+            raise TypeError_(f"`{kind}` takes one argument (an expression{', a condition' if kind == 'first' else ''}), "
+                             f"got {len(decl.args)}", span=decl.span)
+        arg = decl.args[0]
+        expr = exprs.cond(arg, OBSERVE_CTX) if kind == "first" else exprs.float(arg, OBSERVE_CTX)
+        result.append(N.Observer(decl.name.name, kind, expr, decl.span))
+    return tuple(result)
 
 
 def _array(decl: A.ArrayDecl) -> N.ArrayDecl:

@@ -78,7 +78,7 @@ CHAINED = ("chained comparison `a < b < c` is not allowed; "
 _COMPARE_TEXT = ("<", "<=", ">", ">=", "==", "!=")
 _OPERATOR_TEXT = _COMPARE_TEXT + ("+", "-", "*", "/", "//", "%", "^", "**", "and", "or")
 _STATEMENT_TEXT = ("param", "input", "output", "state", "let", "grid", "basin", "coupled",
-                   "collapse", "flux", "solve", "when", "stop")
+                   "collapse", "flux", "solve", "when", "stop", "observe")
 _END = {"_NL", "SEMICOLON"}
 
 

@@ -55,6 +55,7 @@ class Scope:
     solve: list[A.SolveDecl] = field(default_factory=list)
     noises: list[A.Name] = field(default_factory=list)
     events: list = field(default_factory=list)     # WhenBlock and StopWhen, in order
+    observers: list = field(default_factory=list)  # ObserveDecl, in order
     grid_decl: A.GridDecl | None = None
     basin_decl: A.GridDecl | None = None
     dims: list[str] = field(default_factory=list)
@@ -82,7 +83,8 @@ class Scope:
 
 ARTICLE = {"param": "a param", "input": "an input", "output": "an output", "state": "a state",
            "let": "a let", "dim": "a dim symbol", "grid": "a grid index",
-           "basin": "a basin index", "coupled": "a coupled name", "noise": "a noise"}
+           "basin": "a basin index", "coupled": "a coupled name", "noise": "a noise",
+           "observer": "an observer"}
 
 
 def describe(kind: str | None) -> str:
@@ -155,6 +157,9 @@ def _collect(scope: Scope, stmt: A.Statement) -> None:
         scope.basin_decl = _one(scope, scope.basin_decl, stmt, "basin")
     elif isinstance(stmt, (A.WhenBlock, A.StopWhen)):
         scope.events.append(stmt)
+    elif isinstance(stmt, A.ObserveDecl):
+        declare(scope, stmt.name, "observer", stmt)
+        scope.observers.append(stmt)
     else:
         bucket = {A.Deriv: scope.derivs, A.CollapseDecl: scope.collapse,
                   A.FluxStmt: scope.flux, A.SolveDecl: scope.solve}[type(stmt)]

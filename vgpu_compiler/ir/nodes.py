@@ -261,6 +261,21 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Observer:
+    """``observe NAME = KIND(expr)``: a statistic of each trajectory (docs/language.md,
+    Observers). ``kind`` is one of ``OBSERVER_KINDS``; ``expr`` is FLOAT (BOOL for
+    ``first``). ir/observers.py lowers them to hidden states."""
+
+    name: str
+    kind: str
+    expr: Expr
+    span: Span | None = _span()
+
+
+OBSERVER_KINDS = ("peak", "trough", "integral", "average", "first")
+
+
+@dataclass(frozen=True)
 class Adaptive:
     """The arguments of an adaptive method's solve statement (None: not written there;
     its default or a call-time value applies)."""
@@ -334,6 +349,12 @@ class Field:
     # ``error_states`` (None: all). A field joined with its sensitivities
     # (ir/sensitivity.py) measures its own states only, so its steps are theirs.
     error_states: int | None = None
+    # `observe` statements, in written order (ir/observers.py lowers them to hidden states)
+    observers: tuple[Observer, ...] = ()
+    # a lowered field (ir/observers.py): its hidden observer states' step-end rules
+    # (ir.observers.Rule), applied by the backend at t0, every accepted step's end and
+    # just before and after every event
+    observer_rules: tuple = ()
 
     @property
     def n_error(self) -> int:

@@ -124,6 +124,7 @@ def fold_field(field: Field) -> Field:
                              flux=tuple(replace(x, index=tuple(f(i) for i in x.index),
                                                 value=f(x.value)) for x in e.flux))
                      for e in field.events),
+        observers=tuple(replace(o, expr=f(o.expr)) for o in field.observers),
     )
 
 

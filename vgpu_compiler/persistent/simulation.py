@@ -40,13 +40,15 @@ import numpy as np
 
 from .. import backends as registry
 from .. import spelling as S
-from ..pipeline import (Located, Source, _fell_back, _out_of_memory, _say_chosen, parsed,
-                        text_of)
+from ..pipeline import (Located, Source, _fell_back, _observes, _out_of_memory, _say_chosen,
+                        parsed, text_of)
 from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
 from ..call.batch import require_flat
 from ..call.bind import prepare
 from ..call.bound import Solution
+from ..call.observers import split as split_observers
+from ..ir import observers
 from ..errors import ArgumentTypeError, BackendError, CallError
 from ..ir.ops import INT32_MAX
 from ..ir.rosenbrock import STIFF
@@ -84,6 +86,9 @@ class Simulation:
         self._field = self._prepared = None
         with Located(text, filename), self._memory():
             self._field = parsed(text, filename).select(field)
+            # observers: hidden states of the field run (ir/observers.py), so advances
+            # and checkpoints carry them with the states
+            self._lowered = observers.lower(self._field) if self._field.observers else None
             require_flat(self._field, h0, params, "a Simulation")
             prepared, data = self._prepare(self._args["params"])
             self._prepared = prepared
@@ -97,6 +102,12 @@ class Simulation:
                                 f"{self._field.solver.method}: a "
                                 f"Simulation runs explicit methods only so far (use "
                                 f"vgpu.solve)")
+            if t.field.observer_rules and t.adaptive is not None:
+                rule = t.field.observer_rules[0]
+                raise CallError(f"field {self._field.name} observes {rule.kind}(...): an "
+                                f"adaptive Simulation computes integral and average "
+                                f"observers only so far (use vgpu.solve, or a fixed-step "
+                                f"method)")
             if 0 in t.grid_shape:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")
@@ -134,9 +145,14 @@ class Simulation:
                     f"start workers with multiprocessing's \"spawn\" method")
         return session
 
+    @property
+    def _run_field(self):
+        """The field the session runs: the lowered one when it has observers."""
+        return self._field if self._lowered is None else self._lowered.field
+
     def _prepare(self, params):
         a = self._args
-        return prepare(self._field, a["h0"], params or None, a["inputs"], a["dims"],
+        return prepare(self._run_field, a["h0"], params or None, a["inputs"], a["dims"],
                        a["dtype"], a["dt"], None, a["t0"], None, a["adaptive"], None,
                        a["seed"])
 
@@ -259,7 +275,22 @@ class Simulation:
     @property
     def states(self) -> np.ndarray:
         """The current states, grid_shape (+ (n_states,)), as run_field returns them."""
-        return self._read("states", "states").copy()
+        states = self._read("states", "states")
+        if self._lowered is None:
+            return states.copy()
+        n = self._lowered.first_row
+        return np.array(states[..., 0] if n == 1 else states[..., :n])
+
+    @property
+    def observed(self) -> dict:
+        """The observers (``observe`` statements) so far: name -> grid_shape array, as
+        Solution.observed (an average over t0 to the simulation's time)."""
+        if self._lowered is None:
+            return {}
+        sol = Solution(states=self._read("states", "states"), outputs={},
+                       steps_taken=self.steps_taken, t=self.t)
+        t = self._prepared.template
+        return split_observers(sol, self._lowered, t.t0, t.dtype).observed
 
     @property
     def steps_taken(self) -> np.ndarray:
@@ -331,7 +362,7 @@ class Simulation:
                            steps_taken=self.steps_taken, status=self.status, t=self.t,
                            steps_rejected=self.steps_rejected, backend=self.backend,
                            labels=labelled.of(self._field, self._args["params"]),
-                           state_names=self._prepared.template.field.state_names)
+                           state_names=self._field.state_names, observed=self.observed)
             return sol
 
     def _time(self, n):
@@ -409,7 +440,7 @@ class Simulation:
             self._live()
             self._fixed_only("set_state")
             t, f = self._prepared.template, self._field
-            n_states = len(f.states)
+            n_states = len(f.states)        # (the observers keep their values)
             want = t.grid_shape + ((n_states,) if n_states > 1 else ())
             try:
                 a = np.array(states, dtype=t.dtype)     # (a copy: never the caller's)
@@ -424,7 +455,8 @@ class Simulation:
                                 f"{', '.join(started)} start from their start expressions; "
                                 f"advance first, or pass h0")
             snap = self._session.snapshot(self._step)
-            snap.state = np.ascontiguousarray(a.reshape(-1, n_states).T)
+            snap.state = np.concatenate([np.ascontiguousarray(a.reshape(-1, n_states).T),
+                                         snap.state[n_states:]]).astype(snap.state.dtype)
             if self._step == 0:
                 snap.init = snap.state.copy()
             self._cache = {}
@@ -471,7 +503,7 @@ class Simulation:
             args["backend"] = backend
         sim = cls(Source(args.pop("text"), args.pop("filename")), args.pop("h0"), **args)
         with sim._lock, sim._memory():
-            check_snapshot(snap, path, len(sim._field.states),
+            check_snapshot(snap, path, len(sim._run_field.states),
                            math.prod(sim._prepared.grid_shape), sim._adaptive is not None)
             sim._session.restore(snap)
             if sim._adaptive is None:
@@ -596,4 +628,5 @@ def _open(prepared, data, backend: str):
 def _session(backend, prepared, data):
     if backend.open is None:
         raise BackendError(f"the {backend.name} backend has no Simulation sessions")
+    _observes(backend, prepared)
     return backend.open(prepared, data)

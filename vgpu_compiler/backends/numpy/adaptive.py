@@ -224,7 +224,8 @@ class _AdaptiveRun(_Run):
             if acc.any():
                 t_new = np.where(cut, self.t1, t + use).astype(self.dtype)
                 moved = None
-                if self.field.events:       # located events end the step early
+                if self.field.events or self.field.observer_rules:   # located events end
+                    # the step early; step-end observers (adaptive_events.py)
                     new, t_new, cut, moved = self.events_in_step(
                         h, new, ks, t, t_new, use, accept, taken, cut)
                 if n_save:

@@ -18,6 +18,7 @@ from ...call.bound import Bound, Progress, Solution
 from ...ir.evaluate import INT
 from .adaptive import _AdaptiveRun
 from .events import Tracker, interpolant
+from .observers import Observing
 
 
 class _AdaptiveEventRun(_AdaptiveRun):
@@ -28,6 +29,8 @@ class _AdaptiveEventRun(_AdaptiveRun):
         self.tracker = Tracker(self, self.outputs_at_events)
         self.basin = self.field.basin is not None
         self.frozen = None
+        # step-end observers (numpy/observers.py), None without them
+        self.observing = Observing(self) if self.field.observer_rules else None
 
     def derivs(self, h: list, t, step, mask, stage: int) -> list:
         ks = super().derivs(h, t, step, mask, stage)
@@ -76,6 +79,11 @@ class _AdaptiveEventRun(_AdaptiveRun):
         for e in range(len(tr.events)):
             lanes["prev"][e] = np.where(plain, ends[e], lanes["prev"][e])
         moved = here.any(axis=1, keepdims=True)
+        obs = self.observing
+        if obs is not None:         # the accepted steps without an event: their ends
+            live = plain & ~lanes["frozen"]
+            interp = interpolant(self, self.dense, h, ks, use, new)
+            new = obs.segment(self, h, new, t, t_new, use, taken, live, interp)
         if not moved.any():
             return new, t_new, cut, moved
         new = [np.where(lanes["frozen"], a, b) for a, b in zip(h, new)]
@@ -92,7 +100,13 @@ class _AdaptiveEventRun(_AdaptiveRun):
         y_ev = interp(np.where(here, earliest, 1).astype(self.dtype))
         y_ev = [np.where(lanes["frozen"], a, b) for a, b in zip(h, y_ev)]
         t_lane = np.broadcast_to(t_ev, shape)
+        if obs is not None:
+            live = here & ~lanes["frozen"]
+            y_ev = obs.segment(self, h, y_ev, t, t_lane, use, taken, live, interp,
+                               upto=np.where(here, earliest, 1).astype(self.dtype))
         y_after = tr.happen(self, lanes, y_ev, t_lane, taken, thetas, earliest, here)
+        if obs is not None:
+            y_after = obs.jump(self, y_ev, y_after, t_lane, taken, live)
         new = [np.where(here, a, b) for a, b in zip(y_after, new)]
         t_new = np.where(moved, t_ev, t_new).astype(self.dtype)
         cut = cut & ~(moved & ~at_end)

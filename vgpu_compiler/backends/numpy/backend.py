@@ -30,5 +30,5 @@ BACKEND = Backend(
     dtypes=("float32", "float64"),
     features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at", "float64_functions",
-                        "stiff_events"}),
+                        "stiff_events", "step_observers"}),
 )

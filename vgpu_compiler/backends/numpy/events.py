@@ -101,33 +101,8 @@ class Tracker:
         return earliest, thetas
 
     def _bisect(self, run, interp, e: int, hit, t_s, h_len, step):
-        """theta of the first crossing the samples see (ir.events.SAMPLES): the condition
-        at every sample j / SAMPLES, the first where it holds (1 if none before) giving
-        the bracket [(j - 1) / SAMPLES, j / SAMPLES], then bisection of it."""
-        d = run.dtype.type
-        shape = run.layout.shape
-        lo, hi = np.zeros(shape, run.dtype), np.ones(shape, run.dtype)
-        schedule = run.schedule(("event", e), [self.events[e].cond])
-
-        def holds(theta, lanes):
-            y = interp(theta)
-            cond = self.frame(run, y, t_s + theta * h_len, step).run(schedule, lanes)[0]
-            return lanes & np.broadcast_to(cond, shape)
-
-        todo = hit.copy()
-        for j in range(1, SAMPLES):     # (every sample on every lane of hit, as the kernels)
-            now = holds(np.full(shape, d(j / SAMPLES), run.dtype), hit) & todo
-            hi = np.where(now, d(j / SAMPLES), hi)
-            lo = np.where(now, d((j - 1) / SAMPLES), lo)
-            todo &= ~now
-        lo = np.where(todo, d((SAMPLES - 1) / SAMPLES), lo)
-        half = d(0.5)
-        for _ in range(self.bisections - SAMPLE_HALVINGS):
-            mid = (lo + hi) * half
-            cond = holds(mid, hit)
-            hi = np.where(cond, mid, hi)
-            lo = np.where(hit & ~cond, mid, lo)
-        return hi
+        return bisect(run, interp, ("event", e), self.events[e].cond, hit, t_s, h_len, step,
+                      self.bisections)
 
     # --- what happens at an event's time -------------------------------------------------
     def happen(self, run, lanes: dict, h: list, t_ev, step, thetas, earliest, here) -> list:
@@ -209,6 +184,38 @@ class Tracker:
         lanes["t_stop"] = np.where(m, np.broadcast_to(t_ev, m.shape), lanes["t_stop"])
 
 
+def bisect(run, interp, key, cond, hit, t_s, h_len, step, bisections: int):
+    """theta of the first crossing of ``cond`` the samples see (ir.events.SAMPLES) on the
+    lanes ``hit``: the condition at every sample j / SAMPLES, the first where it holds
+    (1 if none before) giving the bracket [(j - 1) / SAMPLES, j / SAMPLES], then
+    bisection of it (an event's, and an observer's ``first``: numpy/observers.py)."""
+    d = run.dtype.type
+    shape = run.layout.shape
+    lo, hi = np.zeros(shape, run.dtype), np.ones(shape, run.dtype)
+    schedule = run.schedule(key, [cond])
+
+    def holds(theta, lanes):
+        y = interp(theta)
+        ctx = StageContext(run, dict(zip(run.names, y)), t_s + theta * h_len, step)
+        value = Frame(run.plan, ctx, run.dtype, run.fixed).run(schedule, lanes)[0]
+        return lanes & np.broadcast_to(value, shape)
+
+    todo = hit.copy()
+    for j in range(1, SAMPLES):     # (every sample on every lane of hit, as the kernels)
+        now = holds(np.full(shape, d(j / SAMPLES), run.dtype), hit) & todo
+        hi = np.where(now, d(j / SAMPLES), hi)
+        lo = np.where(now, d((j - 1) / SAMPLES), lo)
+        todo &= ~now
+    lo = np.where(todo, d((SAMPLES - 1) / SAMPLES), lo)
+    half = d(0.5)
+    for _ in range(bisections - SAMPLE_HALVINGS):
+        mid = (lo + hi) * half
+        value = holds(mid, hit)
+        hi = np.where(value, mid, hi)
+        lo = np.where(hit & ~value, mid, lo)
+    return hi
+
+
 def interpolant(run, dense: list, y: list, ks: list, h_len, end: list):
     """theta -> the state y + h_len * sum_p theta^(p+1) * D_p (``dense``: per power, the
     run's terms of its Combination over ``ks``); at theta = 1 exactly ``end``, the
@@ -238,4 +245,4 @@ def run_weighted(run, ks: list, terms: list, i: int):
     return total if total is not None else np.zeros(run.layout.shape, run.dtype)
 
 
-__all__ = ["Tracker", "interpolant", "run_weighted", "INT"]
+__all__ = ["Tracker", "bisect", "interpolant", "run_weighted", "INT"]

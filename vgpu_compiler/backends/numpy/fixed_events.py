@@ -32,6 +32,7 @@ from .events import Tracker, interpolant
 from .layout import Layout
 from .interpreter import _Run
 from .noise import Noise
+from .observers import Observing
 
 
 class EventRun(_Run):
@@ -53,6 +54,8 @@ class EventRun(_Run):
         self.outputs_at_events = {k: np.zeros(s, self.dtype)
                                   for k, s in bound.output_shapes.items()}
         self.tracker = Tracker(self, self.outputs_at_events)
+        # step-end observers (numpy/observers.py), None without them
+        self.observing = Observing(self) if f.observer_rules else None
         self.frozen = None          # lanes whose derivatives are zero (stopped)
         self.final_t = None
         self.saves = None           # save_at: the times, the history, each lane's next
@@ -137,9 +140,17 @@ class EventRun(_Run):
             ev_rows = hit.any(axis=1) & live_rows
             if self.saves is not None:      # a save_at time in the step: taken there too
                 ev_rows |= self._due(t_end, mask & ~lanes["frozen"]).any(axis=1)
+            obs = self.observing
+            if obs is not None and self.noise is None:  # a `first` to locate: that path too
+                for x in obs.hits(self, h, new, self.time(n), t_end, INT.type(n),
+                                  mask & ~lanes["frozen"]):
+                    ev_rows |= x.any(axis=1)
             plain = (col & ~ev_rows[:, None]) & ~lanes["frozen"]
             h_start = h
             h = [np.where(plain, a, b) for a, b in zip(new, h)]
+            if obs is not None:
+                h = obs.segment(self, h_start, h, self.time(n), t_end, self.dt, INT.type(n),
+                                plain)
             for e in range(len(tr.events)):
                 lanes["prev"][e] = np.where(plain, ends[e], lanes["prev"][e])
             if ev_rows.any() and self.noise is not None:
@@ -168,9 +179,16 @@ class EventRun(_Run):
         inf = self.dtype.type(np.inf)
         thetas = [np.where(x, self.dtype.type(1), inf) for x in trig]
         ones = np.ones(self.layout.shape, self.dtype)
-        y = [np.where(here & ~lanes["frozen"], a, b) for a, b in zip(new, h)]
+        live = here & ~lanes["frozen"]
+        y = [np.where(live, a, b) for a, b in zip(new, h)]
         t = np.full(self.layout.shape, t_end, self.dtype)
+        obs = self.observing
+        if obs is not None:
+            y = obs.segment(self, h, y, self.time(n), t_end, self.dt, INT.type(n), live)
+        before = y
         y = tr.happen(self, lanes, y, t, INT.type(n), thetas, ones, here)
+        if obs is not None:
+            y = obs.jump(self, before, y, t, INT.type(n), live)
         return [np.where(here, a, b) for a, b in zip(y, h)]
 
     def _events_in_step(self, rows: np.ndarray, h_start: list, h: list, n: int) -> list:
@@ -208,18 +226,26 @@ class EventRun(_Run):
             live = mask & ~lanes["frozen"]      # (before this part's events)
             due = saving and self._due(t_end, live, next_save).any()
             y_start = y
-            y = [np.where(done & ~lanes["frozen"], a, b) for a, b in zip(y1, y)]
+            obs, ended = self.observing, done & ~lanes["frozen"]
+            y = [np.where(ended, a, b) for a, b in zip(y1, y)]
             for e in range(len(tr.events)):
                 lanes["prev"][e] = np.where(done, ends[e], lanes["prev"][e])
             pending &= ~done
-            if not here.any() and not due:
+            firsts = obs is not None and any(
+                x.any() for x in obs.hits(part, y_start, y, t_s, t_end, step, ended))
+            if not here.any() and not due and not firsts:
+                if obs is not None:
+                    y = obs.see(part, y, t_end, step, ended)
                 continue
             if self.end_slope:
                 ks = ks + [[x.copy() if np.shape(x) == shape else part.full(x) for x in
                             part.derivs(y1, t_end, step, mask, 0)]]
             interp = interpolant(part, self.dense, y_start, ks, h_len, y1)
+            if obs is not None:
+                y = obs.segment(part, y_start, y, t_s, t_end, h_len, step, ended, interp)
             if not here.any():
-                self._save(live, interp, t_s, h_len, t_end, y, next_save, hist)
+                if saving:
+                    self._save(live, interp, t_s, h_len, t_end, y, next_save, hist)
                 continue
             earliest, thetas = tr.locate(part, interp, trig, t_s, h_len, step, self.basin)
             earliest = np.broadcast_to(earliest, shape)
@@ -227,7 +253,13 @@ class EventRun(_Run):
             t_ev = np.where(at_end, t_end, t_s + earliest * h_len).astype(self.dtype)
             y_ev = interp(np.where(here, earliest, 1).astype(self.dtype))
             y_ev = [np.where(lanes["frozen"], a, b) for a, b in zip(y, y_ev)]
+            moving_lanes = here & ~lanes["frozen"]
+            if obs is not None:
+                y_ev = obs.segment(part, y_start, y_ev, t_s, t_ev, h_len, step, moving_lanes,
+                                   interp, upto=earliest)
             y_after = tr.happen(part, lanes, y_ev, t_ev, step, thetas, earliest, here)
+            if obs is not None:
+                y_after = obs.jump(part, y_ev, y_after, t_ev, step, moving_lanes)
             y = [np.where(here, a, b) for a, b in zip(y_after, y)]
             if saving:      # up to the event (there: the state after it), or the step's end
                 self._save(live, interp, t_s, h_len, np.where(here, t_ev, t_end), y,

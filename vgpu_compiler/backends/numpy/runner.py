@@ -20,11 +20,13 @@ def run(bound: Bound, progress: Progress = None) -> Solution:
     if bound.field.jacobian is not None:        # rodas4 (with or without events)
         from .rosenbrock import run as run_rosenbrock
         return run_rosenbrock(bound, progress)
-    if bound.adaptive is not None and bound.field.events:
+    # step-end observers (peak, trough, first) run where events do (numpy/observers.py)
+    located = bool(bound.field.events or bound.field.observer_rules)
+    if bound.adaptive is not None and located:
         return run_adaptive_events(bound, progress)
     if bound.adaptive is not None:
         return run_adaptive(bound, progress)
-    if bound.field.events:                      # (save_at too: fixed_events.py)
+    if located:                                 # (save_at too: fixed_events.py)
         return run_events(bound, progress)
     if bound.save_at is not None:
         return run_saving(bound, progress)

@@ -9,7 +9,10 @@ from ...call.interrupt import held
 from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir.evaluate import INT, Frame
+from .events import interpolant
+from .fixed_events import EventRun
 from .interpreter import StageContext, _Run
+from .observers import Observing
 
 
 class Session:
@@ -27,7 +30,11 @@ class Session:
 
     def _open(self, data) -> None:
         self.data = data
-        self.run = _Run(self.prepared.bound(data), None)
+        bound = self.prepared.bound(data)
+        # step-end observers: the events' run (its step again for a `first`'s location)
+        rules = bound.field.observer_rules
+        self.run = (EventRun if rules else _Run)(bound, None)
+        self.observing = Observing(self.run) if rules else None
 
     def advance(self, step0: int, nsteps: int) -> None:
         """Steps [step0, step0 + nsteps). Each step and its count are done whole (a
@@ -41,12 +48,17 @@ class Session:
             for n in range(step0, step0 + nsteps):
                 with held():
                     if run.field.collapse is None:
-                        self.h, self.step = run.step(self.h, n, lay.active), n + 1
+                        new = run.step(self.h, n, lay.active)
+                        if self.observing is not None:
+                            new = self._observe(self.h, new, n, lay.active)
+                        self.h, self.step = new, n + 1
                         continue
                     if not self.running.any():
                         break
                     col = self.running[:, None]
                     new = run.step(self.h, n, lay.active & col)
+                    if self.observing is not None:
+                        new = self._observe(self.h, new, n, lay.active & col)
                     h = [np.where(col, a, b) for a, b in zip(new, self.h)]
                     voted = run.collapse_vote(h, n, self.running)
                     self.h, self.taken, self.running, self.step = (
@@ -57,6 +69,26 @@ class Session:
         with held():
             self.h = [np.array(x) for x in self.h]
             self.step = step0 + nsteps
+
+    def _observe(self, h0: list, h1: list, n: int, mask) -> list:
+        """Step n's end for the step-end observers (numpy/observers.py); a ``first`` is
+        located on the step's Hermite extension, the step taken again (the same numbers)
+        on a copy of the run."""
+        run, obs = self.run, self.observing
+        t_s, t_e, step = run.time(n), run.time(n + 1), INT.type(n)
+        dt = np.full(run.layout.shape, run.dtype.type(run.bound.dt), run.dtype)
+        interp = None
+        if run.noise is None and any(x.any() for x in obs.hits(run, h0, h1, t_s, t_e, step,
+                                                                 mask)):
+            part = run._part(np.arange(run.layout.shape[0]))
+            ks, y1 = part.take(h0, t_s, dt, n, mask)
+            if run.end_slope:
+                ks = ks + [[x.copy() if np.shape(x) == run.layout.shape else part.full(x)
+                            for x in part.derivs(y1, t_e, step, mask, 0)]]
+            interp = interpolant(part, run.dense, h0, ks, dt, y1)
+            run = part
+        return obs.segment(run, h0, [np.array(x) for x in h1], t_s, t_e, dt, step, mask,
+                           interp)
 
     def _restart(self) -> None:
         """What every compiled kernel does before step 0 (and _Run.start does from h0):

@@ -1,0 +1,516 @@
+"""Observers (``observe NAME = peak|trough|integral|average|first(...)``): statistics of
+each trajectory without storing it (ir/observers.py, call/observers.py,
+backends/numpy/observers.py), against the same statistic computed from a dense history
+(save_every=1, save_at), closed forms and scipy; adding observers changes no state and
+no step; misuse is a located error; a backend that does not compute a kind refuses it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import vgpu
+from vgpu_compiler.errors import BackendError, CallError, DeclarationError, NameError_, \
+    TypeError_
+
+BACKENDS = ("numpy", "cpu", "glsl", "wgpu")
+
+
+def _needs(request, backend):
+    if backend != "numpy":
+        request.getfixturevalue(backend)
+
+
+def _dtype(backend):
+    return "float32" if backend in ("glsl", "wgpu") else "float64"
+
+
+def _without(src: str) -> str:
+    """The program with its observe statements commented out."""
+    return "\n".join("#" + ln if ln.strip().startswith("observe") else ln
+                     for ln in src.split("\n"))
+
+
+def _same_run(a, b):
+    """Everything but the observers is the same, bit for bit."""
+    np.testing.assert_array_equal(a.states, b.states)
+    np.testing.assert_array_equal(a.steps_taken, b.steps_taken)
+    np.testing.assert_array_equal(a.status, b.status)
+    np.testing.assert_array_equal(a.t, b.t)
+    np.testing.assert_array_equal(a.steps_rejected, b.steps_rejected)
+    np.testing.assert_array_equal(a.event_counts, b.event_counts)
+    if a.history is not None:
+        np.testing.assert_array_equal(a.history, b.history)
+    for k in a.outputs:
+        np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+
+
+DECAY = """
+field decay {
+    param k = 1
+    state y = 1
+    dy/dt = -k * y
+    observe area = integral(y)
+    observe sq = average(y * y)
+    solve %s
+}
+"""
+FIXED = "rk4(dt = 0.01, steps = 100)"
+ADAPTIVE = "dopri5(t1 = 1, rtol = 1e-6, atol = 1e-8)"
+
+
+# --- integral and average: every backend -------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", [FIXED, ADAPTIVE])
+def test_integral_and_average_closed_form_every_backend(request, backend, method):
+    """int_0^1 e^{-kt} dt = (1 - e^{-k}) / k; the average of y^2 is (1 - e^{-2k}) / 2k;
+    the states, steps and everything else are those of the run without observers."""
+    _needs(request, backend)
+    k = np.array([0.5, 1.0, 2.0])
+    dtype = _dtype(backend)
+    src = DECAY % method
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, params={"k": k})
+    plain = vgpu.solve(_without(src), backend=backend, dtype=dtype, params={"k": k})
+    # (the integral is not in the error norm: rtol = 1e-6 bounds the states' error only)
+    tol = 1e-5 if method == ADAPTIVE else 2e-6 if dtype == "float32" else 1e-8
+    np.testing.assert_allclose(sol.observed["area"], (1 - np.exp(-k)) / k, rtol=tol)
+    np.testing.assert_allclose(sol.observed["sq"], (1 - np.exp(-2 * k)) / (2 * k), rtol=tol)
+    assert sol.observed["area"].dtype == np.dtype(dtype)
+    assert sol.observed["area"].shape == (3,)
+    _same_run(sol, plain)
+    assert sol.states.shape == (3,) and sol.state_names == ("y",)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_average_of_a_stopped_trajectory_divides_by_its_own_time(request, backend):
+    """y' = 1 stopped when y > c (at t = c): average(y) = c / 2 over its own [0, c], the
+    integral frozen at c^2 / 2, the others run to t1 = 1."""
+    _needs(request, backend)
+    src = """
+field ramp {
+    param c = 0.5
+    state y = 0
+    dy/dt = 1
+    observe area = integral(y)
+    observe avg = average(y)
+    stop when y > c
+    solve tsit5(t1 = 1, rtol = 1e-6, atol = 1e-8)
+}
+"""
+    c = np.array([0.25, 0.5, 2.0])
+    dtype = _dtype(backend)
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, params={"c": c})
+    end = np.minimum(c, 1.0)
+    tol = 1e-5 if dtype == "float32" else 1e-9
+    np.testing.assert_allclose(sol.t, end, rtol=tol)
+    np.testing.assert_allclose(sol.observed["area"], end ** 2 / 2, rtol=tol, atol=tol)
+    np.testing.assert_allclose(sol.observed["avg"], sol.observed["area"] / sol.t, rtol=1e-6)
+    np.testing.assert_allclose(sol.observed["avg"], end / 2, rtol=tol)
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dtype=dtype, params={"c": c}))
+
+
+def test_integral_against_scipy():
+    """integral(x * y) of the Lotka-Volterra system against scipy's solve_ivp with the
+    integral as an extra equation."""
+    solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
+    src = """
+field lv {
+    state x = 1, y = 0.5
+    dx/dt = x - x * y
+    dy/dt = x * y - y
+    observe xy = integral(x * y)
+    observe xbar = average(x)
+    solve dopri5(t1 = 5, rtol = 1e-10, atol = 1e-12)
+}
+"""
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", dims={"N": 1})
+    ref = solve_ivp(lambda t, u: [u[0] - u[0] * u[1], u[0] * u[1] - u[1], u[0] * u[1], u[0]],
+                    (0, 5), [1, 0.5, 0, 0], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(sol.observed["xy"], ref.y[2, -1], rtol=1e-7)
+    np.testing.assert_allclose(sol.observed["xbar"], ref.y[3, -1] / 5, rtol=1e-7)
+
+
+# --- peak, trough, first: the numpy reference ---------------------------------------------
+OSC = """
+field osc {
+    param w = 1
+    state y = 1, v = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    observe vmax = peak(v)
+    observe vmin = trough(v)
+    observe ymin = trough(y)
+    observe cross = first(y < 0)
+    observe back = first(y > 0)
+    observe never = first(y > 2)
+    solve %s
+}
+"""
+
+
+def test_peak_trough_equal_the_dense_history_fixed_step():
+    """peak/trough see t0 and every step's end: the max/min over a save_every=1
+    history, exactly; the states and steps are the run's without observers."""
+    w = np.array([0.7, 1.0, 2.0, 3.0])
+    src = OSC % "rk4(dt = 0.01, steps = 400)"
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w}, save_every=1)
+    hist = sol.history
+    assert hist.shape == (401, 4, 2)
+    np.testing.assert_array_equal(sol.observed["vmax"], hist[..., 1].max(axis=0))
+    np.testing.assert_array_equal(sol.observed["vmin"], hist[..., 1].min(axis=0))
+    np.testing.assert_array_equal(sol.observed["ymin"], hist[..., 0].min(axis=0))
+    plain = vgpu.solve(_without(src), backend="numpy", dtype="float64", params={"w": w},
+                       save_every=1)
+    _same_run(sol, plain)
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 400)",
+                                    "dopri5(t1 = 4, rtol = 1e-9, atol = 1e-12)",
+                                    "vern7(t1 = 4, rtol = 1e-9, atol = 1e-12)"])
+def test_first_crossing_closed_form(method):
+    """y = cos(w t): first(y < 0) at pi / (2w), to the events' precision; first(y > 0),
+    true at t0, only once y has been <= 0: at 3 pi / (2w) (NaN where that is past the
+    end); a condition that never becomes true is NaN."""
+    w = np.array([0.7, 1.0, 2.0, 3.0])
+    sol = vgpu.solve(OSC % method, backend="numpy", dtype="float64", params={"w": w})
+    np.testing.assert_allclose(sol.observed["cross"], np.pi / (2 * w), rtol=1e-8)
+    back = 3 * np.pi / (2 * w)
+    want = np.where(back < 4, back, np.nan)
+    np.testing.assert_allclose(sol.observed["back"], want, rtol=1e-8)
+    assert np.isnan(sol.observed["never"]).all()
+
+
+def test_peak_adaptive_against_dense_save_at_and_closed_form():
+    """An adaptive run's peak/trough (step ends) lie within the true range [-w, w] and
+    agree with the extremes of a dense save_at history to the method's accuracy; the
+    states and steps are those of the run without observers."""
+    w = np.array([0.7, 1.0, 2.0, 3.0])
+    src = OSC % "dopri5(t1 = 4, rtol = 1e-9, atol = 1e-12)"
+    times = np.linspace(0, 4, 4001)
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w}, save_at=times)
+    dense_max = sol.history[..., 1].max(axis=0)
+    vmax = sol.observed["vmax"]
+    assert (vmax <= w * (1 + 1e-8)).all()
+    true_max = np.array([max(-w_ * math.sin(w_ * t) for t in times) for w_ in w])
+    # a step end is at most a step's curvature below the true maximum
+    np.testing.assert_allclose(vmax, true_max, rtol=1e-3, atol=1e-12)
+    np.testing.assert_allclose(vmax, dense_max, rtol=1e-3, atol=1e-12)
+    assert (sol.observed["vmin"] >= -w * (1 + 1e-8)).all()
+    plain = vgpu.solve(_without(src), backend="numpy", dtype="float64", params={"w": w},
+                       save_at=times)
+    _same_run(sol, plain)
+
+
+def test_peak_of_a_monotone_quantity_is_exact_adaptive():
+    """An increasing y: peak(y) is the final state and trough(y) the start, bit for bit."""
+    src = """
+field grow {
+    state y = 0.25
+    dy/dt = 1 + y * y
+    observe hi = peak(y)
+    observe lo = trough(y)
+    solve tsit5(t1 = 1, rtol = 1e-8, atol = 1e-10)
+}
+"""
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", dims={"N": 2})
+    np.testing.assert_array_equal(sol.observed["hi"], sol.states)
+    np.testing.assert_array_equal(sol.observed["lo"], np.full(2, 0.25))
+
+
+BALL = """
+field ball {
+    param g = 9.81
+    param e = 0.8
+    param H = 1
+    state y = H, v = 0
+    dy/dt = v
+    dv/dt = -g
+    when y < 0 and v < 0 { v = -e * v }
+    observe vmax = peak(v)
+    observe vmin = trough(v)
+    observe up = first(v > 0)
+    observe land = first(y < 0)
+    observe ymin = trough(y)
+    solve %s
+}
+"""
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.001, steps = 1000)",
+                                    "dopri5(t1 = 1, rtol = 1e-9, atol = 1e-12)"])
+def test_observers_see_events(method):
+    """A ball dropped from H bounces at tau = sqrt(2H/g) with v- = -g tau: trough(v) is
+    v- (the state just before the event), peak(v) e g tau (just after it); first(v > 0)
+    happens at the event time (the reset made it true); first(y < 0) is NaN (the event
+    keeps y >= 0 up to its located time... and y is 0 there, not below); the run is the
+    one without observers."""
+    H = np.array([0.5, 1.0, 2.0])
+    sol = vgpu.solve(BALL % method, backend="numpy", dtype="float64", params={"H": H})
+    tau = np.sqrt(2 * H / 9.81)
+    np.testing.assert_allclose(sol.observed["vmin"], -9.81 * tau, rtol=1e-6)
+    np.testing.assert_allclose(sol.observed["vmax"], 0.8 * 9.81 * tau, rtol=1e-6)
+    np.testing.assert_allclose(sol.observed["up"], tau, rtol=1e-6)
+    assert (np.abs(sol.observed["ymin"]) < 1e-6).all()
+    plain = vgpu.solve(_without(BALL % method), backend="numpy", dtype="float64",
+                       params={"H": H})
+    _same_run(sol, plain)
+
+
+def test_observers_with_events_equal_a_dense_history():
+    """With events, peak/trough over a save_every=1 history (step ends, after events)
+    never exceed the observers, which also see the states just before the events."""
+    H = np.array([0.5, 1.0, 2.0])
+    src = BALL % "rk4(dt = 0.001, steps = 1000)"
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"H": H}, save_every=1)
+    v = sol.history[..., 1]
+    assert (sol.observed["vmax"] >= v.max(axis=0)).all()
+    assert (sol.observed["vmin"] <= v.min(axis=0)).all()
+    # (just after a bounce v is e g tau; at the next step's end gravity took some off)
+    np.testing.assert_allclose(sol.observed["vmax"], v.max(axis=0), rtol=1e-2)
+
+
+def test_first_with_noise_at_the_step_end():
+    """With noise events are at step ends: first(COND) is the end of the first step after
+    which COND holds, as a save_every=1 history shows."""
+    src = """
+field walk {
+    noise xi
+    state x = 0
+    dx/dt = xi
+    observe out = first(x > 0.5)
+    observe top = peak(x)
+    solve euler(dt = 0.01, steps = 200)
+}
+"""
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", dims={"N": 64}, save_every=1,
+                     seed=3)
+    x = sol.history
+    times = sol.times
+    above = x > 0.5
+    for j in range(64):
+        hit = np.nonzero(above[:, j])[0]
+        want = times[hit[0]] if len(hit) else np.nan
+        np.testing.assert_allclose(sol.observed["out"][j], want, rtol=1e-12)
+    np.testing.assert_array_equal(sol.observed["top"], x.max(axis=0))
+    _same_run(sol, vgpu.solve(_without(src), backend="numpy", dtype="float64",
+                              dims={"N": 64}, save_every=1, seed=3))
+
+
+def test_observers_in_a_basin():
+    """A field with a basin and a coupled value (peak and integral of a coupled-driven
+    state) against its save_every=1 history; the run is the one without observers."""
+    src = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x
+    observe top = peak(x)
+    observe low = trough(x)
+    observe area = integral(x)
+    solve rk4(dt = 0.01, steps = 200)
+}
+"""
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", dims={"N": 8}, save_every=1)
+    np.testing.assert_array_equal(sol.observed["top"], sol.history.max(axis=0))
+    np.testing.assert_array_equal(sol.observed["low"], sol.history.min(axis=0))
+    _same_run(sol, vgpu.solve(_without(src), backend="numpy", dtype="float64",
+                              dims={"N": 8}, save_every=1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integral_in_a_basin_every_backend(request, backend):
+    """The integral observer of a coupled field on every backend against numpy."""
+    _needs(request, backend)
+    src = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1])
+    observe area = integral(x)
+    solve rk4(dt = 0.01, steps = 100)
+}
+"""
+    dtype = _dtype(backend)
+    ref = vgpu.solve(src, backend="numpy", dtype=dtype, dims={"N": 8})
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 8})
+    np.testing.assert_allclose(sol.observed["area"], ref.observed["area"], rtol=1e-5)
+
+
+def test_observers_with_sensitivities():
+    """Observers beside sensitivities: the states, the sensitivities and the steps are
+    those of the call without observers."""
+    src = OSC % "dopri5(t1 = 2, rtol = 1e-8, atol = 1e-10)"
+    w = np.array([1.0, 2.0])
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w},
+                     sensitivities=["w"])
+    plain = vgpu.solve(_without(src), backend="numpy", dtype="float64", params={"w": w},
+                       sensitivities=["w"])
+    _same_run(sol, plain)
+    np.testing.assert_array_equal(sol.sensitivities, plain.sensitivities)
+    np.testing.assert_allclose(sol.observed["cross"], np.pi / (2 * w), rtol=1e-7)
+
+
+# --- backends that do not compute a kind refuse it ---------------------------------------
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_backends_refuse_step_end_observers(request, backend):
+    _needs(request, backend)
+    with pytest.raises(BackendError, match="does not compute the observers .*peak"):
+        vgpu.solve(OSC % FIXED, backend=backend, dtype="float32", dims={"N": 2})
+
+
+def test_auto_moves_on_to_a_backend_that_computes_them():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # (auto's warning is once per reason)
+        sol = vgpu.solve(OSC % FIXED, dtype="float64", dims={"N": 2})
+    assert sol.backend == "numpy"
+    assert set(sol.observed) == {"vmax", "vmin", "ymin", "cross", "back", "never"}
+
+
+def test_no_observers_an_empty_dict():
+    sol = vgpu.solve(_without(DECAY % FIXED), backend="numpy", dims={"N": 2})
+    assert sol.observed == {}
+
+
+# --- Simulation and Dask -----------------------------------------------------------------
+def test_simulation_carries_observers_across_advances_and_checkpoints(tmp_path):
+    src = OSC % "rk4(dt = 0.01, steps = 300)"
+    w = np.array([1.0, 2.0, 3.0])
+    ref = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    sim = vgpu.Simulation(src, backend="numpy", dtype="float64", params={"w": w})
+    sim.advance(120)
+    sim.save(tmp_path / "c.npz")
+    sim.advance(100)
+    sim.advance(80)
+    back = vgpu.Simulation.load(tmp_path / "c.npz")
+    back.advance(180)
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(sim.observed[k], v)
+        np.testing.assert_array_equal(back.observed[k], v)
+        np.testing.assert_array_equal(sim.solution().observed[k], v)
+    np.testing.assert_array_equal(sim.states, ref.states)
+    assert sim.states.shape == (3, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_simulation_integral_every_backend(request, backend):
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = DECAY % FIXED
+    ref = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim = vgpu.Simulation(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim.advance(40)
+    sim.advance(60)
+    np.testing.assert_array_equal(sim.observed["area"], ref.observed["area"])
+    np.testing.assert_allclose(sim.observed["sq"], ref.observed["sq"], rtol=1e-6)
+    np.testing.assert_array_equal(sim.states, ref.states)
+
+
+def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
+    with pytest.raises(BackendError, match="peak"):
+        vgpu.Simulation(OSC % FIXED, backend="cpu", dims={"N": 2})
+    with pytest.raises(CallError, match="adaptive Simulation"):
+        vgpu.Simulation(OSC % ADAPTIVE, backend="numpy", dims={"N": 2})
+
+
+def test_dask_observed_per_trajectory():
+    pytest.importorskip("dask.array")
+    src = OSC % "rk4(dt = 0.01, steps = 300)"
+    w = np.linspace(0.5, 3, 10)
+    ref = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    lazy = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w}, chunks=3)
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(lazy.observed[k].compute(scheduler="synchronous"), v)
+
+
+# --- misuse: located errors ----------------------------------------------------------------
+def _error(body: str, method: str = "euler(dt = 0.1, steps = 10)"):
+    src = ("field f {\n    noise xi\n    grid i < N\n    basin l < 4\n    coupled u = x\n"
+           f"    state x = 1\n    dx/dt = -x + u[l]\n{body}\n    solve {method}\n}}\n")
+    with pytest.raises(vgpu.VgpuError) as info:
+        vgpu.compile(src)
+    return info.value
+
+
+@pytest.mark.parametrize("body, kind, words, where", [
+    ("    observe a = maximum(x)", NameError_, "unknown observer `maximum`; use one of peak",
+     ":8:17:"),
+    ("    observe a = peak(x, x)", TypeError_, "`peak` takes one argument", ":8:5:"),
+    ("    observe a = peak()", TypeError_, "takes one argument", ":8:5:"),
+    ("    observe a = integral(xi)", NameError_, "noise `xi` used in an observer", ":8:26:"),
+    ("    observe a = peak(u)", NameError_, "coupled", ":8:22:"),
+    ("    observe x = peak(x)", NameError_, "already declared as a state", ":8:13:"),
+    ("    observe a = peak(x)\n    observe a = trough(x)", NameError_,
+     "already declared as an observer", ":9:13:"),
+    ("    observe a = first(x)", TypeError_, "expected a condition", ":8:23:"),
+    ("    observe a = peak(x > 0)", TypeError_, "", ":8:"),
+])
+def test_bad_observers_are_located_errors(body, kind, words, where):
+    err = _error(body)
+    assert isinstance(err, kind), (type(err), str(err))
+    assert words in str(err)
+    assert where in str(err) and "^" in str(err)
+
+
+def test_observers_with_a_stiff_method_are_refused():
+    src = """
+field stiff {
+    state y = 1
+    dy/dt = -50 * y
+    observe m = peak(y)
+    solve rodas4(t1 = 1)
+}
+"""
+    with pytest.raises(DeclarationError, match="not available with the stiff method rodas4"):
+        vgpu.solve(src, backend="numpy", dims={"N": 2})
+
+
+# --- results out: to_xarray and vgpuc run's .npz ------------------------------------------
+def test_observers_in_to_xarray_and_the_npz():
+    pytest.importorskip("xarray")
+    from vgpu_compiler.cli.run import solution_arrays
+    src = OSC.replace("observe never", "observe status") % FIXED
+    w = np.array([1.0, 2.0])
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    ds = sol.to_xarray()
+    np.testing.assert_array_equal(ds["vmax"].values, sol.observed["vmax"])
+    assert ds["vmax"].dims == ("i",)
+    np.testing.assert_array_equal(ds["observed_status"].values, sol.observed["status"])
+    arrays = solution_arrays(sol)
+    np.testing.assert_array_equal(arrays["cross"], sol.observed["cross"])
+    np.testing.assert_array_equal(arrays["observed_status"], sol.observed["status"])
+    np.testing.assert_array_equal(arrays["status"], sol.status)
+
+
+def test_a_batch_of_any_shape_and_run_field_and_an_empty_grid():
+    """A batch of shape (2, 3) gives observers of that shape (as the states); run_field
+    returns the field's states alone; an empty grid gives empty observers."""
+    src = OSC % FIXED
+    w = np.linspace(0.5, 3.0, 6).reshape(2, 3)
+    sol = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w})
+    flat = vgpu.solve(src, backend="numpy", dtype="float64", params={"w": w.reshape(-1)})
+    for k, v in sol.observed.items():
+        assert v.shape == (2, 3)
+        np.testing.assert_array_equal(v.reshape(-1), flat.observed[k])
+    states = vgpu.run_field(src, params={"w": w.reshape(-1)}, backend="numpy",
+                            dtype="float64")
+    np.testing.assert_array_equal(states, flat.states)
+    empty = vgpu.solve(DECAY % FIXED, backend="numpy", dims={"N": 0})
+    assert empty.observed["area"].shape == (0,) and empty.states.shape == (0,)
+
+
+def test_the_benchmark_at_a_tiny_size():
+    """benchmarks/observers.py on the reference: the observers leave the run unchanged,
+    the first-spike recipe (an integral) equals first(v > 1), the memory counted."""
+    from benchmarks.observers import measure, table
+    row = measure(vgpu, "numpy", 64, 100, 25, native=True)
+    assert row["first_recipe_vs_native_max_abs"] < 1e-6
+    assert row["observer_bytes"] == 4 * 64 * 4
+    assert row["dense_history_bytes"] == 101 * 64 * 2 * 4
+    assert row["never_spiked"] > 0 and row["spikes_total"] > 0
+    assert "numpy" in table([row])
