@@ -1,0 +1,107 @@
+"""The disk key of a C kernel computed without rendering it: a new process whose library
+is already on disk loads it without Jinja (not imported, no template rendered).
+
+What determines the C text, and so the key (with the compiler, its flags and the CPU:
+toolchain.key):
+
+- everything the template is given (``fingerprint``): the printed kernel's pieces and the
+  kernel description they read through, the dialect, the lane count and the other
+  arguments, digested canonically: dataclasses by their type and fields (those shown in
+  their repr: a span is not), objects by their type and attributes, Enums by name,
+  numbers by repr, dicts in their order (the template iterates them so), sets sorted;
+  each container or object is the SHA-256 of its parts, digested once however often it
+  is met (a shared subtree costs nothing, and what is shared does not change the key);
+- the bytes of every C template (templates/*.c.j2) and of the Python that renders them
+  (``RENDERERS``: the filters, the text's last rewrites), and Jinja's version.
+
+A value that cannot be written out so (a function, a foreign object) raises
+``Unkeyable``: the kernel is then rendered and keyed by its text, as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import importlib.util
+import re
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+FORMAT = "vgpu-c-plan-1"
+HERE = Path(__file__).resolve().parent
+# the Python that shapes the text besides the printed pieces: this backend's kernel module
+# (its arguments and the text's last rewrite) and the template environment (filters, tests)
+RENDERERS = (HERE / "kernel.py", HERE.parent / "shader" / "template.py",
+             HERE.parent / "shader" / "lanes.py")
+_ATOMS = (str, int, bool, type(None))
+
+
+class Unkeyable(TypeError):
+    """A template argument that has no canonical text (render and key by the text)."""
+
+
+def fingerprint(**arguments) -> str:
+    """A canonical digest of the template's arguments (``Unkeyable`` if one has none)."""
+    return _digest(arguments, {}).hex()
+
+
+def _digest(x, seen: dict) -> bytes:
+    """The atom's text, or the SHA-256 of the type and the parts' digests: structural, so
+    an object met twice (found by id, its digest reused) reads as its copy would."""
+    if isinstance(x, _ATOMS) or isinstance(x, (float, Fraction, Decimal)):
+        return f"{type(x).__name__}:{x!r}".encode()
+    if isinstance(x, enum.Enum):
+        return f"enum:{type(x).__qualname__}.{x.name}".encode()
+    hit = seen.get(id(x))
+    if hit is not None:
+        return hit[0]
+    if isinstance(x, (tuple, list)):
+        parts = [type(x).__name__.encode()] + [_digest(v, seen) for v in x]
+    elif isinstance(x, dict):         # in its order: the template iterates it so
+        parts = [b"dict"] + [d for k, v in x.items() for d in (_digest(k, seen),
+                                                               _digest(v, seen))]
+    elif isinstance(x, (set, frozenset)):
+        parts = [b"set"] + sorted(_digest(v, seen) for v in x)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        parts = [f"dc:{type(x).__module__}.{type(x).__qualname__}".encode()]
+        for f in dataclasses.fields(x):
+            if f.repr:
+                parts += [f.name.encode(), _digest(getattr(x, f.name), seen)]
+    elif type(x).__module__.startswith("vgpu_compiler.") and hasattr(x, "__dict__") \
+            and not callable(x):
+        parts = [f"obj:{type(x).__module__}.{type(x).__qualname__}".encode()]
+        for k, v in vars(x).items():
+            parts += [k.encode(), _digest(v, seen)]
+    else:
+        raise Unkeyable(f"{type(x).__module__}.{type(x).__qualname__}")
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    out = h.digest()
+    seen[id(x)] = (out, x)           # (x held: no id is reused while digesting)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def renderer_digest(templates: Path) -> str:
+    """SHA-256 of every C template, the renderers' Python and Jinja's version (read from
+    its files: Jinja is not imported)."""
+    h = hashlib.sha256(FORMAT.encode() + b"\0" + _jinja_version().encode() + b"\0")
+    for path in sorted(templates.glob("*.c.j2")) + list(RENDERERS):
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _jinja_version() -> str:
+    spec = importlib.util.find_spec("jinja2")
+    try:
+        text = Path(spec.origin).read_text(encoding="utf-8")
+    except (AttributeError, TypeError, OSError):
+        return "unknown"
+    found = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text)
+    return found.group(1) if found else "unknown"
