@@ -161,3 +161,17 @@ def test_a_fresh_process_loads_the_library_without_jinja(cache, tmp_path):
     for later in outs[1:]:                              # (auto: cpu, without a GPU device)
         assert later[:3] == ["1", "1", "False"], later
         assert later[3] == outs[0][3]
+
+
+def test_a_changed_module_of_the_description_is_a_miss(monkeypatch):
+    """The templates call properties and methods of the description's classes: the
+    source of their modules is part of the key."""
+    path = ROOT / "examples" / "lorenz.field"
+    field = compile_program(path.read_text(), path.name).select(None)
+    p = kernel.plan(field, "float32")
+    before = p.key()
+    real = source_key._module_digest
+    monkeypatch.setattr(source_key, "_module_digest",
+                        lambda name: real(name) + (b"edited" if name.endswith(
+                            "shader.kernel") else b""))
+    assert p.key() != before

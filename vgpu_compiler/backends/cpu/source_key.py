@@ -11,6 +11,8 @@ toolchain.key):
   numbers by repr, dicts in their order (the template iterates them so), sets sorted;
   each container or object is the SHA-256 of its parts, digested once however often it
   is met (a shared subtree costs nothing, and what is shared does not change the key);
+  and the source of every module whose classes appear there (the templates call their
+  properties and methods);
 - the bytes of every C template (templates/*.c.j2) and of the Python that renders them
   (``RENDERERS``: the filters, the text's last rewrites), and Jinja's version.
 
@@ -25,6 +27,7 @@ import functools
 import hashlib
 import importlib.util
 import re
+import sys
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -43,11 +46,26 @@ class Unkeyable(TypeError):
 
 
 def fingerprint(**arguments) -> str:
-    """A canonical digest of the template's arguments (``Unkeyable`` if one has none)."""
-    return _digest(arguments, {}).hex()
+    """A canonical digest of the template's arguments (``Unkeyable`` if one has none),
+    with the source of every module whose classes they hold (their properties and
+    methods, which the templates call, are code too)."""
+    seen: dict = {}
+    modules: set = set()
+    h = hashlib.sha256(_digest(arguments, seen, modules))
+    for name in sorted(modules):
+        h.update(name.encode() + b"\0" + _module_digest(name))
+    return h.hexdigest()
 
 
-def _digest(x, seen: dict) -> bytes:
+@functools.lru_cache(maxsize=None)
+def _module_digest(name: str) -> bytes:
+    path = getattr(sys.modules.get(name), "__file__", None)
+    if not path:
+        raise Unkeyable(f"module {name} has no source file")
+    return hashlib.sha256(Path(path).read_bytes()).digest()
+
+
+def _digest(x, seen: dict, modules: set) -> bytes:
     """The atom's text, or the SHA-256 of the type and the parts' digests: structural, so
     an object met twice (found by id, its digest reused) reads as its copy would."""
     if isinstance(x, _ATOMS) or isinstance(x, (float, Fraction, Decimal)):
@@ -58,22 +76,24 @@ def _digest(x, seen: dict) -> bytes:
     if hit is not None:
         return hit[0]
     if isinstance(x, (tuple, list)):
-        parts = [type(x).__name__.encode()] + [_digest(v, seen) for v in x]
+        parts = [type(x).__name__.encode()] + [_digest(v, seen, modules) for v in x]
     elif isinstance(x, dict):         # in its order: the template iterates it so
-        parts = [b"dict"] + [d for k, v in x.items() for d in (_digest(k, seen),
-                                                               _digest(v, seen))]
+        parts = [b"dict"] + [d for k, v in x.items() for d in (_digest(k, seen, modules),
+                                                               _digest(v, seen, modules))]
     elif isinstance(x, (set, frozenset)):
-        parts = [b"set"] + sorted(_digest(v, seen) for v in x)
+        parts = [b"set"] + sorted(_digest(v, seen, modules) for v in x)
     elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        modules.add(type(x).__module__)
         parts = [f"dc:{type(x).__module__}.{type(x).__qualname__}".encode()]
         for f in dataclasses.fields(x):
             if f.repr:
-                parts += [f.name.encode(), _digest(getattr(x, f.name), seen)]
+                parts += [f.name.encode(), _digest(getattr(x, f.name), seen, modules)]
     elif type(x).__module__.startswith("vgpu_compiler.") and hasattr(x, "__dict__") \
             and not callable(x):
+        modules.add(type(x).__module__)
         parts = [f"obj:{type(x).__module__}.{type(x).__qualname__}".encode()]
         for k, v in vars(x).items():
-            parts += [k.encode(), _digest(v, seen)]
+            parts += [k.encode(), _digest(v, seen, modules)]
     else:
         raise Unkeyable(f"{type(x).__module__}.{type(x).__qualname__}")
     h = hashlib.sha256()
