@@ -90,12 +90,18 @@ def test_a_changed_template_is_a_miss_and_is_used(cache, monkeypatch, tmp_path):
 
 
 def test_the_renderer_digest_reads_every_c_template(tmp_path):
-    base = source_key.renderer_digest(resources.templates_dir())
+    """Every C template counts, also one edited in place while the process runs."""
+    copy = tmp_path / "templates"
+    shutil.copytree(resources.templates_dir(), copy)
+    base = source_key.renderer_digest(copy)
+    assert base == source_key.renderer_digest(resources.templates_dir())
     for name in ("field.c.j2", "macros.c.j2", "events.c.j2"):
-        copy = tmp_path / name.split(".")[0]
-        shutil.copytree(resources.templates_dir(), copy)
-        (copy / name).write_text((copy / name).read_text() + " ")
-        assert source_key.renderer_digest(copy) != base, name
+        before = source_key.renderer_digest(copy)
+        path = copy / name
+        stat = path.stat()
+        path.write_text(path.read_text() + " ")
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        assert source_key.renderer_digest(copy) != before, name
 
 
 def test_a_changed_flag_is_a_miss(cache, monkeypatch):

@@ -105,14 +105,24 @@ def _digest(x, seen: dict, modules: set) -> bytes:
     return out
 
 
-@functools.lru_cache(maxsize=None)
 def renderer_digest(templates: Path) -> str:
     """SHA-256 of every C template, the renderers' Python and Jinja's version (read from
-    its files: Jinja is not imported)."""
+    its files: Jinja is not imported); read again when a file's size or time changes (a
+    template edited while a process runs: Jinja reloads it too)."""
+    paths = sorted(templates.glob("*.c.j2")) + list(RENDERERS)
+    stamp = []
+    for path in paths:
+        st = path.stat()
+        stamp.append((str(path), st.st_size, st.st_mtime_ns))
+    return _files_digest(tuple(stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _files_digest(stamp: tuple) -> str:
     h = hashlib.sha256(FORMAT.encode() + b"\0" + _jinja_version().encode() + b"\0")
-    for path in sorted(templates.glob("*.c.j2")) + list(RENDERERS):
-        h.update(path.name.encode() + b"\0")
-        h.update(path.read_bytes())
+    for path, _, _ in stamp:
+        h.update(Path(path).name.encode() + b"\0")
+        h.update(Path(path).read_bytes())
         h.update(b"\0")
     return h.hexdigest()
 
