@@ -40,17 +40,13 @@ MAX_SOURCE = 500_000         # (a 342 KB kernel, LIF with sensitivities and even
 
 @dataclass
 class CpuKernel:
-    plan: "Plan"            # its text: ``source`` (rendered when first read)
+    source: str | None      # its C text; None when its library came from disk unrendered
     meta: dict
     lanes: int
     n_int: int              # int uniforms before the deposit-slot count
     fn: object              # vg_kernel(const double *, const int *, void **, int)
     lib: object
     serial: object = None   # vg_kernel_serial: the same on the calling thread alone
-
-    @functools.cached_property
-    def source(self) -> str:
-        return self.plan.render()
 
 
 _memory: dict[str, CpuKernel] = {}
@@ -209,9 +205,14 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     if hit is not None:
         COUNTERS.add("memory_hits")
         return hit
+    rendered = [text]
+
+    def render() -> str:            # (called by build only when the library is not on disk)
+        rendered[0] = p.render()
+        return rendered[0]
     try:
         # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
-        lib = toolchain.build(text if text is not None else p.render, "field", disk_key=key,
+        lib = toolchain.build(text if text is not None else render, "field", disk_key=key,
                               on_disk=lambda: COUNTERS.add("disk_hits"))
         COUNTERS.add("compiles")
     except RuntimeError as e:
@@ -221,7 +222,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     for f in (fn, serial):
         f.restype = None
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    out = CpuKernel(p, p.meta, p.lanes, p.n_int, fn, lib, serial)
+    out = CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial)
     with _lock:
         if len(_memory) >= 256:
             _memory.pop(next(iter(_memory)))
