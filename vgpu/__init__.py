@@ -13,10 +13,26 @@ from vgpu_compiler.errors import (ArgumentTypeError, BackendError, CacheError, C
                                   VgpuNameError, VgpuSyntaxError, VgpuTypeError,
                                   VgpuZeroDivisionError, ZeroDivision)
 from vgpu_compiler.noise.philox import philox
-from vgpu_compiler.fit import Fit, fit
 from vgpu_compiler.call.bound import Solution
-from vgpu_compiler.persistent.pipeline import Pipeline
-from vgpu_compiler.persistent.simulation import Simulation
+
+# imported when first used (``import vgpu`` stays light: a run_field needs none of them)
+_LAZY = {"Fit": "vgpu_compiler.fit", "fit": "vgpu_compiler.fit",
+         "Pipeline": "vgpu_compiler.persistent.pipeline",
+         "Simulation": "vgpu_compiler.persistent.simulation"}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vgpu' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "run_field", "solve", "load", "compile", "cache_stats", "cache_info", "clear_cache", "evict",

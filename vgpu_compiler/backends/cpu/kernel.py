@@ -1,6 +1,9 @@
 """A field as a compiled C kernel: describe (backends/shader), print with the C dialect,
 lay out with templates/field.c.j2, compile and load (toolchain.py), cached in memory
-and on disk (the disk key: the C text, the compiler, its flags and the CPU).
+and on disk. The disk key is computed before the text (``Plan.key``, source_key.py: what
+the templates are given, the C templates and their renderers' bytes, the compiler, its
+flags and the CPU), so a kernel on disk is loaded without rendering it (nor importing
+Jinja); only a miss renders and compiles.
 
 Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectories
 (a few of the CPU's widest vectors: the compiler unrolls across them), or
@@ -21,7 +24,7 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, rosenbrock, template
 from ..shader import events as _events
-from . import toolchain
+from . import source_key, toolchain
 from .dialect import DIALECTS
 
 VERSION = "c-1"
@@ -37,7 +40,7 @@ MAX_SOURCE = 500_000         # (a 342 KB kernel, LIF with sensitivities and even
 
 @dataclass
 class CpuKernel:
-    source: str
+    source: str | None      # its C text; None when its library came from disk unrendered
     meta: dict
     lanes: int
     n_int: int              # int uniforms before the deposit-slot count
@@ -58,12 +61,54 @@ def _environment():
     return env
 
 
+@dataclass
+class Plan:
+    """A kernel before its text: the template and everything it is given (what the disk
+    key is computed from without rendering: source_key.py)."""
+    field_name: str
+    template: str
+    arguments: dict
+    version: str            # the description's version, replaced by VERSION in the text
+    meta: dict
+    lanes: int
+    n_int: int
+
+    def render(self) -> str:
+        text = _environment().get_template(self.template).render(**self.arguments)
+        text = text.replace(f"({self.version},", f"({VERSION},")
+        if len(text) > MAX_SOURCE:
+            raise BackendError(f"the C kernel of field {self.field_name} is "
+                               f"{len(text) // 1000} KB, more than the cpu backend compiles "
+                               f"({MAX_SOURCE // 1000} KB: the C compiler's time grows "
+                               f"quickly with it); use backend='numpy'")
+        return text
+
+    def key(self) -> str | None:
+        """The disk key (toolchain.key of the template's arguments, the templates and
+        their renderers), or None where an argument has no canonical text."""
+        from ...resources import templates_dir
+        try:
+            text = source_key.fingerprint(template=self.template, version=self.version,
+                                          c_version=VERSION, **self.arguments)
+        except source_key.Unkeyable:
+            return None
+        return toolchain.key(source_key.FORMAT + "\0" + source_key.renderer_digest(
+            templates_dir()) + "\0" + text)
+
+
 def source(field, dtype: str, per_trajectory=(), dense: bool = False,
            history: bool = False) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
     step loop also stores each saved step of a save_every history (cpu/history.py)."""
+    p = plan(field, dtype, per_trajectory, dense, history)
+    return p.render(), p.meta, p.lanes, p.n_int
+
+
+def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
+         history: bool = False) -> Plan:
+    """The kernel of ``field`` (as ``source``) up to its text."""
     _events.check(field, "cpu")
     limit = _max_states()
     if len(field.states) > limit:
@@ -111,20 +156,15 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     if field.events:        # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = _reads_step(field)
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
-    text = _environment().get_template(name).render(
+    arguments = dict(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars, lean=lean,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
         n_flux=len(field.flux), **extra)
-    text = text.replace(f"({desc.version},", f"({VERSION},")
-    if len(text) > MAX_SOURCE:
-        raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
-                           f"more than the cpu backend compiles ({MAX_SOURCE // 1000} KB: the C "
-                           f"compiler's time grows quickly with it); use backend='numpy'")
     meta = printed.meta()
     meta["version"] = VERSION
-    return text, meta, lanes, len(ints)
+    return Plan(field.name, name, arguments, desc.version, meta, lanes, len(ints))
 
 
 def _reads_step(field) -> bool:
@@ -154,15 +194,27 @@ def _blocks(desc):
 
 def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
            history: bool = False) -> CpuKernel:
-    text, meta, lanes, n_int = source(field, dtype, per_trajectory, dense, history)
-    key = toolchain.key(text)
+    """The loaded kernel of ``field``: from memory, from the disk cache (keyed by its
+    plan, Plan.key: nothing rendered), or rendered, compiled and stored."""
+    p = plan(field, dtype, per_trajectory, dense, history)
+    key = p.key()
+    text = None
+    if key is None:             # (an argument without a canonical text: keyed by the text)
+        text = p.render()
+        key = toolchain.key(text)
     hit = _memory.get(key)
     if hit is not None:
         COUNTERS.add("memory_hits")
         return hit
+    rendered = [text]
+
+    def render() -> str:            # (called by build only when the library is not on disk)
+        rendered[0] = p.render()
+        return rendered[0]
     try:
         # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
-        lib = toolchain.build(text, "field", on_disk=lambda: COUNTERS.add("disk_hits"))
+        lib = toolchain.build(text if text is not None else render, "field", disk_key=key,
+                              on_disk=lambda: COUNTERS.add("disk_hits"))
         COUNTERS.add("compiles")
     except RuntimeError as e:
         raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
@@ -171,7 +223,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     for f in (fn, serial):
         f.restype = None
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    out = CpuKernel(text, meta, lanes, n_int, fn, lib, serial)
+    out = CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial)
     with _lock:
         if len(_memory) >= MEMORY_CAPACITY:
             _memory.pop(next(iter(_memory)))

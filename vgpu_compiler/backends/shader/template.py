@@ -1,16 +1,15 @@
-"""The Jinja2 environment of the GLSL backend: templates hold layout only."""
+"""The Jinja2 environment of the GLSL backend: templates hold layout only. Jinja2 is
+imported when the environment is first wanted (a cpu kernel found on disk needs none)."""
 from __future__ import annotations
 
 import functools
 
-import jinja2
-
-from .template_cache import TemplateCodeCache
-
-
 
 @functools.lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+def environment():
+    import jinja2
+
+    from .template_cache import TemplateCodeCache
     try:
         from ...resources import templates_dir
         folder = templates_dir()
