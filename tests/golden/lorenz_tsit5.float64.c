@@ -964,8 +964,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_err[l] = vg_sqrt(vg_e / 3.0);
         }
         for (int l = 0; l < VG_W; l++) {
-            const double err = vg_err[l];
-            vg_ok[l] = vg_status[l] == -1 && !isnan(err) && !isinf(err) && err <= 1.0;
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            vg_ok[l] = vg_status[l] == -1 && vg_fin && vg_err[l] <= 1.0;
         }
         for (int l = 0; l < VG_W; l++) {
             if (!vg_ok[l] || !A_act[l]) {
@@ -1058,12 +1058,21 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 continue;
             }
             // the controller: the next step from this one's error
-            const double err = vg_err[l];
-            double fac = (isnan(err) || isinf(err)) ? 0.2 : vg_min(5.0, vg_max(0.2, 0.9 * (double)pow(err, (-0.2))));
-            if (vg_again[l] != 0) {
-                fac = vg_min(fac, 1.0);
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            double vg_fac = 0.2;
+            if (vg_fin) {
+                if (vg_err[l] < 1e-08) {
+                    vg_fac = 5.0;
+                } else if (vg_err[l] > 100000000.0) {
+                    vg_fac = 0.2;
+                } else {
+                    vg_fac = vg_min(5.0, vg_max(0.2, 0.9 * pow(vg_err[l], (-0.2))));
+                }
             }
-            vg_prop[l] = vg_min(vg_use[l] * fac, u_dtmax);
+            if (vg_again[l] != 0) {
+                vg_fac = vg_min(vg_fac, 1.0);
+            }
+            vg_prop[l] = vg_min(vg_use[l] * vg_fac, u_dtmax);
             if (vg_ok[l]) {
                 A_s_x[l] = vg_new0[l];
                 A_k0_x[l] = A_k6_x[l];
@@ -1090,8 +1099,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_status[l] = 2;
                 }
             }
-            const double err = vg_err[l];
-            if (vg_status[l] == -1 && (isnan(err) || isinf(err) || !(vg_prop[l] > 1e-14 * vg_fabs(vg_t[l])))) {
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            if (vg_status[l] == -1 && (!vg_fin || !(vg_prop[l] > 1e-14 * vg_fabs(vg_t[l])))) {
                 vg_status[l] = 3;
             }
             if (vg_status[l] == -1) {

@@ -203,7 +203,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_d1 += (k0_R / vg_sc2) * (k0_R / vg_sc2);
             vg_d0 = sqrt(vg_d0 / 3.0);
             vg_d1 = sqrt(vg_d1 / 3.0);
-            var vg_h0: f32 = select(0.01 * vg_d0 / vg_d1, 1e-06, vg_d0 < 1e-05 || vg_d1 < 1e-05);
+            var vg_h0: f32 = select((0.01 * vg_d0) / vg_d1, 1e-06, vg_d0 < 1e-05 || vg_d1 < 1e-05);
             vg_h0 = min(vg_h0, vg_span);
             var vg_d2: f32 = 0.0;
             {
@@ -231,10 +231,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
             vg_d2 = sqrt(vg_d2 / 3.0) / vg_h0;
             let vg_big: f32 = max(vg_d1, vg_d2);
-            var vg_h1: f32 = max(1e-06, vg_h0 * 0.001);
-            if (!(vg_big <= 1e-15)) {
-                vg_h1 = vg_root(0.01 / vg_big, 5);
-            }
+            let vg_h1: f32 = select(vg_root(0.01 / vg_big, 5), max(1e-06, vg_h0 * 0.001), vg_big <= 1e-15);
             vg_h = min(min(100.0 * vg_h0, vg_h1), vg_span);
             vg_h = min(vg_h, u_dtmax);
             if (!(vg_h > 0.0) || vg_ad_bad(vg_h)) {

@@ -815,8 +815,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_err[l] = vg_sqrt(vg_e / 2.0f);
         }
         for (int l = 0; l < VG_W; l++) {
-            const float err = vg_err[l];
-            vg_ok[l] = vg_status[l] == -1 && !isnan(err) && !isinf(err) && err <= 1.0f;
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            vg_ok[l] = vg_status[l] == -1 && vg_fin && vg_err[l] <= 1.0f;
         }
         for (int l = 0; l < VG_W; l++) {
             if (!vg_ok[l] || !A_act[l]) {
@@ -888,12 +888,21 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 continue;
             }
             // the controller: the next step from this one's error
-            const float err = vg_err[l];
-            float fac = (isnan(err) || isinf(err)) ? 0.2f : vg_min(5.0f, vg_max(0.2f, 0.9f * (float)powf(err, (-0.2f))));
-            if (vg_again[l] != 0) {
-                fac = vg_min(fac, 1.0f);
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            float vg_fac = 0.2f;
+            if (vg_fin) {
+                if (vg_err[l] < 1e-08f) {
+                    vg_fac = 5.0f;
+                } else if (vg_err[l] > 1e+08f) {
+                    vg_fac = 0.2f;
+                } else {
+                    vg_fac = vg_min(5.0f, vg_max(0.2f, 0.9f * powf(vg_err[l], (-0.2f))));
+                }
             }
-            vg_prop[l] = vg_min(vg_use[l] * fac, u_dtmax);
+            if (vg_again[l] != 0) {
+                vg_fac = vg_min(vg_fac, 1.0f);
+            }
+            vg_prop[l] = vg_min(vg_use[l] * vg_fac, u_dtmax);
             if (vg_ok[l]) {
                 A_s_x[l] = vg_new0[l];
                 A_k0_x[l] = A_k6_x[l];
@@ -918,8 +927,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_status[l] = 2;
                 }
             }
-            const float err = vg_err[l];
-            if (vg_status[l] == -1 && (isnan(err) || isinf(err) || !(vg_prop[l] > 1e-06f * vg_fabs(vg_t[l])))) {
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            if (vg_status[l] == -1 && (!vg_fin || !(vg_prop[l] > 1e-06f * vg_fabs(vg_t[l])))) {
                 vg_status[l] = 3;
             }
             if (vg_status[l] == -1) {

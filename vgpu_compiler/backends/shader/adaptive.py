@@ -18,7 +18,7 @@ adaptive_host.py.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field as _field
 
 from ...ir import controller as C
 from ...ir.nodes import Field
@@ -60,6 +60,17 @@ class PrintedAdaptive:
     saves: bool = True                  # writes save_at states (AdaptiveParts.saves)
     n_err: int = 0                      # the states (the first) the error norm measures
     errors2: tuple[str, ...] = ()       # per state: the second estimate (dop853's norm)
+    # the pieces built once (codegen/build), printed in this dialect: the controller's
+    # (accept, factor, next, next_plain), and the first step's IR (first_step())
+    ctl: dict = _field(default_factory=dict, compare=False)
+    first_ir: tuple = ()
+    dialect: object = _field(default=None, compare=False, repr=False)
+
+    def first_step(self, trial: str) -> str:
+        """The first step (codegen/build/first_step.py) with ``trial``, the field's stage
+        1 at the trial point as its template prints it."""
+        from ...codegen.targets import printer
+        return printer(self.dialect, {"trial": trial}).text(self.first_ir)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -119,10 +130,25 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
     if parts.fixed:
         return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True,
                                n_err=n_err)
-    return PrintedAdaptive(
+    built = _built(k, dialect, parts.q, n_err)
+    return PrintedAdaptive(**built,
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
         last=tuple(k.stage_k[parts.last][i] for i in range(n_states)),
         root=parts.q + 1, consts=consts, saves=parts.saves, n_err=n_err,
         errors2=() if parts.error2 is None else tuple(weighted(parts.error2, i)
                                                       for i in range(n_states)))
+
+
+def _built(k, dialect, q: int, n_err: int) -> dict:
+    """The pieces of codegen/build for this kernel: the controller printed, the first
+    step as IR (its template prints the trial stage it splices in)."""
+    from ...codegen.build import controller, first_step
+    fd = first_step.Field(states=tuple(s[0] for s in k.states),
+                          k0=tuple(k.stage_k[0]), trial=tuple(s[1] for s in k.states),
+                          k1=tuple(k.stage_k[1]) if len(k.stage_k) > 1 else (),
+                          n_err=n_err, basin=bool(k.has_basin))
+    from ...codegen.targets import TARGETS
+    first = first_step.first_step(TARGETS[dialect.language], fd, q) if fd.k1 else ()
+    return dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
+                dialect=dialect)
