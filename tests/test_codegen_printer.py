@@ -280,3 +280,23 @@ def _factor_with_libm(errs, q: int):
         raw = d(C.SAFETY) * d(pw(float(e), float(d(-1.0 / (q + 1)))))
         out.append(min(d(C.FACTOR_MAX), max(d(C.FACTOR_MIN), raw)))
     return np.array(out, dtype=errs.dtype)
+
+
+def test_the_carry_rows_are_the_hosts():
+    """b_cnt's rows as the host reads them (backends/shader/adaptive.py's COUNTERS), b_ad's
+    t, dt then k0; one IR printed for GLSL's and WGSL's buffers."""
+    from vgpu_compiler.backends.shader.adaptive import COUNTERS
+    from vgpu_compiler.codegen.build import carry
+    host = {"rejected": "rej"}
+    assert carry.COUNTERS == tuple("vg_" + host.get(c, c) for c in COUNTERS)
+    cf = carry.Field(states=("s_x", "s_y"), params=("p_a",), k0=("k0_x", "k0_y"))
+    glsl = printer(GLSL_FLOAT32).text(carry.store_all(cf, -1))
+    wgsl = printer(WGSL).text(carry.store_all(cf, -1))
+    assert "b_ad.v[3 * u_count + lane] = k0_y;" in glsl and "b_ad[3 * u_count + lane] = k0_y;" in wgsl
+    assert "b_cnt.v[2 * u_count + lane] = vg_status;" in glsl
+    assert "atomicAdd(b_run.v[0], 1u);" in glsl and "atomicAdd(&b_run[0], 1u);" in wgsl
+    c = printer(C_FLOAT64).text(lanes.lane_arrays(carry.resume(cf, paused=-2, running=-1),
+                                                  ("vg_t", "vg_h", *carry.COUNTERS),
+                                                  registers=("s_x", "s_y", "k0_x", "k0_y")))
+    assert "A_k0_x[l] = b_ad[2 * u_count + lane];" in c
+    assert "vg_status[l] = (vg_status[l] == -2) ? -1 : vg_status[l];" in c

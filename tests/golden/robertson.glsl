@@ -173,8 +173,8 @@ void main() {
     int vg_next = 0;
     bool vg_paused = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
-        s_y1 = b_state.v[0 * u_count + lane];
-        s_y2 = b_state.v[1 * u_count + lane];
+        s_y1 = b_state.v[lane];
+        s_y2 = b_state.v[u_count + lane];
         s_y3 = b_state.v[2 * u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad.v[lane];
@@ -186,7 +186,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
+            vg_next = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane];
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -693,8 +693,8 @@ void main() {
 
     // --- store ---
     if (vg_active) {
-        b_state.v[0 * u_count + lane] = s_y1;
-        b_state.v[1 * u_count + lane] = s_y2;
+        b_state.v[lane] = s_y1;
+        b_state.v[u_count + lane] = s_y2;
         b_state.v[2 * u_count + lane] = s_y3;
         b_ad.v[lane] = vg_t;
         b_ad.v[u_count + lane] = vg_h;

@@ -151,8 +151,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_next: i32 = 0;
     var vg_paused: bool = false;  // a Simulation's advance reached u_pause
     if (vg_active) {
-        s_S = b_state[0 * u_count + lane];
-        s_I = b_state[1 * u_count + lane];
+        s_S = b_state[lane];
+        s_I = b_state[u_count + lane];
         s_R = b_state[2 * u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad[lane];
@@ -164,7 +164,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_rej = b_cnt[u_count + lane];
             vg_status = b_cnt[2 * u_count + lane];
             vg_again = b_cnt[3 * u_count + lane];
-            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);  // 2: a new advance
+            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);
         }
     }
     var vg_flux_due: bool = false;
@@ -414,8 +414,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
 
     // --- store ---
     if (vg_active) {
-        b_state[0 * u_count + lane] = s_S;
-        b_state[1 * u_count + lane] = s_I;
+        b_state[lane] = s_S;
+        b_state[u_count + lane] = s_I;
         b_state[2 * u_count + lane] = s_R;
         b_ad[lane] = vg_t;
         b_ad[u_count + lane] = vg_h;

@@ -90,8 +90,8 @@ void main() {
     int vg_next_0 = 0;
     bool vg_paused_0 = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active_0) {
-        s_x_0 = b_state.v[0 * u_count + lane_0];
-        s_y_0 = b_state.v[1 * u_count + lane_0];
+        s_x_0 = b_state.v[lane_0];
+        s_y_0 = b_state.v[u_count + lane_0];
         if (u_step0 != 0) {
             vg_t_0 = b_ad.v[lane_0];
             vg_h_0 = b_ad.v[u_count + lane_0];
@@ -101,7 +101,7 @@ void main() {
             vg_rej_0 = b_cnt.v[u_count + lane_0];
             vg_status_0 = b_cnt.v[2 * u_count + lane_0];
             vg_again_0 = b_cnt.v[3 * u_count + lane_0];
-            vg_next_0 = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane_0];  // 2: a new advance
+            vg_next_0 = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane_0];
         }
     }
 
@@ -123,8 +123,8 @@ void main() {
     int vg_next_1 = 0;
     bool vg_paused_1 = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active_1) {
-        s_x_1 = b_state.v[0 * u_count + lane_1];
-        s_y_1 = b_state.v[1 * u_count + lane_1];
+        s_x_1 = b_state.v[lane_1];
+        s_y_1 = b_state.v[u_count + lane_1];
         if (u_step0 != 0) {
             vg_t_1 = b_ad.v[lane_1];
             vg_h_1 = b_ad.v[u_count + lane_1];
@@ -134,7 +134,7 @@ void main() {
             vg_rej_1 = b_cnt.v[u_count + lane_1];
             vg_status_1 = b_cnt.v[2 * u_count + lane_1];
             vg_again_1 = b_cnt.v[3 * u_count + lane_1];
-            vg_next_1 = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane_1];  // 2: a new advance
+            vg_next_1 = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane_1];
         }
     }
     if (u_step0 == 0) {
@@ -541,8 +541,8 @@ void main() {
 
     // --- store ---
     if (vg_active_0) {
-        b_state.v[0 * u_count + lane_0] = s_x_0;
-        b_state.v[1 * u_count + lane_0] = s_y_0;
+        b_state.v[lane_0] = s_x_0;
+        b_state.v[u_count + lane_0] = s_y_0;
         b_ad.v[lane_0] = vg_t_0;
         b_ad.v[u_count + lane_0] = vg_h_0;
         b_ad.v[2 * u_count + lane_0] = k0_x_0;
@@ -557,8 +557,8 @@ void main() {
         }
     }
     if (vg_active_1) {
-        b_state.v[0 * u_count + lane_1] = s_x_1;
-        b_state.v[1 * u_count + lane_1] = s_y_1;
+        b_state.v[lane_1] = s_x_1;
+        b_state.v[u_count + lane_1] = s_y_1;
         b_ad.v[lane_1] = vg_t_1;
         b_ad.v[u_count + lane_1] = vg_h_1;
         b_ad.v[2 * u_count + lane_1] = k0_x_1;

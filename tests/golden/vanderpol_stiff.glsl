@@ -89,8 +89,8 @@ void main() {
     int vg_next = 0;
     bool vg_paused = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
-        s_x = b_state.v[0 * u_count + lane];
-        s_y = b_state.v[1 * u_count + lane];
+        s_x = b_state.v[lane];
+        s_y = b_state.v[u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad.v[lane];
             vg_h = b_ad.v[u_count + lane];
@@ -100,7 +100,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
+            vg_next = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane];
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -517,8 +517,8 @@ void main() {
 
     // --- store ---
     if (vg_active) {
-        b_state.v[0 * u_count + lane] = s_x;
-        b_state.v[1 * u_count + lane] = s_y;
+        b_state.v[lane] = s_x;
+        b_state.v[u_count + lane] = s_y;
         b_ad.v[lane] = vg_t;
         b_ad.v[u_count + lane] = vg_h;
         b_ad.v[2 * u_count + lane] = k0_x;

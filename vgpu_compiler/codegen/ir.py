@@ -19,7 +19,7 @@ from typing import Union
 
 from ..ir.ops import Op
 
-FLOAT, INT, BOOL = "float", "int", "bool"      # neutral types (float: the working dtype)
+FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float: the working dtype)
 
 
 # --- expressions ---------------------------------------------------------------------
@@ -32,6 +32,13 @@ class Var:
 class Index:
     """``name[index]``: an element of a local array (the C kernel's lane arrays)."""
     name: str
+    index: "Expr"
+
+
+@dataclass(frozen=True)
+class Elem:
+    """``buffer[index]``: an element of a storage buffer (the dialect's buffer_read)."""
+    buffer: str
     index: "Expr"
 
 
@@ -69,7 +76,7 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Var, Index, Lit, Bin, Un, Call, Select]
+Expr = Union[Var, Index, Elem, Lit, Bin, Un, Call, Select]
 
 
 # --- statements ----------------------------------------------------------------------
@@ -171,6 +178,8 @@ def names(stmts) -> set[str]:
             out.add(e.name)
         elif isinstance(e, Index):
             out.add(e.name)
+            expr(e.index)
+        elif isinstance(e, Elem):
             expr(e.index)
         elif isinstance(e, (Bin,)):
             expr(e.a), expr(e.b)

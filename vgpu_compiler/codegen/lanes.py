@@ -3,7 +3,8 @@
 ``lane_arrays``: the C kernel runs each piece of an attempt as a loop over a block of
 lanes (``for (int l = 0; l < VG_W; l++)`` in templates/adaptive.c.j2), each lane's
 scalars in arrays: the statements of one trajectory, with the named variables made
-elements ``name[l]`` (a declaration of one becomes an assignment to it).
+elements ``name[l]`` (a declaration of one becomes an assignment to it), a field's
+registers ``A_name[l]``.
 """
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from dataclasses import replace
 from . import ir
 
 
-def lane_arrays(stmts, arrays, lane: str = "l") -> tuple:
-    arrays = frozenset(arrays)
+def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_") -> tuple:
+    """``registers``: the field's names, whose lane arrays are ``prefix + name``."""
+    arrays = {**{a: a for a in arrays}, **{r: prefix + r for r in registers}}
     at = ir.Var(lane)
 
     def expr(e):
         if isinstance(e, ir.Var):
-            return ir.Index(e.name, at) if e.name in arrays else e
+            return ir.Index(arrays[e.name], at) if e.name in arrays else e
+        if isinstance(e, ir.Elem):
+            return replace(e, index=expr(e.index))
         if isinstance(e, ir.Index):
             return replace(e, index=expr(e.index))
         if isinstance(e, ir.Bin):
@@ -34,7 +38,7 @@ def lane_arrays(stmts, arrays, lane: str = "l") -> tuple:
     def stmt(s):
         if isinstance(s, ir.Let):
             if s.name in arrays:
-                return ir.Assign(ir.Index(s.name, at), expr(s.value))
+                return ir.Assign(ir.Index(arrays[s.name], at), expr(s.value))
             return replace(s, value=expr(s.value))
         if isinstance(s, ir.Assign):
             return replace(s, target=expr(s.target), value=expr(s.value))

@@ -25,6 +25,8 @@ PREC = {Op.OR: 1, Op.AND: 2, Op.EQ: 3, Op.NE: 3, Op.LT: 4, Op.LE: 4, Op.GT: 4, O
 INFIX = {Op.OR: "||", Op.AND: "&&", Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=",
          Op.GT: ">", Op.GE: ">=", Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
 UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
+# calls the kernel's dialect already spells (backends/shader/dialect.py)
+DIALECT_CALLS = frozenset({"atomic_add", "atomic_cas"})
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,15 @@ class Printer:
             return e.name, ATOM
         if isinstance(e, ir.Index):
             return f"{e.name}[{self.expr(e.index)}]", ATOM
+        if isinstance(e, ir.Elem):
+            return self.d.buffer_read.format(buffer=e.buffer, index=self.expr(e.index)), ATOM
         if isinstance(e, ir.Lit):
             return self._literal(e), ATOM
         if isinstance(e, ir.Call):
-            return self.t.builtin(e.fn, [self.expr(a) for a in e.args], self.d.dtype), ATOM
+            args = [self.expr(a) for a in e.args]
+            if e.fn in DIALECT_CALLS and e.fn not in self.t.builtins:
+                return getattr(self.d, e.fn).format(*args), ATOM
+            return self.t.builtin(e.fn, args, self.d.dtype), ATOM
         if isinstance(e, ir.Un):
             text, p = self._expr(e.a)
             text = text if p >= UNARY_PREC else f"({text})"
@@ -116,6 +123,8 @@ class Printer:
             return self.d.true if e.value else self.d.false
         if e.type == ir.INT:
             return str(int(e.value))
+        if e.type == ir.UINT:
+            return self.d.uint(int(e.value))
         return self.d.float_literal(e.value)
 
     # statements -----------------------------------------------------------------------
@@ -166,7 +175,9 @@ class Printer:
             value = "" if s.value is None else " " + self.expr(s.value)
             out.append(f"{pad}return{value};")
         elif isinstance(s, ir.Splice):
-            out.extend(_reindent(str(self.splices[s.name]), n))
+            text = str(self.splices.get(s.name, ""))
+            if text.strip():
+                out.extend(_reindent(text, n))
         else:
             raise TypeError(f"not a statement of codegen.ir: {s!r}")
 

@@ -65,6 +65,18 @@ class PrintedAdaptive:
     ctl: dict = _field(default_factory=dict, compare=False)
     first_ir: tuple = ()
     dialect: object = _field(default=None, compare=False, repr=False)
+    # the carry between dispatches (codegen/build/carry.py): its IR by piece; printed
+    # with the events' rows by carry_load()/carry_store(), or (C) printed here
+    carry_ir: dict = _field(default_factory=dict, compare=False)
+    carry: dict = _field(default_factory=dict, compare=False)
+
+    def carry_load(self, extra: str = "") -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect, {"extra": extra}).text(self.carry_ir["load"])
+
+    def carry_store(self, extra: str = "") -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect, {"extra": extra}).text(self.carry_ir["store"])
 
     def first_step(self, trial: str) -> str:
         """The first step (codegen/build/first_step.py) with ``trial``, the field's stage
@@ -127,10 +139,10 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS), "paused": str(PAUSED),
               "underflow": str(C.STEP_UNDERFLOW), "sing": lit(C.singular_error(parts.q))}
+    built = _built(k, dialect, parts.q, n_err)
     if parts.fixed:
         return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True,
-                               n_err=n_err)
-    built = _built(k, dialect, parts.q, n_err)
+                               n_err=n_err, **built)
     return PrintedAdaptive(**built,
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
@@ -143,12 +155,27 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
 def _built(k, dialect, q: int, n_err: int) -> dict:
     """The pieces of codegen/build for this kernel: the controller printed, the first
     step as IR (its template prints the trial stage it splices in)."""
-    from ...codegen.build import controller, first_step
+    from ...codegen import lanes
+    from ...codegen.build import carry, controller, first_step
+    from ...codegen.targets import printer
     fd = first_step.Field(states=tuple(s[0] for s in k.states),
                           k0=tuple(k.stage_k[0]), trial=tuple(s[1] for s in k.states),
                           k1=tuple(k.stage_k[1]) if len(k.stage_k) > 1 else (),
                           n_err=n_err, basin=bool(k.has_basin))
     from ...codegen.targets import TARGETS
     first = first_step.first_step(TARGETS[dialect.language], fd, q) if fd.k1 else ()
-    return dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
-                dialect=dialect)
+    cf = carry.Field(states=fd.states, params=tuple(k.pt_params), k0=fd.k0)
+    out = dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
+               dialect=dialect)
+    if not TARGETS[dialect.language].lane_block:
+        out["carry_ir"] = {"load": carry.load(cf), "store": carry.store_all(cf, RUNNING)}
+        return out
+    regs = (*fd.states, *cf.params, *fd.k0)         # C: lane arrays A_name[l]
+    arrays = (carry.TIME, carry.STEP, *carry.COUNTERS)
+    p = printer(dialect)
+    pieces = {"load_state": carry.load_state(cf),
+              "resume": carry.resume(cf, paused=PAUSED, running=RUNNING),
+              "store": carry.store(cf)}
+    out["carry"] = {name: p.text(lanes.lane_arrays(v, arrays, registers=regs))
+                    for name, v in pieces.items()}
+    return out
