@@ -300,3 +300,25 @@ def test_the_carry_rows_are_the_hosts():
                                                   registers=("s_x", "s_y", "k0_x", "k0_y")))
     assert "A_k0_x[l] = b_ad[2 * u_count + lane];" in c
     assert "vg_status[l] = (vg_status[l] == -2) ? -1 : vg_status[l];" in c
+
+
+def test_the_lane_loops_pass_keeps_block_level_pieces_outside_the_loops():
+    """The C first step is the GLSL one laid out: lane loops between the basin folds and
+    the trial stage, the locals that cross them made lane arrays, the uniform if outside."""
+    fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",),
+                          n_err=1, basin=True)
+    stmts = first_step.first_step(TARGETS["c"], fd, 4)
+    out = lanes.lane_loops(stmts, controller.LANE_ARRAYS, registers=("s_x", "k0_x", "k1_x"))
+    text = printer(C_FLOAT64, {"trial": "TRIAL;", "fold vg_h0": "FOLD_H0;",
+                               "fold vg_h": "FOLD_H;"}).text(out)
+    lines = [x.strip() for x in text.splitlines()]
+    assert lines[:5] == ["double vg_d1[VG_W];", "double vg_d2[VG_W];", "double vg_h0[VG_W];",
+                         "double vg_sc0[VG_W];", "double vg_span[VG_W];"]
+    assert lines[5] == "if (u_dt0 > 0.0) {"          # uniform: once, outside the loops
+    order = [x for x in lines if x in ("FOLD_H0;", "TRIAL;", "FOLD_H;")
+             or x.startswith("for (int l")]
+    assert order == ["for (int l = 0; l < VG_W; l++) {"] * 2 + [
+        "FOLD_H0;", "TRIAL;", "for (int l = 0; l < VG_W; l++) {", "FOLD_H;",
+        "for (int l = 0; l < VG_W; l++) {"]
+    assert "vg_h0[l] = vg_min(vg_h0[l], vg_span[l]);" in lines
+    assert "double vg_d0 = 0.0;" in lines            # used in one loop only: a scalar

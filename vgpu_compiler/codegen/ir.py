@@ -142,7 +142,24 @@ class Splice:
     name: str
 
 
-Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice]
+@dataclass(frozen=True)
+class Stage:
+    """A field's stage, printed by its template (``Splice(name)``), after ``setup``: the
+    locals it reads. A target that runs a stage over a whole block of lanes at once
+    (C) sets them itself and prints the splice alone (codegen/lanes.py)."""
+    setup: tuple
+    name: str
+
+
+@dataclass(frozen=True)
+class Array:
+    """A local array of ``size`` elements (the C kernel's lane arrays)."""
+    name: str
+    type: str
+    size: "Expr"
+
+
+Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -209,6 +226,9 @@ def names(stmts) -> set[str]:
         elif isinstance(s, Block):
             for x in s.body:
                 stmt(x)
+        elif isinstance(s, Stage):
+            for x in s.setup:
+                stmt(x)
         elif isinstance(s, Do):
             expr(s.call)
         elif isinstance(s, Return) and s.value is not None:
@@ -217,3 +237,8 @@ def names(stmts) -> set[str]:
     for s in stmts:
         stmt(s)
     return out
+
+
+def expr_names(e) -> set[str]:
+    """The variable names an expression reads."""
+    return names((Do(Call("", (e,))),))

@@ -58,3 +58,109 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
         return tuple(stmt(s) for s in ss)
 
     return body(stmts)
+
+
+def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l") -> tuple:
+    """A trajectory's statements laid out for a block of lanes: each run of per-lane
+    statements becomes a loop over the lanes (``lane_arrays`` inside); what acts on the
+    whole block stays outside, once: a ``Stage`` (its template's splice, which loops
+    itself) and a basin fold (``v = basin_fold(v, ...)``: the splice ``fold v``). A local
+    declared in one run and read in another becomes a lane array, declared first. An
+    ``if`` on uniform values only (no lane's) stays outside with its branches laid out
+    the same way; a block holding a stage is opened (the loops give the scopes)."""
+    lane_names = set(arrays) | set(registers) | _declared(stmts)
+    runs: list[list] = []
+
+    def collective(s):
+        if isinstance(s, ir.Stage):
+            return ir.Splice(s.name)
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) \
+                and s.value.fn == "basin_fold" and isinstance(s.target, ir.Var):
+            return ir.Splice(f"fold {s.target.name}")
+        return None
+
+    def layout(ss) -> list:
+        """Top-level items: ("lanes", [stmts]) runs and ("once", stmt)."""
+        out: list = []
+        for s in ss:
+            if isinstance(s, ir.Block) and any(isinstance(x, ir.Stage) for x in s.body):
+                out.extend(layout(s.body))
+                continue
+            if isinstance(s, ir.Comment):
+                out.append(("once", s))
+                continue
+            once = collective(s)
+            if once is not None:
+                out.append(("once", once))
+            elif isinstance(s, ir.If) and not ir.expr_names(s.cond) & lane_names:
+                out.append(("if", s))
+            elif out and out[-1][0] == "lanes":
+                out[-1][1].append(s)
+            else:
+                out.append(("lanes", [s]))
+                runs.append(out[-1][1])
+        return out
+
+    items = layout(stmts)
+    # locals crossing runs (or read inside an if's branches, laid out apart) -> lane arrays
+    seen: dict[str, int] = {}
+    promoted: dict[str, str] = {}
+    count = [0]
+
+    def scan(its):
+        for kind, x in its:
+            if kind == "lanes":
+                count[0] += 1
+                for s in x:
+                    if isinstance(s, ir.Let):
+                        seen.setdefault(s.name, count[0])
+                for name in sorted(ir.names(x)):
+                    if name in seen and seen[name] != count[0] and name not in promoted:
+                        promoted[name] = _type_of(name, stmts)
+            elif kind == "if":
+                scan(layout(x.then))
+                scan(layout(x.orelse))
+
+    scan(items)
+    every = tuple(arrays) + tuple(promoted)
+
+    def emit(its) -> tuple:
+        out = []
+        for kind, x in its:
+            if kind == "once":
+                out.append(x)
+            elif kind == "if":
+                out.append(ir.If(x.cond, emit(layout(x.then)), emit(layout(x.orelse))))
+            else:
+                body = lane_arrays(x, every, lane, registers)
+                out.append(ir.Loop(lane, ir.i(0), ir.Var(size), body))
+        return tuple(out)
+
+    decls = tuple(ir.Array(n, t, ir.Var(size)) for n, t in promoted.items())
+    return decls + emit(items)
+
+
+def _declared(stmts) -> set[str]:
+    out: set[str] = set()
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, ir.Let):
+                out.add(s.name)
+            for attr in ("then", "orelse", "body", "setup"):
+                walk(getattr(s, attr, ()))
+    walk(stmts)
+    return out
+
+
+def _type_of(name: str, stmts) -> str:
+    found: list[str] = []
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, ir.Let) and s.name == name:
+                found.append(s.type)
+            for attr in ("then", "orelse", "body", "setup"):
+                walk(getattr(s, attr, ()))
+    walk(stmts)
+    return found[0]

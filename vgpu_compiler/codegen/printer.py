@@ -40,6 +40,7 @@ class Target:
     var: str = "{T} {name} = {value};"
     precise: str = "{T} {name} = {value};"
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
+    array: str = "{T} {name}[{size}];"
     not_: str = "!{0}"
     neg: str = "-{0}"
     # neutral builtins (codegen.ir.Call) -> a format of the arguments {0}, {1}, ...
@@ -174,6 +175,13 @@ class Printer:
         elif isinstance(s, ir.Return):
             value = "" if s.value is None else " " + self.expr(s.value)
             out.append(f"{pad}return{value};")
+        elif isinstance(s, ir.Stage):
+            for x in s.setup:
+                self._stmt(x, n, out)
+            self._stmt(ir.Splice(s.name), n, out)
+        elif isinstance(s, ir.Array):
+            out.append(pad + self.t.array.format(T=self.d.type(s.type), name=s.name,
+                                                 size=self.expr(s.size)))
         elif isinstance(s, ir.Splice):
             text = str(self.splices.get(s.name, ""))
             if text.strip():

@@ -100,7 +100,7 @@ def initial_step(f, t0, y0, f0, span, q: int, rtol, atol, dtmax, smallest=lambda
     ``y0``, ``f0``: arrays (n_states, ...) of the state and F there; ``span``: t1 - t0;
     ``f(t, y, h0)`` evaluates F at the trial point (h0: the trial step);
     ``smallest(x)``: the value a group of lanes shares (a basin: the smallest of its
-    lanes'), applied to the trial step and to the result. The GLSL and WGSL kernels
+    lanes'), applied to the trial step and to the result. The compiled kernels
     print the same steps (codegen/build/first_step.py). ``n``: the norms measure the first n
     states only (a field joined with its sensitivities: Field.error_states)."""
     d = y0.dtype.type

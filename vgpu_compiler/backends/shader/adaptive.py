@@ -69,6 +69,7 @@ class PrintedAdaptive:
     # with the events' rows by carry_load()/carry_store(), or (C) printed here
     carry_ir: dict = _field(default_factory=dict, compare=False)
     carry: dict = _field(default_factory=dict, compare=False)
+    registers: tuple = ()               # (C) the field's names held in lane arrays A_name
 
     def carry_load(self, extra: str = "") -> str:
         from ...codegen.targets import printer
@@ -78,11 +79,17 @@ class PrintedAdaptive:
         from ...codegen.targets import printer
         return printer(self.dialect, {"extra": extra}).text(self.carry_ir["store"])
 
-    def first_step(self, trial: str) -> str:
+    def first_step(self, trial: str, folds: dict | None = None) -> str:
         """The first step (codegen/build/first_step.py) with ``trial``, the field's stage
-        1 at the trial point as its template prints it."""
-        from ...codegen.targets import printer
-        return printer(self.dialect, {"trial": trial}).text(self.first_ir)
+        1 at the trial point as its template prints it; (C) laid out in lane loops, with
+        ``folds``: the basin folds' text by splice name ("fold vg_h0", "fold vg_h")."""
+        from ...codegen import lanes
+        from ...codegen.build.controller import LANE_ARRAYS
+        from ...codegen.targets import TARGETS, printer
+        stmts = self.first_ir
+        if TARGETS[self.dialect.language].lane_block:
+            stmts = lanes.lane_loops(stmts, LANE_ARRAYS, registers=self.registers)
+        return printer(self.dialect, {"trial": trial, **(folds or {})}).text(stmts)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -178,4 +185,5 @@ def _built(k, dialect, q: int, n_err: int) -> dict:
               "store": carry.store(cf)}
     out["carry"] = {name: p.text(lanes.lane_arrays(v, arrays, registers=regs))
                     for name, v in pieces.items()}
+    out["registers"] = (*regs, *fd.k1)
     return out

@@ -8,6 +8,7 @@ WGSL = Target(
     let="let {name}: {T} = {value};",
     var="var {name}: {T} = {value};",
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
+    array="var {name}: array<{T}, {size}>;",
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
