@@ -69,7 +69,6 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
     ``if`` on uniform values only (no lane's) stays outside with its branches laid out
     the same way; a block holding a stage is opened (the loops give the scopes)."""
     lane_names = set(arrays) | set(registers) | _declared(stmts)
-    runs: list[list] = []
 
     def collective(s):
         if isinstance(s, ir.Stage):
@@ -98,11 +97,10 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
                 out[-1][1].append(s)
             else:
                 out.append(("lanes", [s]))
-                runs.append(out[-1][1])
         return out
 
     items = layout(stmts)
-    # locals crossing runs (or read inside an if's branches, laid out apart) -> lane arrays
+    # locals read in another run than their own (an if's branches are runs too) -> arrays
     seen: dict[str, int] = {}
     promoted: dict[str, str] = {}
     count = [0]

@@ -10,7 +10,9 @@ uniforms of the controller (tolerances, t1, dt0, dtmax, max_steps, attempts
 per dispatch): changing any of them never recompiles. ``print_parts`` prints
 the error estimate and the continuous extension (ir.step's Combinations, the
 same numbers and the same order of operations as the numpy reference), and
-the controller's constants (ir/controller.py), in a dialect. The templates lay
+the controller's constants (ir/controller.py), in a dialect; the controller, the
+first step and the carry between dispatches are built once (codegen/build) and
+printed for the dialect's target. The templates lay
 it out: a trajectory carries its own t and dt; a basin shares one step size
 (its largest error over active lanes). The host side the GPU runners share is
 adaptive_host.py.
@@ -161,15 +163,15 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
 
 def _built(k, dialect, q: int, n_err: int) -> dict:
     """The pieces of codegen/build for this kernel: the controller printed, the first
-    step as IR (its template prints the trial stage it splices in)."""
+    step as IR (its template prints the trial stage it splices in), the carry (as IR
+    where the events' rows go inside it; printed in lane arrays for C)."""
     from ...codegen import lanes
     from ...codegen.build import carry, controller, first_step
-    from ...codegen.targets import printer
+    from ...codegen.targets import TARGETS, printer
     fd = first_step.Field(states=tuple(s[0] for s in k.states),
                           k0=tuple(k.stage_k[0]), trial=tuple(s[1] for s in k.states),
                           k1=tuple(k.stage_k[1]) if len(k.stage_k) > 1 else (),
                           n_err=n_err, basin=bool(k.has_basin))
-    from ...codegen.targets import TARGETS
     first = first_step.first_step(TARGETS[dialect.language], fd, q) if fd.k1 else ()
     cf = carry.Field(states=fd.states, params=tuple(k.pt_params), k0=fd.k0)
     out = dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
