@@ -334,8 +334,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     }
     for (int l = 0; l < VG_W; l++) {
         const int lane = A_lane[l];
-        A_s_y[l] = b_state[0 * u_count + lane];
-        A_s_v[l] = b_state[1 * u_count + lane];
+        A_s_y[l] = b_state[lane];
+        A_s_v[l] = b_state[u_count + lane];
         A_k0_y[l] = vg_zero;
         A_k0_v[l] = vg_zero;
         A_k1_y[l] = vg_zero;
@@ -356,7 +356,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         vg_status[l] = -1;
         vg_again[l] = 0;
         vg_next[l] = 0;
-        if (u_step0 != 0) {     // resume where the last call left this trajectory
+        // resume where the last call left this trajectory
+        if (u_step0 != 0) {
             vg_t[l] = b_ad[lane];
             vg_h[l] = b_ad[u_count + lane];
             A_k0_y[l] = b_ad[2 * u_count + lane];
@@ -365,8 +366,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
-            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
+            vg_next[l] = (u_step0 == 2) ? 0 : b_cnt[4 * u_count + lane];
+            vg_status[l] = (vg_status[l] == -2) ? -1 : vg_status[l];
         }
         vg_prev[l] = 0;
         vg_lstat[l] = 0;
@@ -1692,8 +1693,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     for (int l = 0; l < VG_W; l++) {
         if (A_act[l]) {
             const int lane = A_lane[l];
-            b_state[0 * u_count + lane] = A_s_y[l];
-            b_state[1 * u_count + lane] = A_s_v[l];
+            b_state[lane] = A_s_y[l];
+            b_state[u_count + lane] = A_s_v[l];
             b_ad[lane] = vg_t[l];
             b_ad[u_count + lane] = vg_h[l];
             b_ad[2 * u_count + lane] = A_k0_y[l];

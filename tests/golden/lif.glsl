@@ -145,7 +145,7 @@ void main() {
     float vg_window = 0.0;
 
     if (vg_active) {
-        s_v = b_state.v[0 * u_count + lane];
+        s_v = b_state.v[lane];
         if (u_step0 != 0) {
             vg_t = b_ad.v[lane];
             vg_h = b_ad.v[u_count + lane];
@@ -154,7 +154,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
+            vg_next = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane];
             vg_prev = b_evi.v[lane];
             vg_lstat = b_evi.v[u_count + lane];
             vg_ltaken = b_evi.v[2 * u_count + lane];
@@ -162,7 +162,6 @@ void main() {
             vg_cnt0 = b_evi.v[4 * u_count + lane];
             vg_tstop = b_evf.v[lane];
             vg_window = b_evf.v[u_count + lane];
-
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -684,7 +683,7 @@ void main() {
 
     // --- store ---
     if (vg_active) {
-        b_state.v[0 * u_count + lane] = s_v;
+        b_state.v[lane] = s_v;
         b_ad.v[lane] = vg_t;
         b_ad.v[u_count + lane] = vg_h;
         b_ad.v[2 * u_count + lane] = k0_v;
@@ -700,7 +699,6 @@ void main() {
         b_evi.v[4 * u_count + lane] = vg_cnt0;
         b_evf.v[lane] = vg_tstop;
         b_evf.v[u_count + lane] = vg_window;
-
         if (vg_status == -1 && !vg_paused) {
             atomicAdd(b_run.v[0], 1u);
         }

@@ -227,7 +227,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_window: f32 = 0.0;
 
     if (vg_active) {
-        s_v = b_state[0 * u_count + lane];
+        s_v = b_state[lane];
         if (u_step0 != 0) {
             vg_t = b_ad[lane];
             vg_h = b_ad[u_count + lane];
@@ -236,7 +236,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_rej = b_cnt[u_count + lane];
             vg_status = b_cnt[2 * u_count + lane];
             vg_again = b_cnt[3 * u_count + lane];
-            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);  // 2: a new advance
+            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);
             vg_prev = b_evi[lane];
             vg_lstat = b_evi[u_count + lane];
             vg_ltaken = b_evi[2 * u_count + lane];
@@ -244,7 +244,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_cnt0 = b_evi[4 * u_count + lane];
             vg_tstop = b_evf[lane];
             vg_window = b_evf[u_count + lane];
-
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -766,7 +765,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
 
     // --- store ---
     if (vg_active) {
-        b_state[0 * u_count + lane] = s_v;
+        b_state[lane] = s_v;
         b_ad[lane] = vg_t;
         b_ad[u_count + lane] = vg_h;
         b_ad[2 * u_count + lane] = k0_v;
@@ -782,7 +781,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
         b_evi[4 * u_count + lane] = vg_cnt0;
         b_evf[lane] = vg_tstop;
         b_evf[u_count + lane] = vg_window;
-
         if (vg_status == -1 && !vg_paused) {
             atomicAdd(&b_run[0], 1u);
         }

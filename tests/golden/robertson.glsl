@@ -173,8 +173,8 @@ void main() {
     int vg_next = 0;
     bool vg_paused = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
-        s_y1 = b_state.v[0 * u_count + lane];
-        s_y2 = b_state.v[1 * u_count + lane];
+        s_y1 = b_state.v[lane];
+        s_y2 = b_state.v[u_count + lane];
         s_y3 = b_state.v[2 * u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad.v[lane];
@@ -186,7 +186,7 @@ void main() {
             vg_rej = b_cnt.v[u_count + lane];
             vg_status = b_cnt.v[2 * u_count + lane];
             vg_again = b_cnt.v[3 * u_count + lane];
-            vg_next = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane];  // 2: a new advance
+            vg_next = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane];
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -233,7 +233,7 @@ void main() {
             vg_d1 += (k0_y3 / vg_sc2) * (k0_y3 / vg_sc2);
             vg_d0 = sqrt(vg_d0 / 3.0);
             vg_d1 = sqrt(vg_d1 / 3.0);
-            float vg_h0 = (vg_d0 < 1e-05 || vg_d1 < 1e-05) ? 1e-06 : 0.01 * vg_d0 / vg_d1;
+            float vg_h0 = (vg_d0 < 1e-05 || vg_d1 < 1e-05) ? 1e-06 : (0.01 * vg_d0) / vg_d1;
             vg_h0 = min(vg_h0, vg_span);
             float vg_d2 = 0.0;
             {
@@ -263,7 +263,7 @@ void main() {
             }
             vg_d2 = sqrt(vg_d2 / 3.0) / vg_h0;
             float vg_big = max(vg_d1, vg_d2);
-            float vg_h1 = vg_big <= 1e-15 ? max(1e-06, vg_h0 * 0.001) : vg_root(0.01 / vg_big, 4);
+            float vg_h1 = (vg_big <= 1e-15) ? max(1e-06, vg_h0 * 0.001) : vg_root(0.01 / vg_big, 4);
             vg_h = min(min(100.0 * vg_h0, vg_h1), vg_span);
             vg_h = min(vg_h, u_dtmax);
             if (!(vg_h > 0.0) || isinf(vg_h) || isnan(vg_h)) {
@@ -628,7 +628,13 @@ void main() {
             bool vg_ok = vg_fin && vg_err <= 1.0;
             float vg_fac = 0.2;
             if (vg_fin) {
-                vg_fac = vg_err < 1e-08 ? 5.0 : (vg_err > 1e+08 ? 0.2 : min(5.0, max(0.2, 0.9 / vg_root(vg_err, 4))));
+                if (vg_err < 1e-08) {
+                    vg_fac = 5.0;
+                } else if (vg_err > 1e+08) {
+                    vg_fac = 0.2;
+                } else {
+                    vg_fac = min(5.0, max(0.2, 0.9 / vg_root(vg_err, 4)));
+                }
             }
             if (vg_again != 0) {
                 vg_fac = min(vg_fac, 1.0);
@@ -687,8 +693,8 @@ void main() {
 
     // --- store ---
     if (vg_active) {
-        b_state.v[0 * u_count + lane] = s_y1;
-        b_state.v[1 * u_count + lane] = s_y2;
+        b_state.v[lane] = s_y1;
+        b_state.v[u_count + lane] = s_y2;
         b_state.v[2 * u_count + lane] = s_y3;
         b_ad.v[lane] = vg_t;
         b_ad.v[u_count + lane] = vg_h;

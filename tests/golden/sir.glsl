@@ -69,8 +69,8 @@ void main() {
     int vg_next_0 = 0;
     bool vg_paused_0 = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active_0) {
-        s_S_0 = b_state.v[0 * u_count + lane_0];
-        s_I_0 = b_state.v[1 * u_count + lane_0];
+        s_S_0 = b_state.v[lane_0];
+        s_I_0 = b_state.v[u_count + lane_0];
         s_R_0 = b_state.v[2 * u_count + lane_0];
         if (u_step0 != 0) {
             vg_t_0 = b_ad.v[lane_0];
@@ -82,7 +82,7 @@ void main() {
             vg_rej_0 = b_cnt.v[u_count + lane_0];
             vg_status_0 = b_cnt.v[2 * u_count + lane_0];
             vg_again_0 = b_cnt.v[3 * u_count + lane_0];
-            vg_next_0 = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane_0];  // 2: a new advance
+            vg_next_0 = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane_0];
         }
     }
 
@@ -106,8 +106,8 @@ void main() {
     int vg_next_1 = 0;
     bool vg_paused_1 = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active_1) {
-        s_S_1 = b_state.v[0 * u_count + lane_1];
-        s_I_1 = b_state.v[1 * u_count + lane_1];
+        s_S_1 = b_state.v[lane_1];
+        s_I_1 = b_state.v[u_count + lane_1];
         s_R_1 = b_state.v[2 * u_count + lane_1];
         if (u_step0 != 0) {
             vg_t_1 = b_ad.v[lane_1];
@@ -119,7 +119,7 @@ void main() {
             vg_rej_1 = b_cnt.v[u_count + lane_1];
             vg_status_1 = b_cnt.v[2 * u_count + lane_1];
             vg_again_1 = b_cnt.v[3 * u_count + lane_1];
-            vg_next_1 = u_step0 == 2 ? 0 : b_cnt.v[4 * u_count + lane_1];  // 2: a new advance
+            vg_next_1 = (u_step0 == 2) ? 0 : b_cnt.v[4 * u_count + lane_1];
         }
     }
     if (u_step0 == 0) {
@@ -157,7 +157,7 @@ void main() {
             vg_d1_0 += (k0_R_0 / vg_sc2_0) * (k0_R_0 / vg_sc2_0);
             vg_d0_0 = sqrt(vg_d0_0 / 3.0);
             vg_d1_0 = sqrt(vg_d1_0 / 3.0);
-            float vg_h0_0 = (vg_d0_0 < 1e-05 || vg_d1_0 < 1e-05) ? 1e-06 : 0.01 * vg_d0_0 / vg_d1_0;
+            float vg_h0_0 = (vg_d0_0 < 1e-05 || vg_d1_0 < 1e-05) ? 1e-06 : (0.01 * vg_d0_0) / vg_d1_0;
             vg_h0_0 = min(vg_h0_0, vg_span_0);
             float vg_d2_0 = 0.0;
             {
@@ -185,7 +185,7 @@ void main() {
             }
             vg_d2_0 = sqrt(vg_d2_0 / 3.0) / vg_h0_0;
             float vg_big_0 = max(vg_d1_0, vg_d2_0);
-            float vg_h1_0 = vg_big_0 <= 1e-15 ? max(1e-06, vg_h0_0 * 0.001) : vg_root(0.01 / vg_big_0, 5);
+            float vg_h1_0 = (vg_big_0 <= 1e-15) ? max(1e-06, vg_h0_0 * 0.001) : vg_root(0.01 / vg_big_0, 5);
             vg_h_0 = min(min(100.0 * vg_h0_0, vg_h1_0), vg_span_0);
             vg_h_0 = min(vg_h_0, u_dtmax);
             if (!(vg_h_0 > 0.0) || isinf(vg_h_0) || isnan(vg_h_0)) {
@@ -228,7 +228,7 @@ void main() {
             vg_d1_1 += (k0_R_1 / vg_sc2_1) * (k0_R_1 / vg_sc2_1);
             vg_d0_1 = sqrt(vg_d0_1 / 3.0);
             vg_d1_1 = sqrt(vg_d1_1 / 3.0);
-            float vg_h0_1 = (vg_d0_1 < 1e-05 || vg_d1_1 < 1e-05) ? 1e-06 : 0.01 * vg_d0_1 / vg_d1_1;
+            float vg_h0_1 = (vg_d0_1 < 1e-05 || vg_d1_1 < 1e-05) ? 1e-06 : (0.01 * vg_d0_1) / vg_d1_1;
             vg_h0_1 = min(vg_h0_1, vg_span_1);
             float vg_d2_1 = 0.0;
             {
@@ -256,7 +256,7 @@ void main() {
             }
             vg_d2_1 = sqrt(vg_d2_1 / 3.0) / vg_h0_1;
             float vg_big_1 = max(vg_d1_1, vg_d2_1);
-            float vg_h1_1 = vg_big_1 <= 1e-15 ? max(1e-06, vg_h0_1 * 0.001) : vg_root(0.01 / vg_big_1, 5);
+            float vg_h1_1 = (vg_big_1 <= 1e-15) ? max(1e-06, vg_h0_1 * 0.001) : vg_root(0.01 / vg_big_1, 5);
             vg_h_1 = min(min(100.0 * vg_h0_1, vg_h1_1), vg_span_1);
             vg_h_1 = min(vg_h_1, u_dtmax);
             if (!(vg_h_1 > 0.0) || isinf(vg_h_1) || isnan(vg_h_1)) {
@@ -501,7 +501,13 @@ void main() {
             bool vg_ok_0 = vg_fin_0 && vg_err_0 <= 1.0;
             float vg_fac_0 = 0.2;
             if (vg_fin_0) {
-                vg_fac_0 = vg_err_0 < 1e-08 ? 5.0 : (vg_err_0 > 1e+08 ? 0.2 : min(5.0, max(0.2, 0.9 / vg_root(vg_err_0, 5))));
+                if (vg_err_0 < 1e-08) {
+                    vg_fac_0 = 5.0;
+                } else if (vg_err_0 > 1e+08) {
+                    vg_fac_0 = 0.2;
+                } else {
+                    vg_fac_0 = min(5.0, max(0.2, 0.9 / vg_root(vg_err_0, 5)));
+                }
             }
             if (vg_again_0 != 0) {
                 vg_fac_0 = min(vg_fac_0, 1.0);
@@ -545,7 +551,13 @@ void main() {
             bool vg_ok_1 = vg_fin_1 && vg_err_1 <= 1.0;
             float vg_fac_1 = 0.2;
             if (vg_fin_1) {
-                vg_fac_1 = vg_err_1 < 1e-08 ? 5.0 : (vg_err_1 > 1e+08 ? 0.2 : min(5.0, max(0.2, 0.9 / vg_root(vg_err_1, 5))));
+                if (vg_err_1 < 1e-08) {
+                    vg_fac_1 = 5.0;
+                } else if (vg_err_1 > 1e+08) {
+                    vg_fac_1 = 0.2;
+                } else {
+                    vg_fac_1 = min(5.0, max(0.2, 0.9 / vg_root(vg_err_1, 5)));
+                }
             }
             if (vg_again_1 != 0) {
                 vg_fac_1 = min(vg_fac_1, 1.0);
@@ -588,8 +600,8 @@ void main() {
 
     // --- store ---
     if (vg_active_0) {
-        b_state.v[0 * u_count + lane_0] = s_S_0;
-        b_state.v[1 * u_count + lane_0] = s_I_0;
+        b_state.v[lane_0] = s_S_0;
+        b_state.v[u_count + lane_0] = s_I_0;
         b_state.v[2 * u_count + lane_0] = s_R_0;
         b_ad.v[lane_0] = vg_t_0;
         b_ad.v[u_count + lane_0] = vg_h_0;
@@ -606,8 +618,8 @@ void main() {
         }
     }
     if (vg_active_1) {
-        b_state.v[0 * u_count + lane_1] = s_S_1;
-        b_state.v[1 * u_count + lane_1] = s_I_1;
+        b_state.v[lane_1] = s_S_1;
+        b_state.v[u_count + lane_1] = s_I_1;
         b_state.v[2 * u_count + lane_1] = s_R_1;
         b_ad.v[lane_1] = vg_t_1;
         b_ad.v[u_count + lane_1] = vg_h_1;

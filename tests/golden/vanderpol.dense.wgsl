@@ -172,8 +172,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_next: i32 = 0;
     var vg_paused: bool = false;  // a Simulation's advance reached u_pause
     if (vg_active) {
-        s_x = b_state[0 * u_count + lane];
-        s_y = b_state[1 * u_count + lane];
+        s_x = b_state[lane];
+        s_y = b_state[u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad[lane];
             vg_h = b_ad[u_count + lane];
@@ -183,7 +183,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_rej = b_cnt[u_count + lane];
             vg_status = b_cnt[2 * u_count + lane];
             vg_again = b_cnt[3 * u_count + lane];
-            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);  // 2: a new advance
+            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);
         }
     }
     var vg_flux_due: bool = false;
@@ -297,8 +297,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
 
     // --- store ---
     if (vg_active) {
-        b_state[0 * u_count + lane] = s_x;
-        b_state[1 * u_count + lane] = s_y;
+        b_state[lane] = s_x;
+        b_state[u_count + lane] = s_y;
         b_ad[lane] = vg_t;
         b_ad[u_count + lane] = vg_h;
         b_ad[2 * u_count + lane] = k0_x;

@@ -299,8 +299,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     int vg_taken[VG_W], vg_rej[VG_W], vg_status[VG_W], vg_again[VG_W], vg_next[VG_W];
     for (int l = 0; l < VG_W; l++) {
         const int lane = A_lane[l];
-        A_s_x[l] = b_state[0 * u_count + lane];
-        A_s_y[l] = b_state[1 * u_count + lane];
+        A_s_x[l] = b_state[lane];
+        A_s_y[l] = b_state[u_count + lane];
         A_k0_x[l] = vg_zero;
         A_k0_y[l] = vg_zero;
         A_k1_x[l] = vg_zero;
@@ -327,7 +327,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         vg_status[l] = -1;
         vg_again[l] = 0;
         vg_next[l] = 0;
-        if (u_step0 != 0) {     // resume where the last call left this trajectory
+        // resume where the last call left this trajectory
+        if (u_step0 != 0) {
             vg_t[l] = b_ad[lane];
             vg_h[l] = b_ad[u_count + lane];
             A_k0_x[l] = b_ad[2 * u_count + lane];
@@ -336,8 +337,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_rej[l] = b_cnt[u_count + lane];
             vg_status[l] = b_cnt[2 * u_count + lane];
             vg_again[l] = b_cnt[3 * u_count + lane];
-            vg_next[l] = u_step0 == 2 ? 0 : b_cnt[4 * u_count + lane];  // 2: a new advance
-            vg_status[l] = vg_status[l] == -2 ? -1 : vg_status[l];
+            vg_next[l] = (u_step0 == 2) ? 0 : b_cnt[4 * u_count + lane];
+            vg_status[l] = (vg_status[l] == -2) ? -1 : vg_status[l];
         }
     }
 
@@ -390,55 +391,33 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_next[l]++;
             }
         }
+        float vg_d1[VG_W];
+        float vg_d2[VG_W];
+        float vg_h0[VG_W];
+        float vg_sc0[VG_W];
+        float vg_sc1[VG_W];
+        float vg_span[VG_W];
         if (u_dt0 > 0.0f) {
             for (int l = 0; l < VG_W; l++) {
                 vg_h[l] = vg_min(u_dt0, u_dtmax);
             }
         } else {
-            // Hairer's starting step (HNW I, II.4; scipy's select_initial_step;
-            // ir/controller.py's initial_step): a trial step h0, F there, then h1
-            float vg_h0[VG_W], vg_d1[VG_W];
+            // Hairer's starting step (HNW I, II.4; scipy's select_initial_step)
             for (int l = 0; l < VG_W; l++) {
-                float s_x = A_s_x[l];
-                float s_y = A_s_y[l];
-                const int g_i = A_g_i[l];
-                const float k0_x = A_k0_x[l];
-                const float k0_y = A_k0_y[l];
-                const float k1_x = A_k1_x[l];
-                const float k1_y = A_k1_y[l];
-                const float k2_x = A_k2_x[l];
-                const float k2_y = A_k2_y[l];
-                const float k3_x = A_k3_x[l];
-                const float k3_y = A_k3_y[l];
-                const float k4_x = A_k4_x[l];
-                const float k4_y = A_k4_y[l];
-                const float k5_x = A_k5_x[l];
-                const float k5_y = A_k5_y[l];
-                const float k6_x = A_k6_x[l];
-                const float k6_y = A_k6_y[l];
-
-                const float vg_span = u_t1 - vg_t[l];
-                float vg_a0 = 0.0f;
-                float vg_a1 = 0.0f;
-                {
-                    const float sc = u_atol + vg_fabs(s_x) * u_rtol;
-                    const float y = s_x / sc;
-                    const float f = k0_x / sc;
-                    vg_a0 += y * y;
-                    vg_a1 += f * f;
-                }
-                {
-                    const float sc = u_atol + vg_fabs(s_y) * u_rtol;
-                    const float y = s_y / sc;
-                    const float f = k0_y / sc;
-                    vg_a0 += y * y;
-                    vg_a1 += f * f;
-                }
-                vg_a0 = vg_sqrt(vg_a0 / 2.0f);
-                vg_a1 = vg_sqrt(vg_a1 / 2.0f);
-                const float h0 = (vg_a0 < 1e-05f || vg_a1 < 1e-05f) ? 1e-06f : 0.01f * vg_a0 / vg_a1;
-                vg_h0[l] = vg_min(h0, vg_span);
-                vg_d1[l] = vg_a1;
+                vg_span[l] = u_t1 - vg_t[l];
+                float vg_d0 = 0.0f;
+                vg_d1[l] = 0.0f;
+                vg_sc0[l] = u_atol + vg_fabs(A_s_x[l]) * u_rtol;
+                vg_sc1[l] = u_atol + vg_fabs(A_s_y[l]) * u_rtol;
+                vg_d0 += (A_s_x[l] / vg_sc0[l]) * (A_s_x[l] / vg_sc0[l]);
+                vg_d0 += (A_s_y[l] / vg_sc1[l]) * (A_s_y[l] / vg_sc1[l]);
+                vg_d1[l] += (A_k0_x[l] / vg_sc0[l]) * (A_k0_x[l] / vg_sc0[l]);
+                vg_d1[l] += (A_k0_y[l] / vg_sc1[l]) * (A_k0_y[l] / vg_sc1[l]);
+                vg_d0 = vg_sqrt(vg_d0 / 2.0f);
+                vg_d1[l] = vg_sqrt(vg_d1[l] / 2.0f);
+                vg_h0[l] = (vg_d0 < 1e-05f || vg_d1[l] < 1e-05f) ? 1e-06f : (0.01f * vg_d0) / vg_d1[l];
+                vg_h0[l] = vg_min(vg_h0[l], vg_span[l]);
+                vg_d2[l] = 0.0f;
             }
             {
                 const float u_dt = vg_h0[0];
@@ -482,47 +461,17 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             for (int l = 0; l < VG_W; l++) {
-                float s_x = A_s_x[l];
-                float s_y = A_s_y[l];
-                const int g_i = A_g_i[l];
-                const float k0_x = A_k0_x[l];
-                const float k0_y = A_k0_y[l];
-                const float k1_x = A_k1_x[l];
-                const float k1_y = A_k1_y[l];
-                const float k2_x = A_k2_x[l];
-                const float k2_y = A_k2_y[l];
-                const float k3_x = A_k3_x[l];
-                const float k3_y = A_k3_y[l];
-                const float k4_x = A_k4_x[l];
-                const float k4_y = A_k4_y[l];
-                const float k5_x = A_k5_x[l];
-                const float k5_y = A_k5_y[l];
-                const float k6_x = A_k6_x[l];
-                const float k6_y = A_k6_y[l];
-
-                const float vg_span = u_t1 - vg_t[l];
-                const float h0 = vg_h0[l];
-                float vg_a2 = 0.0f;
-                {
-                    const float sc = u_atol + vg_fabs(s_x) * u_rtol;
-                    const float q = (k1_x - k0_x) / sc;
-                    vg_a2 += q * q;
-                }
-                {
-                    const float sc = u_atol + vg_fabs(s_y) * u_rtol;
-                    const float q = (k1_y - k0_y) / sc;
-                    vg_a2 += q * q;
-                }
-                vg_a2 = vg_sqrt(vg_a2 / 2.0f) / h0;
-                const float big = vg_max(vg_d1[l], vg_a2);
-                const float h1 = big <= 1e-15f ? vg_max(1e-06f, h0 * 0.001f) : (float)powf(0.01f / big, 0.2f);
-                vg_h[l] = vg_min(vg_min(100.0f * h0, h1), vg_span);
-            }
-            for (int l = 0; l < VG_W; l++) {
-                const float vg_span = u_t1 - vg_t[l];
+                const float vg_q0 = (A_k1_x[l] - A_k0_x[l]) / vg_sc0[l];
+                vg_d2[l] += vg_q0 * vg_q0;
+                const float vg_q1 = (A_k1_y[l] - A_k0_y[l]) / vg_sc1[l];
+                vg_d2[l] += vg_q1 * vg_q1;
+                vg_d2[l] = vg_sqrt(vg_d2[l] / 2.0f) / vg_h0[l];
+                const float vg_big = vg_max(vg_d1[l], vg_d2[l]);
+                const float vg_h1 = (vg_big <= 1e-15f) ? vg_max(1e-06f, vg_h0[l] * 0.001f) : powf(0.01f / vg_big, 0.2f);
+                vg_h[l] = vg_min(vg_min(100.0f * vg_h0[l], vg_h1), vg_span[l]);
                 vg_h[l] = vg_min(vg_h[l], u_dtmax);
-                if (!(vg_h[l] > 0.0f) || isinf(vg_h[l])) {
-                    vg_h[l] = vg_min(vg_span, u_dtmax);
+                if (!(vg_h[l] > 0.0f) || isinf(vg_h[l]) || isnan(vg_h[l])) {
+                    vg_h[l] = vg_min(vg_span[l], u_dtmax);
                 }
             }
         }
@@ -815,8 +764,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_err[l] = vg_sqrt(vg_e / 2.0f);
         }
         for (int l = 0; l < VG_W; l++) {
-            const float err = vg_err[l];
-            vg_ok[l] = vg_status[l] == -1 && !isnan(err) && !isinf(err) && err <= 1.0f;
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            vg_ok[l] = vg_status[l] == -1 && vg_fin && vg_err[l] <= 1.0f;
         }
         for (int l = 0; l < VG_W; l++) {
             if (!vg_ok[l] || !A_act[l]) {
@@ -888,12 +837,21 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 continue;
             }
             // the controller: the next step from this one's error
-            const float err = vg_err[l];
-            float fac = (isnan(err) || isinf(err)) ? 0.2f : vg_min(5.0f, vg_max(0.2f, 0.9f * (float)powf(err, (-0.2f))));
-            if (vg_again[l] != 0) {
-                fac = vg_min(fac, 1.0f);
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            float vg_fac = 0.2f;
+            if (vg_fin) {
+                if (vg_err[l] < 1e-08f) {
+                    vg_fac = 5.0f;
+                } else if (vg_err[l] > 1e+08f) {
+                    vg_fac = 0.2f;
+                } else {
+                    vg_fac = vg_min(5.0f, vg_max(0.2f, 0.9f * powf(vg_err[l], (-0.2f))));
+                }
             }
-            vg_prop[l] = vg_min(vg_use[l] * fac, u_dtmax);
+            if (vg_again[l] != 0) {
+                vg_fac = vg_min(vg_fac, 1.0f);
+            }
+            vg_prop[l] = vg_min(vg_use[l] * vg_fac, u_dtmax);
             if (vg_ok[l]) {
                 A_s_x[l] = vg_new0[l];
                 A_k0_x[l] = A_k6_x[l];
@@ -918,8 +876,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_status[l] = 2;
                 }
             }
-            const float err = vg_err[l];
-            if (vg_status[l] == -1 && (isnan(err) || isinf(err) || !(vg_prop[l] > 1e-06f * vg_fabs(vg_t[l])))) {
+            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
+            if (vg_status[l] == -1 && (!vg_fin || !(vg_prop[l] > 1e-06f * vg_fabs(vg_t[l])))) {
                 vg_status[l] = 3;
             }
             if (vg_status[l] == -1) {
@@ -934,8 +892,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     for (int l = 0; l < VG_W; l++) {
         if (A_act[l]) {
             const int lane = A_lane[l];
-            b_state[0 * u_count + lane] = A_s_x[l];
-            b_state[1 * u_count + lane] = A_s_y[l];
+            b_state[lane] = A_s_x[l];
+            b_state[u_count + lane] = A_s_y[l];
             b_ad[lane] = vg_t[l];
             b_ad[u_count + lane] = vg_h[l];
             b_ad[2 * u_count + lane] = A_k0_x[l];

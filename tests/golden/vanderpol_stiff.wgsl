@@ -172,8 +172,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_next: i32 = 0;
     var vg_paused: bool = false;  // a Simulation's advance reached u_pause
     if (vg_active) {
-        s_x = b_state[0 * u_count + lane];
-        s_y = b_state[1 * u_count + lane];
+        s_x = b_state[lane];
+        s_y = b_state[u_count + lane];
         if (u_step0 != 0) {
             vg_t = b_ad[lane];
             vg_h = b_ad[u_count + lane];
@@ -183,7 +183,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_rej = b_cnt[u_count + lane];
             vg_status = b_cnt[2 * u_count + lane];
             vg_again = b_cnt[3 * u_count + lane];
-            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);  // 2: a new advance
+            vg_next = select(b_cnt[4 * u_count + lane], 0, u_step0 == 2);
         }
     }
     if (u_step0 == 0 && vg_active) {
@@ -221,7 +221,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             vg_d1 += (k0_y / vg_sc1) * (k0_y / vg_sc1);
             vg_d0 = sqrt(vg_d0 / 2.0);
             vg_d1 = sqrt(vg_d1 / 2.0);
-            var vg_h0: f32 = select(0.01 * vg_d0 / vg_d1, 1e-06, vg_d0 < 1e-05 || vg_d1 < 1e-05);
+            var vg_h0: f32 = select((0.01 * vg_d0) / vg_d1, 1e-06, vg_d0 < 1e-05 || vg_d1 < 1e-05);
             vg_h0 = min(vg_h0, vg_span);
             var vg_d2: f32 = 0.0;
             {
@@ -243,10 +243,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
             vg_d2 = sqrt(vg_d2 / 2.0) / vg_h0;
             let vg_big: f32 = max(vg_d1, vg_d2);
-            var vg_h1: f32 = max(1e-06, vg_h0 * 0.001);
-            if (!(vg_big <= 1e-15)) {
-                vg_h1 = vg_root(0.01 / vg_big, 4);
-            }
+            let vg_h1: f32 = select(vg_root(0.01 / vg_big, 4), max(1e-06, vg_h0 * 0.001), vg_big <= 1e-15);
             vg_h = min(min(100.0 * vg_h0, vg_h1), vg_span);
             vg_h = min(vg_h, u_dtmax);
             if (!(vg_h > 0.0) || vg_ad_bad(vg_h)) {
@@ -603,8 +600,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
 
     // --- store ---
     if (vg_active) {
-        b_state[0 * u_count + lane] = s_x;
-        b_state[1 * u_count + lane] = s_y;
+        b_state[lane] = s_x;
+        b_state[u_count + lane] = s_y;
         b_ad[lane] = vg_t;
         b_ad[u_count + lane] = vg_h;
         b_ad[2 * u_count + lane] = k0_x;

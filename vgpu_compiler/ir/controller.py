@@ -13,7 +13,8 @@ Hairer, Norsett & Wanner, Solving ODEs I, II.4 (as scipy.integrate's RK45/RK23):
 - (rodas4) an attempt whose matrix W is singular is rejected with err
   ``singular_error(q)``: the step is halved.
 The functions take numpy arrays (or scalars) and are what the numpy backend
-runs; the GLSL printer writes the same formulas from the same constants.
+runs; the kernels' controller is built once from the same constants and formulas
+(codegen/build/controller.py) and printed for each compiled backend.
 """
 from __future__ import annotations
 
@@ -99,8 +100,8 @@ def initial_step(f, t0, y0, f0, span, q: int, rtol, atol, dtmax, smallest=lambda
     ``y0``, ``f0``: arrays (n_states, ...) of the state and F there; ``span``: t1 - t0;
     ``f(t, y, h0)`` evaluates F at the trial point (h0: the trial step);
     ``smallest(x)``: the value a group of lanes shares (a basin: the smallest of its
-    lanes'), applied to the trial step and to the result. The GLSL kernel prints
-    the same steps (templates/adaptive.glsl.j2). ``n``: the norms measure the first n
+    lanes'), applied to the trial step and to the result. The compiled kernels
+    print the same steps (codegen/build/first_step.py). ``n``: the norms measure the first n
     states only (a field joined with its sensitivities: Field.error_states)."""
     d = y0.dtype.type
     m = slice(None, n)

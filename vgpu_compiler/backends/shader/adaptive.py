@@ -10,7 +10,9 @@ uniforms of the controller (tolerances, t1, dt0, dtmax, max_steps, attempts
 per dispatch): changing any of them never recompiles. ``print_parts`` prints
 the error estimate and the continuous extension (ir.step's Combinations, the
 same numbers and the same order of operations as the numpy reference), and
-the controller's constants (ir/controller.py), in a dialect. The templates lay
+the controller's constants (ir/controller.py), in a dialect; the controller, the
+first step and the carry between dispatches are built once (codegen/build) and
+printed for the dialect's target. The templates lay
 it out: a trajectory carries its own t and dt; a basin shares one step size
 (its largest error over active lanes). The host side the GPU runners share is
 adaptive_host.py.
@@ -18,7 +20,7 @@ adaptive_host.py.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field as _field
 
 from ...ir import controller as C
 from ...ir.nodes import Field
@@ -60,6 +62,36 @@ class PrintedAdaptive:
     saves: bool = True                  # writes save_at states (AdaptiveParts.saves)
     n_err: int = 0                      # the states (the first) the error norm measures
     errors2: tuple[str, ...] = ()       # per state: the second estimate (dop853's norm)
+    # the pieces built once (codegen/build), printed in this dialect: the controller's
+    # (accept, factor, next, next_plain), and the first step's IR (first_step())
+    ctl: dict = _field(default_factory=dict, compare=False)
+    first_ir: tuple = ()
+    dialect: object = _field(default=None, compare=False, repr=False)
+    # the carry between dispatches (codegen/build/carry.py): its IR by piece; printed
+    # with the events' rows by carry_load()/carry_store(), or (C) printed here
+    carry_ir: dict = _field(default_factory=dict, compare=False)
+    carry: dict = _field(default_factory=dict, compare=False)
+    registers: tuple = ()               # (C) the field's names held in lane arrays A_name
+
+    def carry_load(self, extra: str = "") -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect, {"extra": extra}).text(self.carry_ir["load"])
+
+    def carry_store(self, extra: str = "") -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect, {"extra": extra}).text(self.carry_ir["store"])
+
+    def first_step(self, trial: str, folds: dict | None = None) -> str:
+        """The first step (codegen/build/first_step.py) with ``trial``, the field's stage
+        1 at the trial point as its template prints it; (C) laid out in lane loops, with
+        ``folds``: the basin folds' text by splice name ("fold vg_h0", "fold vg_h")."""
+        from ...codegen import lanes
+        from ...codegen.build.controller import LANE_ARRAYS
+        from ...codegen.targets import TARGETS, printer
+        stmts = self.first_ir
+        if TARGETS[self.dialect.language].lane_block:
+            stmts = lanes.lane_loops(stmts, LANE_ARRAYS, registers=self.registers)
+        return printer(self.dialect, {"trial": trial, **(folds or {})}).text(stmts)
 
 
 def extend(kernel: Kernel, field: Field) -> Kernel:
@@ -116,13 +148,44 @@ def print_parts(printed, dialect) -> PrintedAdaptive:
               "lo": lit(1e-8), "hi": lit(1e8), "running": str(RUNNING),
               "end": str(C.REACHED_END), "max": str(C.MAX_STEPS), "paused": str(PAUSED),
               "underflow": str(C.STEP_UNDERFLOW), "sing": lit(C.singular_error(parts.q))}
+    built = _built(k, dialect, parts.q, n_err)
     if parts.fixed:
         return PrintedAdaptive(errors=(), dense=(), last=(), root=2, consts=consts, fixed=True,
-                               n_err=n_err)
-    return PrintedAdaptive(
+                               n_err=n_err, **built)
+    return PrintedAdaptive(**built,
         errors=tuple(weighted(parts.error, i) for i in range(n_states)),
         dense=tuple(tuple(weighted(p, i) for p in parts.dense) for i in range(n_states)),
         last=tuple(k.stage_k[parts.last][i] for i in range(n_states)),
         root=parts.q + 1, consts=consts, saves=parts.saves, n_err=n_err,
         errors2=() if parts.error2 is None else tuple(weighted(parts.error2, i)
                                                       for i in range(n_states)))
+
+
+def _built(k, dialect, q: int, n_err: int) -> dict:
+    """The pieces of codegen/build for this kernel: the controller printed, the first
+    step as IR (its template prints the trial stage it splices in), the carry (as IR
+    where the events' rows go inside it; printed in lane arrays for C)."""
+    from ...codegen import lanes
+    from ...codegen.build import carry, controller, first_step
+    from ...codegen.targets import TARGETS, printer
+    fd = first_step.Field(states=tuple(s[0] for s in k.states),
+                          k0=tuple(k.stage_k[0]), trial=tuple(s[1] for s in k.states),
+                          k1=tuple(k.stage_k[1]) if len(k.stage_k) > 1 else (),
+                          n_err=n_err, basin=bool(k.has_basin))
+    first = first_step.first_step(TARGETS[dialect.language], fd, q) if fd.k1 else ()
+    cf = carry.Field(states=fd.states, params=tuple(k.pt_params), k0=fd.k0)
+    out = dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
+               dialect=dialect)
+    if not TARGETS[dialect.language].lane_block:
+        out["carry_ir"] = {"load": carry.load(cf), "store": carry.store_all(cf, RUNNING)}
+        return out
+    regs = (*fd.states, *cf.params, *fd.k0)         # C: lane arrays A_name[l]
+    arrays = (carry.TIME, carry.STEP, *carry.COUNTERS)
+    p = printer(dialect)
+    pieces = {"load_state": carry.load_state(cf),
+              "resume": carry.resume(cf, paused=PAUSED, running=RUNNING),
+              "store": carry.store(cf)}
+    out["carry"] = {name: p.text(lanes.lane_arrays(v, arrays, registers=regs))
+                    for name, v in pieces.items()}
+    out["registers"] = (*regs, *fd.k1)
+    return out

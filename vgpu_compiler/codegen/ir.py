@@ -1,0 +1,244 @@
+"""The statements of a kernel as data: what an algorithm of ``codegen/build`` returns.
+
+No text of any language lives here: a target (``codegen/targets``) spells the types,
+declarations, builtins and literals, and ``codegen/printer.py`` prints the one C-style
+layout. Operators are the IR's own ``ir.ops.Op`` (the field expressions' vocabulary);
+a ``Call`` names a neutral builtin (``min``, ``max``, ``abs``, ``sqrt``, ``isnan``,
+``isinf``, ``pow``, ``root``, ``basin_fold`` ...: each target's table) or, verbatim,
+a function the kernel defines.
+
+The nodes keep the order of operations exactly: ``Bin(MUL, Bin(MUL, a, b), c)`` is
+``(a * b) * c`` and is printed so, never regrouped (the numbers of a kernel depend on
+it). ``Splice`` marks a piece printed elsewhere (a field's stage block, still laid out
+by its template) that the printer inserts by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..ir.ops import Op
+
+FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float: the working dtype)
+
+
+# --- expressions ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Index:
+    """``name[index]``: an element of a local array (the C kernel's lane arrays)."""
+    name: str
+    index: "Expr"
+
+
+@dataclass(frozen=True)
+class Elem:
+    """``buffer[index]``: an element of a storage buffer (the dialect's buffer_read)."""
+    buffer: str
+    index: "Expr"
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: Union[float, int, bool]
+    type: str = FLOAT
+
+
+@dataclass(frozen=True)
+class Bin:
+    op: Op                  # arithmetic, comparison, AND, OR
+    a: "Expr"
+    b: "Expr"
+
+
+@dataclass(frozen=True)
+class Un:
+    op: Op                  # NEG, NOT
+    a: "Expr"
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class Select:
+    """``cond ? a : b``; a target whose select evaluates both sides prints it so too:
+    the builders use it only where both sides are plain numbers."""
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+
+
+Expr = Union[Var, Index, Elem, Lit, Bin, Un, Call, Select]
+
+
+# --- statements ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Let:
+    """A typed local with its value; ``mutable``: assigned again later; ``precise``: its
+    arithmetic may not be fused or reordered by the driver (GLSL's ``precise``)."""
+    name: str
+    type: str
+    value: Expr
+    mutable: bool = False
+    precise: bool = False
+
+
+@dataclass(frozen=True)
+class Assign:
+    target: Union[Var, Index]
+    value: Expr
+    op: Op | None = None    # ``x op= value`` (ADD: ``+=``)
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: tuple
+    orelse: tuple = ()      # one If here prints as ``else if``
+
+
+@dataclass(frozen=True)
+class Loop:
+    """``for (int var = start; var < stop; var++)``: bounded by ``stop``."""
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple
+
+
+@dataclass(frozen=True)
+class Block:
+    body: tuple
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+@dataclass(frozen=True)
+class Do:
+    """A call for its effect."""
+    call: Call
+
+
+@dataclass(frozen=True)
+class Return:
+    value: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Splice:
+    """A piece printed elsewhere, inserted by name (``Printer(splices=...)``)."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A field's stage, printed by its template (``Splice(name)``), after ``setup``: the
+    locals it reads. A target that runs a stage over a whole block of lanes at once
+    (C) sets them itself and prints the splice alone (codegen/lanes.py)."""
+    setup: tuple
+    name: str
+
+
+@dataclass(frozen=True)
+class Array:
+    """A local array of ``size`` elements (the C kernel's lane arrays)."""
+    name: str
+    type: str
+    size: "Expr"
+
+
+Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array]
+
+
+# --- small constructors the builders read well with ---------------------------------
+def f(value: float) -> Lit:
+    return Lit(float(value), FLOAT)
+
+
+def i(value: int) -> Lit:
+    return Lit(int(value), INT)
+
+
+def add(a, b): return Bin(Op.ADD, a, b)
+def sub(a, b): return Bin(Op.SUB, a, b)
+def mul(a, b): return Bin(Op.MUL, a, b)
+def div(a, b): return Bin(Op.DIV, a, b)
+def lt(a, b): return Bin(Op.LT, a, b)
+def le(a, b): return Bin(Op.LE, a, b)
+def gt(a, b): return Bin(Op.GT, a, b)
+def eq(a, b): return Bin(Op.EQ, a, b)
+def ne(a, b): return Bin(Op.NE, a, b)
+def and_(a, b): return Bin(Op.AND, a, b)
+def or_(a, b): return Bin(Op.OR, a, b)
+def not_(a): return Un(Op.NOT, a)
+def call(fn, *args): return Call(fn, tuple(args))
+
+
+def names(stmts) -> set[str]:
+    """Every variable name the statements read or write (for passes over them)."""
+    out: set[str] = set()
+
+    def expr(e):
+        if isinstance(e, Var):
+            out.add(e.name)
+        elif isinstance(e, Index):
+            out.add(e.name)
+            expr(e.index)
+        elif isinstance(e, Elem):
+            expr(e.index)
+        elif isinstance(e, (Bin,)):
+            expr(e.a), expr(e.b)
+        elif isinstance(e, Un):
+            expr(e.a)
+        elif isinstance(e, Call):
+            for a in e.args:
+                expr(a)
+        elif isinstance(e, Select):
+            expr(e.cond), expr(e.a), expr(e.b)
+
+    def stmt(s):
+        if isinstance(s, Let):
+            out.add(s.name)
+            expr(s.value)
+        elif isinstance(s, Assign):
+            expr(s.target), expr(s.value)
+        elif isinstance(s, If):
+            expr(s.cond)
+            for x in s.then + s.orelse:
+                stmt(x)
+        elif isinstance(s, Loop):
+            out.add(s.var)
+            expr(s.start), expr(s.stop)
+            for x in s.body:
+                stmt(x)
+        elif isinstance(s, Block):
+            for x in s.body:
+                stmt(x)
+        elif isinstance(s, Stage):
+            for x in s.setup:
+                stmt(x)
+        elif isinstance(s, Do):
+            expr(s.call)
+        elif isinstance(s, Return) and s.value is not None:
+            expr(s.value)
+
+    for s in stmts:
+        stmt(s)
+    return out
+
+
+def expr_names(e) -> set[str]:
+    """The variable names an expression reads."""
+    return names((Do(Call("", (e,))),))

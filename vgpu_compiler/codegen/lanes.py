@@ -1,0 +1,164 @@
+"""Passes over the IR that lay an algorithm out for a target, never a second algorithm.
+
+``lane_arrays``: the C kernel runs each piece of an attempt as a loop over a block of
+lanes (``for (int l = 0; l < VG_W; l++)`` in templates/adaptive.c.j2), each lane's
+scalars in arrays: the statements of one trajectory, with the named variables made
+elements ``name[l]`` (a declaration of one becomes an assignment to it), a field's
+registers ``A_name[l]``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import ir
+
+
+def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_") -> tuple:
+    """``registers``: the field's names, whose lane arrays are ``prefix + name``."""
+    arrays = {**{a: a for a in arrays}, **{r: prefix + r for r in registers}}
+    at = ir.Var(lane)
+
+    def expr(e):
+        if isinstance(e, ir.Var):
+            return ir.Index(arrays[e.name], at) if e.name in arrays else e
+        if isinstance(e, ir.Elem):
+            return replace(e, index=expr(e.index))
+        if isinstance(e, ir.Index):
+            return replace(e, index=expr(e.index))
+        if isinstance(e, ir.Bin):
+            return replace(e, a=expr(e.a), b=expr(e.b))
+        if isinstance(e, ir.Un):
+            return replace(e, a=expr(e.a))
+        if isinstance(e, ir.Call):
+            return replace(e, args=tuple(expr(a) for a in e.args))
+        if isinstance(e, ir.Select):
+            return ir.Select(expr(e.cond), expr(e.a), expr(e.b))
+        return e
+
+    def stmt(s):
+        if isinstance(s, ir.Let):
+            if s.name in arrays:
+                return ir.Assign(ir.Index(arrays[s.name], at), expr(s.value))
+            return replace(s, value=expr(s.value))
+        if isinstance(s, ir.Assign):
+            return replace(s, target=expr(s.target), value=expr(s.value))
+        if isinstance(s, ir.If):
+            return ir.If(expr(s.cond), body(s.then), body(s.orelse))
+        if isinstance(s, ir.Loop):
+            return replace(s, start=expr(s.start), stop=expr(s.stop), body=body(s.body))
+        if isinstance(s, ir.Block):
+            return replace(s, body=body(s.body))
+        if isinstance(s, ir.Do):
+            return ir.Do(expr(s.call))
+        if isinstance(s, ir.Return) and s.value is not None:
+            return ir.Return(expr(s.value))
+        return s
+
+    def body(ss):
+        return tuple(stmt(s) for s in ss)
+
+    return body(stmts)
+
+
+def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l") -> tuple:
+    """A trajectory's statements laid out for a block of lanes: each run of per-lane
+    statements becomes a loop over the lanes (``lane_arrays`` inside); what acts on the
+    whole block stays outside, once: a ``Stage`` (its template's splice, which loops
+    itself) and a basin fold (``v = basin_fold(v, ...)``: the splice ``fold v``). A local
+    declared in one run and read in another becomes a lane array, declared first. An
+    ``if`` on uniform values only (no lane's) stays outside with its branches laid out
+    the same way; a block holding a stage is opened (the loops give the scopes)."""
+    lane_names = set(arrays) | set(registers) | _declared(stmts)
+
+    def collective(s):
+        if isinstance(s, ir.Stage):
+            return ir.Splice(s.name)
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) \
+                and s.value.fn == "basin_fold" and isinstance(s.target, ir.Var):
+            return ir.Splice(f"fold {s.target.name}")
+        return None
+
+    def layout(ss) -> list:
+        """Top-level items: ("lanes", [stmts]) runs and ("once", stmt)."""
+        out: list = []
+        for s in ss:
+            if isinstance(s, ir.Block) and any(isinstance(x, ir.Stage) for x in s.body):
+                out.extend(layout(s.body))
+                continue
+            if isinstance(s, ir.Comment):
+                out.append(("once", s))
+                continue
+            once = collective(s)
+            if once is not None:
+                out.append(("once", once))
+            elif isinstance(s, ir.If) and not ir.expr_names(s.cond) & lane_names:
+                out.append(("if", s))
+            elif out and out[-1][0] == "lanes":
+                out[-1][1].append(s)
+            else:
+                out.append(("lanes", [s]))
+        return out
+
+    items = layout(stmts)
+    # locals read in another run than their own (an if's branches are runs too) -> arrays
+    seen: dict[str, int] = {}
+    promoted: dict[str, str] = {}
+    count = [0]
+
+    def scan(its):
+        for kind, x in its:
+            if kind == "lanes":
+                count[0] += 1
+                for s in x:
+                    if isinstance(s, ir.Let):
+                        seen.setdefault(s.name, count[0])
+                for name in sorted(ir.names(x)):
+                    if name in seen and seen[name] != count[0] and name not in promoted:
+                        promoted[name] = _type_of(name, stmts)
+            elif kind == "if":
+                scan(layout(x.then))
+                scan(layout(x.orelse))
+
+    scan(items)
+    every = tuple(arrays) + tuple(promoted)
+
+    def emit(its) -> tuple:
+        out = []
+        for kind, x in its:
+            if kind == "once":
+                out.append(x)
+            elif kind == "if":
+                out.append(ir.If(x.cond, emit(layout(x.then)), emit(layout(x.orelse))))
+            else:
+                body = lane_arrays(x, every, lane, registers)
+                out.append(ir.Loop(lane, ir.i(0), ir.Var(size), body))
+        return tuple(out)
+
+    decls = tuple(ir.Array(n, t, ir.Var(size)) for n, t in promoted.items())
+    return decls + emit(items)
+
+
+def _declared(stmts) -> set[str]:
+    out: set[str] = set()
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, ir.Let):
+                out.add(s.name)
+            for attr in ("then", "orelse", "body", "setup"):
+                walk(getattr(s, attr, ()))
+    walk(stmts)
+    return out
+
+
+def _type_of(name: str, stmts) -> str:
+    found: list[str] = []
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, ir.Let) and s.name == name:
+                found.append(s.type)
+            for attr in ("then", "orelse", "body", "setup"):
+                walk(getattr(s, attr, ()))
+    walk(stmts)
+    return found[0]

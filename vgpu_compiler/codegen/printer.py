@@ -1,0 +1,212 @@
+"""The one C-style printer of ``codegen.ir`` statements, and what a target overrides.
+
+GLSL, WGSL and C share the layout (braces, ``if``/``else if``, ``for``, infix operators
+of the same precedence, ``//`` comments); a ``Target`` (codegen/targets) holds only
+what each spells its own way: the declaration of a local, the ``for`` header,
+builtins, and, through the kernel's ``Dialect`` (backends/shader/dialect.py, the
+word table the field printer already uses), type names, literals and ``select``.
+
+Parentheses follow the tree: an operand is put in parentheses where the operator
+precedence would otherwise regroup it, and also where it is a different operator of
+the same precedence (``(a * b) / c``, never ``a * b / c``) or a different logic
+operator (WGSL requires that), so the printed text evaluates in exactly the order the
+tree gives, and reads so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.ops import Op
+from . import ir
+
+# precedence of the infix operators, the same in the three languages
+PREC = {Op.OR: 1, Op.AND: 2, Op.EQ: 3, Op.NE: 3, Op.LT: 4, Op.LE: 4, Op.GT: 4, Op.GE: 4,
+        Op.ADD: 5, Op.SUB: 5, Op.MUL: 6, Op.DIV: 6}
+INFIX = {Op.OR: "||", Op.AND: "&&", Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=",
+         Op.GT: ">", Op.GE: ">=", Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
+UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
+# calls the kernel's dialect already spells (backends/shader/dialect.py)
+DIALECT_CALLS = frozenset({"atomic_add", "atomic_cas"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """The spelling of one language's statements (a subclass or an instance per
+    language, in codegen/targets)."""
+
+    language: str
+    # a local: {T} type, {name}, {value}; the mutable and precise forms where they differ
+    let: str = "{T} {name} = {value};"
+    var: str = "{T} {name} = {value};"
+    precise: str = "{T} {name} = {value};"
+    loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
+    array: str = "{T} {name}[{size}];"
+    not_: str = "!{0}"
+    neg: str = "-{0}"
+    # neutral builtins (codegen.ir.Call) -> a format of the arguments {0}, {1}, ...
+    builtins: dict = field(default_factory=dict)
+    # what the kernel's math has (codegen/mathlib.py writes what it lacks as IR)
+    accurate_pow: bool = False       # pow is correctly rounded enough for x^(-1/m)
+    has_isnan: bool = True           # isnan/isinf exist (else: the bits, mathlib)
+    # a float zero the driver must not fold (a stage value before its block writes it)
+    stage_zero: str | None = None
+    # a kernel of lane blocks: each piece of a trajectory's step runs in a loop over the
+    # block's lanes, its scalars in arrays (codegen/lanes.py)
+    lane_block: bool = False
+
+    def builtin(self, fn: str, args: list[str], dtype: str) -> str:
+        """A builtin's text; a table entry may be a dict by working dtype (C's powf, pow)."""
+        fmt = self.builtins.get(fn)
+        if isinstance(fmt, dict):
+            fmt = fmt[dtype]
+        return fmt.format(*args) if fmt is not None else f"{fn}({', '.join(args)})"
+
+
+class Printer:
+    """Prints statements of ``codegen.ir`` with a target and the kernel's dialect."""
+
+    def __init__(self, target: Target, dialect, splices: dict | None = None):
+        self.t, self.d = target, dialect
+        self.splices = splices or {}
+
+    # expressions ----------------------------------------------------------------------
+    def expr(self, e) -> str:
+        return self._expr(e)[0]
+
+    def _expr(self, e) -> tuple[str, int]:
+        """Text and precedence of ``e``."""
+        if isinstance(e, ir.Var):
+            return e.name, ATOM
+        if isinstance(e, ir.Index):
+            return f"{e.name}[{self.expr(e.index)}]", ATOM
+        if isinstance(e, ir.Elem):
+            return self.d.buffer_read.format(buffer=e.buffer, index=self.expr(e.index)), ATOM
+        if isinstance(e, ir.Lit):
+            return self._literal(e), ATOM
+        if isinstance(e, ir.Call):
+            args = [self.expr(a) for a in e.args]
+            if e.fn in DIALECT_CALLS and e.fn not in self.t.builtins:
+                return getattr(self.d, e.fn).format(*args), ATOM
+            return self.t.builtin(e.fn, args, self.d.dtype), ATOM
+        if isinstance(e, ir.Un):
+            text, p = self._expr(e.a)
+            text = text if p >= UNARY_PREC else f"({text})"
+            return (self.t.not_ if e.op is Op.NOT else self.t.neg).format(text), UNARY_PREC
+        if isinstance(e, ir.Select):
+            lazy = "?" in self.d.select      # c ? a : b (else a call: no parentheses)
+            at = (UNARY_PREC, SELECT_PREC + 1, SELECT_PREC + 1) if lazy else (0, 0, 0)
+            parts = [self._operand(x, p) for x, p in zip((e.cond, e.a, e.b), at)]
+            text = self.d.select.format(*parts)
+            if text.startswith("(") and text.endswith(")") and _balanced(text):
+                text = text[1:-1]               # (the printer adds them where needed)
+            return text, SELECT_PREC if lazy else ATOM
+        if isinstance(e, ir.Bin):
+            p = PREC[e.op]
+            left = self._side(e.a, e.op, p, right=False)
+            right = self._side(e.b, e.op, p, right=True)
+            return f"{left} {INFIX[e.op]} {right}", p
+        raise TypeError(f"not an expression of codegen.ir: {e!r}")
+
+    def _operand(self, e, at_least: int) -> str:
+        text, p = self._expr(e)
+        return text if p >= at_least else f"({text})"
+
+    def _side(self, e, op: Op, p: int, right: bool) -> str:
+        text, q = self._expr(e)
+        assoc = isinstance(e, ir.Bin) and e.op is op and op in (Op.AND, Op.OR)
+        grouped = q < p or (right and q == p and not assoc) or (
+            q == p and isinstance(e, ir.Bin) and e.op is not op) or (
+            isinstance(e, ir.Bin) and q in (1, 2) and p in (1, 2) and e.op is not op)
+        return f"({text})" if grouped else text
+
+    def _literal(self, e: ir.Lit) -> str:
+        if e.type == ir.BOOL:
+            return self.d.true if e.value else self.d.false
+        if e.type == ir.INT:
+            return str(int(e.value))
+        if e.type == ir.UINT:
+            return self.d.uint(int(e.value))
+        return self.d.float_literal(e.value)
+
+    # statements -----------------------------------------------------------------------
+    def lines(self, stmts, indent: int = 0) -> list[str]:
+        out: list[str] = []
+        for s in stmts:
+            self._stmt(s, indent, out)
+        return out
+
+    def text(self, stmts, indent: int = 0) -> str:
+        return "\n".join(self.lines(stmts, indent))
+
+    def _stmt(self, s, n: int, out: list[str]) -> None:
+        pad = " " * n
+        if isinstance(s, ir.Let):
+            form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
+            out.append(pad + form.format(T=self.d.type(s.type), name=s.name,
+                                         value=self.expr(s.value)))
+        elif isinstance(s, ir.Assign):
+            op = "" if s.op is None else INFIX[s.op]
+            out.append(f"{pad}{self.expr(s.target)} {op}= {self.expr(s.value)};")
+        elif isinstance(s, ir.If):
+            out.append(f"{pad}if ({self.expr(s.cond)}) {{")
+            self._body(s.then, n, out)
+            orelse = s.orelse
+            while len(orelse) == 1 and isinstance(orelse[0], ir.If):
+                out.append(f"{pad}}} else if ({self.expr(orelse[0].cond)}) {{")
+                self._body(orelse[0].then, n, out)
+                orelse = orelse[0].orelse
+            if orelse:
+                out.append(f"{pad}}} else {{")
+                self._body(orelse, n, out)
+            out.append(pad + "}")
+        elif isinstance(s, ir.Loop):
+            out.append(pad + self.t.loop.format(var=s.var, start=self.expr(s.start),
+                                                stop=self.expr(s.stop)))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
+        elif isinstance(s, ir.Block):
+            out.append(pad + "{" + (f"  // {s.comment}" if s.comment else ""))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
+        elif isinstance(s, ir.Comment):
+            out.extend(f"{pad}// {line}" for line in s.text.splitlines())
+        elif isinstance(s, ir.Do):
+            out.append(f"{pad}{self.expr(s.call)};")
+        elif isinstance(s, ir.Return):
+            value = "" if s.value is None else " " + self.expr(s.value)
+            out.append(f"{pad}return{value};")
+        elif isinstance(s, ir.Stage):
+            for x in s.setup:
+                self._stmt(x, n, out)
+            self._stmt(ir.Splice(s.name), n, out)
+        elif isinstance(s, ir.Array):
+            out.append(pad + self.t.array.format(T=self.d.type(s.type), name=s.name,
+                                                 size=self.expr(s.size)))
+        elif isinstance(s, ir.Splice):
+            text = str(self.splices.get(s.name, ""))
+            if text.strip():
+                out.extend(_reindent(text, n))
+        else:
+            raise TypeError(f"not a statement of codegen.ir: {s!r}")
+
+    def _body(self, body, n: int, out: list[str]) -> None:
+        for s in body:
+            self._stmt(s, n + 4, out)
+
+
+def _balanced(text: str) -> bool:
+    """Whether the first "(" of ``text`` closes at its last character."""
+    depth = 0
+    for j, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            return j == len(text) - 1
+    return False
+
+
+def _reindent(text: str, n: int) -> list[str]:
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    body = [line for line in lines if line]
+    cut = min((len(line) - len(line.lstrip()) for line in body), default=0)
+    return [" " * n + line[cut:] if line else "" for line in lines]
