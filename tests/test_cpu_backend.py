@@ -240,3 +240,41 @@ def test_lane_loops_call_the_simd_functions(name, tmp_path):
     scalar = [f for f in calls if f in {"sin", "cos", "sincos", "sinf", "cosf", "sincosf", "logf"}]
     vector = [f for f in calls if f.startswith("_ZGV")]
     assert vector and not scalar, (vector, scalar)
+
+
+def test_a_small_call_runs_on_the_calling_thread_and_a_large_one_in_parallel(monkeypatch):
+    """Waking OpenMP's team costs more than a call of a few thousand lane-steps (a 16x16
+    matmul: 2.5 ms a call in parallel on a loaded machine, 0.1 ms serial): such a call runs
+    vg_kernel_serial; a call of many blocks and steps runs vg_kernel."""
+    from vgpu_compiler.backends.cpu import runner
+    used = []
+    real = runner._Call._call
+
+    def spy(self, step0, nsteps, final, **more):
+        fn, serial = self.k.fn, self.k.serial
+        calls = {"fn": 0, "serial": 0}
+
+        class Entry:
+            def __init__(self, name, f):
+                self.name, self.f = name, f
+
+            def __call__(self, *a):
+                calls[self.name] += 1
+                return self.f(*a)
+        self.k = kernel.CpuKernel(self.k.source, self.k.meta, self.k.lanes, self.k.n_int,
+                                  Entry("fn", fn), self.k.lib, Entry("serial", serial))
+        try:
+            return real(self, step0, nsteps, final, **more)
+        finally:
+            used.append((self.nblocks, nsteps, "serial" if calls["serial"] else "fn"))
+    monkeypatch.setattr(runner._Call, "_call", spy)
+    h0 = RNG.random((256, 3)).astype(np.float32)
+    small = vgpu.run_field(LORENZ, h0, steps=2, dt=0.01, backend="cpu")
+    assert used and all(u[2] == "serial" for u in used)
+    used.clear()
+    h0 = RNG.random((65536, 3)).astype(np.float32)
+    big = vgpu.run_field(LORENZ, h0, steps=20, dt=0.01, backend="cpu")
+    assert any(u[2] == "fn" for u in used if u[1] > 0), used
+    ref = vgpu.run_field(LORENZ, h0, steps=20, dt=0.01, backend="numpy")
+    np.testing.assert_allclose(np.asarray(big), np.asarray(ref), rtol=1e-5, atol=1e-5)
+    assert np.isfinite(np.asarray(small)).all()

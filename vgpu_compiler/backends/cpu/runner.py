@@ -23,6 +23,10 @@ WORK_PER_CALL = 1 << 26
 # OpenMP's thread pool does not survive a fork: a process forked after a kernel ran in
 # parallel runs its kernels on one thread (vg_kernel_serial), never waiting on lost threads.
 _omp = {"used": False, "forked": False}
+# A call of at most this many lane-steps (or of one block) runs on the calling thread: waking
+# OpenMP's team costs more than such a call's work (a 16x16 matmul, 4 blocks of one step:
+# 2.5 ms a call in parallel on a loaded 2-core machine, 0.1 ms serial).
+SERIAL_WORK = 1 << 14
 
 
 def _after_fork_in_child() -> None:
@@ -124,7 +128,8 @@ class _Call:
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
         COUNTERS.add("dispatches")
-        if _omp["forked"]:
+        work = self.nslots * max(nsteps, more.get("attempts", 0), 1)    # lane-steps at most
+        if _omp["forked"] or self.nblocks <= 1 or work <= SERIAL_WORK:
             self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         else:
             _omp["used"] = True
