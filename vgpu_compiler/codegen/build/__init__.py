@@ -1,0 +1,1 @@
+"""One builder per piece of a kernel, written once as IR (codegen/ir.py)."""
