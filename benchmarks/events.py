@@ -15,11 +15,16 @@
    by a short run first). Spike counts are compared with the closed form
    floor(1 / (tau ln(I / (I - 1)))).
    Target: VGPU GLSL >= 5x Brian2 (its default target).
-2. The bouncing-ball sweep of examples/bouncing_ball.field at N = 1,048,576
+   Targets on cpu: VGPU cpu >= 5x Brian2 (cython), and its event path at most 2x the
+   cost of the same field's bare step.
+2. A high-rate population: 100,000 of the same neurons with I over [0.9, 3) (0 to 25
+   spikes each), 2,000 Euler steps: VGPU cpu against the plain numpy loop (step-end
+   resets), and the cpu bare step. Target: VGPU cpu >= 5x numpy.
+3. The bouncing-ball sweep of examples/bouncing_ball.field at N = 1,048,576
    (rk4, 1000 steps, restitution 0.5..0.9), VGPU GLSL, one warm call.
 
     python -m benchmarks.events [--brian-python .venv-brian2/bin/python] [--quick]
-                                [--json out.json]
+                                [--json out.json] [--no-ball] [--only-cpu]
 
 Prints a table and writes JSON (load average included: the machine is shared).
 """
@@ -39,6 +44,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TAU, DT, T1 = 0.02, 1e-4, 1.0
 I_LO, I_HI = 0.5, 3.0
+HIGH_LO, HIGH_STEPS = 0.9, 2000         # the high-rate population: I over [0.9, 3)
 
 LIF = """field lif {
     param tau = 0.02
@@ -89,11 +95,12 @@ def closed_form(current: np.ndarray, t1: float) -> np.ndarray:
     return out
 
 
-def vgpu_lif(n: int, steps: int, backend: str = "glsl", events: bool = True) -> dict:
-    """The LIF field on ``backend``; ``events=False``: the same field without its `when`
-    block (no spikes: the step alone, the backend's ceiling for this model)."""
+def vgpu_lif(n: int, steps: int, backend: str = "glsl", events: bool = True,
+             lo: float = I_LO) -> dict:
+    """The LIF field on ``backend`` (I over [lo, I_HI)); ``events=False``: the same field
+    without its `when` block (no spikes: the step alone, the backend's ceiling here)."""
     import vgpu
-    current = np.linspace(I_LO, I_HI, n, endpoint=False).astype(np.float32)
+    current = np.linspace(lo, I_HI, n, endpoint=False).astype(np.float32)
     src = LIF % {"dt": DT, "steps": steps, "when": "when v > 1 { v = 0 }" if events else ""}
     vgpu.solve(src, params={"I": current[:1024]}, dims={"N": 1024}, backend=backend,
                steps=10)                                   # compile
@@ -104,8 +111,9 @@ def vgpu_lif(n: int, steps: int, backend: str = "glsl", events: bool = True) -> 
     return {"seconds": took, "counts": counts}
 
 
-def numpy_lif(n: int, steps: int) -> dict:
-    current = np.linspace(I_LO, I_HI, n, endpoint=False).astype(np.float32)
+def numpy_lif(n: int, steps: int, lo: float = I_LO) -> dict:
+    """The plain numpy loop: the Euler step of every neuron, then the step-end reset."""
+    current = np.linspace(lo, I_HI, n, endpoint=False).astype(np.float32)
     v = np.zeros(n, np.float32)
     count = np.zeros(n, np.int32)
     a = np.float32(DT / TAU)
@@ -128,6 +136,22 @@ def brian_lif(python: str, n: int, steps: int, target: str) -> dict:
     return out
 
 
+def high_rate(n: int, steps: int) -> dict:
+    """The high-rate population on cpu, its bare step and the numpy loop (warm calls)."""
+    cpu = vgpu_lif(n, steps, "cpu", lo=HIGH_LO)
+    bare = vgpu_lif(n, steps, "cpu", events=False, lo=HIGH_LO)
+    ref = numpy_lif(n, steps, lo=HIGH_LO)
+    return {"n": n, "steps": steps, "cpu": cpu["seconds"], "bare": bare["seconds"],
+            "numpy": ref["seconds"], "spikes": int(np.sum(cpu["counts"])),
+            "numpy_spikes": int(np.sum(ref["counts"]))}
+
+
+def _target(targets: dict, what: str, ratio: float, want: float, at_most=False) -> None:
+    met = ratio <= want if at_most else ratio >= want
+    targets[what] = {"ratio": round(ratio, 2), "met": met}
+    print(f"target {what}: {ratio:.2f}x ({'met' if met else 'NOT met'})")
+
+
 def ball_sweep(n: int) -> dict:
     import vgpu
     src = (ROOT / "examples" / "bouncing_ball.field").read_text()
@@ -145,6 +169,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--json", default=None)
     p.add_argument("--no-ball", action="store_true")
+    p.add_argument("--only-cpu", action="store_true",
+                   help="the cpu columns and their peers only (no GLSL)")
     args = p.parse_args(argv)
     n, steps = (2000, 1000) if args.quick else (100_000, int(round(T1 / DT)))
     t1 = steps * DT
@@ -156,6 +182,8 @@ def main(argv=None) -> int:
                ("GLSL, no when", lambda: vgpu_lif(n, steps, "glsl", events=False)),
                ("cpu, no when", lambda: vgpu_lif(n, steps, "cpu", events=False)),
                ("numpy loop", lambda: numpy_lif(n, steps))]
+    if args.only_cpu:
+        columns = [c for c in columns if "GLSL" not in c[0]]
     if os.path.exists(args.brian_python):
         columns += [("Brian2 cython", lambda: brian_lif(args.brian_python, n, steps, "cython")),
                     ("Brian2 numpy", lambda: brian_lif(args.brian_python, n, steps, "numpy"))]
@@ -186,7 +214,21 @@ def main(argv=None) -> int:
                             "ratio": round(speedup, 2), "met": speedup >= 5}
         print(f"target VGPU GLSL >= 5x Brian2: {speedup:.1f}x "
               f"({'met' if speedup >= 5 else 'NOT met'})")
-    if not args.no_ball:
+    cpu = result["lif"].get("VGPU cpu", {}).get("seconds")
+    bare = result["lif"].get("cpu, no when", {}).get("seconds")
+    targets = result.setdefault("targets_cpu", {})
+    if cpu and brian:
+        _target(targets, "VGPU cpu >= 5x Brian2 (cython)", brian / cpu, 5)
+    if cpu and bare:
+        _target(targets, "cpu event path <= 2x the bare step", cpu / bare, 2, at_most=True)
+    high = high_rate(n, HIGH_STEPS // (5 if args.quick else 1))
+    result["high_rate"] = high
+    print(f"high rate: {n} neurons, I over [{HIGH_LO}, {I_HI}), {high['steps']} Euler steps: "
+          f"VGPU cpu {high['cpu']:.3f} s ({high['spikes']} spikes), numpy loop "
+          f"{high['numpy']:.3f} s ({high['numpy_spikes']} spikes at step ends), cpu bare "
+          f"step {high['bare']:.3f} s")
+    _target(targets, "high rate: VGPU cpu >= 5x the numpy loop", high["numpy"] / high["cpu"], 5)
+    if not args.no_ball and not args.only_cpu:
         nb = 16384 if args.quick else 1 << 20
         ball = ball_sweep(nb)
         result["ball"] = {"n": nb, **ball}

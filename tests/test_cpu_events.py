@@ -467,3 +467,21 @@ def test_derivatives_reading_step_with_events(cpu, method, basin):
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)
     np.testing.assert_array_equal(got.states, ref.states)
     np.testing.assert_array_equal(got.t, ref.t)
+
+
+def test_a_fixed_step_event_run_takes_its_method_s_attempts_per_call(cpu, monkeypatch):
+    """A call runs about runner.WORK_PER_CALL lane-stage evaluations: a fixed-step
+    attempt costs its stages and F at the step's end (Euler: 2), not an adaptive step's 7
+    (it was 7 for every method: a fixed-step event run made 3.5x the calls it needs)."""
+    from vgpu_compiler.backends.cpu import runner
+    monkeypatch.setattr(runner, "WORK_PER_CALL", 64 * 2 * 100)   # 100 Euler attempts a call
+    src = lif("euler(dt = 1e-4, steps = 1000)")
+    current = np.linspace(0.5, 0.9, 64)                          # below 1: no spike
+    vgpu.solve(src, params={"I": current}, dims={"N": 64}, backend="cpu", steps=10)
+    before = vgpu.cache_stats()["dispatches"]
+    got = vgpu.solve(src, params={"I": current}, dims={"N": 64}, backend="cpu")
+    calls = vgpu.cache_stats()["dispatches"] - before
+    ref = vgpu.solve(src, params={"I": current}, dims={"N": 64}, backend="numpy")
+    assert 10 <= calls <= 12            # 1000 steps, 100 a call (7 stages: 28 a call, 36)
+    np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+    np.testing.assert_allclose(got.states, ref.states, rtol=1e-6)

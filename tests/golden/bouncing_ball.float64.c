@@ -510,7 +510,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             break;
         }
         {
-            int vg_m = vg_imin(u_attempts - vg_a, 64);
+            int vg_m = vg_imin(u_attempts - vg_a, 256);
             int vg_go[VG_W], vg_adv[VG_W], vg_stop[VG_W];  // (ints: the lane loop vectorises)
             int vg_sstep[VG_W];  // the step holding the lane's next save_at time (where it stops)
             for (int l = 0; l < VG_W; l++) {
@@ -545,7 +545,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_more |= vg_go[l];
             }
             int vg_q = 0;
-            for (; vg_q < vg_m && vg_more; vg_q++) {
+            // the first attempt: a lane may take the rest of a step after an event
+            for (; vg_q < 1 && vg_q < vg_m && vg_more; vg_q++) {
                 for (int l = 0; l < VG_W; l++) {
                     vg_tend[l] = u_t0 + (double)(vg_taken[l] + 1) * u_dt;
                     vg_ts[l] = vg_again[l] != 0 ? vg_t[l] : u_t0 + (double)vg_taken[l] * u_dt;
@@ -766,6 +767,198 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_more |= vg_go[l];
                 }
             }
+            {
+                int vg_from[VG_W];  // the steps taken before these attempts
+                for (int l = 0; l < VG_W; l++) {
+                    vg_from[l] = vg_taken[l];
+                }
+                const double vg_dt = u_dt;
+                for (; vg_q < vg_m && vg_more; vg_q++) {
+                    vg_more = 0;
+                    for (int l = 0; l < VG_W; l++) {
+                        const int vg_n = vg_taken[l];
+                        const double vg_start = u_t0 + (double)vg_n * u_dt;
+                        const double vg_tn = u_t0 + (double)(vg_n + 1) * u_dt;
+                        {  // stage 1, c = 1/2
+                            const double u_dt = vg_dt; const double t_n = vg_start; const int nstep = vg_n;
+                            const double tt = t_n + 0.5 * u_dt;
+                            (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            const double k0_y = A_k0_y[l];
+                            const double k0_v = A_k0_v[l];
+                            double k1_y;
+                            double k1_v;
+                            const double k2_y = A_k2_y[l];
+                            const double k2_v = A_k2_v[l];
+                            const double k3_y = A_k3_y[l];
+                            const double k3_v = A_k3_v[l];
+
+                            const double y_v = s_v + (0.5 * u_dt) * k0_v;
+                            k1_y = y_v;  // line 26
+                            k1_v = -p_g;  // line 28
+
+                            A_k1_y[l] = k1_y;
+                            A_k1_v[l] = k1_v;
+                        }
+                        {  // stage 2, c = 1/2
+                            const double u_dt = vg_dt; const double t_n = vg_start; const int nstep = vg_n;
+                            const double tt = t_n + 0.5 * u_dt;
+                            (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            const double k0_y = A_k0_y[l];
+                            const double k0_v = A_k0_v[l];
+                            const double k1_y = A_k1_y[l];
+                            const double k1_v = A_k1_v[l];
+                            double k2_y;
+                            double k2_v;
+                            const double k3_y = A_k3_y[l];
+                            const double k3_v = A_k3_v[l];
+
+                            const double y_v = s_v + (0.5 * u_dt) * k1_v;
+                            k2_y = y_v;  // line 26
+                            k2_v = -p_g;  // line 28
+
+                            A_k2_y[l] = k2_y;
+                            A_k2_v[l] = k2_v;
+                        }
+                        {  // stage 3, c = 1
+                            const double u_dt = vg_dt; const double t_n = vg_start; const int nstep = vg_n;
+                            const double tt = t_n + 1.0 * u_dt;
+                            (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            const double k0_y = A_k0_y[l];
+                            const double k0_v = A_k0_v[l];
+                            const double k1_y = A_k1_y[l];
+                            const double k1_v = A_k1_v[l];
+                            const double k2_y = A_k2_y[l];
+                            const double k2_v = A_k2_v[l];
+                            double k3_y;
+                            double k3_v;
+
+                            const double y_v = s_v + u_dt * k2_v;
+                            k3_y = y_v;  // line 26
+                            k3_v = -p_g;  // line 28
+
+                            A_k3_y[l] = k3_y;
+                            A_k3_v[l] = k3_v;
+                        }
+                        double vg_nl0, vg_fl0;  // the step's end state, its start slope
+                        double vg_nl1, vg_fl1;  // the step's end state, its start slope
+                        {
+                            const double u_dt = vg_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            const double k0_y = A_k0_y[l];
+                            const double k0_v = A_k0_v[l];
+                            const double k1_y = A_k1_y[l];
+                            const double k1_v = A_k1_v[l];
+                            const double k2_y = A_k2_y[l];
+                            const double k2_v = A_k2_v[l];
+                            const double k3_y = A_k3_y[l];
+                            const double k3_v = A_k3_v[l];
+
+                            vg_nl0 = s_y + u_dt * (0.16666666666666666 * k0_y + 0.3333333333333333 * k1_y + 0.3333333333333333 * k2_y + 0.16666666666666666 * k3_y);
+                            vg_nl1 = s_v + u_dt * (0.16666666666666666 * k0_v + 0.3333333333333333 * k1_v + 0.3333333333333333 * k2_v + 0.16666666666666666 * k3_v);
+                            vg_fl0 = k0_y;
+                            vg_fl1 = k0_v;
+                        }
+                        {  // stage 0 at the step's end
+                            const double u_dt = vg_dt; const double t_n = vg_tn; const int nstep = vg_n + 1;
+                            const double tt = t_n;
+                            (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            double k0_y;
+                            double k0_v;
+                            const double k1_y = A_k1_y[l];
+                            const double k1_v = A_k1_v[l];
+                            const double k2_y = A_k2_y[l];
+                            const double k2_v = A_k2_v[l];
+                            const double k3_y = A_k3_y[l];
+                            const double k3_v = A_k3_v[l];
+
+                            const double y_y = vg_nl0;
+                            const double y_v = vg_nl1;
+                            k0_y = y_v;  // line 26
+                            k0_v = -p_g;  // line 28
+
+                            A_k0_y[l] = k0_y;
+                            A_k0_v[l] = k0_v;
+                        }
+                        const double t_n = vg_start; const double u_dt = vg_dt; const int nstep = vg_n;
+                        (void)t_n; (void)u_dt; (void)nstep;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
+                        const double k1_y = A_k1_y[l];
+                        const double k1_v = A_k1_v[l];
+                        const double k2_y = A_k2_y[l];
+                        const double k2_v = A_k2_v[l];
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
+
+                        const double vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
+                        const double vg_f1 = A_vg_f1[l];
+                        (void)vg_f1;
+
+                        const double tt = vg_tn;
+                        (void)tt;
+                        double q_y = vg_nl0;
+                        double q_v = vg_nl1;
+                        (void)q_y;
+                        (void)q_v;
+
+                        int vg_c = 0;
+                        {
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+
+                            if (vg_hold) {
+                                vg_c |= 1;
+                            }
+                        }
+                        {
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+
+                            if (vg_hold) {
+                                vg_c |= 2;
+                            }
+                        }
+
+                        const int vg_hit = (vg_c & ~vg_prev[l]) != 0;
+                        const int vg_keep = vg_go[l] & !vg_hit;
+                        vg_pend[l] |= vg_go[l] & vg_hit;
+                        A_s_y[l] = vg_keep ? vg_nl0 : A_s_y[l];
+                        A_s_v[l] = vg_keep ? vg_nl1 : A_s_v[l];
+                        A_k0_y[l] = vg_keep ? A_k0_y[l] : vg_fl0;
+                        A_k0_v[l] = vg_keep ? A_k0_v[l] : vg_fl1;
+                        vg_prev[l] = vg_keep ? vg_c : vg_prev[l];
+                        vg_taken[l] += vg_keep;
+                        vg_go[l] = vg_keep & (vg_taken[l] < vg_stop[l]);
+                        vg_more |= vg_go[l];
+                    }
+                }
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_taken[l] != vg_from[l]) {  // a full step kept: its end, no events in it
+                        vg_t[l] = u_t0 + (double)vg_taken[l] * u_dt;
+                        vg_instep[l] = 0;
+                        vg_again[l] = 0;
+                        vg_adv[l] = 1;
+                    }
+                }
+            }
             vg_a += vg_q;
             for (int l = 0; l < VG_W; l++) {
                 // at the step holding its next save_at time: fixed_events takes it, as a step with an event
@@ -790,12 +983,14 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         }
 
         // step vg_taken of a fixed-step method with events, or the rest of it after one
+        int vg_nrun = 0;
         for (int l = 0; l < VG_W; l++) {
             // (a lane in the plain steps of fixed_lean takes no part, unless its step has an event)
             vg_run[l] = vg_status[l] == -1 && !(A_act[l] && vg_lstat[l] == 0 && !vg_pend[l]);
             vg_pend[l] = 0;
             vg_ok[l] = false;
             vg_stepped[l] = false;
+            vg_nrun += vg_run[l];
             if (!vg_run[l]) {
                 continue;
             }
@@ -809,273 +1004,85 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_ys0[l] = A_s_y[l];
             vg_ys1[l] = A_s_v[l];
         }
-        {
-            const double u_dt = vg_use[0];  // the step, or the rest of it (lane 0's in a basin)
-            const double t_n = vg_ts[0];
-            const int nstep = vg_taken[0];
-            {  // stage 1, c = 1/2
-                for (int l = 0; l < VG_W; l++) {
-                    if (!vg_run[l]) {
-                        continue;
-                    }
-                    const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
-                    const double tt = t_n + 0.5 * u_dt;
-                    (void)t_n; (void)tt; (void)nstep; (void)u_dt;
-                    double s_y = A_s_y[l];
-                    double s_v = A_s_v[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_v = A_k0_v[l];
-                    double k1_y;
-                    double k1_v;
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
-
-                    const double y_v = s_v + (0.5 * u_dt) * k0_v;
-                    k1_y = y_v;  // line 26
-                    k1_v = -p_g;  // line 28
-
-                    if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
-                        k1_y = 0.0;
-                        k1_v = 0.0;
-                    }
-                    A_k1_y[l] = k1_y;
-                    A_k1_v[l] = k1_v;
-                }
-            }
-
-            {  // stage 2, c = 1/2
-                for (int l = 0; l < VG_W; l++) {
-                    if (!vg_run[l]) {
-                        continue;
-                    }
-                    const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
-                    const double tt = t_n + 0.5 * u_dt;
-                    (void)t_n; (void)tt; (void)nstep; (void)u_dt;
-                    double s_y = A_s_y[l];
-                    double s_v = A_s_v[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_v = A_k0_v[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    double k2_y;
-                    double k2_v;
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
-
-                    const double y_v = s_v + (0.5 * u_dt) * k1_v;
-                    k2_y = y_v;  // line 26
-                    k2_v = -p_g;  // line 28
-
-                    if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
-                        k2_y = 0.0;
-                        k2_v = 0.0;
-                    }
-                    A_k2_y[l] = k2_y;
-                    A_k2_v[l] = k2_v;
-                }
-            }
-
-            {  // stage 3, c = 1
-                for (int l = 0; l < VG_W; l++) {
-                    if (!vg_run[l]) {
-                        continue;
-                    }
-                    const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
-                    const double tt = t_n + 1.0 * u_dt;
-                    (void)t_n; (void)tt; (void)nstep; (void)u_dt;
-                    double s_y = A_s_y[l];
-                    double s_v = A_s_v[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_v = A_k0_v[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    double k3_y;
-                    double k3_v;
-
-                    const double y_v = s_v + u_dt * k2_v;
-                    k3_y = y_v;  // line 26
-                    k3_v = -p_g;  // line 28
-
-                    if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
-                        k3_y = 0.0;
-                        k3_v = 0.0;
-                    }
-                    A_k3_y[l] = k3_y;
-                    A_k3_v[l] = k3_v;
-                }
-            }
-
-        }
-        for (int l = 0; l < VG_W; l++) {
-            if (!vg_run[l]) {
-                continue;
-            }
-            const double u_dt = vg_use[l];
-            double s_y = A_s_y[l];
-            double s_v = A_s_v[l];
-            const int g_i = A_g_i[l];
-            const double k0_y = A_k0_y[l];
-            const double k0_v = A_k0_v[l];
-            const double k1_y = A_k1_y[l];
-            const double k1_v = A_k1_v[l];
-            const double k2_y = A_k2_y[l];
-            const double k2_v = A_k2_v[l];
-            const double k3_y = A_k3_y[l];
-            const double k3_v = A_k3_v[l];
-
-            vg_new0[l] = s_y + u_dt * (0.16666666666666666 * k0_y + 0.3333333333333333 * k1_y + 0.3333333333333333 * k2_y + 0.16666666666666666 * k3_y);
-            vg_new1[l] = s_v + u_dt * (0.16666666666666666 * k0_v + 0.3333333333333333 * k1_v + 0.3333333333333333 * k2_v + 0.16666666666666666 * k3_v);
-            A_vg_f0[l] = k0_y;
-            A_vg_f1[l] = k0_v;
-        }
-        {  // F at the step's end: the interpolant's end slope, the next step's stage 0
-            const double u_dt = vg_use[0];
-            const double t_n = vg_tend[0];
-            const int nstep = vg_taken[0] + 1;
-            {  // stage 0, c = 0
-                for (int l = 0; l < VG_W; l++) {
-                    if (!vg_run[l]) {
-                        continue;
-                    }
-                    const double u_dt = vg_use[l]; const double t_n = vg_tend[l]; const int nstep = vg_taken[l] + 1;
-                    const double tt = t_n;
-                    (void)t_n; (void)tt; (void)nstep; (void)u_dt;
-                    double s_y = A_s_y[l];
-                    double s_v = A_s_v[l];
-                    const int g_i = A_g_i[l];
-                    double k0_y;
-                    double k0_v;
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
-
-                    const double y_y = vg_new0[l];
-                    const double y_v = vg_new1[l];
-                    k0_y = y_v;  // line 26
-                    k0_v = -p_g;  // line 28
-
-                    if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
-                        k0_y = 0.0;
-                        k0_v = 0.0;
-                    }
-                    A_k0_y[l] = k0_y;
-                    A_k0_v[l] = k0_v;
-                }
-            }
-
-        }
-        // --- events: every condition at the step's end ---
-        for (int l = 0; l < VG_W; l++) {
-            vg_moved[l] = false;
-            vg_atend[l] = true;
-            vg_trig[l] = 0;
-            vg_cend[l] = 0;
-            if (!(vg_run[l])) {
-                continue;
-            }
-            const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-            (void)t_n; (void)u_dt; (void)nstep;
-            double s_y = A_s_y[l];
-            double s_v = A_s_v[l];
-            const int g_i = A_g_i[l];
-            const double k0_y = A_k0_y[l];
-            const double k0_v = A_k0_v[l];
-            const double k1_y = A_k1_y[l];
-            const double k1_v = A_k1_v[l];
-            const double k2_y = A_k2_y[l];
-            const double k2_v = A_k2_v[l];
-            const double k3_y = A_k3_y[l];
-            const double k3_v = A_k3_v[l];
-
-            const double vg_f0 = A_vg_f0[l];
-            (void)vg_f0;
-            const double vg_f1 = A_vg_f1[l];
-            (void)vg_f1;
-
-            const double tt = vg_tn;
-            (void)tt;
-            double q_y = vg_new0[l];
-            double q_v = vg_new1[l];
-            (void)q_y;
-            (void)q_v;
-
-            int vg_c = 0;
+        if (vg_nrun > 0) {  // (none: every lane is in fixed_lean's plain steps)
             {
-                bool vg_hold = false;
-                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                const double u_dt = vg_use[0];  // the step, or the rest of it (lane 0's in a basin)
+                const double t_n = vg_ts[0];
+                const int nstep = vg_taken[0];
+                {  // stage 1, c = 1/2
+                    for (int l = 0; l < VG_W; l++) {
+                        if (!vg_run[l]) {
+                            continue;
+                        }
+                        const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
+                        const double tt = t_n + 0.5 * u_dt;
+                        (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
+                        double k1_y;
+                        double k1_v;
+                        const double k2_y = A_k2_y[l];
+                        const double k2_v = A_k2_v[l];
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
 
-                if (vg_hold) {
-                    vg_c |= 1;
-                }
-            }
-            {
-                bool vg_hold = false;
-                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                        const double y_v = s_v + (0.5 * u_dt) * k0_v;
+                        k1_y = y_v;  // line 26
+                        k1_v = -p_g;  // line 28
 
-                if (vg_hold) {
-                    vg_c |= 2;
-                }
-            }
-
-            vg_cend[l] = vg_c;
-            vg_trig[l] = (A_act[l] && vg_lstat[l] == 0) ? (vg_c & ~vg_prev[l]) : 0;
-            vg_moved[l] = vg_trig[l] != 0;
-        }
-        // the location and the events only when some lane has one (else each lane's
-        // conditions are its new previous ones): most steps of most blocks have none
-        bool vg_anymv = false;
-        for (int l = 0; l < VG_W; l++) {
-            vg_anymv |= vg_moved[l];
-        }
-        if (!vg_anymv) {
-            for (int l = 0; l < VG_W; l++) {
-                if (vg_run[l]) {
-                    vg_prev[l] = A_act[l] ? vg_cend[l] : vg_prev[l];
-                }
-            }
-        } else {
-            // each condition that went false -> true: samples, then bisection on the step's extension. Per event,
-            // the iterations outside and its lanes inside: each lane's bracket is one dependency
-            // chain, so the lanes' chains interleave instead of running one after another (each
-            // lane does the same arithmetic in the same order as alone)
-            for (int l = 0; l < VG_W; l++) {
-                vg_th[l] = 2.0;
-                vg_first[l] = -1;
-            }
-            {  // event 0: a list of the lanes that moved with condition 0 false -> true; only
-               // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
-                int vg_on[VG_W];
-                int vg_non = 0;
-                for (int l = 0; l < VG_W; l++) {
-                    if (vg_moved[l] && (vg_trig[l] & 1) != 0) {
-                        vg_on[vg_non++] = l;
+                        if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
+                            k1_y = 0.0;
+                            k1_v = 0.0;
+                        }
+                        A_k1_y[l] = k1_y;
+                        A_k1_v[l] = k1_v;
                     }
                 }
-                double vg_blo[VG_W];
-                double vg_bhi[VG_W];
-                int vg_todo[VG_W];
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    vg_blo[vg_j] = 0.0;
-                    vg_bhi[vg_j] = 1.0;
-                    vg_todo[vg_j] = 1;
+
+                {  // stage 2, c = 1/2
+                    for (int l = 0; l < VG_W; l++) {
+                        if (!vg_run[l]) {
+                            continue;
+                        }
+                        const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
+                        const double tt = t_n + 0.5 * u_dt;
+                        (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
+                        const double k1_y = A_k1_y[l];
+                        const double k1_v = A_k1_v[l];
+                        double k2_y;
+                        double k2_v;
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
+
+                        const double y_v = s_v + (0.5 * u_dt) * k1_v;
+                        k2_y = y_v;  // line 26
+                        k2_v = -p_g;  // line 28
+
+                        if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
+                            k2_y = 0.0;
+                            k2_v = 0.0;
+                        }
+                        A_k2_y[l] = k2_y;
+                        A_k2_v[l] = k2_v;
+                    }
                 }
-                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
-                // the first sub-interval whose end holds
-                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        const int l = vg_on[vg_j];
-                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+
+                {  // stage 3, c = 1
+                    for (int l = 0; l < VG_W; l++) {
+                        if (!vg_run[l]) {
+                            continue;
+                        }
+                        const double u_dt = vg_use[l]; const double t_n = vg_ts[l]; const int nstep = vg_taken[l];
+                        const double tt = t_n + 1.0 * u_dt;
+                        (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                         double s_y = A_s_y[l];
                         double s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
@@ -1085,287 +1092,91 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k1_v = A_k1_v[l];
                         const double k2_y = A_k2_y[l];
                         const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
+                        double k3_y;
+                        double k3_v;
 
-                        const double vg_f0 = A_vg_f0[l];
-                        (void)vg_f0;
-                        const double vg_f1 = A_vg_f1[l];
-                        (void)vg_f1;
+                        const double y_v = s_v + u_dt * k2_v;
+                        k3_y = y_v;  // line 26
+                        k3_v = -p_g;  // line 28
 
-                        const double vg_mid = (double)vg_si * 0.0625;
-                        const double tt = t_n + vg_mid * u_dt;
-                        (void)tt;
-                        double q_y = s_y;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
+                        if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
+                            k3_y = 0.0;
+                            k3_v = 0.0;
                         }
-                        double q_v = s_v;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-
-                        bool vg_hold = false;
-                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
-                        if (vg_hold && vg_todo[vg_j]) {
-                            vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
-                            vg_bhi[vg_j] = vg_mid;
-                            vg_todo[vg_j] = 0;
-                        }
+                        A_k3_y[l] = k3_y;
+                        A_k3_v[l] = k3_v;
                     }
                 }
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    if (vg_todo[vg_j]) {
-                        vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
-                    }
-                }
-                for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        const int l = vg_on[vg_j];
-                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
-                        double s_y = A_s_y[l];
-                        double s_v = A_s_v[l];
-                        const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
-                        const double k0_v = A_k0_v[l];
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
 
-                        const double vg_f0 = A_vg_f0[l];
-                        (void)vg_f0;
-                        const double vg_f1 = A_vg_f1[l];
-                        (void)vg_f1;
-
-                        const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
-                        const double tt = t_n + vg_mid * u_dt;
-                        (void)tt;
-                        double q_y = s_y;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        double q_v = s_v;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-
-                        bool vg_hold = false;
-                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
-                        if (vg_hold) {
-                            vg_bhi[vg_j] = vg_mid;
-                        } else {
-                            vg_blo[vg_j] = vg_mid;
-                        }
-                    }
-                }
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    const int l = vg_on[vg_j];
-                    if (vg_bhi[vg_j] < vg_th[l]) {
-                        vg_th[l] = vg_bhi[vg_j];
-                        vg_first[l] = 0;
-                    }
-                }
-            }
-            {  // event 1: a list of the lanes that moved with condition 1 false -> true; only
-               // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
-                int vg_on[VG_W];
-                int vg_non = 0;
-                for (int l = 0; l < VG_W; l++) {
-                    if (vg_moved[l] && (vg_trig[l] & 2) != 0) {
-                        vg_on[vg_non++] = l;
-                    }
-                }
-                double vg_blo[VG_W];
-                double vg_bhi[VG_W];
-                int vg_todo[VG_W];
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    vg_blo[vg_j] = 0.0;
-                    vg_bhi[vg_j] = 1.0;
-                    vg_todo[vg_j] = 1;
-                }
-                // the samples theta = j / 16 first, each on every lane of the list: the bracket is
-                // the first sub-interval whose end holds
-                for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        const int l = vg_on[vg_j];
-                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
-                        double s_y = A_s_y[l];
-                        double s_v = A_s_v[l];
-                        const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
-                        const double k0_v = A_k0_v[l];
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
-
-                        const double vg_f0 = A_vg_f0[l];
-                        (void)vg_f0;
-                        const double vg_f1 = A_vg_f1[l];
-                        (void)vg_f1;
-
-                        const double vg_mid = (double)vg_si * 0.0625;
-                        const double tt = t_n + vg_mid * u_dt;
-                        (void)tt;
-                        double q_y = s_y;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        double q_v = s_v;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-
-                        bool vg_hold = false;
-                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
-                        if (vg_hold && vg_todo[vg_j]) {
-                            vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
-                            vg_bhi[vg_j] = vg_mid;
-                            vg_todo[vg_j] = 0;
-                        }
-                    }
-                }
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    if (vg_todo[vg_j]) {
-                        vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
-                    }
-                }
-                for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        const int l = vg_on[vg_j];
-                        const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
-                        (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
-                        double s_y = A_s_y[l];
-                        double s_v = A_s_v[l];
-                        const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
-                        const double k0_v = A_k0_v[l];
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
-
-                        const double vg_f0 = A_vg_f0[l];
-                        (void)vg_f0;
-                        const double vg_f1 = A_vg_f1[l];
-                        (void)vg_f1;
-
-                        const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
-                        const double tt = t_n + vg_mid * u_dt;
-                        (void)tt;
-                        double q_y = s_y;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        double q_v = s_v;
-                        {
-                            double acc = 0.0;
-                            double pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-
-                        bool vg_hold = false;
-                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
-                        if (vg_hold) {
-                            vg_bhi[vg_j] = vg_mid;
-                        } else {
-                            vg_blo[vg_j] = vg_mid;
-                        }
-                    }
-                }
-                for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                    const int l = vg_on[vg_j];
-                    if (vg_bhi[vg_j] < vg_th[l]) {
-                        vg_th[l] = vg_bhi[vg_j];
-                        vg_first[l] = 1;
-                    }
-                }
             }
             for (int l = 0; l < VG_W; l++) {
-                vg_row[l] = vg_th[l];
-            }
-            // at the event time: the earliest event of each lane there, then every condition
-            for (int l = 0; l < VG_W; l++) {
-                if (!(vg_run[l])) {
+                if (!vg_run[l]) {
                     continue;
                 }
-                if (!vg_moved[l]) {
-                    vg_prev[l] = A_act[l] ? vg_cend[l] : vg_prev[l];
+                const double u_dt = vg_use[l];
+                double s_y = A_s_y[l];
+                double s_v = A_s_v[l];
+                const int g_i = A_g_i[l];
+                const double k0_y = A_k0_y[l];
+                const double k0_v = A_k0_v[l];
+                const double k1_y = A_k1_y[l];
+                const double k1_v = A_k1_v[l];
+                const double k2_y = A_k2_y[l];
+                const double k2_v = A_k2_v[l];
+                const double k3_y = A_k3_y[l];
+                const double k3_v = A_k3_v[l];
+
+                vg_new0[l] = s_y + u_dt * (0.16666666666666666 * k0_y + 0.3333333333333333 * k1_y + 0.3333333333333333 * k2_y + 0.16666666666666666 * k3_y);
+                vg_new1[l] = s_v + u_dt * (0.16666666666666666 * k0_v + 0.3333333333333333 * k1_v + 0.3333333333333333 * k2_v + 0.16666666666666666 * k3_v);
+                A_vg_f0[l] = k0_y;
+                A_vg_f1[l] = k0_v;
+            }
+            {  // F at the step's end: the interpolant's end slope, the next step's stage 0
+                const double u_dt = vg_use[0];
+                const double t_n = vg_tend[0];
+                const int nstep = vg_taken[0] + 1;
+                {  // stage 0, c = 0
+                    for (int l = 0; l < VG_W; l++) {
+                        if (!vg_run[l]) {
+                            continue;
+                        }
+                        const double u_dt = vg_use[l]; const double t_n = vg_tend[l]; const int nstep = vg_taken[l] + 1;
+                        const double tt = t_n;
+                        (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                        double s_y = A_s_y[l];
+                        double s_v = A_s_v[l];
+                        const int g_i = A_g_i[l];
+                        double k0_y;
+                        double k0_v;
+                        const double k1_y = A_k1_y[l];
+                        const double k1_v = A_k1_v[l];
+                        const double k2_y = A_k2_y[l];
+                        const double k2_v = A_k2_v[l];
+                        const double k3_y = A_k3_y[l];
+                        const double k3_v = A_k3_v[l];
+
+                        const double y_y = vg_new0[l];
+                        const double y_v = vg_new1[l];
+                        k0_y = y_v;  // line 26
+                        k0_v = -p_g;  // line 28
+
+                        if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
+                            k0_y = 0.0;
+                            k0_v = 0.0;
+                        }
+                        A_k0_y[l] = k0_y;
+                        A_k0_v[l] = k0_v;
+                    }
+                }
+
+            }
+            // --- events: every condition at the step's end ---
+            for (int l = 0; l < VG_W; l++) {
+                vg_moved[l] = false;
+                vg_atend[l] = true;
+                vg_trig[l] = 0;
+                vg_cend[l] = 0;
+                if (!(vg_run[l])) {
                     continue;
                 }
                 const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
@@ -1387,135 +1198,20 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const double vg_f1 = A_vg_f1[l];
                 (void)vg_f1;
 
-                const double vg_r = vg_row[l];
-                vg_atend[l] = vg_r == 1.0;
-                const double vg_tev = vg_atend[l] ? vg_tn : t_n + vg_r * u_dt;
-                const double tt = vg_tev;
-                double q_y = s_y;
-                {
-                    double acc = 0.0;
-                    double pw = 1.0;
-                    pw = pw * vg_r;
-                    acc = acc + pw * (vg_f0);
-                    pw = pw * vg_r;
-                    acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                    pw = pw * vg_r;
-                    acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                    q_y = s_y + u_dt * acc;
-                }
-                double q_v = s_v;
-                {
-                    double acc = 0.0;
-                    double pw = 1.0;
-                    pw = pw * vg_r;
-                    acc = acc + pw * (vg_f1);
-                    pw = pw * vg_r;
-                    acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                    pw = pw * vg_r;
-                    acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                    q_v = s_v + u_dt * acc;
-                }
+                const double tt = vg_tn;
+                (void)tt;
+                double q_y = vg_new0[l];
+                double q_v = vg_new1[l];
+                (void)q_y;
+                (void)q_v;
 
-                if (vg_atend[l] || vg_lstat[l] != 0) {
-                    q_y = vg_lstat[l] != 0 ? s_y : vg_new0[l];
-                    q_v = vg_lstat[l] != 0 ? s_v : vg_new1[l];
-                }
-                const bool vg_live = A_act[l] && vg_lstat[l] == 0;
-                const int vg_fired = (vg_live && vg_first[l] >= 0 && vg_th[l] == vg_r) ? vg_first[l] : -1;
-                if (vg_fired == 0) {
-                    if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
-                        vg_lstat[l] = 4;
-                        vg_tstop[l] = tt;
-                        vg_ltaken[l] = vg_taken[l] + 1;
-                    } else {
-                        vg_instep[l]++;
-                        double vg_v0_0 = 0.0;
-                        {
-                            double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
-                            vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
-
-                        }
-                        {  // flux at this firing: into the call's event log
-                            const int vg_slot = vg_b * VG_W + l;
-                            const int vg_ph = 0;
-                            (void)vg_slot; (void)vg_ph;
-                            fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
-
-                        }
-                        q_v = vg_v0_0;
-                        vg_cnt0[l]++;
-                    }
-
-                }
-                if (vg_fired == 1) {
-                    if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
-                        vg_lstat[l] = 4;
-                        vg_tstop[l] = tt;
-                        vg_ltaken[l] = vg_taken[l] + 1;
-                    } else {
-                        vg_instep[l]++;
-                        vg_lstat[l] = 1;
-                        vg_tstop[l] = tt;
-                        vg_ltaken[l] = vg_taken[l] + 1;
-                    }
-
-                }
-                // then every condition, in written order, on the state after
-                if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 1) == 0 && vg_fired != 0) {
-                    bool vg_hold = false;
-                    vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
-                    if (vg_hold) {
-                        if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat[l] = 4;
-                            vg_tstop[l] = tt;
-                            vg_ltaken[l] = vg_taken[l] + 1;
-                        } else {
-                            vg_instep[l]++;
-                            double vg_v0_0 = 0.0;
-                            {
-                                double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
-                                vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
-
-                            }
-                            {  // flux at this firing: into the call's event log
-                                const int vg_slot = vg_b * VG_W + l;
-                                const int vg_ph = 1;
-                                (void)vg_slot; (void)vg_ph;
-                                fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
-
-                            }
-                            q_v = vg_v0_0;
-                            vg_cnt0[l]++;
-                        }
-
-                    }
-                }
-                if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 2) == 0 && vg_fired != 1) {
-                    bool vg_hold = false;
-                    vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
-                    if (vg_hold) {
-                        if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat[l] = 4;
-                            vg_tstop[l] = tt;
-                            vg_ltaken[l] = vg_taken[l] + 1;
-                        } else {
-                            vg_instep[l]++;
-                            vg_lstat[l] = 1;
-                            vg_tstop[l] = tt;
-                            vg_ltaken[l] = vg_taken[l] + 1;
-                        }
-
-                    }
-                }
-                int vg_after = 0;
+                int vg_c = 0;
                 {
                     bool vg_hold = false;
                     vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
 
                     if (vg_hold) {
-                        vg_after |= 1;
+                        vg_c |= 1;
                     }
                 }
                 {
@@ -1523,42 +1219,431 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
 
                     if (vg_hold) {
-                        vg_after |= 2;
+                        vg_c |= 2;
                     }
                 }
 
-                vg_prev[l] = vg_after;
-                A_s_y[l] = q_y;
-                A_s_v[l] = q_v;
-                vg_t[l] = vg_tev;
+                vg_cend[l] = vg_c;
+                vg_trig[l] = (A_act[l] && vg_lstat[l] == 0) ? (vg_c & ~vg_prev[l]) : 0;
+                vg_moved[l] = vg_trig[l] != 0;
             }
-        }
-
-        for (int l = 0; l < VG_W; l++) {
-            if (!vg_run[l]) {
-                continue;
-            }
-            if (vg_moved[l]) {
-                vg_stepped[l] = vg_atend[l];
-                vg_again[l] = vg_atend[l] ? 0 : 1;
-            } else {
-                A_s_y[l] = vg_new0[l];
-                A_s_v[l] = vg_new1[l];
-                vg_t[l] = vg_tend[l];
-                vg_stepped[l] = true;
-            }
-        }
-        if (u_nsave > 0) {
+            // the location and the events only when some lane has one (else each lane's
+            // conditions are its new previous ones): most steps of most blocks have none
+            bool vg_anymv = false;
             for (int l = 0; l < VG_W; l++) {
-                if (!(vg_run[l] && vg_was[l])) {
-                    continue;
+                vg_anymv |= vg_moved[l];
+            }
+            if (!vg_anymv) {
+                for (int l = 0; l < VG_W; l++) {
+                    if (vg_run[l]) {
+                        vg_prev[l] = A_act[l] ? vg_cend[l] : vg_prev[l];
+                    }
                 }
-                const double t_n = vg_ts[l];
-                const double u_dt = vg_use[l];
-                const double vg_tup = vg_moved[l] ? vg_t[l] : vg_tend[l];
-                while (vg_next[l] < u_nsave && (u_dt < 0 ? b_save[vg_next[l]] >= vg_tup : b_save[vg_next[l]] <= vg_tup)) {
-                    const double vg_s = b_save[vg_next[l]];
-                    const double theta = (vg_s - t_n) / u_dt;
+            } else {
+                // each condition that went false -> true: samples, then bisection on the step's extension. Per event,
+                // the iterations outside and its lanes inside: each lane's bracket is one dependency
+                // chain, so the lanes' chains interleave instead of running one after another (each
+                // lane does the same arithmetic in the same order as alone)
+                for (int l = 0; l < VG_W; l++) {
+                    vg_th[l] = 2.0;
+                    vg_first[l] = -1;
+                }
+                {  // event 0: a list of the lanes that moved with condition 0 false -> true; only
+                   // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
+                    int vg_on[VG_W];
+                    int vg_non = 0;
+                    for (int l = 0; l < VG_W; l++) {
+                        if (vg_moved[l] && (vg_trig[l] & 1) != 0) {
+                            vg_on[vg_non++] = l;
+                        }
+                    }
+                    // each array the location reads, for the lanes of the list in its order (read 32 or
+                    // 52 times per lane: gathered once)
+                    double vg_c_s_y[VG_W];
+                    double vg_c_s_v[VG_W];
+                    double vg_c_k0_y[VG_W];
+                    double vg_c_k0_v[VG_W];
+                    double vg_c_k1_y[VG_W];
+                    double vg_c_k1_v[VG_W];
+                    double vg_c_k2_y[VG_W];
+                    double vg_c_k2_v[VG_W];
+                    double vg_c_k3_y[VG_W];
+                    double vg_c_k3_v[VG_W];
+                    int vg_c_g_i[VG_W];
+                    double vg_c_vg_f0[VG_W];
+                    double vg_c_vg_f1[VG_W];
+                    double vg_c_vg_ts[VG_W];
+                    double vg_c_vg_use[VG_W];
+                    double vg_c_vg_tend[VG_W];
+                    int vg_c_vg_taken[VG_W];
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        vg_c_s_y[vg_j] = A_s_y[l];
+                        vg_c_s_v[vg_j] = A_s_v[l];
+                        vg_c_k0_y[vg_j] = A_k0_y[l];
+                        vg_c_k0_v[vg_j] = A_k0_v[l];
+                        vg_c_k1_y[vg_j] = A_k1_y[l];
+                        vg_c_k1_v[vg_j] = A_k1_v[l];
+                        vg_c_k2_y[vg_j] = A_k2_y[l];
+                        vg_c_k2_v[vg_j] = A_k2_v[l];
+                        vg_c_k3_y[vg_j] = A_k3_y[l];
+                        vg_c_k3_v[vg_j] = A_k3_v[l];
+                        vg_c_g_i[vg_j] = A_g_i[l];
+                        vg_c_vg_f0[vg_j] = A_vg_f0[l];
+                        vg_c_vg_f1[vg_j] = A_vg_f1[l];
+                        vg_c_vg_ts[vg_j] = vg_ts[l];
+                        vg_c_vg_use[vg_j] = vg_use[l];
+                        vg_c_vg_tend[vg_j] = vg_tend[l];
+                        vg_c_vg_taken[vg_j] = vg_taken[l];
+                    }
+                    double vg_blo[VG_W];
+                    double vg_bhi[VG_W];
+                    int vg_todo[VG_W];
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        vg_blo[vg_j] = 0.0;
+                        vg_bhi[vg_j] = 1.0;
+                        vg_todo[vg_j] = 1;
+                    }
+                    // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                    // the first sub-interval whose end holds
+                    for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                        for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                            const int l = vg_on[vg_j];
+                            const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
+                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                            double s_y = vg_c_s_y[vg_j];
+                            double s_v = vg_c_s_v[vg_j];
+                            const int g_i = vg_c_g_i[vg_j];
+                            const double k0_y = vg_c_k0_y[vg_j];
+                            const double k0_v = vg_c_k0_v[vg_j];
+                            const double k1_y = vg_c_k1_y[vg_j];
+                            const double k1_v = vg_c_k1_v[vg_j];
+                            const double k2_y = vg_c_k2_y[vg_j];
+                            const double k2_v = vg_c_k2_v[vg_j];
+                            const double k3_y = vg_c_k3_y[vg_j];
+                            const double k3_v = vg_c_k3_v[vg_j];
+
+                            const double vg_f0 = vg_c_vg_f0[vg_j];
+                            (void)vg_f0;
+                            const double vg_f1 = vg_c_vg_f1[vg_j];
+                            (void)vg_f1;
+
+                            const double vg_mid = (double)vg_si * 0.0625;
+                            const double tt = t_n + vg_mid * u_dt;
+                            (void)tt;
+                            double q_y = s_y;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            double q_v = s_v;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+
+                            if (vg_hold && vg_todo[vg_j]) {
+                                vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
+                                vg_bhi[vg_j] = vg_mid;
+                                vg_todo[vg_j] = 0;
+                            }
+                        }
+                    }
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        if (vg_todo[vg_j]) {
+                            vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
+                        }
+                    }
+                    for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
+                        for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                            const int l = vg_on[vg_j];
+                            const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
+                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                            double s_y = vg_c_s_y[vg_j];
+                            double s_v = vg_c_s_v[vg_j];
+                            const int g_i = vg_c_g_i[vg_j];
+                            const double k0_y = vg_c_k0_y[vg_j];
+                            const double k0_v = vg_c_k0_v[vg_j];
+                            const double k1_y = vg_c_k1_y[vg_j];
+                            const double k1_v = vg_c_k1_v[vg_j];
+                            const double k2_y = vg_c_k2_y[vg_j];
+                            const double k2_v = vg_c_k2_v[vg_j];
+                            const double k3_y = vg_c_k3_y[vg_j];
+                            const double k3_v = vg_c_k3_v[vg_j];
+
+                            const double vg_f0 = vg_c_vg_f0[vg_j];
+                            (void)vg_f0;
+                            const double vg_f1 = vg_c_vg_f1[vg_j];
+                            (void)vg_f1;
+
+                            const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
+                            const double tt = t_n + vg_mid * u_dt;
+                            (void)tt;
+                            double q_y = s_y;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            double q_v = s_v;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+
+                            if (vg_hold) {
+                                vg_bhi[vg_j] = vg_mid;
+                            } else {
+                                vg_blo[vg_j] = vg_mid;
+                            }
+                        }
+                    }
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        if (vg_bhi[vg_j] < vg_th[l]) {
+                            vg_th[l] = vg_bhi[vg_j];
+                            vg_first[l] = 0;
+                        }
+                    }
+                }
+                {  // event 1: a list of the lanes that moved with condition 1 false -> true; only
+                   // they evaluate it (on another lane's state it could vg_fail), and none when no lane has it
+                    int vg_on[VG_W];
+                    int vg_non = 0;
+                    for (int l = 0; l < VG_W; l++) {
+                        if (vg_moved[l] && (vg_trig[l] & 2) != 0) {
+                            vg_on[vg_non++] = l;
+                        }
+                    }
+                    // each array the location reads, for the lanes of the list in its order (read 32 or
+                    // 52 times per lane: gathered once)
+                    double vg_c_s_y[VG_W];
+                    double vg_c_s_v[VG_W];
+                    double vg_c_k0_y[VG_W];
+                    double vg_c_k0_v[VG_W];
+                    double vg_c_k1_y[VG_W];
+                    double vg_c_k1_v[VG_W];
+                    double vg_c_k2_y[VG_W];
+                    double vg_c_k2_v[VG_W];
+                    double vg_c_k3_y[VG_W];
+                    double vg_c_k3_v[VG_W];
+                    int vg_c_g_i[VG_W];
+                    double vg_c_vg_f0[VG_W];
+                    double vg_c_vg_f1[VG_W];
+                    double vg_c_vg_ts[VG_W];
+                    double vg_c_vg_use[VG_W];
+                    double vg_c_vg_tend[VG_W];
+                    int vg_c_vg_taken[VG_W];
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        vg_c_s_y[vg_j] = A_s_y[l];
+                        vg_c_s_v[vg_j] = A_s_v[l];
+                        vg_c_k0_y[vg_j] = A_k0_y[l];
+                        vg_c_k0_v[vg_j] = A_k0_v[l];
+                        vg_c_k1_y[vg_j] = A_k1_y[l];
+                        vg_c_k1_v[vg_j] = A_k1_v[l];
+                        vg_c_k2_y[vg_j] = A_k2_y[l];
+                        vg_c_k2_v[vg_j] = A_k2_v[l];
+                        vg_c_k3_y[vg_j] = A_k3_y[l];
+                        vg_c_k3_v[vg_j] = A_k3_v[l];
+                        vg_c_g_i[vg_j] = A_g_i[l];
+                        vg_c_vg_f0[vg_j] = A_vg_f0[l];
+                        vg_c_vg_f1[vg_j] = A_vg_f1[l];
+                        vg_c_vg_ts[vg_j] = vg_ts[l];
+                        vg_c_vg_use[vg_j] = vg_use[l];
+                        vg_c_vg_tend[vg_j] = vg_tend[l];
+                        vg_c_vg_taken[vg_j] = vg_taken[l];
+                    }
+                    double vg_blo[VG_W];
+                    double vg_bhi[VG_W];
+                    int vg_todo[VG_W];
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        vg_blo[vg_j] = 0.0;
+                        vg_bhi[vg_j] = 1.0;
+                        vg_todo[vg_j] = 1;
+                    }
+                    // the samples theta = j / 16 first, each on every lane of the list: the bracket is
+                    // the first sub-interval whose end holds
+                    for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                        for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                            const int l = vg_on[vg_j];
+                            const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
+                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                            double s_y = vg_c_s_y[vg_j];
+                            double s_v = vg_c_s_v[vg_j];
+                            const int g_i = vg_c_g_i[vg_j];
+                            const double k0_y = vg_c_k0_y[vg_j];
+                            const double k0_v = vg_c_k0_v[vg_j];
+                            const double k1_y = vg_c_k1_y[vg_j];
+                            const double k1_v = vg_c_k1_v[vg_j];
+                            const double k2_y = vg_c_k2_y[vg_j];
+                            const double k2_v = vg_c_k2_v[vg_j];
+                            const double k3_y = vg_c_k3_y[vg_j];
+                            const double k3_v = vg_c_k3_v[vg_j];
+
+                            const double vg_f0 = vg_c_vg_f0[vg_j];
+                            (void)vg_f0;
+                            const double vg_f1 = vg_c_vg_f1[vg_j];
+                            (void)vg_f1;
+
+                            const double vg_mid = (double)vg_si * 0.0625;
+                            const double tt = t_n + vg_mid * u_dt;
+                            (void)tt;
+                            double q_y = s_y;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            double q_v = s_v;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+
+                            if (vg_hold && vg_todo[vg_j]) {
+                                vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
+                                vg_bhi[vg_j] = vg_mid;
+                                vg_todo[vg_j] = 0;
+                            }
+                        }
+                    }
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        if (vg_todo[vg_j]) {
+                            vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
+                        }
+                    }
+                    for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
+                        for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                            const int l = vg_on[vg_j];
+                            const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
+                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
+                            double s_y = vg_c_s_y[vg_j];
+                            double s_v = vg_c_s_v[vg_j];
+                            const int g_i = vg_c_g_i[vg_j];
+                            const double k0_y = vg_c_k0_y[vg_j];
+                            const double k0_v = vg_c_k0_v[vg_j];
+                            const double k1_y = vg_c_k1_y[vg_j];
+                            const double k1_v = vg_c_k1_v[vg_j];
+                            const double k2_y = vg_c_k2_y[vg_j];
+                            const double k2_v = vg_c_k2_v[vg_j];
+                            const double k3_y = vg_c_k3_y[vg_j];
+                            const double k3_v = vg_c_k3_v[vg_j];
+
+                            const double vg_f0 = vg_c_vg_f0[vg_j];
+                            (void)vg_f0;
+                            const double vg_f1 = vg_c_vg_f1[vg_j];
+                            (void)vg_f1;
+
+                            const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
+                            const double tt = t_n + vg_mid * u_dt;
+                            (void)tt;
+                            double q_y = s_y;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            double q_v = s_v;
+                            {
+                                double acc = 0.0;
+                                double pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+
+                            bool vg_hold = false;
+                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+
+                            if (vg_hold) {
+                                vg_bhi[vg_j] = vg_mid;
+                            } else {
+                                vg_blo[vg_j] = vg_mid;
+                            }
+                        }
+                    }
+                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
+                        const int l = vg_on[vg_j];
+                        if (vg_bhi[vg_j] < vg_th[l]) {
+                            vg_th[l] = vg_bhi[vg_j];
+                            vg_first[l] = 1;
+                        }
+                    }
+                }
+                for (int l = 0; l < VG_W; l++) {
+                    vg_row[l] = vg_th[l];
+                }
+                // at the event time: the earliest event of each lane there, then every condition
+                for (int l = 0; l < VG_W; l++) {
+                    if (!(vg_run[l])) {
+                        continue;
+                    }
+                    if (!vg_moved[l]) {
+                        vg_prev[l] = A_act[l] ? vg_cend[l] : vg_prev[l];
+                        continue;
+                    }
+                    const double t_n = vg_ts[l]; const double u_dt = vg_use[l]; const double vg_tn = vg_tend[l]; const int nstep = vg_taken[l];
+                    (void)t_n; (void)u_dt; (void)nstep;
                     double s_y = A_s_y[l];
                     double s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
@@ -1576,57 +1661,183 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const double vg_f1 = A_vg_f1[l];
                     (void)vg_f1;
 
+                    const double vg_r = vg_row[l];
+                    vg_atend[l] = vg_r == 1.0;
+                    const double vg_tev = vg_atend[l] ? vg_tn : t_n + vg_r * u_dt;
+                    const double tt = vg_tev;
+                    double q_y = s_y;
                     {
                         double acc = 0.0;
                         double pw = 1.0;
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * (vg_f0);
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
-                        const double vg_v = theta == 1.0 ? vg_new0[l] : vg_ys0[l] + u_dt * acc;
-                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tup ? A_s_y[l] : vg_v;
+                        q_y = s_y + u_dt * acc;
                     }
+                    double q_v = s_v;
                     {
                         double acc = 0.0;
                         double pw = 1.0;
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * (vg_f1);
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                        pw = pw * theta;
+                        pw = pw * vg_r;
                         acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
-                        const double vg_v = theta == 1.0 ? vg_new1[l] : vg_ys1[l] + u_dt * acc;
-                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tup ? A_s_v[l] : vg_v;
+                        q_v = s_v + u_dt * acc;
                     }
-                    vg_next[l]++;
+
+                    if (vg_atend[l] || vg_lstat[l] != 0) {
+                        q_y = vg_lstat[l] != 0 ? s_y : vg_new0[l];
+                        q_v = vg_lstat[l] != 0 ? s_v : vg_new1[l];
+                    }
+                    const bool vg_live = A_act[l] && vg_lstat[l] == 0;
+                    const int vg_fired = (vg_live && vg_first[l] >= 0 && vg_th[l] == vg_r) ? vg_first[l] : -1;
+                    if (vg_fired == 0) {
+                        if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
+                            vg_lstat[l] = 4;
+                            vg_tstop[l] = tt;
+                            vg_ltaken[l] = vg_taken[l] + 1;
+                        } else {
+                            vg_instep[l]++;
+                            double vg_v0_0 = 0.0;
+                            {
+                                double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
+                                vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
+
+                            }
+                            {  // flux at this firing: into the call's event log
+                                const int vg_slot = vg_b * VG_W + l;
+                                const int vg_ph = 0;
+                                (void)vg_slot; (void)vg_ph;
+                                fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+
+                            }
+                            q_v = vg_v0_0;
+                            vg_cnt0[l]++;
+                        }
+
+                    }
+                    if (vg_fired == 1) {
+                        if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
+                            vg_lstat[l] = 4;
+                            vg_tstop[l] = tt;
+                            vg_ltaken[l] = vg_taken[l] + 1;
+                        } else {
+                            vg_instep[l]++;
+                            vg_lstat[l] = 1;
+                            vg_tstop[l] = tt;
+                            vg_ltaken[l] = vg_taken[l] + 1;
+                        }
+
+                    }
+                    // then every condition, in written order, on the state after
+                    if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 1) == 0 && vg_fired != 0) {
+                        bool vg_hold = false;
+                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+
+                        if (vg_hold) {
+                            if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
+                                vg_lstat[l] = 4;
+                                vg_tstop[l] = tt;
+                                vg_ltaken[l] = vg_taken[l] + 1;
+                            } else {
+                                vg_instep[l]++;
+                                double vg_v0_0 = 0.0;
+                                {
+                                    double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
+                                    vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
+
+                                }
+                                {  // flux at this firing: into the call's event log
+                                    const int vg_slot = vg_b * VG_W + l;
+                                    const int vg_ph = 1;
+                                    (void)vg_slot; (void)vg_ph;
+                                    fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+
+                                }
+                                q_v = vg_v0_0;
+                                vg_cnt0[l]++;
+                            }
+
+                        }
+                    }
+                    if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 2) == 0 && vg_fired != 1) {
+                        bool vg_hold = false;
+                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+
+                        if (vg_hold) {
+                            if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
+                                vg_lstat[l] = 4;
+                                vg_tstop[l] = tt;
+                                vg_ltaken[l] = vg_taken[l] + 1;
+                            } else {
+                                vg_instep[l]++;
+                                vg_lstat[l] = 1;
+                                vg_tstop[l] = tt;
+                                vg_ltaken[l] = vg_taken[l] + 1;
+                            }
+
+                        }
+                    }
+                    int vg_after = 0;
+                    {
+                        bool vg_hold = false;
+                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+
+                        if (vg_hold) {
+                            vg_after |= 1;
+                        }
+                    }
+                    {
+                        bool vg_hold = false;
+                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+
+                        if (vg_hold) {
+                            vg_after |= 2;
+                        }
+                    }
+
+                    vg_prev[l] = vg_after;
+                    A_s_y[l] = q_y;
+                    A_s_v[l] = q_v;
+                    vg_t[l] = vg_tev;
                 }
             }
-        }
 
-        {  // F at the state after the events: the next step's stage 0
-            bool vg_anym = false;
             for (int l = 0; l < VG_W; l++) {
-                vg_anym |= vg_run[l] && vg_moved[l];
+                if (!vg_run[l]) {
+                    continue;
+                }
+                if (vg_moved[l]) {
+                    vg_stepped[l] = vg_atend[l];
+                    vg_again[l] = vg_atend[l] ? 0 : 1;
+                } else {
+                    A_s_y[l] = vg_new0[l];
+                    A_s_v[l] = vg_new1[l];
+                    vg_t[l] = vg_tend[l];
+                    vg_stepped[l] = true;
+                }
             }
-            if (vg_anym) {
-                const double u_dt = vg_use[0];
-                const double t_n = vg_t[0];
-                const int nstep = vg_taken[0] + (vg_atend[0] ? 1 : 0);
-                {  // stage 0, c = 0
-                    for (int l = 0; l < VG_W; l++) {
-                        if (vg_status[l] != -1) {
-                            continue;
-                        }
-                        if (!(vg_run[l] && vg_moved[l])) { continue; } const double u_dt = vg_use[l]; const double t_n = vg_t[l]; const int nstep = vg_taken[l] + (vg_atend[l] ? 1 : 0);
-                        const double tt = t_n;
-                        (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+            if (u_nsave > 0) {
+                for (int l = 0; l < VG_W; l++) {
+                    if (!(vg_run[l] && vg_was[l])) {
+                        continue;
+                    }
+                    const double t_n = vg_ts[l];
+                    const double u_dt = vg_use[l];
+                    const double vg_tup = vg_moved[l] ? vg_t[l] : vg_tend[l];
+                    while (vg_next[l] < u_nsave && (u_dt < 0 ? b_save[vg_next[l]] >= vg_tup : b_save[vg_next[l]] <= vg_tup)) {
+                        const double vg_s = b_save[vg_next[l]];
+                        const double theta = (vg_s - t_n) / u_dt;
                         double s_y = A_s_y[l];
                         double s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        double k0_y;
-                        double k0_v;
+                        const double k0_y = A_k0_y[l];
+                        const double k0_v = A_k0_v[l];
                         const double k1_y = A_k1_y[l];
                         const double k1_v = A_k1_v[l];
                         const double k2_y = A_k2_y[l];
@@ -1634,56 +1845,120 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k3_y = A_k3_y[l];
                         const double k3_v = A_k3_v[l];
 
-                        const double y_v = s_v;
-                        k0_y = y_v;  // line 26
-                        k0_v = -p_g;  // line 28
+                        const double vg_f0 = A_vg_f0[l];
+                        (void)vg_f0;
+                        const double vg_f1 = A_vg_f1[l];
+                        (void)vg_f1;
 
-                        if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
-                            k0_y = 0.0;
-                            k0_v = 0.0;
+                        {
+                            double acc = 0.0;
+                            double pw = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666666666666666 * vg_f0 + (-0.6666666666666666) * k1_y + (-0.6666666666666666) * k2_y + (-0.3333333333333333) * k3_y + k0_y);
+                            const double vg_v = theta == 1.0 ? vg_new0[l] : vg_ys0[l] + u_dt * acc;
+                            b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tup ? A_s_y[l] : vg_v;
                         }
-                        A_k0_y[l] = k0_y;
-                        A_k0_v[l] = k0_v;
+                        {
+                            double acc = 0.0;
+                            double pw = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
+                            const double vg_v = theta == 1.0 ? vg_new1[l] : vg_ys1[l] + u_dt * acc;
+                            b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tup ? A_s_v[l] : vg_v;
+                        }
+                        vg_next[l]++;
                     }
                 }
+            }
 
-            }
-        }
+            {  // F at the state after the events: the next step's stage 0
+                bool vg_anym = false;
+                for (int l = 0; l < VG_W; l++) {
+                    vg_anym |= vg_run[l] && vg_moved[l];
+                }
+                if (vg_anym) {
+                    const double u_dt = vg_use[0];
+                    const double t_n = vg_t[0];
+                    const int nstep = vg_taken[0] + (vg_atend[0] ? 1 : 0);
+                    {  // stage 0, c = 0
+                        for (int l = 0; l < VG_W; l++) {
+                            if (vg_status[l] != -1) {
+                                continue;
+                            }
+                            if (!(vg_run[l] && vg_moved[l])) { continue; } const double u_dt = vg_use[l]; const double t_n = vg_t[l]; const int nstep = vg_taken[l] + (vg_atend[l] ? 1 : 0);
+                            const double tt = t_n;
+                            (void)t_n; (void)tt; (void)nstep; (void)u_dt;
+                            double s_y = A_s_y[l];
+                            double s_v = A_s_v[l];
+                            const int g_i = A_g_i[l];
+                            double k0_y;
+                            double k0_v;
+                            const double k1_y = A_k1_y[l];
+                            const double k1_v = A_k1_v[l];
+                            const double k2_y = A_k2_y[l];
+                            const double k2_v = A_k2_v[l];
+                            const double k3_y = A_k3_y[l];
+                            const double k3_v = A_k3_v[l];
 
-        for (int l = 0; l < VG_W; l++) {
-            vg_ok[l] = vg_run[l] && vg_stepped[l];
-            if (vg_ok[l]) {
-                vg_taken[l]++;
-                vg_again[l] = 0;
-            }
-            // save_every: a saved step's end (its events done) into slot vg_next
-            if (vg_ok[l] && A_act[l] && u_every > 0 && (vg_taken[l] % u_every == 0 || vg_taken[l] == u_steps)) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
-                vg_next[l]++;
-            }
-        }
-        for (int l = 0; l < VG_W; l++) {
-            if (vg_ok[l] && vg_taken[l] >= u_steps) {
-                vg_status[l] = 0;
-            }
-        }
-        {
-            bool vg_all[VG_W];
-            for (int l = 0; l < VG_W; l++) {
-                vg_all[l] = !A_act[l] || vg_lstat[l] != 0;
-            }
-            for (int l = 0; l < VG_W; l++) {
-                if ((vg_run[l]) && vg_all[l] && vg_status[l] == -1) {
-                    vg_status[l] = 0;
-                    vg_flux[l] = true;
+                            const double y_v = s_v;
+                            k0_y = y_v;  // line 26
+                            k0_v = -p_g;  // line 28
+
+                            if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
+                                k0_y = 0.0;
+                                k0_v = 0.0;
+                            }
+                            A_k0_y[l] = k0_y;
+                            A_k0_v[l] = k0_v;
+                        }
+                    }
+
                 }
             }
-        }
 
-        for (int l = 0; l < VG_W; l++) {
-            if (vg_run[l] && vg_status[l] != -1) {
-                vg_flux[l] = true;
+            for (int l = 0; l < VG_W; l++) {
+                vg_ok[l] = vg_run[l] && vg_stepped[l];
+                if (vg_ok[l]) {
+                    vg_taken[l]++;
+                    vg_again[l] = 0;
+                }
+                // save_every: a saved step's end (its events done) into slot vg_next
+                if (vg_ok[l] && A_act[l] && u_every > 0 && (vg_taken[l] % u_every == 0 || vg_taken[l] == u_steps)) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
+                    vg_next[l]++;
+                }
+            }
+            for (int l = 0; l < VG_W; l++) {
+                if (vg_ok[l] && vg_taken[l] >= u_steps) {
+                    vg_status[l] = 0;
+                }
+            }
+            {
+                bool vg_all[VG_W];
+                for (int l = 0; l < VG_W; l++) {
+                    vg_all[l] = !A_act[l] || vg_lstat[l] != 0;
+                }
+                for (int l = 0; l < VG_W; l++) {
+                    if ((vg_run[l]) && vg_all[l] && vg_status[l] == -1) {
+                        vg_status[l] = 0;
+                        vg_flux[l] = true;
+                    }
+                }
+            }
+
+            for (int l = 0; l < VG_W; l++) {
+                if (vg_run[l] && vg_status[l] != -1) {
+                    vg_flux[l] = true;
+                }
             }
         }
 

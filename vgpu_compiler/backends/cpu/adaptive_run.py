@@ -39,6 +39,15 @@ from .runner import _Call
 EVENT_LOG = 1 << 22         # event-log slots per call at most (attempts x 2 x statements x lanes)
 
 
+def attempts_per_call(field, nslots: int) -> int:
+    """Step attempts per call: about ``runner.WORK_PER_CALL`` lane-stage evaluations. A
+    fixed-step method's attempt evaluates its stages and F at the step's end; an adaptive
+    method's is counted as 7 stages."""
+    solver = field.solver
+    stages = 7 if solver.adaptive is not None else solver.tableau.stages + 1
+    return max(1, runner.WORK_PER_CALL // (max(1, nslots) * stages))
+
+
 class AdaptiveCall(_Call):
     def __init__(self, k, bound):
         super().__init__(k, bound)
@@ -105,8 +114,7 @@ class AdaptiveCall(_Call):
 
     def solve(self, progress: Progress) -> Solution:
         bound, n = self.bound, self.n
-        stages = max(1, len(self.k.meta.get("stages", ())) or 7)
-        attempts = max(1, runner.WORK_PER_CALL // (max(1, self.nslots) * stages))
+        attempts = attempts_per_call(bound.field, self.nslots)
         if self.ev_outputs:
             attempts = min(attempts, self.log_attempts)
         step0 = 0

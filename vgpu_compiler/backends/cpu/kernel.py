@@ -35,6 +35,14 @@ MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread'
 # these (a few hundred states, or a few hundred KB of C) would take minutes to compile,
 # so it is a BackendError (auto moves on). VGPU_CPU_MAX_STATES changes the first.
 MAX_STATES = 256
+# fixed_lean's plain steps at most before the event code (templates/adaptive.c.j2; GLSL
+# and wgpu: shader/events.LEAN_STEPS): the lanes whose step has an event wait there, in
+# lane loops of a few instructions a step, for the event code, which takes them
+# together; it costs about as much as 64 plain steps of the block with no event at all
+# (100,000 LIF neurons x 2,000 Euler steps, one core: 64 -> 0.154 s, 256 -> 0.122 s,
+# 512 -> 0.126 s; ending the plain steps when a quarter or half of the lanes wait for
+# it was slower)
+LEAN_STEPS = 256
 MAX_SOURCE = 500_000         # (a 342 KB kernel, LIF with sensitivities and events, compiles in ~2 s)
 
 
@@ -158,7 +166,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     arguments = dict(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
-        noise_terms=noise, noise_vars=noise_vars, lean=lean,
+        noise_terms=noise, noise_vars=noise_vars, lean=lean, lean_steps=LEAN_STEPS,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
         n_flux=len(field.flux), **extra)
