@@ -290,6 +290,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     double vg_t[VG_W], vg_h[VG_W], vg_use[VG_W], vg_err[VG_W];
     int vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];  // (ints, not bools: a lane loop mixing them with floats vectorises)
     int vg_taken[VG_W], vg_rej[VG_W], vg_status[VG_W], vg_again[VG_W], vg_next[VG_W];
+    if (u_step0 == 1) {  // a resumed call: a block none of whose lanes runs (or is paused) is done
+        int vg_live = 0;
+        for (int l = 0; l < VG_W; l++) {
+            const int vg_s = b_cnt[2 * u_count + A_lane[l]];
+            vg_live |= A_act[l] && (vg_s == -1 || vg_s == -2);
+        }
+        if (!vg_live) {
+            return;
+        }
+    }
     for (int l = 0; l < VG_W; l++) {
         const int lane = A_lane[l];
         A_s_x[l] = b_state[0 * u_count + lane];
