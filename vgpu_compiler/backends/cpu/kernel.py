@@ -27,6 +27,7 @@ from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, rosenbrock, template
 from ..shader import events as _events
+from ..shader import noise as _noise
 from . import toolchain
 from .dialect import DIALECTS
 
@@ -117,13 +118,15 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                     for i, (_, y, _) in enumerate(desc.states)])
     if field.events:        # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = _reads_step(field)
+    if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
+        extra.update(_normals_first(printed, desc, dtype))
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     text = _environment().get_template(name).render(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars, lean=lean,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
-        n_flux=len(field.flux), **extra)
+        n_flux=len(field.flux), **{"noise_ks": (), **extra})
     text = text.replace(f"({desc.version},", f"({VERSION},")
     if len(text) > MAX_SOURCE:
         raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
@@ -132,6 +135,16 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     meta = printed.meta()
     meta["version"] = VERSION
     return text, meta, lanes, len(ints)
+
+
+def _normals_first(printed, desc, dtype: str) -> dict:
+    """A fixed-step kernel with noise draws a step's normals of all its lanes before the
+    lane loop (vg_normals, templates/helpers.c.j2: the Philox words of every lane, then
+    their Box-Muller), into vg_zk[k][l]: the draws read them there. ``noise_ks``: the
+    noises used."""
+    lane = dataclasses.replace(DIALECTS[dtype], normal="vg_zk[{k}][l]")
+    printed.noise_draws = _noise.printed(desc, lane)[0]
+    return {"noise_ks": sorted({t.k for t in desc.noise})}
 
 
 def _stepped_lanes(desc, field, dtype: str) -> int:
