@@ -220,6 +220,13 @@ static inline int vg_imod(int a, int b, unsigned id) {
     return r;
 }
 
+// float64: the step controller's pow is libm's, one call a lane, not libmvec's vector pow:
+// an ulp of a step size shows in a float64 run's later states, and the reference's numpy
+// power gives libm's (the float64 event tests compare runs with it bit for bit).
+static __attribute__((noinline)) double vg_pow_libm(double x, double y) {
+    return pow(x, y);
+}
+
 
 // The trajectories of one block, from its first step to its last.
 static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int vg_b) {
@@ -955,6 +962,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_ok[l] = vg_ok[l] && !vg_over;
         }
         double vg_prop[VG_W];
+        double vg_pw[VG_W];
+        for (int l = 0; l < VG_W; l++) {
+            vg_pw[l] = vg_pow_libm(vg_err[l], (-0.25));
+        }
         for (int l = 0; l < VG_W; l++) {
             // the controller: the next step from this one's error, on every lane, in single
             // selects (no branch, no nested choice: gcc then vectorises the loop, pow through
@@ -962,7 +973,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             // finite err's vg_raw is in (0, inf]: the clamps are vg_max(fmin, .) and
             // vg_min(fmax, .) without their NaN case; a non-finite err gives fmin.
             const double err = vg_err[l];
-            const double vg_raw = 0.9 * (double)pow(err, (-0.25));
+            const double vg_raw = 0.9 * (double)vg_pw[l];
             double fac = vg_raw > 0.2 ? vg_raw : 0.2;
             fac = fac < 5.0 ? fac : 5.0;
             fac = (isnan(err) | isinf(err)) ? 0.2 : fac;
