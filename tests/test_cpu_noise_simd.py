@@ -139,3 +139,53 @@ def test_both_word_widths_give_vgpu_philox_bit_for_bit(words32, cpu, tmp_path, m
     _generator(not words32).normals(ctypes.c_void_p(other.ctypes.data),
                                     ctypes.c_void_p(lanes.ctypes.data), n, step, *key)
     np.testing.assert_array_equal(z, other)
+
+
+Z2 = """field z {
+    noise xi, eta
+    grid i < N
+    state x = 0, y = 0
+    dx/dt = xi
+    dy/dt = 2 * eta
+    solve euler(dt = 1, steps = 3)
+}"""
+
+
+def test_a_steps_normals_are_drawn_before_its_lane_loop():
+    """A fixed-step kernel draws a step's normals of all its lanes first (vg_normals: the
+    Philox words of every lane, then their Box-Muller), one call per noise used; the lane
+    loop reads them (before: each lane's draw inside the lane loop, a Philox chain and then
+    libmvec's log waiting on it, lane after lane)."""
+    field = compile_program(Z2, "z.field").select(None)
+    text = kernel.source(field, "float32")[0]
+    step = text[text.index("--- the step loop"):text.index("--- store ---")]
+    assert step.count("vg_normals(") == 2 and "vg_normal(" not in step
+    assert step.index("vg_normals(") < step.index("#pragma omp simd")
+
+
+def test_the_drawn_first_normals_are_the_lane_loops_bit_for_bit(cpu):
+    """The kernel's normals are those of vg_normal called lane by lane in one vectorised
+    loop (the generator before its phases were split), bit for bit: the same Philox words
+    and the same libmvec calls."""
+    import ctypes
+    from vgpu_compiler.noise.normal import key_of
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True)
+    source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W 64\n" + helpers +
+              "void lanes(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
+              "           unsigned k0, unsigned k1) {\n"
+              "    for (int b = 0; b < n; b += VG_W) {\n"
+              "#pragma omp simd\n"
+              "        for (int l = 0; l < VG_W; l++)\n"
+              "            z[b + l] = vg_normal(tr[b + l], s, k, 0u, k0, k1);\n    }\n}\n")
+    lib = toolchain.build(source, "normal-lanes-test")
+    n, seed = 1024, 11
+    key = key_of(seed)
+    sol = vgpu.solve(Z2.replace("steps = 3", "steps = 1"), dims={"N": n}, backend="cpu",
+                     seed=seed)
+    for k, col, scale in ((0, 0, 1), (1, 1, 2)):
+        want = np.zeros(n, np.float32)
+        traj = np.arange(n, dtype=np.uint32)
+        lib.lanes(ctypes.c_void_p(want.ctypes.data), ctypes.c_void_p(traj.ctypes.data),
+                  ctypes.c_int(n), ctypes.c_uint(0), ctypes.c_uint(k),
+                  ctypes.c_uint(int(key[0])), ctypes.c_uint(int(key[1])))
+        np.testing.assert_array_equal(sol.states[:, col], np.float32(scale) * want)

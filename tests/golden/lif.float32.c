@@ -319,7 +319,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     float A_k2_v[VG_W];
     float A_k3_v[VG_W];
     float vg_t[VG_W], vg_h[VG_W], vg_use[VG_W], vg_err[VG_W];
-    bool vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];
+    int vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];  // (ints, not bools: a lane loop mixing them with floats vectorises)
     int vg_taken[VG_W], vg_rej[VG_W], vg_status[VG_W], vg_again[VG_W], vg_next[VG_W];
     // --- events: previous conditions (bit e), own status, steps, events this step ---
     int vg_prev[VG_W], vg_lstat[VG_W], vg_ltaken[VG_W], vg_instep[VG_W];
@@ -479,7 +479,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step attempts of this call ---
     for (int vg_a = 0; vg_a < u_attempts; vg_a++) {
-        bool vg_any = false;
+        int vg_any = 0;  // (an int, not a bool: the loop vectorises)
+#pragma omp simd reduction(|:vg_any)
         for (int l = 0; l < VG_W; l++) {
             vg_any |= vg_status[l] == -1;
         }

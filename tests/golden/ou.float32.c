@@ -269,14 +269,44 @@ static inline void vg_philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
 // The standard normal of the noise counter (i, n, k, 0), in float32 on every backend:
 // u = (float(w >> 9) + 0.5) * 2^-23 of the first two words, Z = sqrt(-2 log u1) cos(2 pi u2)
 // (log and cos: libmvec's SIMD variants in a lane loop, VG_SIMD above).
-static inline float vg_normal(unsigned i, unsigned n, unsigned k, unsigned zero,
-                              unsigned key0, unsigned key1) {
+static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zero,
+                                unsigned key0, unsigned key1, float *u2) {
     vg_word c[4] = {i, n, k, zero};
     vg_philox_rounds(c, key0, key1);
-    float u1 = ((float)(uint32_t)(c[0] >> 9) + 0.5f) * 1.1920929e-07f;
-    float u2 = ((float)(uint32_t)(c[1] >> 9) + 0.5f) * 1.1920929e-07f;
+    *u2 = ((float)(uint32_t)(c[1] >> 9) + 0.5f) * 1.1920929e-07f;
+    return ((float)(uint32_t)(c[0] >> 9) + 0.5f) * 1.1920929e-07f;
+}
+
+static inline float vg_box_muller(float u1, float u2) {
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831855f * u2);
 }
+
+static inline float vg_normal(unsigned i, unsigned n, unsigned k, unsigned zero,
+                              unsigned key0, unsigned key1) {
+    float u2;
+    const float u1 = vg_uniforms(i, n, k, zero, key0, key1, &u2);
+    return vg_box_muller(u1, u2);
+}
+
+// The normals of the counters (traj[l], n, k, 0) of a block's lanes, the same numbers as
+// vg_normal's: the Philox words of every lane first, then every lane's log and cos. In
+// one loop a lane's Box-Muller waits for its Philox rounds (a chain of ten multiplies),
+// libmvec's log then for its polynomial: with the phases apart the core overlaps the
+// lanes' chains (Ornstein-Uhlenbeck, 100,000 x 1,000, float32, one core: 0.20 -> 0.16 s).
+#ifdef VG_W
+static inline void vg_normals(float *restrict z, const unsigned *restrict traj, unsigned n,
+                              unsigned k, unsigned key0, unsigned key1) {
+    float u1[VG_W], u2[VG_W];
+#pragma omp simd
+    for (int l = 0; l < VG_W; l++) {
+        u1[l] = vg_uniforms(traj[l], n, k, 0u, key0, key1, &u2[l]);
+    }
+#pragma omp simd
+    for (int l = 0; l < VG_W; l++) {
+        z[l] = vg_box_muller(u1[l], u2[l]);
+    }
+}
+#endif
 
 // The trajectories of one block, from its first step to its last.
 static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int vg_b) {
@@ -325,11 +355,20 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         A_s_x[l] = b_state[0 * u_count + A_lane[l]];
     }
 
+    unsigned vg_trajs[VG_W];  // each lane's noise counter word 0 (vg_normals)
+    for (int l = 0; l < VG_W; l++) {
+        float s_x = A_s_x[l];
+        const int g_i = A_g_i[l];
+
+        vg_trajs[l] = ((unsigned)(g_i));
+    }
     // --- the step loop: 1-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
         const float t_n = u_t0 + (float)n * u_dt;
         const int nstep = n;
         (void)t_n; (void)nstep;
+        float vg_zk[1][VG_W];  // this step's normals, noise k of lane l
+        vg_normals(vg_zk[0], vg_trajs, (unsigned)n, 0u, u_key0, u_key1);
 #pragma omp simd
         for (int l = 0; l < VG_W; l++) {
             float s_x = A_s_x[l];
@@ -348,7 +387,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             s_x = s_x + u_dt * k0_x;
             // the noise after the drift step: dW = sqrt(dt) Z, Z of the counter (trajectory, n, k, 0)
             const unsigned vg_traj = ((unsigned)(g_i));
-            const float vg_dw0 = vg_sqdt * vg_normal(vg_traj, (unsigned)(n), 0u, 0u, u_key0, u_key1);  // noise xi
+            const float vg_dw0 = vg_sqdt * vg_zk[0u][l];  // noise xi
             s_x = s_x + vg_g_0_x * vg_dw0;  // noise xi
 
             A_s_x[l] = s_x;

@@ -220,6 +220,13 @@ static inline int vg_imod(int a, int b, unsigned id) {
     return r;
 }
 
+// float64: the step controller's pow is libm's, one call a lane, not libmvec's vector pow:
+// an ulp of a step size shows in a float64 run's later states, and the reference's numpy
+// power gives libm's (the float64 event tests compare runs with it bit for bit).
+static __attribute__((noinline)) double vg_pow_libm(double x, double y) {
+    return pow(x, y);
+}
+
 
 // The trajectories of one block, from its first step to its last.
 static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int vg_b) {
@@ -293,8 +300,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     double A_k5_y[VG_W];
     double vg_t[VG_W], vg_h[VG_W], vg_use[VG_W], vg_err[VG_W];
     int vg_sing[VG_W];  // rodas4: this attempt's W was singular
-    bool vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];
+    int vg_cut[VG_W], vg_ok[VG_W], vg_flux[VG_W];  // (ints, not bools: a lane loop mixing them with floats vectorises)
     int vg_taken[VG_W], vg_rej[VG_W], vg_status[VG_W], vg_again[VG_W], vg_next[VG_W];
+    if (u_step0 == 1) {  // a resumed call: a block none of whose lanes runs (or is paused) is done
+        int vg_live = 0;
+        for (int l = 0; l < VG_W; l++) {
+            const int vg_s = b_cnt[2 * u_count + A_lane[l]];
+            vg_live |= A_act[l] && (vg_s == -1 || vg_s == -2);
+        }
+        if (!vg_live) {
+            return;
+        }
+    }
     for (int l = 0; l < VG_W; l++) {
         const int lane = A_lane[l];
         A_s_x[l] = b_state[lane];
@@ -489,10 +506,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step attempts of this call ---
     for (int vg_a = 0; vg_a < u_attempts; vg_a++) {
+#pragma omp simd
         for (int l = 0; l < VG_W; l++) {    // a Simulation's advance reached u_pause
-            vg_status[l] = vg_status[l] == -1 && vg_t[l] >= u_pause ? -2 : vg_status[l];
+            vg_status[l] = (vg_status[l] == -1) & (vg_t[l] >= u_pause) ? -2 : vg_status[l];
         }
-        bool vg_any = false;
+        int vg_any = 0;  // (an int, not a bool: the loop vectorises)
+#pragma omp simd reduction(|:vg_any)
         for (int l = 0; l < VG_W; l++) {
             vg_any |= vg_status[l] == -1;
         }
@@ -831,99 +850,100 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_err[l] = 10.4976;  // W singular: rejected, the step halved (rodas.f)
             }
         }
+#pragma omp simd
         for (int l = 0; l < VG_W; l++) {
-            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
-            vg_ok[l] = vg_status[l] == -1 && vg_fin && vg_err[l] <= 1.0;
+            const double err = vg_err[l];  // (NaN: err <= 1 is false)
+            vg_ok[l] = (vg_status[l] == -1) & !isinf(err) & (err <= 1.0);
         }
-        for (int l = 0; l < VG_W; l++) {
-            if (!vg_ok[l] || !A_act[l]) {
-                continue;
-            }
-            // save_at times inside the accepted step: the continuous extension
-            const double u_dt = vg_use[l];
-            const double t_n = vg_t[l];
-            const double vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
-            while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
-                const double vg_s = b_save[vg_next[l]];
-                const double theta = (vg_s - t_n) / u_dt;
-                double s_x = A_s_x[l];
-                double s_y = A_s_y[l];
-                const int g_i = A_g_i[l];
-                const double k0_x = A_k0_x[l];
-                const double k0_y = A_k0_y[l];
-                const double k1_x = A_k1_x[l];
-                const double k1_y = A_k1_y[l];
-                const double k2_x = A_k2_x[l];
-                const double k2_y = A_k2_y[l];
-                const double k3_x = A_k3_x[l];
-                const double k3_y = A_k3_y[l];
-                const double k4_x = A_k4_x[l];
-                const double k4_y = A_k4_y[l];
-                const double k5_x = A_k5_x[l];
-                const double k5_y = A_k5_y[l];
+        if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                if (!vg_ok[l] || !A_act[l]) {
+                    continue;
+                }
+                // save_at times inside the accepted step: the continuous extension
+                const double u_dt = vg_use[l];
+                const double t_n = vg_t[l];
+                const double vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
+                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+                    const double vg_s = b_save[vg_next[l]];
+                    const double theta = (vg_s - t_n) / u_dt;
+                    double s_x = A_s_x[l];
+                    double s_y = A_s_y[l];
+                    const int g_i = A_g_i[l];
+                    const double k0_x = A_k0_x[l];
+                    const double k0_y = A_k0_y[l];
+                    const double k1_x = A_k1_x[l];
+                    const double k1_y = A_k1_y[l];
+                    const double k2_x = A_k2_x[l];
+                    const double k2_y = A_k2_y[l];
+                    const double k3_x = A_k3_x[l];
+                    const double k3_y = A_k3_y[l];
+                    const double k4_x = A_k4_x[l];
+                    const double k4_y = A_k4_y[l];
+                    const double k5_x = A_k5_x[l];
+                    const double k5_y = A_k5_y[l];
 
-                {
-                    double acc = 0.0;
-                    double pw = 1.0;
-                    pw = pw * theta;
-                    acc = acc + pw * (11.3474595926725 * k0_x + (-1.468861396321538) * k1_x + (-22.2638352862366) * k2_x + (-8.680657743674718) * k3_x + 2.025137723295662 * k4_x + k5_x);
-                    pw = pw * theta;
-                    acc = acc + pw * ((-10.802515422725985) * k0_x + 13.575710529290182 * k1_x + 51.23176182448225 * k2_x + 32.75999682175269 * k3_x + (-7.619526849012534) * k4_x);
-                    pw = pw * theta;
-                    acc = acc + pw * (0.6762803392801253 * k0_x + (-6.087714651680015) * k1_x + (-16.43084320892478) * k2_x + (-24.76722511418386) * k3_x + 6.594389125716872 * k4_x);
-                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                    {
+                        double acc = 0.0;
+                        double pw = 1.0;
+                        pw = pw * theta;
+                        acc = acc + pw * (11.3474595926725 * k0_x + (-1.468861396321538) * k1_x + (-22.2638352862366) * k2_x + (-8.680657743674718) * k3_x + 2.025137723295662 * k4_x + k5_x);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-10.802515422725985) * k0_x + 13.575710529290182 * k1_x + 51.23176182448225 * k2_x + 32.75999682175269 * k3_x + (-7.619526849012534) * k4_x);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6762803392801253 * k0_x + (-6.087714651680015) * k1_x + (-16.43084320892478) * k2_x + (-24.76722511418386) * k3_x + 6.594389125716872 * k4_x);
+                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                    }
+                    {
+                        double acc = 0.0;
+                        double pw = 1.0;
+                        pw = pw * theta;
+                        acc = acc + pw * (11.3474595926725 * k0_y + (-1.468861396321538) * k1_y + (-22.2638352862366) * k2_y + (-8.680657743674718) * k3_y + 2.025137723295662 * k4_y + k5_y);
+                        pw = pw * theta;
+                        acc = acc + pw * ((-10.802515422725985) * k0_y + 13.575710529290182 * k1_y + 51.23176182448225 * k2_y + 32.75999682175269 * k3_y + (-7.619526849012534) * k4_y);
+                        pw = pw * theta;
+                        acc = acc + pw * (0.6762803392801253 * k0_y + (-6.087714651680015) * k1_y + (-16.43084320892478) * k2_y + (-24.76722511418386) * k3_y + 6.594389125716872 * k4_y);
+                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
+                    }
+                    vg_next[l]++;
                 }
-                {
-                    double acc = 0.0;
-                    double pw = 1.0;
-                    pw = pw * theta;
-                    acc = acc + pw * (11.3474595926725 * k0_y + (-1.468861396321538) * k1_y + (-22.2638352862366) * k2_y + (-8.680657743674718) * k3_y + 2.025137723295662 * k4_y + k5_y);
-                    pw = pw * theta;
-                    acc = acc + pw * ((-10.802515422725985) * k0_y + 13.575710529290182 * k1_y + 51.23176182448225 * k2_y + 32.75999682175269 * k3_y + (-7.619526849012534) * k4_y);
-                    pw = pw * theta;
-                    acc = acc + pw * (0.6762803392801253 * k0_y + (-6.087714651680015) * k1_y + (-16.43084320892478) * k2_y + (-24.76722511418386) * k3_y + 6.594389125716872 * k4_y);
-                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
-                }
-                vg_next[l]++;
             }
         }
         for (int l = 0; l < VG_W; l++) {    // the step covers u_pause: kept at the next advance
-            if (vg_ok[l] && (vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l]) > u_pause) {
-                vg_ok[l] = false;
-                vg_status[l] = -2;
-            }
+            const bool vg_over = vg_ok[l] && (vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l]) > u_pause;
+            vg_status[l] = vg_over ? -2 : vg_status[l];
+            vg_ok[l] = vg_ok[l] && !vg_over;
         }
         double vg_prop[VG_W];
+        double vg_pw[VG_W];
         for (int l = 0; l < VG_W; l++) {
-            if (vg_status[l] != -1) {
-                continue;
-            }
-            // the controller: the next step from this one's error
-            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
-            double vg_fac = 0.2;
-            if (vg_fin) {
-                if (vg_err[l] < 1e-08) {
-                    vg_fac = 5.0;
-                } else if (vg_err[l] > 100000000.0) {
-                    vg_fac = 0.2;
-                } else {
-                    vg_fac = vg_min(5.0, vg_max(0.2, 0.9 * pow(vg_err[l], (-0.25))));
-                }
-            }
-            if (vg_again[l] != 0) {
-                vg_fac = vg_min(vg_fac, 1.0);
-            }
-            vg_prop[l] = vg_min(vg_use[l] * vg_fac, u_dtmax);
-            if (vg_ok[l]) {
-                A_s_x[l] = vg_new0[l];
-                A_s_y[l] = vg_new1[l];
-                vg_t[l] = vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l];
-                vg_taken[l]++;
-                vg_again[l] = 0;
-            } else {
-                vg_rej[l]++;
-                vg_again[l] = 1;
-            }
+            vg_pw[l] = vg_pow_libm(vg_err[l], (-0.25));
+        }
+        for (int l = 0; l < VG_W; l++) {
+            // the controller: the next step from this one's error, on every lane, in single
+            // selects (no branch, no nested choice: gcc then vectorises the loop, pow through
+            // libmvec); a lane that does not run ignores its value. err >= 0 or NaN, so a
+            // finite err's vg_raw is in (0, inf]: the clamps are vg_max(fmin, .) and
+            // vg_min(fmax, .) without their NaN case; a non-finite err gives fmin.
+            const double err = vg_err[l];
+            const double vg_raw = 0.9 * (double)vg_pw[l];
+            double fac = vg_raw > 0.2 ? vg_raw : 0.2;
+            fac = fac < 5.0 ? fac : 5.0;
+            fac = (isnan(err) | isinf(err)) ? 0.2 : fac;
+            fac = (vg_again[l] != 0) & (1.0 < fac) ? 1.0 : fac;  // vg_min(fac, 1)
+            const double vg_p = vg_use[l] * fac;
+            vg_prop[l] = (isnan(vg_p) | isnan(u_dtmax)) ? vg_nan() : (u_dtmax < vg_p ? u_dtmax : vg_p);
+        }
+        for (int l = 0; l < VG_W; l++) {
+            // an accepted step's new state, a rejected one counted (selects: no branch)
+            const bool vg_run = vg_status[l] == -1;
+            const bool vg_acc = vg_run && vg_ok[l];
+            A_s_x[l] = vg_acc ? vg_new0[l] : A_s_x[l];
+            A_s_y[l] = vg_acc ? vg_new1[l] : A_s_y[l];
+            vg_t[l] = vg_acc ? (vg_cut[l] ? u_t1 : vg_t[l] + vg_use[l]) : vg_t[l];
+            vg_taken[l] += vg_acc;
+            vg_rej[l] += vg_run && !vg_ok[l];
+            vg_again[l] = vg_acc ? 0 : (vg_run ? 1 : vg_again[l]);
         }
         for (int l = 0; l < VG_W; l++) {  // rodas4 is not FSAL: F at the new state, or back to F0
             if (vg_status[l] != -1) {
@@ -955,25 +975,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         }
 
         for (int l = 0; l < VG_W; l++) {
-            if (vg_status[l] != -1) {
-                continue;
-            }
-            if (vg_ok[l]) {
-                if (vg_cut[l]) {
-                    vg_status[l] = 0;
-                } else if (vg_taken[l] >= u_max_steps) {
-                    vg_status[l] = 2;
-                }
-            }
-            const bool vg_fin = !isnan(vg_err[l]) && !isinf(vg_err[l]);
-            if (vg_status[l] == -1 && (!vg_fin || !(vg_prop[l] > 1e-14 * vg_fabs(vg_t[l])))) {
-                vg_status[l] = 3;
-            }
-            if (vg_status[l] == -1) {
-                vg_h[l] = vg_prop[l];
-            } else {
-                vg_flux[l] = true;
-            }
+            // the lane's status after the attempt and its next step, in 0/1 int flags (at most
+            // one of end, most, under set; vg_ok and vg_cut are 0/1) combined by & and ^,
+            // not a chain of choices or bools (gcc then vectorises the loop): an accepted
+            // step at t1 ends the lane, else one at max_steps; a lane still running whose
+            // step underflows (or whose error is not finite) ends with status underflow
+            const int vg_run = vg_status[l] == -1;
+            const int vg_acc = vg_run & vg_ok[l];
+            const int vg_end = vg_acc & vg_cut[l];
+            const int vg_most = (vg_acc ^ vg_end) & (vg_taken[l] >= u_max_steps);
+            const double err = vg_err[l];
+            const int vg_fine = (vg_prop[l] > 1e-14 * vg_fabs(vg_t[l])) & (isfinite(err) != 0);
+            const int vg_under = (vg_run ^ vg_end ^ vg_most) & (vg_fine ^ 1);
+            const int vg_on = vg_run ^ vg_end ^ vg_most ^ vg_under;
+            vg_status[l] += vg_end * (0 - (-1)) + vg_most * (2 - (-1)) + vg_under * (3 - (-1));
+            vg_h[l] = vg_on ? vg_prop[l] : vg_h[l];
+            vg_flux[l] |= vg_run ^ vg_on;
         }
     }
 
