@@ -18,8 +18,7 @@ from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from ..shader import adaptive_host as host
 from ..shader.adaptive import PAUSED, RUNNING
-from . import runner
-from .adaptive_run import AdaptiveCall
+from .adaptive_run import AdaptiveCall, attempts_per_call
 from .dispatch import _kernel
 from .runner import _is_int
 
@@ -40,8 +39,7 @@ class AdaptiveSession:
         roles = [b["role"] for b in meta["buffers"]]
         self.save = run.buffers[roles.index("save")]
         self.init = run.buffers[roles.index("init")] if "init" in roles else None
-        stages = max(1, len(meta.get("stages", ())) or 7)
-        self.attempts = max(1, runner.WORK_PER_CALL // (max(1, run.nslots) * stages))
+        self.attempts = attempts_per_call(bound.field, run.nslots)
         self.until = self.dtype.type(bound.t0)
         self.flux_lost = False
         run._call(0, 0, False, attempts=0, nsave=1)     # the start: F there, the first step
