@@ -58,11 +58,13 @@ def _environment():
 
 
 def source(field, dtype: str, per_trajectory=(), dense: bool = False,
-           history: bool = False) -> tuple[str, dict, int, int]:
+           history: bool = False, cuda: dict | None = None) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
-    step loop also stores each saved step of a save_every history (cpu/history.py)."""
+    step loop also stores each saved step of a save_every history (cpu/history.py).
+    ``cuda`` (backends/cuda/source.py: its prologue and entry): the same kernel as CUDA
+    C++, one lane per block (a basin's lanes with a basin), no OpenMP or libmvec."""
     _events.check(field, "cpu")
     limit = _max_states()
     if len(field.states) > limit:
@@ -107,6 +109,8 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
                    for i, (s, y, _) in enumerate(desc.states)],
             at_new=[{"target": y, "expr": f"vg_new{i}[l]"}
                     for i, (_, y, _) in enumerate(desc.states)])
+    if cuda is not None and not desc.has_basin:     # a CUDA thread integrates one lane
+        lanes = 1
     if field.events:        # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = _reads_step(field)
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
@@ -115,9 +119,9 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
         noise_terms=noise, noise_vars=noise_vars, lean=lean,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
-        n_flux=len(field.flux), **extra)
+        n_flux=len(field.flux), cuda=cuda, **extra)
     text = text.replace(f"({desc.version},", f"({VERSION},")
-    if len(text) > MAX_SOURCE:
+    if len(text) > MAX_SOURCE:     # (NVRTC's time grows with it too)
         raise BackendError(f"the C kernel of field {field.name} is {len(text) // 1000} KB, "
                            f"more than the cpu backend compiles ({MAX_SOURCE // 1000} KB: the C "
                            f"compiler's time grows quickly with it); use backend='numpy'")

@@ -124,13 +124,17 @@ class _Call:
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
         COUNTERS.add("dispatches")
+        self._launch(fu, iu)
+        if int(self.err[0]) != NO_ERROR:
+            _raise_error(self.err, self.k.meta, self.bound)
+
+    def _launch(self, fu: np.ndarray, iu: np.ndarray) -> None:
+        """One kernel call over every block (backends/cuda/device.py: on a GPU)."""
         if _omp["forked"]:
             self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         else:
             _omp["used"] = True
             self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
-        if int(self.err[0]) != NO_ERROR:
-            _raise_error(self.err, self.k.meta, self.bound)
 
     def solve(self, progress: Progress) -> Solution:
         bound, dt = self.bound, self.bound.dtype
