@@ -26,3 +26,21 @@ timeout 150 python3 -m benchmarks lorenz --n 1048576 --columns GLSL,ref --no-pee
     --repeat 1 --markdown --json "$OUT/lorenz_1m.json" 2>&1 | tee "$OUT/lorenz_1m.txt"
 timeout 150 python3 -m benchmarks lorenz --n 2097152,4194304,8388608 --columns GLSL --no-peers \
     --repeat 3 --markdown --json "$OUT/lorenz_8m.json" 2>&1 | tee "$OUT/lorenz_8m.txt"
+
+# 3. the cuda backend (if NVRTC came along: cuda-bindings' cp312 wheel in .whl/, and the
+#    nvidia-cuda-nvrtc-cu12 wheel there too or its two libraries as .nvrtc/nvrtc.tar.xz:
+#    nvidia/cuda_nvrtc/lib/libnvrtc.so.12 and libnvrtc-builtins.so.12.9, ~25 MB packed)
+if [ -f .nvrtc/nvrtc.tar.xz ]; then tar -C /tmp/site -xJf .nvrtc/nvrtc.tar.xz; fi
+python3 -c 'from vgpu_compiler.backends import get; print("cuda:", get("cuda").available())' \
+    2>&1 | tee -a "$OUT/renderer.txt"
+# the equivalence suite on cuda: every test whose id names cuda (the examples, the feature
+# probes, tests/test_cuda_*.py); VGPU_REQUIRE_CUDA: a missing GPU fails instead of skipping
+VGPU_REQUIRE_CUDA=1 timeout 200 python3 -m pytest -q -p no:cacheprovider --no-header -k cuda \
+    tests/test_cuda_equivalence.py tests/test_cuda_host.py tests/test_examples.py \
+    tests/test_docs_truth.py 2>&1 | tail -25 | tee "$OUT/tests_cuda.txt"
+# the Lorenz sweep (fixed rk4, 1000 steps, float32) on cuda beside GLSL, 1M to 8M
+# trajectories: a table on stdout, JSON under $OUT (DiffEqGPU's published figure: 8,388,608
+# trajectories in 145 ms on a V100)
+timeout 200 python3 -m benchmarks lorenz --n 1048576,2097152,4194304,8388608 \
+    --columns cuda,GLSL --no-peers --repeat 3 --markdown --json "$OUT/lorenz_cuda.json" \
+    2>&1 | tee "$OUT/lorenz_cuda.txt"

@@ -15,7 +15,7 @@ import numpy as np
 from .common import (Config, Result, Table, Target, as_info, describe_error, loadavg, log,
                      max_rel_err,
                      measure_round_robin, ratio_target, vgpu_module)
-from .peers import diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4, wgsl_hand
+from .peers import cuda_hand, diffrax_rk4, glsl_hand, numba_rk4, numpy_rk4, torch_rk4, wgsl_hand
 
 NAME = "lorenz"
 SRC_PATH = pathlib.Path(__file__).resolve().parent.parent / "examples" / "lorenz.field"
@@ -39,6 +39,15 @@ def _vgpu(backend):
     return make
 
 
+def _cuda(rho, u0, dt, steps, sigma, beta):
+    """The cuda backend's column: skipped, saying why, where it is not available."""
+    from vgpu_compiler import backends
+    ok, why = backends.get("cuda").available()
+    if not ok:
+        raise ImportError(f"skipped (no CUDA GPU here: {why[:60]})")
+    return _vgpu("cuda")(rho, u0, dt, steps, sigma, beta)
+
+
 # (column name, factory, note); the first column is the one every ratio is taken to.
 COLUMNS = [
     ("VGPU GLSL", _vgpu("glsl"), "vgpu.run_field(backend='glsl'), examples/lorenz.field"),
@@ -48,6 +57,8 @@ COLUMNS = [
     ("hand GLSL", glsl_hand.make, "raw moderngl, cached program, 1 dispatch"),
     ("VGPU wgpu", _vgpu("wgpu"), "vgpu.run_field(backend='wgpu'): WGSL through wgpu (Vulkan)"),
     ("hand WGSL", wgsl_hand.make, "raw wgpu, cached pipeline and bind group, 1 dispatch"),
+    ("VGPU cuda", _cuda, "vgpu.run_field(backend='cuda'): the C kernel as CUDA C++ (NVRTC)"),
+    ("hand CUDA", cuda_hand.make, "NVRTC + driver API, one thread per trajectory, 1 launch"),
     ("numba", numba_rk4.make, "parallel=True prange, float32"),
     ("numba blocked (SIMD)", numba_rk4.make_blocked,
      "prange over blocks of 64, lanes innermost: LLVM vectorises across trajectories"),

@@ -99,6 +99,20 @@ def cpu():
     return get("cpu")
 
 
+@pytest.fixture(scope="session")
+def cuda():
+    """The cuda backend (an NVIDIA GPU, its driver, cuda-bindings and NVRTC): skipped with
+    the reason without one, also on CI (which has no GPU), except with VGPU_REQUIRE_CUDA
+    set (benchmarks/device_h200.sh), where a missing one fails."""
+    from vgpu_compiler.backends import get
+    ok, why = get("cuda").available()
+    if not ok:
+        if os.environ.get("VGPU_REQUIRE_CUDA", "") not in ("", "0", "false"):
+            pytest.fail(f"the cuda backend is not available here: {why}")
+        pytest.skip(f"the cuda backend is not available here: {why}")
+    return get("cuda")
+
+
 # The backends compiled from the kernel description, each tested against the reference.
 COMPILED_BACKENDS = ("glsl", "wgpu", "cpu")
 

@@ -624,10 +624,12 @@ def test_glsl_unavailable_names_the_reason_and_the_option(vgpuc):
     assert proc.returncode == 1
     assert "VGPU_NO_GL" in proc.stderr and "use --backend numpy" in proc.stderr
     auto = vgpuc("run", EXAMPLES / "scale.field", "--dim", "N=3", "-q",
-                 env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1", "VGPU_NO_CPU": "1"})
+                 env={"VGPU_NO_GL": "1", "VGPU_NO_WGPU": "1", "VGPU_NO_CPU": "1",
+                      "VGPU_NO_CUDA": "1"})
     assert auto.returncode == 0, auto.stderr
-    # one warning per backend auto moved past: cpu, GLSL and wgpu (all switched off here)
-    assert auto.stderr.count("vgpuc: warning:") == 3 and "VGPU_NO_GL" in auto.stderr
+    # one warning per backend auto moved past: cpu, cuda, GLSL and wgpu (all switched off)
+    assert auto.stderr.count("vgpuc: warning:") == 4 and "VGPU_NO_GL" in auto.stderr
+    assert auto.stderr.count("VGPU_NO_CUDA") == 1
     assert auto.stderr.count("VGPU_NO_WGPU") == 1
 
 
@@ -675,8 +677,8 @@ def test_dtype_and_backend_have_help(vgpuc, command):
     text = " ".join(vgpuc(command, "--help").stdout.split())
     assert "--dtype {float32,float64} the working float type" in text
     if command == "run":
-        assert "--backend {auto,glsl,wgpu,cpu,numpy} glsl: OpenGL compute shaders; wgpu: " \
-            "WGSL" in text
+        assert "--backend {auto,cuda,glsl,wgpu,cpu,numpy} cuda: NVIDIA GPUs (CUDA C++ " \
+            "through NVRTC); glsl: OpenGL compute shaders; wgpu: WGSL" in text
 
 
 def test_a_dim_too_large_is_a_usage_error(vgpuc):

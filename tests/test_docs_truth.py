@@ -18,7 +18,7 @@ from vgpu_compiler.errors import BackendError
 REPO = pathlib.Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "guide.md"
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
-BUILT_IN = ("glsl", "wgpu", "cpu", "numpy")
+BUILT_IN = ("cuda", "glsl", "wgpu", "cpu", "numpy")
 
 
 # --- the capability table -------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_a_backend_runs_what_the_registry_says_and_refuses_the_rest(request, bac
 
 
 def test_gpu_is_the_registry_line_of_the_gpu_backends():
-    assert {n for n in BUILT_IN if registry.get(n).gpu} == {"glsl", "wgpu"}
+    assert {n for n in BUILT_IN if registry.get(n).gpu} == {"cuda", "glsl", "wgpu"}
 
 
 # --- links and paths ---------------------------------------------------------------------

@@ -25,7 +25,7 @@ def _glsl_available() -> bool:
 
 
 BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
-    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "wgpu"]
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "wgpu", "cuda"]
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +35,8 @@ def _wgpu_device(request):
     params = getattr(getattr(request.node, "callspec", None), "params", {})
     if params.get("backend") == "wgpu":
         request.getfixturevalue("wgpu")
-    if params.get("backend") == "cpu":
-        request.getfixturevalue("cpu")
+    if params.get("backend") in ("cpu", "cuda"):      # (cuda: skipped without a GPU)
+        request.getfixturevalue(params["backend"])
 
 
 def load(name):
@@ -212,7 +212,7 @@ def test_gbm_option_prices_the_call(backend):
 
 
 EVENT_BACKENDS = ["numpy", pytest.param("glsl", marks=pytest.mark.skipif(
-    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "cpu"]
+    not _glsl_available(), reason="no OpenGL 4.3 context / GLSL backend")), "cpu", "cuda"]
 
 
 @pytest.mark.parametrize("backend", EVENT_BACKENDS)

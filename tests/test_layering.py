@@ -12,6 +12,9 @@ The package's own ``__init__`` is empty (every ``from .. import x`` imports it) 
 at the bottom; ``__main__`` (``python -m vgpu_compiler``) sits with cli.
 A backend may import the registry (``backends/__init__.py``), which imports none, and
 the shared shading-language stages (``backends/shader/``), which import no backend.
+One borrowing is allowed (BORROWS): the cuda backend is the cpu backend's C kernel and
+host drivers on another Device (docs/internals.md, "The cuda backend"), until they move
+to a shared runtime.
 """
 from __future__ import annotations
 
@@ -22,11 +25,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
-RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "ir": 1, "noise": 1, "frontend": 2,
+RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "ir": 1, "noise": 1, "frontend": 2, "codegen": 2,
         "call": 3, "runtime": 4, "backends": 5, "pipeline": 6, "persistent": 7, "distributed": 7,
         "api": 8, "fit": 9, "cli": 9, "__main__": 9,
         "__init__": 0}
 SHARED = frozenset({"shader"})   # backends/ packages every backend may import
+BORROWS = {"cuda": frozenset({"cpu"})}     # backend -> the backends it may import
 FACE = RANK["cli"]  # vgpu/: the public face, beside the command line (cli/run.py uses it)
 
 
@@ -92,7 +96,8 @@ def _problems(path: Path, text: str | None = None) -> list[str]:
         if there[0] > here[0]:
             out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (a higher stage)")
         elif here[0] == there[0] == RANK["backends"] and here[1] and there[1] \
-                and here[1] != there[1] and there[1] not in SHARED:
+                and here[1] != there[1] and there[1] not in SHARED \
+                and there[1] not in BORROWS.get(here[1], ()):
             out.append(f"{path.relative_to(ROOT)}:{line} imports {target} (another backend)")
     return out
 
@@ -188,3 +193,16 @@ def _cycles() -> list[list[str]]:
 
 def test_no_import_cycles():
     assert _cycles() == []
+
+
+def test_the_one_borrowing_goes_one_way():
+    """cuda may import cpu (BORROWS); cpu importing cuda, or cuda importing glsl, is flagged."""
+    cpu = ROOT / "vgpu_compiler" / "backends" / "cpu" / "runner.py"
+    assert _problems(cpu, "from ..cuda import device\n") == [
+        "vgpu_compiler/backends/cpu/runner.py:1 imports vgpu_compiler.backends.cuda "
+        "(another backend)",
+        "vgpu_compiler/backends/cpu/runner.py:1 imports vgpu_compiler.backends.cuda.device "
+        "(another backend)"]
+    cuda = ROOT / "vgpu_compiler" / "backends" / "cuda" / "device.py"
+    assert _problems(cuda, "from ..cpu import runner\n") == []
+    assert len(_problems(cuda, "from ..glsl import runner\n")) == 2

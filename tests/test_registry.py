@@ -62,12 +62,12 @@ def fake(monkeypatch):
 
 @pytest.fixture
 def no_glsl():
-    """The built-in GPU backends (GLSL, wgpu), unavailable for one test (auto then tries
-    the fakes): stand-ins registered under their names."""
-    real = {n: registry.get(n) for n in ("glsl", "wgpu")}
+    """The built-in GPU backends (CUDA, GLSL, wgpu), unavailable for one test (auto then
+    tries the fakes): stand-ins registered under their names."""
+    real = {n: registry.get(n) for n in ("cuda", "glsl", "wgpu")}
     for name, backend in real.items():
         registry.register(dataclasses.replace(backend, available=lambda: (False, "no GPU")))
-    assert registry.get("glsl") is not real["glsl"] and registry.names()[0] == "glsl"
+    assert registry.get("glsl") is not real["glsl"] and registry.names()[0] == "cuda"
     yield
     for name in real:
         registry.unregister(name)
@@ -85,21 +85,21 @@ def no_cpu():
 
 
 def test_builtin_order_puts_the_reference_last():
-    assert registry.names() == ("glsl", "wgpu", "cpu", "numpy")
-    assert registry.choices() == ("auto", "glsl", "wgpu", "cpu", "numpy")
+    assert registry.names() == ("cuda", "glsl", "wgpu", "cpu", "numpy")
+    assert registry.choices() == ("auto", "cuda", "glsl", "wgpu", "cpu", "numpy")
     for name in registry.names():
         backend = registry.get(name)
         assert backend.name == name and backend.description and backend.dtypes
         ok, why = backend.available()
         assert isinstance(ok, bool) and (ok or why)
     assert registry.get("numpy").available() == (True, "")
-    assert registry.get("glsl").gpu and registry.get("wgpu").gpu
+    assert registry.get("glsl").gpu and registry.get("wgpu").gpu and registry.get("cuda").gpu
     assert not registry.get("numpy").gpu
 
 
 def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
     calls = fake("fake", gpu=True)
-    assert registry.names() == ("glsl", "wgpu", "fake", "cpu", "numpy")
+    assert registry.names() == ("cuda", "glsl", "wgpu", "fake", "cpu", "numpy")
     want = vgpu.run_field(LORENZ, np.ones((3, 3)), backend="numpy", steps=2)
     got = vgpu.run_field(LORENZ, np.ones((3, 3)), steps=2)      # auto: glsl cannot, fake can
     np.testing.assert_array_equal(got, want * 2)
@@ -110,7 +110,7 @@ def test_a_registered_gpu_backend_comes_before_the_cpu_ones(fake, no_glsl):
 
 def test_a_registered_cpu_backend_comes_before_numpy_only(fake):
     fake("slow", gpu=False)
-    assert registry.names() == ("glsl", "wgpu", "cpu", "slow", "numpy")
+    assert registry.names() == ("cuda", "glsl", "wgpu", "cpu", "slow", "numpy")
 
 
 def test_auto_tries_real_gpus_before_cpu_renderers_and_says_which(fake, caplog, monkeypatch):
@@ -204,8 +204,9 @@ def test_auto_moves_past_a_backend_that_cannot_run_the_program(fake, caplog, no_
 
 def test_an_unknown_backend_lists_the_choices():
     with pytest.raises(vgpu.ArgumentTypeError, match=r"backend must be one of 'auto', "
-                                                     r"'glsl', 'wgpu', 'cpu', 'numpy', got 'cuda'"):
-        vgpu.run_field(SCALE, np.ones(2), backend="cuda")
+                                                     r"'cuda', 'glsl', 'wgpu', 'cpu', 'numpy', "
+                                                     r"got 'metal'"):
+        vgpu.run_field(SCALE, np.ones(2), backend="metal")
 
 
 def test_fallback_to_numpy_is_counted(fake, no_glsl, no_cpu):

@@ -34,6 +34,7 @@ from typing import Callable
 # The registry line of each built-in backend: name -> (the module holding its BACKEND,
 # whether it runs on a GPU). The order is ``auto``'s: GPU backends first, numpy last.
 _PACKAGES = {
+    "cuda": ("vgpu_compiler.backends.cuda.backend", True),     # NVIDIA: NVRTC + the driver
     "glsl": ("vgpu_compiler.backends.glsl.backend", True),
     "wgpu": ("vgpu_compiler.backends.wgpu.backend", True),     # WGSL: Vulkan, Metal, D3D12
     "cpu": ("vgpu_compiler.backends.cpu.backend", False),

@@ -149,10 +149,11 @@ def _add_field_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_compile(sub) -> None:
-    p = sub.add_parser("compile", help="emit the GLSL compute shader (or the WGSL, the C or "
-                                       "the IR) of a field",
+    p = sub.add_parser("compile", help="emit the GLSL compute shader (or the WGSL, the C, the "
+                                       "CUDA or the IR) of a field",
                        description="Lower a field to a GLSL compute shader (--emit wgsl: "
-                                   "the wgpu backend's WGSL; c: the cpu backend's C), "
+                                   "the wgpu backend's WGSL; c: the cpu backend's C; cuda: "
+                                   "the cuda backend's CUDA C++), "
                                    "printed to stdout or written to -o. No data or shapes "
                                    "are needed: grid extents, dims, dt, steps and t0 are "
                                    "uniforms.")
@@ -164,10 +165,10 @@ def _add_compile(sub) -> None:
                         "shader is the same for every size (sizes are uniforms)")
     p.add_argument("--per-trajectory", action="append", metavar="PARAM",
                    help="emit the variant where PARAM is one value per trajectory (an array)")
-    p.add_argument("--emit", "--target", dest="emit", choices=("glsl", "wgsl", "c", "ir"),
+    p.add_argument("--emit", "--target", dest="emit", choices=("glsl", "wgsl", "c", "cuda", "ir"),
                    default="glsl",
                    help="what to emit: glsl (OpenGL), wgsl (wgpu), c (the cpu backend's "
-                        "kernel) or ir (default: glsl)")
+                        "kernel), cuda (the cuda backend's) or ir (default: glsl)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the working float type of the shader (default: float32)")
     p.set_defaults(func=cmd_compile)
@@ -201,7 +202,8 @@ def _add_run(sub) -> None:
                    help="keep the states at these times (N evenly spaced from T0 to T1, or "
                         "a comma-separated list), from the method's continuous extension")
     p.add_argument("--backend", choices=backend_choices(), default="auto",
-                   help="glsl: OpenGL compute shaders; wgpu: WGSL through Vulkan, Metal or "
+                   help="cuda: NVIDIA GPUs (CUDA C++ through NVRTC); "
+                        "glsl: OpenGL compute shaders; wgpu: WGSL through Vulkan, Metal or "
                         "Direct3D 12 (float32); cpu: native code for this CPU (C, needs a C "
                         "compiler); numpy: the reference interpreter; auto (default): the "
                         "first backend that can run the call (GPU backends on a real GPU, "

@@ -25,7 +25,8 @@ EXTENSIONS_OF_NOTE = (
 # --- compile --------------------------------------------------------------------------
 def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=(),
                    source: str | None = None, language: str = "glsl") -> str:
-    """The GLSL (or, ``language="wgsl"``, the WGSL; ``"c"``, the cpu backend's C) of a
+    """The GLSL (or, ``language="wgsl"``, the WGSL; ``"c"``, the cpu backend's C; ``"cuda"``,
+    the cuda backend's CUDA C++) of a
     field. Grid extents and dims are uniforms of the kernel, so the text is the same for
     every size: ``dims`` are only checked against the field."""
     from ..backends.glsl import emit_glsl
@@ -33,6 +34,8 @@ def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=()
         from ..backends.wgpu import emit_wgsl as emit_glsl
     elif language == "c":
         emit_glsl = _emit_c
+    elif language == "cuda":
+        emit_glsl = _emit_cuda
 
     unknown = sorted(set(dims) - set(field.dims))
     if unknown:
@@ -53,6 +56,14 @@ def _emit_c(field, *, dtype: str, per_trajectory_params=(), source=None) -> str:
     from ..backends.cpu import kernel
 
     return kernel.source(field, dtype, per_trajectory_params)[0]
+
+
+def _emit_cuda(field, *, dtype: str, per_trajectory_params=(), source=None) -> str:
+    """The CUDA C++ the cuda backend compiles with NVRTC (the C kernel as CUDA; needs no
+    GPU and no NVRTC to print)."""
+    from ..backends.cuda import source as cuda_source
+
+    return cuda_source.source(field, dtype, per_trajectory_params)[0]
 
 
 # --- info -------------------------------------------------------------------------------

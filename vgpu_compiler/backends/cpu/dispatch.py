@@ -10,31 +10,35 @@ from .kernel import CpuKernel, kernel
 from .runner import _Call
 
 
-def run(prepared, data, progress: Progress = None) -> Solution:
+def run(prepared, data, progress: Progress = None, build=None, calls=None) -> Solution:
+    """``build(field, dtype, per_trajectory, dense)`` makes the kernel (default: the C
+    compiler's), ``calls`` the (fixed, adaptive) runner classes (backends/cuda: on a GPU)."""
     t = prepared.template
     stepped = t.adaptive is not None or t.save_at is not None or bool(t.field.events)
     bound = prepared.bound(data)
     # a call without save_at or events runs without the dense-only stages (dop853, vern7,
     # vern9: adaptive_host.lean_field); a Simulation always has them (adaptive_session)
     lean = t.adaptive is not None and t.save_at is None and not t.field.events
-    k = _kernel(prepared, bound, dense=stepped, lean=lean)
+    k = _kernel(prepared, bound, dense=stepped, lean=lean, build=build)
+    fixed, adaptive = calls or (_Call, AdaptiveCall)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
-        return AdaptiveCall(k, bound).solve(progress)
-    return _Call(k, bound).solve(progress)
+        return adaptive(k, bound).solve(progress)
+    return fixed(k, bound).solve(progress)
 
 
-def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False) -> CpuKernel:
+def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False,
+            build=None) -> CpuKernel:
     """The call's kernel, kept on the Prepared call (a fixed-step method with save_at:
     its kernel of templates/adaptive.c.j2, keyed apart; ``lean``: the method without its
     dense-only stages, keyed apart where that is another field)."""
-    slot = prepared.slots.setdefault("cpu", {})
+    slot = prepared.slots.setdefault("cpu" if build is None else build.__module__, {})
     pt = bound.per_trajectory
     field = lean_field(bound.field) if lean else bound.field
     key = (bound.dtype.name, pt, dense) if field is bound.field else \
         (bound.dtype.name, pt, dense, "lean")
     k = slot.get(key)
     if k is None:
-        k = slot[key] = kernel(field, bound.dtype.name, pt, dense)
+        k = slot[key] = (build or kernel)(field, bound.dtype.name, pt, dense)
     else:
         COUNTERS.add("memory_hits")
     return k

@@ -113,17 +113,19 @@ class Plan:
 
 
 def source(field, dtype: str, per_trajectory=(), dense: bool = False,
-           history: bool = False) -> tuple[str, dict, int, int]:
+           history: bool = False, cuda: dict | None = None) -> tuple[str, dict, int, int]:
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
-    step loop also stores each saved step of a save_every history (cpu/history.py)."""
-    p = plan(field, dtype, per_trajectory, dense, history)
+    step loop also stores each saved step of a save_every history (cpu/history.py).
+    ``cuda`` (backends/cuda/source.py: its prologue and entry): the same kernel as CUDA
+    C++, one lane per block (a basin's lanes with a basin), no OpenMP or libmvec."""
+    p = plan(field, dtype, per_trajectory, dense, history, cuda)
     return p.render(), p.meta, p.lanes, p.n_int
 
 
 def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
-         history: bool = False) -> Plan:
+         history: bool = False, cuda: dict | None = None) -> Plan:
     """The kernel of ``field`` (as ``source``) up to its text."""
     _events.check(field, "cpu")
     limit = _max_states()
@@ -170,6 +172,8 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
                    for i, (s, y, _) in enumerate(desc.states)],
             at_new=[{"target": y, "expr": f"vg_new{i}[l]"}
                     for i, (_, y, _) in enumerate(desc.states)])
+    if cuda is not None and not desc.has_basin:     # a CUDA thread integrates one lane
+        lanes = 1
     if field.events:        # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = _reads_step(field)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
@@ -180,7 +184,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
         noise_terms=noise, noise_vars=noise_vars, lean=lean, lean_steps=LEAN_STEPS,
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
-        n_flux=len(field.flux), **{"noise_ks": (), **extra})
+        n_flux=len(field.flux), cuda=cuda, **{"noise_ks": (), **extra})
     meta = printed.meta()
     meta["version"] = VERSION
     return Plan(field.name, name, arguments, desc.version, meta, lanes, len(ints))

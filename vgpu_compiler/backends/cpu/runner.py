@@ -128,14 +128,19 @@ class _Call:
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
         COUNTERS.add("dispatches")
-        work = self.nslots * max(nsteps, more.get("attempts", 0), 1)    # lane-steps at most
-        if _omp["forked"] or self.nblocks <= 1 or work <= SERIAL_WORK:
+        self._work = self.nslots * max(nsteps, more.get("attempts", 0), 1)  # lane-steps at most
+        self._launch(fu, iu)
+        if int(self.err[0]) != NO_ERROR:
+            _raise_error(self.err, self.k.meta, self.bound)
+
+    def _launch(self, fu: np.ndarray, iu: np.ndarray) -> None:
+        """One kernel call over every block (backends/cuda/device.py: on a GPU); a small
+        one (``_work`` lane-steps, SERIAL_WORK) on the calling thread."""
+        if _omp["forked"] or self.nblocks <= 1 or self._work <= SERIAL_WORK:
             self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
         else:
             _omp["used"] = True
             self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
-        if int(self.err[0]) != NO_ERROR:
-            _raise_error(self.err, self.k.meta, self.bound)
 
     def solve(self, progress: Progress) -> Solution:
         bound, dt = self.bound, self.bound.dtype
