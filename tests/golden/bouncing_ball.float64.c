@@ -419,12 +419,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_y;
                     double k0_v;
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
 
                     const double y_v = s_v;
                     k0_y = y_v;  // line 26
@@ -564,14 +558,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
                             const double k0_v = A_k0_v[l];
                             double k1_y;
                             double k1_v;
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k0_v;
                             k1_y = y_v;  // line 26
@@ -594,14 +583,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
                             const double k1_v = A_k1_v[l];
                             double k2_y;
                             double k2_v;
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k1_v;
                             k2_y = y_v;  // line 26
@@ -624,11 +608,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
                             const double k2_v = A_k2_v[l];
                             double k3_y;
                             double k3_v;
@@ -681,12 +660,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_y = vg_new0[l];
                             const double y_v = vg_new1[l];
@@ -824,14 +797,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double s_y = A_s_y[l];
                     double s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
                     const double k0_v = A_k0_v[l];
                     double k1_y;
                     double k1_v;
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
 
                     const double y_v = s_v + (0.5 * u_dt) * k0_v;
                     k1_y = y_v;  // line 26
@@ -857,14 +825,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double s_y = A_s_y[l];
                     double s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_v = A_k0_v[l];
-                    const double k1_y = A_k1_y[l];
                     const double k1_v = A_k1_v[l];
                     double k2_y;
                     double k2_v;
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
 
                     const double y_v = s_v + (0.5 * u_dt) * k1_v;
                     k2_y = y_v;  // line 26
@@ -890,11 +853,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double s_y = A_s_y[l];
                     double s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_v = A_k0_v[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
                     const double k2_v = A_k2_v[l];
                     double k3_y;
                     double k3_v;
@@ -952,12 +910,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_y;
                     double k0_v;
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
 
                     const double y_y = vg_new0[l];
                     const double y_v = vg_new1[l];
@@ -1627,12 +1579,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         double k0_y;
                         double k0_v;
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
 
                         const double y_v = s_v;
                         k0_y = y_v;  // line 26

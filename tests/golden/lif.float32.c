@@ -415,9 +415,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
                     float k0_v;
-                    const float k1_v = A_k1_v[l];
-                    const float k2_v = A_k2_v[l];
-                    const float k3_v = A_k3_v[l];
 
                     const float y_v = s_v;
                     k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -542,8 +539,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k0_v = A_k0_v[l];
                             float k1_v;
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k0_v;
                             k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -562,10 +557,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
                             const float k1_v = A_k1_v[l];
                             float k2_v;
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k1_v;
                             k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -584,8 +577,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
-                            const float k1_v = A_k1_v[l];
                             const float k2_v = A_k2_v[l];
                             float k3_v;
 
@@ -625,9 +616,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-                            const float k1_v = A_k1_v[l];
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = vg_new0[l];
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -741,8 +729,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     const float k0_v = A_k0_v[l];
                     float k1_v;
-                    const float k2_v = A_k2_v[l];
-                    const float k3_v = A_k3_v[l];
 
                     const float y_v = s_v + (0.5f * u_dt) * k0_v;
                     k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -764,10 +750,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
-                    const float k0_v = A_k0_v[l];
                     const float k1_v = A_k1_v[l];
                     float k2_v;
-                    const float k3_v = A_k3_v[l];
 
                     const float y_v = s_v + (0.5f * u_dt) * k1_v;
                     k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -789,8 +773,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
-                    const float k0_v = A_k0_v[l];
-                    const float k1_v = A_k1_v[l];
                     const float k2_v = A_k2_v[l];
                     float k3_v;
 
@@ -835,9 +817,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
                     float k0_v;
-                    const float k1_v = A_k1_v[l];
-                    const float k2_v = A_k2_v[l];
-                    const float k3_v = A_k3_v[l];
 
                     const float y_v = vg_new0[l];
                     k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -1216,9 +1195,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         float s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
                         float k0_v;
-                        const float k1_v = A_k1_v[l];
-                        const float k2_v = A_k2_v[l];
-                        const float k3_v = A_k3_v[l];
 
                         const float y_v = s_v;
                         k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
