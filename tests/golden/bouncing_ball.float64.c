@@ -419,12 +419,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_y;
                     double k0_v;
-                    const double k1_y = A_k1_y[l];
-                    const double k1_v = A_k1_v[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_v = A_k2_v[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_v = A_k3_v[l];
 
                     const double y_v = s_v;
                     k0_y = y_v;  // line 26
@@ -566,14 +560,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
                             const double k0_v = A_k0_v[l];
                             double k1_y;
                             double k1_v;
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k0_v;
                             k1_y = y_v;  // line 26
@@ -596,14 +585,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
                             const double k1_v = A_k1_v[l];
                             double k2_y;
                             double k2_v;
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k1_v;
                             k2_y = y_v;  // line 26
@@ -626,11 +610,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
                             const double k2_v = A_k2_v[l];
                             double k3_y;
                             double k3_v;
@@ -683,12 +662,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_y = vg_new0[l];
                             const double y_v = vg_new1[l];
@@ -787,14 +760,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
                             const double k0_v = A_k0_v[l];
                             double k1_y;
                             double k1_v;
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k0_v;
                             k1_y = y_v;  // line 26
@@ -810,14 +778,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
                             const double k1_v = A_k1_v[l];
                             double k2_y;
                             double k2_v;
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v + (0.5 * u_dt) * k1_v;
                             k2_y = y_v;  // line 26
@@ -833,11 +796,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             double s_y = A_s_y[l];
                             double s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const double k0_y = A_k0_y[l];
-                            const double k0_v = A_k0_v[l];
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
                             const double k2_v = A_k2_v[l];
                             double k3_y;
                             double k3_v;
@@ -879,12 +837,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_y = vg_nl0;
                             const double y_v = vg_nl1;
@@ -1021,14 +973,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         double s_y = A_s_y[l];
                         double s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
                         const double k0_v = A_k0_v[l];
                         double k1_y;
                         double k1_v;
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
 
                         const double y_v = s_v + (0.5 * u_dt) * k0_v;
                         k1_y = y_v;  // line 26
@@ -1054,14 +1001,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         double s_y = A_s_y[l];
                         double s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
-                        const double k0_v = A_k0_v[l];
-                        const double k1_y = A_k1_y[l];
                         const double k1_v = A_k1_v[l];
                         double k2_y;
                         double k2_v;
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
 
                         const double y_v = s_v + (0.5 * u_dt) * k1_v;
                         k2_y = y_v;  // line 26
@@ -1087,11 +1029,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         double s_y = A_s_y[l];
                         double s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        const double k0_y = A_k0_y[l];
-                        const double k0_v = A_k0_v[l];
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
                         const double k2_v = A_k2_v[l];
                         double k3_y;
                         double k3_v;
@@ -1149,12 +1086,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         double k0_y;
                         double k0_v;
-                        const double k1_y = A_k1_y[l];
-                        const double k1_v = A_k1_v[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_v = A_k2_v[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_v = A_k3_v[l];
 
                         const double y_y = vg_new0[l];
                         const double y_v = vg_new1[l];
@@ -1902,12 +1833,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-                            const double k1_y = A_k1_y[l];
-                            const double k1_v = A_k1_v[l];
-                            const double k2_y = A_k2_y[l];
-                            const double k2_v = A_k2_v[l];
-                            const double k3_y = A_k3_y[l];
-                            const double k3_v = A_k3_v[l];
 
                             const double y_v = s_v;
                             k0_y = y_v;  // line 26

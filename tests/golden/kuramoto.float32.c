@@ -339,9 +339,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const int g_i = A_g_i[l];
                 const int l_l = A_l_l[l];
                 float k0_theta;
-                const float k1_theta = A_k1_theta[l];
-                const float k2_theta = A_k2_theta[l];
-                const float k3_theta = A_k3_theta[l];
                 const float c_s = A_c_s[l];
                 const float c_c = A_c_c[l];
 
@@ -388,8 +385,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const int l_l = A_l_l[l];
                 const float k0_theta = A_k0_theta[l];
                 float k1_theta;
-                const float k2_theta = A_k2_theta[l];
-                const float k3_theta = A_k3_theta[l];
                 const float c_s = A_c_s[l];
                 const float c_c = A_c_c[l];
 
@@ -434,10 +429,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 float s_theta = A_s_theta[l];
                 const int g_i = A_g_i[l];
                 const int l_l = A_l_l[l];
-                const float k0_theta = A_k0_theta[l];
                 const float k1_theta = A_k1_theta[l];
                 float k2_theta;
-                const float k3_theta = A_k3_theta[l];
                 const float c_s = A_c_s[l];
                 const float c_c = A_c_c[l];
 
@@ -482,8 +475,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 float s_theta = A_s_theta[l];
                 const int g_i = A_g_i[l];
                 const int l_l = A_l_l[l];
-                const float k0_theta = A_k0_theta[l];
-                const float k1_theta = A_k1_theta[l];
                 const float k2_theta = A_k2_theta[l];
                 float k3_theta;
                 const float c_s = A_c_s[l];

@@ -415,9 +415,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
                     float k0_v;
-                    const float k1_v = A_k1_v[l];
-                    const float k2_v = A_k2_v[l];
-                    const float k3_v = A_k3_v[l];
 
                     const float y_v = s_v;
                     k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -544,8 +541,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k0_v = A_k0_v[l];
                             float k1_v;
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k0_v;
                             k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -564,10 +559,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
                             const float k1_v = A_k1_v[l];
                             float k2_v;
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k1_v;
                             k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -586,8 +579,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
-                            const float k1_v = A_k1_v[l];
                             const float k2_v = A_k2_v[l];
                             float k3_v;
 
@@ -627,9 +618,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-                            const float k1_v = A_k1_v[l];
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = vg_new0[l];
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -706,8 +694,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k0_v = A_k0_v[l];
                             float k1_v;
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k0_v;
                             k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -720,10 +706,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
                             const float k1_v = A_k1_v[l];
                             float k2_v;
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v + (0.5f * u_dt) * k1_v;
                             k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -736,8 +720,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
-                            const float k0_v = A_k0_v[l];
-                            const float k1_v = A_k1_v[l];
                             const float k2_v = A_k2_v[l];
                             float k3_v;
 
@@ -766,9 +748,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-                            const float k1_v = A_k1_v[l];
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = vg_nl0;
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -882,8 +861,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         const float k0_v = A_k0_v[l];
                         float k1_v;
-                        const float k2_v = A_k2_v[l];
-                        const float k3_v = A_k3_v[l];
 
                         const float y_v = s_v + (0.5f * u_dt) * k0_v;
                         k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -905,10 +882,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                         float s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        const float k0_v = A_k0_v[l];
                         const float k1_v = A_k1_v[l];
                         float k2_v;
-                        const float k3_v = A_k3_v[l];
 
                         const float y_v = s_v + (0.5f * u_dt) * k1_v;
                         k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -930,8 +905,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         (void)t_n; (void)tt; (void)nstep; (void)u_dt;
                         float s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
-                        const float k0_v = A_k0_v[l];
-                        const float k1_v = A_k1_v[l];
                         const float k2_v = A_k2_v[l];
                         float k3_v;
 
@@ -976,9 +949,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         float s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
                         float k0_v;
-                        const float k1_v = A_k1_v[l];
-                        const float k2_v = A_k2_v[l];
-                        const float k3_v = A_k3_v[l];
 
                         const float y_v = vg_new0[l];
                         k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
@@ -1384,9 +1354,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-                            const float k1_v = A_k1_v[l];
-                            const float k2_v = A_k2_v[l];
-                            const float k3_v = A_k3_v[l];
 
                             const float y_v = s_v;
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22

@@ -356,24 +356,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k0_x;
                     double k0_y;
                     double k0_z;
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k1_z = A_k1_z[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_z = A_k2_z[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_z = A_k3_z[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k4_z = A_k4_z[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x;
                     const double y_y = s_y;
@@ -451,21 +433,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         double k1_x;
                         double k1_y;
                         double k1_z;
-                        const double k2_x = A_k2_x[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k2_z = A_k2_z[l];
-                        const double k3_x = A_k3_x[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k3_z = A_k3_z[l];
-                        const double k4_x = A_k4_x[l];
-                        const double k4_y = A_k4_y[l];
-                        const double k4_z = A_k4_z[l];
-                        const double k5_x = A_k5_x[l];
-                        const double k5_y = A_k5_y[l];
-                        const double k5_z = A_k5_z[l];
-                        const double k6_x = A_k6_x[l];
-                        const double k6_y = A_k6_y[l];
-                        const double k6_z = A_k6_z[l];
 
                         const double y_x = s_x + u_dt * k0_x;
                         const double y_y = s_y + u_dt * k0_y;
@@ -546,21 +513,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k1_x;
                     double k1_y;
                     double k1_z;
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_z = A_k2_z[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_z = A_k3_z[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k4_z = A_k4_z[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x + u_dt * (0.161 * k0_x);
                     const double y_y = s_y + u_dt * (0.161 * k0_y);
@@ -596,18 +548,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k2_x;
                     double k2_y;
                     double k2_z;
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_z = A_k3_z[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k4_z = A_k4_z[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x + u_dt * ((-0.008480655492356989) * k0_x + 0.335480655492357 * k1_x);
                     const double y_y = s_y + u_dt * ((-0.008480655492356989) * k0_y + 0.335480655492357 * k1_y);
@@ -646,15 +586,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k3_x;
                     double k3_y;
                     double k3_z;
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k4_z = A_k4_z[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x + u_dt * (2.8971530571054935 * k0_x + (-6.359448489975075) * k1_x + 4.3622954328695815 * k2_x);
                     const double y_y = s_y + u_dt * (2.8971530571054935 * k0_y + (-6.359448489975075) * k1_y + 4.3622954328695815 * k2_y);
@@ -696,12 +627,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k4_x;
                     double k4_y;
                     double k4_z;
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x + u_dt * (5.325864828439257 * k0_x + (-11.748883564062828) * k1_x + 7.4955393428898365 * k2_x + (-0.09249506636175525) * k3_x);
                     const double y_y = s_y + u_dt * (5.325864828439257 * k0_y + (-11.748883564062828) * k1_y + 7.4955393428898365 * k2_y + (-0.09249506636175525) * k3_y);
@@ -746,9 +671,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k5_x;
                     double k5_y;
                     double k5_z;
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
 
                     const double y_x = s_x + u_dt * (5.86145544294642 * k0_x + (-12.92096931784711) * k1_x + 8.159367898576159 * k2_x + (-0.071584973281401) * k3_x + (-0.028269050394068383) * k4_x);
                     const double y_y = s_y + u_dt * (5.86145544294642 * k0_y + (-12.92096931784711) * k1_y + 8.159367898576159 * k2_y + (-0.071584973281401) * k3_y + (-0.028269050394068383) * k4_y);

@@ -356,12 +356,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
 
                     const double y_x = s_x;
                     const double y_y = s_y;
@@ -419,10 +413,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const double k0_y = A_k0_y[l];
                     double k1_x;
                     double k1_y;
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
 
                     const double y_x = s_x + (0.5 * u_dt) * k0_x;
                     const double y_y = s_y + (0.5 * u_dt) * k0_y;
@@ -445,14 +435,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double s_x = A_s_x[l];
                     double s_y = A_s_y[l];
                     const int g_i = A_g_i[l];
-                    const double k0_x = A_k0_x[l];
-                    const double k0_y = A_k0_y[l];
                     const double k1_x = A_k1_x[l];
                     const double k1_y = A_k1_y[l];
                     double k2_x;
                     double k2_y;
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
 
                     const double y_x = s_x + (0.5 * u_dt) * k1_x;
                     const double y_y = s_y + (0.5 * u_dt) * k1_y;
@@ -475,10 +461,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double s_x = A_s_x[l];
                     double s_y = A_s_y[l];
                     const int g_i = A_g_i[l];
-                    const double k0_x = A_k0_x[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
                     const double k2_x = A_k2_x[l];
                     const double k2_y = A_k2_y[l];
                     double k3_x;
@@ -532,12 +514,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
 
                     const double y_x = vg_new0[l];
                     const double y_y = vg_new1[l];

@@ -370,18 +370,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     float k0_x;
                     float k0_y;
-                    const float k1_x = A_k1_x[l];
-                    const float k1_y = A_k1_y[l];
-                    const float k2_x = A_k2_x[l];
-                    const float k2_y = A_k2_y[l];
-                    const float k3_x = A_k3_x[l];
-                    const float k3_y = A_k3_y[l];
-                    const float k4_x = A_k4_x[l];
-                    const float k4_y = A_k4_y[l];
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x;
                     const float y_y = s_y;
@@ -448,16 +436,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const float k0_y = A_k0_y[l];
                         float k1_x;
                         float k1_y;
-                        const float k2_x = A_k2_x[l];
-                        const float k2_y = A_k2_y[l];
-                        const float k3_x = A_k3_x[l];
-                        const float k3_y = A_k3_y[l];
-                        const float k4_x = A_k4_x[l];
-                        const float k4_y = A_k4_y[l];
-                        const float k5_x = A_k5_x[l];
-                        const float k5_y = A_k5_y[l];
-                        const float k6_x = A_k6_x[l];
-                        const float k6_y = A_k6_y[l];
 
                         const float y_x = s_x + u_dt * k0_x;
                         const float y_y = s_y + u_dt * k0_y;
@@ -532,16 +510,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k0_y = A_k0_y[l];
                     float k1_x;
                     float k1_y;
-                    const float k2_x = A_k2_x[l];
-                    const float k2_y = A_k2_y[l];
-                    const float k3_x = A_k3_x[l];
-                    const float k3_y = A_k3_y[l];
-                    const float k4_x = A_k4_x[l];
-                    const float k4_y = A_k4_y[l];
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x + u_dt * (0.2f * k0_x);
                     const float y_y = s_y + u_dt * (0.2f * k0_y);
@@ -570,14 +538,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k1_y = A_k1_y[l];
                     float k2_x;
                     float k2_y;
-                    const float k3_x = A_k3_x[l];
-                    const float k3_y = A_k3_y[l];
-                    const float k4_x = A_k4_x[l];
-                    const float k4_y = A_k4_y[l];
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x + u_dt * (0.075f * k0_x + 0.225f * k1_x);
                     const float y_y = s_y + u_dt * (0.075f * k0_y + 0.225f * k1_y);
@@ -608,12 +568,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k2_y = A_k2_y[l];
                     float k3_x;
                     float k3_y;
-                    const float k4_x = A_k4_x[l];
-                    const float k4_y = A_k4_y[l];
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x + u_dt * (0.9777778f * k0_x + (-3.7333333f) * k1_x + 3.5555556f * k2_x);
                     const float y_y = s_y + u_dt * (0.9777778f * k0_y + (-3.7333333f) * k1_y + 3.5555556f * k2_y);
@@ -646,10 +600,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k3_y = A_k3_y[l];
                     float k4_x;
                     float k4_y;
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x + u_dt * (2.9525986f * k0_x + (-11.595794f) * k1_x + 9.822893f * k2_x + (-0.29080933f) * k3_x);
                     const float y_y = s_y + u_dt * (2.9525986f * k0_y + (-11.595794f) * k1_y + 9.822893f * k2_y + (-0.29080933f) * k3_y);
@@ -684,8 +634,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k4_y = A_k4_y[l];
                     float k5_x;
                     float k5_y;
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
 
                     const float y_x = s_x + u_dt * (2.8462753f * k0_x + (-10.757576f) * k1_x + 8.906423f * k2_x + 0.2784091f * k3_x + (-0.27353132f) * k4_x);
                     const float y_y = s_y + u_dt * (2.8462753f * k0_y + (-10.757576f) * k1_y + 8.906423f * k2_y + 0.2784091f * k3_y + (-0.27353132f) * k4_y);
@@ -710,8 +658,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     const float k0_x = A_k0_x[l];
                     const float k0_y = A_k0_y[l];
-                    const float k1_x = A_k1_x[l];
-                    const float k1_y = A_k1_y[l];
                     const float k2_x = A_k2_x[l];
                     const float k2_y = A_k2_y[l];
                     const float k3_x = A_k3_x[l];

@@ -385,16 +385,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
 
                     const double y_x = s_x;
                     const double y_y = s_y;
@@ -461,14 +451,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k0_y = A_k0_y[l];
                         double k1_x;
                         double k1_y;
-                        const double k2_x = A_k2_x[l];
-                        const double k2_y = A_k2_y[l];
-                        const double k3_x = A_k3_x[l];
-                        const double k3_y = A_k3_y[l];
-                        const double k4_x = A_k4_x[l];
-                        const double k4_y = A_k4_y[l];
-                        const double k5_x = A_k5_x[l];
-                        const double k5_y = A_k5_y[l];
 
                         const double y_x = s_x + u_dt * k0_x;
                         const double y_y = s_y + u_dt * k0_y;
