@@ -355,12 +355,86 @@ def test_observers_with_sensitivities():
     np.testing.assert_allclose(sol.observed["cross"], np.pi / (2 * w), rtol=1e-7)
 
 
+# --- peak and trough on the compiled backends --------------------------------------------
+EXTREMES = """
+field osc {
+    param w = 1
+    state y = 1, v = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    observe vmax = peak(v)
+    observe vmin = trough(v)
+    observe late = trough(y * t + 0.01 * float(step))
+    observe gap = peak(where(y > 0.5, sqrt(y - 0.5), 0.0 / 0.0))
+    observe area = integral(v)
+    solve %s
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_peak_trough_equal_the_reference_fixed_step(request, backend):
+    """peak/trough (reading t, step, and a value that is NaN at some step ends: passed
+    over) on the compiled backends: the reference's, bit for bit where the states are
+    (else to float32's rounding); the
+    states and steps are those of the run without observers."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    w = np.array([0.7, 1.0, 2.0, 3.0, 5.0])
+    src = EXTREMES % "rk4(dt = 0.01, steps = 400)"
+    ref = vgpu.solve(src, backend="numpy", dtype=dtype, params={"w": w})
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, params={"w": w})
+    assert sol.backend == backend
+    same = (sol.states == ref.states).all(axis=-1)     # trajectories bit-equal to numpy's
+    assert same.sum() >= 3, same
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(sol.observed[k][same], v[same], err_msg=k)
+        np.testing.assert_allclose(sol.observed[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    assert not np.isnan(sol.observed["gap"]).any()
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dtype=dtype, params={"w": w}))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_peak_trough_in_a_basin(request, backend):
+    """A basin (coupled neighbours, a collapse that ends the run early) with peak and
+    trough on the compiled backends, against the reference."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x
+    observe top = peak(x)
+    observe low = trough(x - t)
+    collapse when abs(x) < 1e-3
+    solve rk4(dt = 0.01, steps = 300)
+}
+"""
+    ref = vgpu.solve(src, backend="numpy", dtype=dtype, dims={"N": 8})
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 8})
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dtype=dtype, dims={"N": 8}))
+
+
 # --- backends that do not compute a kind refuse it ---------------------------------------
 @pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
 def test_compiled_backends_refuse_step_end_observers(request, backend):
+    """first on every compiled backend; peak/trough with an adaptive method or events."""
     _needs(request, backend)
-    with pytest.raises(BackendError, match="does not compute the observers .*peak"):
+    with pytest.raises(BackendError, match="does not compute the observers first"):
         vgpu.solve(OSC % FIXED, backend=backend, dtype="float32", dims={"N": 2})
+    for method in (ADAPTIVE, FIXED):
+        src = EXTREMES % method
+        if method == FIXED:
+            src = src.replace("solve", "when y < 0 { v = v }\n    solve")
+        with pytest.raises(BackendError, match="fixed-step method without events only"):
+            vgpu.solve(src, backend=backend, dtype="float32", dims={"N": 2})
 
 
 def test_auto_moves_on_to_a_backend_that_computes_them():
@@ -397,6 +471,22 @@ def test_simulation_carries_observers_across_advances_and_checkpoints(tmp_path):
     assert sim.states.shape == (3, 2)
 
 
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_simulation_peak_trough_compiled(request, backend):
+    """A fixed-step Simulation carries peak and trough across advances on the compiled
+    backends: the one-call run's values."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = EXTREMES % "rk4(dt = 0.01, steps = 300)"
+    ref = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim = vgpu.Simulation(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim.advance(110)
+    sim.advance(190)
+    for k in ("vmax", "vmin", "late", "gap"):
+        np.testing.assert_array_equal(sim.observed[k], ref.observed[k], err_msg=k)
+    np.testing.assert_array_equal(sim.states, ref.states)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_simulation_integral_every_backend(request, backend):
     _needs(request, backend)
@@ -412,7 +502,7 @@ def test_simulation_integral_every_backend(request, backend):
 
 
 def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
-    with pytest.raises(BackendError, match="peak"):
+    with pytest.raises(BackendError, match="observers first yet"):
         vgpu.Simulation(OSC % FIXED, backend="cpu", dims={"N": 2})
     with pytest.raises(CallError, match="adaptive Simulation"):
         vgpu.Simulation(OSC % ADAPTIVE, backend="numpy", dims={"N": 2})
