@@ -262,17 +262,10 @@ OBSERVER_FEATURE = {"peak": "observe_peak", "trough": "observe_peak", "first": "
 
 def _observes(backend, prepared) -> None:
     """A BackendError when the field has step-end observers (peak, trough, first) and
-    ``backend`` does not update them (``auto`` then moves on); peak and trough on a
-    compiled backend so far with a fixed-step method without events only."""
+    ``backend`` does not update them (``auto`` then moves on)."""
     have = registry.capabilities(backend)
-    field = prepared.template.field
-    kinds = sorted({r.kind for r in field.observer_rules
+    kinds = sorted({r.kind for r in prepared.template.field.observer_rules
                     if OBSERVER_FEATURE[r.kind] not in have})
-    if not kinds and backend.name != "numpy" and field.observer_rules and (
-            field.events or field.solver.adaptive):
-        raise BackendError(f"the {backend.name} backend computes the observers peak and "
-                           f"trough with a fixed-step method without events only so far; "
-                           f"use {S.setting('backend', 'numpy')}")
     if kinds:
         does = ("peak, trough, " if "observe_peak" in have else "") + "integral and average"
         raise BackendError(f"the {backend.name} backend does not compute the observers "
