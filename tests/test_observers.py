@@ -477,6 +477,46 @@ def test_compiled_peak_trough_adaptive_and_events(request, backend, events, meth
 
 
 @pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_peak_and_trough_of_the_same_field_are_two_kernels(request, backend):
+    """Fields that differ only in an observer's kind lower to the same states and
+    derivatives: the kernel caches must still tell them apart (wgpu's key is the
+    field's IR dump, which now lists the observers)."""
+    _needs(request, backend)
+    src = """field f { state x = 0
+    dx/dt = cos(3 * t)
+    observe m = %s(x)
+    solve rk4(dt = 0.01, steps = 200)
+}"""
+    for kind in ("peak", "trough"):
+        sol = vgpu.solve(src % kind, backend=backend, dtype="float32", dims={"N": 2})
+        ref = vgpu.solve(src % kind, backend="numpy", dtype="float32", dims={"N": 2})
+        np.testing.assert_array_equal(sol.observed["m"], ref.observed["m"], err_msg=kind)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_observers_with_noise(request, backend):
+    """Euler-Maruyama with peak, trough and integral: the lowered field's noises have an
+    entry (none) for each hidden state (wgpu's kernel key read past the end before)."""
+    _needs(request, backend)
+    src = """field g { noise xi
+    state x = 0
+    dx/dt = -x + 0.5 * xi
+    observe top = peak(x)
+    observe low = trough(x)
+    observe area = integral(x)
+    solve euler(dt = 0.01, steps = 200)
+}"""
+    sol = vgpu.solve(src, backend=backend, dims={"N": 16}, seed=3, dtype="float32")
+    ref = vgpu.solve(src, backend="numpy", dims={"N": 16}, seed=3, dtype="float32")
+    np.testing.assert_allclose(sol.states, ref.states, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, atol=1e-6, err_msg=k)
+    assert (ref.observed["top"] > ref.observed["low"]).all()
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dims={"N": 16}, seed=3,
+                              dtype="float32"))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
 def test_compiled_peak_trough_in_a_basin_with_events(request, backend):
     """A basin whose step ends at its earliest event: every lane is seen there."""
     _needs(request, backend)
