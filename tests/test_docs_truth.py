@@ -76,8 +76,10 @@ PROBES = {
     "float64": (FIXED, {"dtype": "float64"}),
     "float64_functions": ("field f { state x\n dx/dt = -sin(x)\n"
                           " solve rk4(dt = 0.01, steps = 10)\n}", {"dtype": "float64"}),
-    "step_observers": ("field f { state x\n dx/dt = -x + 0.5\n observe m = peak(x)\n"
-                       " solve rk4(dt = 0.01, steps = 10)\n}", {}),
+    "observe_peak": ("field f { state x\n dx/dt = -x + 0.5\n observe m = peak(x)\n"
+                     " solve rk4(dt = 0.01, steps = 10)\n}", {}),
+    "observe_first": ("field f { state x\n dx/dt = -x + 0.5\n observe m = first(x > 0.75)\n"
+                      " solve rk4(dt = 0.01, steps = 10)\n}", {}),
 }
 H0 = np.linspace(1.0, 2.0, 8)
 

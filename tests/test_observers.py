@@ -355,11 +355,205 @@ def test_observers_with_sensitivities():
     np.testing.assert_allclose(sol.observed["cross"], np.pi / (2 * w), rtol=1e-7)
 
 
+# --- peak and trough on the compiled backends --------------------------------------------
+EXTREMES = """
+field osc {
+    param w = 1
+    state y = 1, v = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    observe vmax = peak(v)
+    observe vmin = trough(v)
+    observe late = trough(y * t + 0.01 * float(step))
+    observe gap = peak(where(y > 0.5, sqrt(y - 0.5), 0.0 / 0.0))
+    observe area = integral(v)
+    solve %s
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_peak_trough_equal_the_reference_fixed_step(request, backend):
+    """peak/trough (reading t, step, and a value that is NaN at some step ends: passed
+    over) on the compiled backends: the reference's, bit for bit where the states are
+    (else to float32's rounding); the
+    states and steps are those of the run without observers."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    w = np.array([0.7, 1.0, 2.0, 3.0, 5.0])
+    src = EXTREMES % "rk4(dt = 0.01, steps = 400)"
+    ref = vgpu.solve(src, backend="numpy", dtype=dtype, params={"w": w})
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, params={"w": w})
+    assert sol.backend == backend
+    same = (sol.states == ref.states).all(axis=-1)     # trajectories bit-equal to numpy's
+    assert same.sum() >= 3, same
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(sol.observed[k][same], v[same], err_msg=k)
+        np.testing.assert_allclose(sol.observed[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    assert not np.isnan(sol.observed["gap"]).any()
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dtype=dtype, params={"w": w}))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_peak_trough_in_a_basin(request, backend):
+    """A basin (coupled neighbours, a collapse that ends the run early) with peak and
+    trough on the compiled backends, against the reference."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x
+    observe top = peak(x)
+    observe low = trough(x - t)
+    collapse when abs(x) < 1e-3
+    solve rk4(dt = 0.01, steps = 300)
+}
+"""
+    ref = vgpu.solve(src, backend="numpy", dtype=dtype, dims={"N": 8})
+    sol = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 8})
+    np.testing.assert_allclose(sol.states, ref.states, rtol=1e-5, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dtype=dtype, dims={"N": 8}))
+
+
+BOUNCE = """
+field bounce {
+    param w = 1
+    state y = 1, v = 0, n = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    dn/dt = 0
+    %s
+    observe ylow = trough(y)
+    observe vmax = peak(v)
+    observe late = trough(y * t + 0.01 * float(step))
+    observe gap = peak(where(y > 0.5, sqrt(y - 0.5), 0.0 / 0.0))
+    observe top = peak(n - y)
+    solve %s
+}
+"""
+EVENTS = ("", "when y < 0 { n = n + 1\n y = y + 0.5 }", "stop when y < -0.5")
+METHODS = ("rk4(dt = 0.01, steps = 400)", "dopri5(t1 = 4, rtol = 1e-6, atol = 1e-8)",
+           "tsit5(t1 = 4, rtol = 1e-6, atol = 1e-8)")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+@pytest.mark.parametrize("events", EVENTS, ids=["plain", "when", "stop"])
+@pytest.mark.parametrize("method", METHODS, ids=["rk4", "dopri5", "tsit5"])
+@pytest.mark.parametrize("save_at", [False, True], ids=["", "save_at"])
+def test_compiled_peak_trough_adaptive_and_events(request, backend, events, method, save_at):
+    """peak/trough with fixed and adaptive methods, with and without events (a reset
+    whose state just before is the trough: seen only there), save_at kernels: the
+    reference's (float64: to 1e-9 of the scale; float32 on wgpu: bit for bit with fixed
+    steps where the states are, else to 1e-3, and to 1e-2 with an adaptive method, whose
+    float32 step ends differ from numpy's by the controller's rounding: an observer
+    samples other points); the run is the one without observers."""
+    _needs(request, backend)
+    dtype = "float32" if backend == "wgpu" else "float64"
+    w = np.array([0.7, 1.0, 2.0, 3.0, 5.0])
+    src = BOUNCE % (events, method)
+    kw = {"params": {"w": w}, "dtype": dtype}
+    if save_at:
+        kw["save_at"] = np.linspace(0.0, 4.0, 9)
+    ref = vgpu.solve(src, backend="numpy", **kw)
+    sol = vgpu.solve(src, backend=backend, **kw)
+    tol = 1e-9 if dtype == "float64" else (1e-3 if method.startswith("rk4") else 1e-2)
+    same = (sol.states == ref.states).all(axis=-1)
+    if dtype == "float64" or method.startswith("rk4"):
+        np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, rtol=tol, atol=tol, err_msg=k)
+        if method.startswith("rk4"):
+            np.testing.assert_array_equal(sol.observed[k][same], v[same], err_msg=k)
+    if events.startswith("when"):       # just before each reset y is 0 (the crossing)
+        np.testing.assert_allclose(sol.observed["ylow"], 0.0, atol=1e-6)
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, **kw))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_peak_and_trough_of_the_same_field_are_two_kernels(request, backend):
+    """Fields that differ only in an observer's kind lower to the same states and
+    derivatives: the kernel caches must still tell them apart (wgpu's key is the
+    field's IR dump, which now lists the observers)."""
+    _needs(request, backend)
+    src = """field f { state x = 0
+    dx/dt = cos(3 * t)
+    observe m = %s(x)
+    solve rk4(dt = 0.01, steps = 200)
+}"""
+    for kind in ("peak", "trough"):
+        sol = vgpu.solve(src % kind, backend=backend, dtype="float32", dims={"N": 2})
+        ref = vgpu.solve(src % kind, backend="numpy", dtype="float32", dims={"N": 2})
+        np.testing.assert_array_equal(sol.observed["m"], ref.observed["m"], err_msg=kind)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_observers_with_noise(request, backend):
+    """Euler-Maruyama with peak, trough and integral: the lowered field's noises have an
+    entry (none) for each hidden state (wgpu's kernel key read past the end before)."""
+    _needs(request, backend)
+    src = """field g { noise xi
+    state x = 0
+    dx/dt = -x + 0.5 * xi
+    observe top = peak(x)
+    observe low = trough(x)
+    observe area = integral(x)
+    solve euler(dt = 0.01, steps = 200)
+}"""
+    sol = vgpu.solve(src, backend=backend, dims={"N": 16}, seed=3, dtype="float32")
+    ref = vgpu.solve(src, backend="numpy", dims={"N": 16}, seed=3, dtype="float32")
+    np.testing.assert_allclose(sol.states, ref.states, atol=1e-6)
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, atol=1e-6, err_msg=k)
+    assert (ref.observed["top"] > ref.observed["low"]).all()
+    _same_run(sol, vgpu.solve(_without(src), backend=backend, dims={"N": 16}, seed=3,
+                              dtype="float32"))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_compiled_peak_trough_in_a_basin_with_events(request, backend):
+    """A basin whose step ends at its earliest event: every lane is seen there."""
+    _needs(request, backend)
+    dtype = "float32" if backend == "wgpu" else "float64"
+    src = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1 + 0.05, n = 0
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x + 0.3 * exp(-t) * (1.5 - t)
+    dn/dt = 0
+    when x > 0.3 { x = x - 0.2
+        n = n + 1 }
+    observe top = peak(x)
+    observe low = trough(x - t)
+    solve %s
+}
+"""
+    for method in ("rk4(dt = 0.01, steps = 300)", "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-8)"):
+        ref = vgpu.solve(src % method, backend="numpy", dtype=dtype, dims={"N": 8})
+        sol = vgpu.solve(src % method, backend=backend, dtype=dtype, dims={"N": 8})
+        assert ref.event_counts.sum() > 0
+        tol = 1e-3 if dtype == "float32" else 1e-9
+        for k, v in ref.observed.items():
+            np.testing.assert_allclose(sol.observed[k], v, rtol=tol, atol=tol, err_msg=k)
+        _same_run(sol, vgpu.solve(_without(src % method), backend=backend, dtype=dtype,
+                                  dims={"N": 8}))
+
+
 # --- backends that do not compute a kind refuse it ---------------------------------------
 @pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
 def test_compiled_backends_refuse_step_end_observers(request, backend):
+    """first on every compiled backend (peak and trough they compute)."""
     _needs(request, backend)
-    with pytest.raises(BackendError, match="does not compute the observers .*peak"):
+    with pytest.raises(BackendError, match="does not compute the observers first yet "
+                                           "[(]peak, trough, integral and average"):
         vgpu.solve(OSC % FIXED, backend=backend, dtype="float32", dims={"N": 2})
 
 
@@ -397,6 +591,22 @@ def test_simulation_carries_observers_across_advances_and_checkpoints(tmp_path):
     assert sim.states.shape == (3, 2)
 
 
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_simulation_peak_trough_compiled(request, backend):
+    """A fixed-step Simulation carries peak and trough across advances on the compiled
+    backends: the one-call run's values."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = EXTREMES % "rk4(dt = 0.01, steps = 300)"
+    ref = vgpu.solve(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim = vgpu.Simulation(src, backend=backend, dtype=dtype, dims={"N": 3})
+    sim.advance(110)
+    sim.advance(190)
+    for k in ("vmax", "vmin", "late", "gap"):
+        np.testing.assert_array_equal(sim.observed[k], ref.observed[k], err_msg=k)
+    np.testing.assert_array_equal(sim.states, ref.states)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_simulation_integral_every_backend(request, backend):
     _needs(request, backend)
@@ -412,7 +622,7 @@ def test_simulation_integral_every_backend(request, backend):
 
 
 def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
-    with pytest.raises(BackendError, match="peak"):
+    with pytest.raises(BackendError, match="observers first yet"):
         vgpu.Simulation(OSC % FIXED, backend="cpu", dims={"N": 2})
     with pytest.raises(CallError, match="adaptive Simulation"):
         vgpu.Simulation(OSC % ADAPTIVE, backend="numpy", dims={"N": 2})

@@ -256,14 +256,20 @@ def _say_chosen(backend) -> None:
     log.info("%s", registry.why_chosen(backend))
 
 
+# The capability (backends.FEATURES) that runs each kind of step-end observer.
+OBSERVER_FEATURE = {"peak": "observe_peak", "trough": "observe_peak", "first": "observe_first"}
+
+
 def _observes(backend, prepared) -> None:
     """A BackendError when the field has step-end observers (peak, trough, first) and
     ``backend`` does not update them (``auto`` then moves on)."""
-    rules = prepared.template.field.observer_rules
-    if rules and "step_observers" not in registry.capabilities(backend):
-        kinds = sorted({r.kind for r in rules})
+    have = registry.capabilities(backend)
+    kinds = sorted({r.kind for r in prepared.template.field.observer_rules
+                    if OBSERVER_FEATURE[r.kind] not in have})
+    if kinds:
+        does = ("peak, trough, " if "observe_peak" in have else "") + "integral and average"
         raise BackendError(f"the {backend.name} backend does not compute the observers "
-                           f"{', '.join(kinds)} yet (integral and average it does); use "
+                           f"{', '.join(kinds)} yet ({does} it does); use "
                            f"{S.setting('backend', 'numpy')}")
 
 

@@ -161,6 +161,10 @@ def dump(field: Field, jacobian: bool = False) -> str:
         for f in e.flux:
             index = ", ".join(p.expr(i) for i in f.index)
             out += p.lines(f"  flux {f.output}[{index}] += ", f.value)
+    if field.observer_rules:        # (step-end observers: a lowered field's, ir/observers.py)
+        out.append("  observers at step ends:")
+    for r in field.observer_rules:
+        out += p.lines(f"{field.states[r.index].name} = {r.kind} of ", r.expr)
     out += _solver(p, field)
     if jacobian:
         out += _jacobian(p, field)

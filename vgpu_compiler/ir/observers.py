@@ -86,8 +86,13 @@ def _lower(field: Field) -> Lowered:
         states.append(State(name, init, o.span))
         derivs.append(Const(0.0, F))
         rules.append(Rule(o.kind, base_n + k, o.expr))
+    more = (None,) * len(states)        # no noise drives a hidden state
+    noises = tuple(replace(n, diffusion=n.diffusion + more,
+                           slope=n.slope + more if n.slope else n.slope)
+                   for n in field.noises)
     lowered = replace(field, states=field.states + tuple(states),
                       derivs=field.derivs + tuple(derivs), error_states=field.n_error,
+                      noises=noises,
                       observer_rules=tuple(rules))
     return Lowered(lowered, field, tuple(o.name for o in field.observers),
                    tuple(o.kind for o in field.observers), base_n)

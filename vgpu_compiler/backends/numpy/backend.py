@@ -30,5 +30,5 @@ BACKEND = Backend(
     dtypes=("float32", "float64"),
     features=frozenset({"history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at", "float64_functions",
-                        "stiff_events", "step_observers"}),
+                        "stiff_events", "observe_peak", "observe_first"}),
 )

@@ -76,8 +76,11 @@ HELPER_DEPS = {
     "vg_dexp": ("vg_inf", "vg_dpow2"), "vg_dpow2": (),
     "vg_dlog": ("vg_nan", "vg_inf", "vg_dlogparts"),
     "vg_dlog2": ("vg_nan", "vg_inf", "vg_dlogparts"),
-    "vg_dlogparts": (),
+    "vg_dlogparts": (), "vg_fmax": (), "vg_fmin": (),
 }
+# A step-end observer's update m = OBSERVE[kind].format(m, e) (printing.py): NaN values
+# of e are passed over, as numpy's fmax/fmin do (backends/numpy/observers.py).
+OBSERVE = {"peak": "vg_fmax({0}, {1})", "trough": "vg_fmin({0}, {1})"}
 # Helpers with a loop, and the most iterations one call runs (llvmpipe's loop limiter
 # counts them: see plan.loop_cap); no other helper loops.
 LOOP_HELPERS = {"vg_powi": 32}
@@ -130,6 +133,7 @@ class Dialect:
     helper_deps: dict = field(default_factory=lambda: dict(HELPER_DEPS))
     loop_helpers: dict = field(default_factory=lambda: dict(LOOP_HELPERS))
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
+    observe: dict = field(default_factory=lambda: dict(OBSERVE))
     index_ops: dict = field(default_factory=lambda: dict(INDEX_OPS))
     index_grouped: frozenset = INDEX_GROUPED
     group: str = "({0})"

@@ -276,4 +276,6 @@ class Kernel:
     events: object = None           # `when` / `stop when`: events.EventParts
     traj: Term = 0                  # ... the trajectory's flat grid index, for Philox
     history: bool = False           # the loop writes saved steps to b_hist (save_every)
+    observe: Block | None = None    # peak/trough at step ends, over s_* (lower._observe)
+    observe_q: Block | None = None  # ... and at events, over q_* (just before each fires)
     rosenbrock: object = None       # rodas4: the Jacobian's block (rosenbrock.RosenbrockParts)

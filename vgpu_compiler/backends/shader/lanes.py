@@ -45,6 +45,7 @@ def lanes_for(printed, dialect) -> int:
         #                  save times)
     plain = not (k.rosenbrock is not None or k.events is not None or k.has_basin
                  or k.collapse is not None or k.flux is not None or k.init or k.uses_init
+                 or k.observe is not None
                  or k.n_deposits or k.noise or k.loaders or k.fluxers or k.reports_errors
                  or printed.errors)
     return dialect.adaptive_lanes if plain else 1

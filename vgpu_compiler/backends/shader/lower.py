@@ -19,12 +19,12 @@ import numpy as np
 from ...errors import BackendError
 from ...ir.nodes import CoupledAt, Expr, Field, Reduce, Sym
 from ...ir.ops import SymKind
-from ...ir.ranges import Ranges
+from ...ir.ranges import Ranges, Where
 from ...ir.step import Stage as StepStage
 from ...ir.step import step_program
 from ...ir.walk import children, walk
 from . import noise as _noise
-from .dialect import mangle
+from .dialect import OBSERVE, mangle
 from .kernel import (Axis, Below, Block, Buffer, Context, CoupledArray, CoupledBlock, Deposit,
                      Fluxer, Ix, Kernel, Let, Loader, Reduction, Stage, Uniform, flat, product)
 
@@ -103,6 +103,7 @@ class _Lowering:
         program = step_program(f.solver.tableau)
         stages = tuple(self._stage(st) for st in program.stages)
         collapse = self._collapse()
+        observe = self._observe("s")
         flux, fluxers = self._flux()
         size = int(np.prod([a.size for a in axes])) if f.basin else FLAT_GROUP
         local = tuple(next((a.size for a in axes if a.comp == c), 1) for c in COMPONENTS)
@@ -138,6 +139,7 @@ class _Lowering:
             stages=stages, update=program.update, collapse=collapse, flux=flux,
             n_deposits=sum(1 for x in fluxers if x.deposit >= 0), ranges=Ranges(f),
             noise=_noise.terms(f), traj=_noise.traj(axes) if f.noises else 0,
+            observe=observe, observe_q=self._observe("q") if f.events else None,
         )
 
     def _trips(self, block: Block | None) -> int:
@@ -197,6 +199,7 @@ class _Lowering:
     def _init_used(self) -> set[str]:
         roots = list(self.f.derivs) + [c.expr for c in self.f.coupled]
         roots += [self.f.collapse] if self.f.collapse is not None else []
+        roots += [r.expr for r in self.f.observer_rules]
         roots += [x for fl in self.f.flux for x in (*fl.index, fl.value)]
         for ev in self.f.events:        # `when` / `stop when`: conditions, values, flux
             roots += [ev.cond, *(value for _, value in ev.assigns)]
@@ -220,6 +223,18 @@ class _Lowering:
         ctx = Context(state="s", time="tt", step="nstep")
         return self._block([cond], ctx, [Let("vg_hold", cond, self._where(_span_of(cond)))],
                            "vg_tc")
+
+    def _observe(self, state: str) -> Block | None:
+        """The step-end observers (peak, trough: ir/observers.py's rules) as one block
+        over the state variables ``state``_* at time ``tt``, step ``nstep``: per rule
+        ``m = e``, which printing makes ``m = fmax(m, e)`` (``fmin``)."""
+        rules = [r for r in self.f.observer_rules if r.kind in OBSERVE]
+        if not rules:
+            return None
+        ctx = Context(state=state, time="tt", step="nstep", where=Where.AFTER)
+        body = [Let(mangle(state, self.f.states[r.index].name), r.expr, r.kind)
+                for r in rules]
+        return self._block([r.expr for r in rules], ctx, body, f"vg_to{state}")
 
     def _flux(self) -> tuple[Block | None, tuple[Fluxer, ...]]:
         f = self.f

@@ -140,6 +140,8 @@ class _Printing:
         stages = tuple(self._stage(st) for st in k.stages)
         collapse = self._block(k.collapse) if k.collapse else None
         flux = self._flux(k.flux) if k.flux else None
+        observe = self._observe(k.observe) if k.observe else None
+        observe_q = self._observe(k.observe_q) if k.observe_q else None
         events = self._events(k.events) if k.events else None
         ros = (_ros.print_parts(k, k.rosenbrock, d, self._block, Assign)
                if k.rosenbrock is not None else None)
@@ -149,6 +151,8 @@ class _Printing:
         if k.noise:
             self.p.need("vg_normal()")
         per_step, once = _helper_calls(stages, collapse, init, flux, d)
+        for b in (observe, observe_q):  # at most once per step (and per event)
+            per_step.update(dict(b.calls if b else ()))
         if ros is not None:             # the Jacobian's block runs once per attempt
             per_step.update(dict(ros.jac.calls))
         trips = lambda calls: sum(d.loop_helpers[h] * n for h, n in calls.items())  # noqa: E731
@@ -165,7 +169,7 @@ class _Printing:
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
-            collapse=collapse, flux=flux, events=events, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
+            collapse=collapse, flux=flux, observe=observe, observe_q=observe_q, events=events, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
             noise_traj=_noise.printed_traj(k, d),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
@@ -227,6 +231,16 @@ class _Printing:
         body = tuple(Assign(s.target, self.p.expr(s.expr, b.ctx, names), s.comment)
                      for s in b.body)
         return _with_words(PrintedBlock(coupled, tuple(temps), body), self.d)
+
+    def _observe(self, b: Block) -> PrintedBlock:
+        """The observers' block: per rule ``m = vg_fmax(m, e)`` (dialect.OBSERVE)."""
+        block = self._block(b)
+        body = []
+        for a, s in zip(block.body, b.body):
+            fmt = self.d.observe[s.comment]
+            self.p.need(fmt)
+            body.append(Assign(a.target, fmt.format(a.target, a.expr), s.comment))
+        return dataclasses.replace(block, body=tuple(body))
 
     def _flux(self, b: Block) -> PrintedBlock:
         ids = [self.p.error_id("index", s.output, s.span) for s in b.body]

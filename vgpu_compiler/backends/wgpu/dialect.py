@@ -40,7 +40,8 @@ HELPER_DEPS = {**GLSL_FLOAT32.helper_deps,
                "vg_tanh": ("vg_signbit", "vg_exps", "vg_isnan"),
                "vg_cfmod": ("vg_nan",),
                "vg_fmod": ("vg_nan", "vg_cfmod", "vg_isnan"),
-               "vg_floordiv": ("vg_cfmod", "vg_signbit", "vg_isnan")}
+               "vg_floordiv": ("vg_cfmod", "vg_signbit", "vg_isnan"),
+               "vg_fmax": ("vg_isnan",), "vg_fmin": ("vg_isnan",)}
 # Helpers with a loop and their most iterations (lavapipe is llvmpipe's code generator).
 LOOP_HELPERS = {"vg_powi": 32, "vg_pow": 8, "vg_fmod": 330, "vg_floordiv": 330}   # fmod, //: vg_cfmod
 # (277 binary digits + 2 x 24 normalising); pow: vg_powi for |y| <= 64
