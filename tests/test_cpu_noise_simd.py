@@ -87,7 +87,7 @@ def _generator(words32: bool):
     """helpers.c.j2's generator as a library: words(c, k, n) and normals(z, i, n, step, k0, k1)
     (a lane loop over n counters (i[l], step, 0, 0)); with ``words32`` its 32-bit words."""
     import ctypes
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None)
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
     source = (("#define VG_PHILOX32\n" if words32 else "") +
               "#include <math.h>\n#include <stdint.h>\n" + helpers +
               "void words(uint32_t *c, const uint32_t *k, int n) {\n"
@@ -169,7 +169,7 @@ def test_the_drawn_first_normals_are_the_lane_loops_bit_for_bit(cpu):
     and the same libmvec calls."""
     import ctypes
     from vgpu_compiler.noise.normal import key_of
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None)
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
     source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W 64\n" + helpers +
               "void lanes(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
               "           unsigned k0, unsigned k1) {\n"

@@ -325,7 +325,7 @@ def test_cpu_philox_words_bit_for_bit():
     """The cpu backend's C generator (helpers.c.j2's vg_philox) against vgpu.philox."""
     import ctypes
     from vgpu_compiler.backends.cpu import kernel, toolchain
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True)
+    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
     source = ("#include <math.h>\n#include <stdint.h>\n" + helpers +
               "void words(uint32_t *c, const uint32_t *k, int n) {\n"
               "    for (int i = 0; i < n; i++) vg_philox(c + 4 * i, k[2 * i], k[2 * i + 1]);\n}\n")

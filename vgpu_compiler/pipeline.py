@@ -226,7 +226,8 @@ def _run(prepared, data, backend, progress) -> Solution:
         last = i == len(order) - 1
         ok, why = candidate.available()
         if not ok:
-            _fell_back(candidate, f"is not available ({why})", order[i + 1:])
+            if not candidate.absent_quietly:
+                _fell_back(candidate, f"is not available ({why})", order[i + 1:])
             continue
         if i and not candidate.gpu:
             COUNTERS.add("cpu_fallbacks")       # auto came down to a CPU backend

@@ -100,6 +100,9 @@ class Backend:
     # has none (a Simulation on it is a BackendError, and auto moves on)
     open: Callable | None = None
     caches: Caches | None = None            # its kernel caches; None: it keeps none
+    # a backend for hardware most machines lack (cuda): auto passes it without a warning
+    # where it is not available (naming it explicitly still says why)
+    absent_quietly: bool = False
 
     @property
     def gpu(self) -> bool:

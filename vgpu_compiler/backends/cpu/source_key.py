@@ -16,8 +16,8 @@ toolchain.key):
 - the bytes of every C template (templates/*.c.j2) and of the Python that renders them
   (``RENDERERS``: the filters, the text's last rewrites), and Jinja's version.
 
-A value that cannot be written out so (a function, a foreign object) raises
-``Unkeyable``: the kernel is then rendered and keyed by its text, as before.
+A value that cannot be written out so (a function, a foreign object, expressions nested
+past Python's recursion limit) raises ``Unkeyable``: the kernel is then rendered and keyed by its text, as before.
 """
 from __future__ import annotations
 
@@ -51,7 +51,10 @@ def fingerprint(**arguments) -> str:
     methods, which the templates call, are code too)."""
     seen: dict = {}
     modules: set = set()
-    h = hashlib.sha256(_digest(arguments, seen, modules))
+    try:
+        h = hashlib.sha256(_digest(arguments, seen, modules))
+    except RecursionError:          # a program nested past Python's stack: keyed by its text
+        raise Unkeyable("the kernel's expressions are nested too deeply to digest") from None
     for name in sorted(modules):
         h.update(name.encode() + b"\0" + _module_digest(name))
     return h.hexdigest()

@@ -33,4 +33,5 @@ BACKEND = Backend(
     dtypes=("float32", "float64"),
     features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events",
                         "stiff", "adaptive", "noise", "save_at", "float64_functions"}),
+    absent_quietly=True,
 )
