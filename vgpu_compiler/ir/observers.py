@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from ..errors import DeclarationError
+from .names import taken_names, unique
 from .nodes import Const, Expr, Field, State
 from .ops import Type
 
@@ -73,11 +74,11 @@ def _lower(field: Field) -> Lowered:
             f"observer `{bad.name}`: observers are not available with the stiff method "
             f"{field.solver.method} yet (their states would enter its implicit solve); use "
             f"an explicit method (dopri5, tsit5, ...)", span=bad.span)
-    taken = set(field.state_names) | {o.name for o in field.observers}
+    taken = taken_names(field) | set(field.state_names) | {o.name for o in field.observers}
     base_n = len(field.states)
     states, derivs, rules = [], [], []
     for k, o in enumerate(field.observers):
-        name = _unique(f"observed_{o.name}", taken)
+        name = unique(f"observed_{o.name}", taken)
         if o.kind in ("integral", "average"):
             states.append(State(name, Const(0.0, F), o.span))
             derivs.append(o.expr)
@@ -96,14 +97,6 @@ def _lower(field: Field) -> Lowered:
                       observer_rules=tuple(rules))
     return Lowered(lowered, field, tuple(o.name for o in field.observers),
                    tuple(o.kind for o in field.observers), base_n)
-
-
-def _unique(base: str, taken: set[str]) -> str:
-    out = base
-    while out in taken:
-        out += "_"
-    taken.add(out)
-    return out
 
 
 _memo: dict = {}

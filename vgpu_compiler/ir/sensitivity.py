@@ -55,6 +55,7 @@ from .nodes import Apply, Const, Expr, Field, Load, State, Sym, interning
 from .ops import COMPARE, Op, SymKind, Type
 from .passes import fold
 from .jacobian import with_jacobian
+from .names import taken_names, unique
 from .rosenbrock import MAX_STATES as STIFF_MAX_STATES, STIFF
 from .walk import rebuild, walk
 
@@ -167,22 +168,6 @@ def _check_indices(field: Field, roots: list, names: tuple[Name, ...]) -> None:
                         f"derivative)", span=node.span)
 
 
-def _names_free(field: Field) -> set[str]:
-    taken = {s.name for s in field.states} | {p.name for p in field.params}
-    taken |= {a.name for a in field.inputs + field.outputs} | set(field.dims)
-    taken |= {a.index for a in field.grid + (field.basin or ())}
-    taken |= {n.name for n in field.noises}
-    return taken
-
-
-def _unique(base: str, taken: set[str]) -> str:
-    out = base
-    while out in taken:
-        out += "_"
-    taken.add(out)
-    return out
-
-
 def state_name(state: str, name: Name, taken: set[str]) -> str:
     """The joined field's name of dh/dp: ``d_x_d_rho``, ``d_x_d_init_y`` (made unique)."""
     what = name.param if name.param else f"init_{name.state}"
@@ -234,7 +219,7 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
         raise SensitivityError(
             f"sensitivities: method `{field.solver.method}` takes at most {STIFF_MAX_STATES} "
             f"states, and {n_s} states with {n_p} sensitivities make {n_s * (1 + n_p)}")
-    taken = _names_free(field)
+    taken = taken_names(field)
     snames = tuple(tuple(state_name(s.name, nm, taken) for nm in names) for s in field.states)
     with interning():
         S = [[Sym(SymKind.STATE, snames[i][j], F) for j in range(n_p)] for i in range(n_s)]
@@ -263,9 +248,9 @@ def augment(field: Field, names: tuple[Name, ...]) -> tuple[Field, tuple[tuple[s
         memory = None
         if field.events and not field.noises:   # the last event's tau_p and time
             base = n_s * (1 + n_p)
-            T = [Sym(SymKind.STATE, _unique(f"tau_d_{nm.param or 'init_' + nm.state}",
+            T = [Sym(SymKind.STATE, unique(f"tau_d_{nm.param or 'init_' + nm.state}",
                                             taken), F) for nm in names]
-            E = Sym(SymKind.STATE, _unique("t_last_event", taken), F)
+            E = Sym(SymKind.STATE, unique("t_last_event", taken), F)
             new_states += [State(x.name, Const(0.0, F)) for x in T]
             new_states.append(State(E.name, Sym(SymKind.TIME, "t", F)))
             new_derivs += [Const(0.0, F)] * (n_p + 1)
