@@ -70,6 +70,15 @@ def _child(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 
 # --- Ctrl-C -------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def python_sigint():
+    """SIGINT has Python's own handler here (the one a user's Ctrl-C meets), whatever an
+    earlier test or library in this process left in force."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def small_dispatches(backend, monkeypatch, request):
     """Dispatches of a few steps each (numpy takes one step at a time anyway)."""
