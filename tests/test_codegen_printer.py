@@ -72,6 +72,23 @@ def test_every_target_prints_the_same_ir_in_its_own_spelling():
     assert "} else if (x > 8.0) {" in texts["glsl"]
 
 
+def test_one_table_of_words_per_target():
+    """The backends' dialects are codegen's targets (one table for the field printer and
+    the statement printer): no second spelling of a type, literal or cast."""
+    from vgpu_compiler.backends.shader import dialect as shader_dialect
+    from vgpu_compiler.codegen.targets.base import Target
+    assert TARGETS == {"glsl": {"float32": GLSL_FLOAT32, "float64": GLSL_FLOAT64},
+                       "wgsl": {"float32": WGSL}, "c": {"float32": C_FLOAT32, "float64": C_FLOAT64}}
+    assert shader_dialect.Dialect is Target
+    for by_dtype in TARGETS.values():
+        for dtype, t in by_dtype.items():
+            assert isinstance(t, Target) and t.dtype == dtype
+            lit = t.float_literal(0.5)
+            assert printer(t).expr(f(0.5)) == lit and printer(t).expr(ir.Var("x")) == "x"
+    assert printer(C_FLOAT32).expr(ir.call("pow", Var("x"), f(2.0))) == "powf(x, 2.0f)"
+    assert printer(C_FLOAT64).expr(ir.call("pow", Var("x"), f(2.0))) == "pow(x, 2.0)"
+
+
 def _tree(rng, depth: int):
     if depth == 0 or rng.random() < 0.2:
         return Var(f"v{rng.integers(4)}") if rng.random() < 0.7 else f(rng.normal())
@@ -152,7 +169,7 @@ def test_the_printed_glsl_validates(dialect, tmp_path):
     ps = _pieces(dialect)
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",), n_err=1)
     first = printer(dialect, {"trial": "k1_x = y_x * u_dt;"}).text(
-        first_step.first_step(TARGETS["glsl"], fd, 4), 4)
+        first_step.first_step(dialect, fd, 4), 4)
     body = "\n".join("    " + line for piece in (ps["accept"], ps["factor"], ps["next"])
                      for line in piece.splitlines()) + "\n" + first
     src = tmp_path / "k.comp"
@@ -184,7 +201,7 @@ def test_the_printed_wgsl_validates(wgpu):
     ps = _pieces(WGSL)
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",), n_err=1)
     first = printer(WGSL, {"trial": "k1_x = y_x * u_dt;"}).text(
-        first_step.first_step(TARGETS["wgsl"], fd, 4), 4)
+        first_step.first_step(WGSL, fd, 4), 4)
     body = "\n".join("    " + line for piece in (ps["accept"], ps["factor"], ps["next"])
                      for line in piece.splitlines()) + "\n" + first
     device.get().device.create_shader_module(code=WGSL_SHELL.format(body=body))
@@ -307,7 +324,7 @@ def test_the_lane_loops_pass_keeps_block_level_pieces_outside_the_loops():
     the trial stage, the locals that cross them made lane arrays, the uniform if outside."""
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",),
                           n_err=1, basin=True)
-    stmts = first_step.first_step(TARGETS["c"], fd, 4)
+    stmts = first_step.first_step(C_FLOAT64, fd, 4)
     out = lanes.lane_loops(stmts, controller.LANE_ARRAYS, registers=("s_x", "k0_x", "k1_x"))
     text = printer(C_FLOAT64, {"trial": "TRIAL;", "fold vg_h0": "FOLD_H0;",
                                "fold vg_h": "FOLD_H;"}).text(out)

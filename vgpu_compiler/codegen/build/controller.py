@@ -89,9 +89,8 @@ def printed(dialect, q: int, dtype: str, running: int) -> dict[str, str]:
     """The controller's pieces printed in a kernel's dialect (at indent 0): ``accept``,
     ``factor``, ``next`` (a stopped trajectory's flux made due) and ``next_plain``."""
     from .. import lanes
-    from ..targets import TARGETS, printer
-    t = TARGETS[dialect.language]
-    p = printer(dialect)
+    from ..targets import printer
+    t, p = dialect, printer(dialect)
     if t.lane_block:
         n = Names(dt="vg_use", flux="vg_flux")
         pieces = {"accept": accept(t, n, running), "factor": factor(t, n, q, separate=True),
