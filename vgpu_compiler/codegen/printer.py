@@ -22,6 +22,11 @@ PREC = {Op.OR: 1, Op.AND: 2, Op.EQ: 3, Op.NE: 3, Op.LT: 4, Op.LE: 4, Op.GT: 4, O
 INFIX = {Op.OR: "||", Op.AND: "&&", Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=",
          Op.GT: ">", Op.GE: ">=", Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
 UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
+# 0/1 flag logic (ir.Bits): an operand is in parentheses unless it is an atom, a unary
+# one on the right or (on the left) the same operator (WGSL allows no other), and the
+# whole is in parentheses wherever it is an operand
+BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^"}
+BITS_PREC = 0.5
 # calls the target spells in its expression table (atomic_add, atomic_cas)
 TABLE_CALLS = frozenset({"atomic_add", "atomic_cas"})
 
@@ -64,6 +69,11 @@ class Printer:
             if text.startswith("(") and text.endswith(")") and _balanced(text):
                 text = text[1:-1]               # (the printer adds them where needed)
             return text, SELECT_PREC if lazy else ATOM
+        if isinstance(e, ir.Bits):
+            left, q = self._expr(e.a)
+            same = isinstance(e.a, ir.Bits) and e.a.op is e.op
+            left = left if same or q >= ATOM else f"({left})"     # (!a & b: gcc asks for (!a))
+            return f"{left} {BIT_INFIX[e.op]} {self._operand(e.b, UNARY_PREC)}", BITS_PREC
         if isinstance(e, ir.Bin):
             p = PREC[e.op]
             left = self._side(e.a, e.op, p, right=False)

@@ -174,8 +174,14 @@ class Target:
     # a float zero the driver must not fold (a stage value before its block writes it)
     stage_zero: str | None = None
     # a kernel of lane blocks: each piece of a trajectory's step runs in a loop over the
-    # block's lanes, its scalars in arrays (codegen/lanes.py)
+    # block's lanes, its scalars in arrays (codegen/lanes.py), its comparisons 0/1 ints;
+    # the controller in select form there (codegen/build/controller.py), so the compiler
+    # vectorises the loops
     lane_block: bool = False
+    # the controller's pow is the C library's scalar function (builtin ``pow_libm``), one
+    # call a lane in a loop of its own, not a vector variant (C float64: an ulp of a step
+    # size shows in a float64 run's later states; numpy's power gives libm's)
+    pow_apart: bool = False
 
     # --- types and literals --------------------------------------------------------
     def type(self, neutral: str) -> str:

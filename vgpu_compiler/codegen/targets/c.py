@@ -46,8 +46,9 @@ C_FLOAT32 = replace(
     let="const {T} {name} = {value};", precise="{T} {name} = {value};",
     builtins={"min": "vg_min({0}, {1})", "max": "vg_max({0}, {1})", "abs": "vg_fabs({0})",
               "sqrt": "vg_sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
-              "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"}},
+              "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
+              "pow_libm": "vg_pow_libm({0}, {1})"},      # templates/adaptive.c.j2
     accurate_pow=True,          # the C library's pow of the working dtype
     lane_block=True)            # templates/adaptive.c.j2: loops over a block of lanes
-C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="")
+C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="", pow_apart=True)
 DIALECTS = {"float32": C_FLOAT32, "float64": C_FLOAT64}
