@@ -72,6 +72,23 @@ def test_every_target_prints_the_same_ir_in_its_own_spelling():
     assert "} else if (x > 8.0) {" in texts["glsl"]
 
 
+def test_one_table_of_words_per_target():
+    """The backends' dialects are codegen's targets (one table for the field printer and
+    the statement printer): no second spelling of a type, literal or cast."""
+    from vgpu_compiler.backends.shader import dialect as shader_dialect
+    from vgpu_compiler.codegen.targets.base import Target
+    assert TARGETS == {"glsl": {"float32": GLSL_FLOAT32, "float64": GLSL_FLOAT64},
+                       "wgsl": {"float32": WGSL}, "c": {"float32": C_FLOAT32, "float64": C_FLOAT64}}
+    assert shader_dialect.Dialect is Target
+    for by_dtype in TARGETS.values():
+        for dtype, t in by_dtype.items():
+            assert isinstance(t, Target) and t.dtype == dtype
+            lit = t.float_literal(0.5)
+            assert printer(t).expr(f(0.5)) == lit and printer(t).expr(ir.Var("x")) == "x"
+    assert printer(C_FLOAT32).expr(ir.call("pow", Var("x"), f(2.0))) == "powf(x, 2.0f)"
+    assert printer(C_FLOAT64).expr(ir.call("pow", Var("x"), f(2.0))) == "pow(x, 2.0)"
+
+
 def _tree(rng, depth: int):
     if depth == 0 or rng.random() < 0.2:
         return Var(f"v{rng.integers(4)}") if rng.random() < 0.7 else f(rng.normal())
@@ -117,6 +134,27 @@ def test_parentheses_only_where_the_tree_needs_them():
     assert p.expr(ir.not_(ir.gt(a, b))) == "!(a > b)"
 
 
+def test_flags_print_as_one_chain_with_no_short_circuit():
+    p = printer(C_FLOAT32)
+    a, b, c = Var("a"), Var("b"), Var("c")
+    assert p.expr(ir.band(ir.eq(a, b), ir.not_(c), ir.band(a, b))) == "(a == b) & !c & a & b"
+    assert p.expr(ir.band(ir.not_(a), b)) == "(!a) & b"          # (gcc's -Wparentheses)
+    assert p.expr(ir.bor(ir.band(a, b), c)) == "(a & b) | c"
+    assert p.expr(ir.Select(ir.bor(a, b), a, b)) == "(a | b) ? a : b"
+    assert p.expr(ir.and_(ir.band(a, b), c)) == "(a & b) && c"
+
+
+def test_the_c_controller_is_in_select_form():
+    """The lane target's accept and factor: no branch, no short circuit (gcc vectorises
+    the lane loops); float64's pow in a loop of its own (libm's, not libmvec's)."""
+    for d in (C_FLOAT32, C_FLOAT64):
+        ps = _pieces(d)
+        for piece in (ps["accept"], ps["factor"]):
+            assert "if (" not in piece and "&&" not in piece and "||" not in piece, piece
+        assert ps["factor"].count("for (int l = 0; l < VG_W; l++) {") == (2 if d is C_FLOAT64 else 1)
+        assert ("vg_pow_libm(vg_err[l]" in ps["factor"]) == (d is C_FLOAT64)
+
+
 def test_the_lane_pass_makes_a_trajectorys_scalars_lane_elements():
     stmts = (ir.Let("vg_ok", BOOL, ir.lt(Var("vg_err"), f(1.0))),
              ir.Let("tmp", FLOAT, Var("vg_err")))
@@ -152,7 +190,7 @@ def test_the_printed_glsl_validates(dialect, tmp_path):
     ps = _pieces(dialect)
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",), n_err=1)
     first = printer(dialect, {"trial": "k1_x = y_x * u_dt;"}).text(
-        first_step.first_step(TARGETS["glsl"], fd, 4), 4)
+        first_step.first_step(dialect, fd, 4), 4)
     body = "\n".join("    " + line for piece in (ps["accept"], ps["factor"], ps["next"])
                      for line in piece.splitlines()) + "\n" + first
     src = tmp_path / "k.comp"
@@ -184,7 +222,7 @@ def test_the_printed_wgsl_validates(wgpu):
     ps = _pieces(WGSL)
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",), n_err=1)
     first = printer(WGSL, {"trial": "k1_x = y_x * u_dt;"}).text(
-        first_step.first_step(TARGETS["wgsl"], fd, 4), 4)
+        first_step.first_step(WGSL, fd, 4), 4)
     body = "\n".join("    " + line for piece in (ps["accept"], ps["factor"], ps["next"])
                      for line in piece.splitlines()) + "\n" + first
     device.get().device.create_shader_module(code=WGSL_SHELL.format(body=body))
@@ -194,27 +232,29 @@ C_PROGRAM = """#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #define VG_W 1
-static {F} vg_min({F} a, {F} b) {{ return a < b ? a : b; }}
-static {F} vg_max({F} a, {F} b) {{ return a > b ? a : b; }}
-static {F} vg_fabs({F} a) {{ return fabs(a); }}
+static inline {F} vg_nan(void) {{ return NAN; }}
+static inline {F} vg_min({F} a, {F} b) {{ return a < b ? a : b; }}
+static inline {F} vg_max({F} a, {F} b) {{ return a > b ? a : b; }}
+static inline {F} vg_fabs({F} a) {{ return fabs(a); }}
+static inline double vg_pow_libm(double x, double y) {{ return pow(x, y); }}
 int main(void) {{
     {F} vg_err[VG_W], vg_prop[VG_W], vg_use[VG_W], vg_t[VG_W], vg_h[VG_W];
-    int vg_again[VG_W], vg_status[VG_W];
-    bool vg_ok[VG_W], vg_flux[VG_W];
+    int vg_again[VG_W], vg_status[VG_W], vg_ok[VG_W], vg_flux[VG_W];
     const {F} u_dtmax = 1e30;
     double e;
     while (scanf("%lf", &e) == 1) {{
-        const int l = 0;
-        vg_err[l] = ({F})e; vg_use[l] = 1; vg_t[l] = 0; vg_again[l] = 0; vg_status[l] = -1;
-        vg_flux[l] = false; vg_h[l] = 0;
         {{
+            const int l = 0;
+            vg_err[l] = ({F})e; vg_use[l] = 1; vg_t[l] = 0; vg_again[l] = 0; vg_status[l] = -1;
+            vg_flux[l] = false; vg_h[l] = 0;
 {accept}
         }}
         {{
 {factor}
-            printf("%.17g\\n", (double)vg_fac);
+            printf("%.17g\\n", (double)vg_prop[0]);
         }}
         {{
+            const int l = 0;
 {next}
         }}
         printf("%d %d %d %.17g\\n", (int)vg_ok[0], vg_status[0], (int)vg_flux[0], (double)vg_h[0]);
@@ -228,7 +268,8 @@ int main(void) {{
 @pytest.mark.parametrize("q", [1, 4, 8])
 def test_the_printed_c_compiles_and_gives_the_references_factor(dialect, q, cpu, tmp_path):
     """ir/controller.py's factor (what the numpy backend runs), bit for bit, at errors
-    across and beyond the guards (0, 1e-8, 1e8, inf, NaN)."""
+    across and beyond the guards (0, 1e-8, 1e8, inf, NaN): the select form the C kernel
+    runs (the factor's own lane loops; dt = 1, so the proposal is the factor)."""
     from vgpu_compiler.backends.cpu import toolchain
     ps = _pieces(dialect, q)
     ind = lambda s: "\n".join(" " * 12 + x for x in s.splitlines())      # noqa: E731
@@ -307,7 +348,7 @@ def test_the_lane_loops_pass_keeps_block_level_pieces_outside_the_loops():
     the trial stage, the locals that cross them made lane arrays, the uniform if outside."""
     fd = first_step.Field(states=("s_x",), k0=("k0_x",), trial=("y_x",), k1=("k1_x",),
                           n_err=1, basin=True)
-    stmts = first_step.first_step(TARGETS["c"], fd, 4)
+    stmts = first_step.first_step(C_FLOAT64, fd, 4)
     out = lanes.lane_loops(stmts, controller.LANE_ARRAYS, registers=("s_x", "k0_x", "k1_x"))
     text = printer(C_FLOAT64, {"trial": "TRIAL;", "fold vg_h0": "FOLD_H0;",
                                "fold vg_h": "FOLD_H;"}).text(out)

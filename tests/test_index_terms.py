@@ -6,7 +6,7 @@ import dataclasses
 
 from vgpu_compiler.backends.glsl import describe, print_kernel
 from vgpu_compiler.backends.glsl.dialect import GLSL_FLOAT32
-from vgpu_compiler.backends.glsl.kernel import Below, Ix, flat, product
+from vgpu_compiler.backends.glsl.kernel import Below, Ix, flat, product, spell
 from vgpu_compiler.frontend.compile import compile_program
 
 from field_examples import HEAT, KURAMOTO, LORENZ, MATMUL
@@ -49,14 +49,14 @@ def test_the_kernel_description_holds_no_spelled_index():
 
 def test_glsl_spells_flat_offsets_the_active_box_and_products():
     d = GLSL_FLOAT32
-    assert d.index(flat(["i0", "i1", "i2"], ["d_A", "d_B", "d_C"])) == \
+    assert spell(flat(["i0", "i1", "i2"], ["d_A", "d_B", "d_C"]), d) == \
         "(i0 * d_B + i1) * d_C + i2"
-    assert d.index(flat([Ix("sub", "g_i", "u_origin"), "g_j"], ["u_grid0", "u_grid1"])) == \
+    assert spell(flat([Ix("sub", "g_i", "u_origin"), "g_j"], ["u_grid0", "u_grid1"]), d) == \
         "(g_i - u_origin) * u_grid1 + g_j"
-    assert d.index(Ix("div", Ix("div", "vg_j", "e2"), "e1")) == "(vg_j / e2) / e1"
-    assert d.index(Ix("mod", Ix("div", "vg_j", "e2"), "e1")) == "vg_j / e2 % e1"
-    assert d.index(product(["a", "b", "c"])) == "a * b * c"
-    assert d.index(Below((("l_a", "vg_ext0"), ("l_b", "vg_ext1")))) == \
+    assert spell(Ix("div", Ix("div", "vg_j", "e2"), "e1"), d) == "(vg_j / e2) / e1"
+    assert spell(Ix("mod", Ix("div", "vg_j", "e2"), "e1"), d) == "vg_j / e2 % e1"
+    assert spell(product(["a", "b", "c"]), d) == "a * b * c"
+    assert spell(Below((("l_a", "vg_ext0"), ("l_b", "vg_ext1"))), d) == \
         "l_a < vg_ext0 && l_b < vg_ext1"
 
 

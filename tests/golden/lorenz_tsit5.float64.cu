@@ -790,8 +790,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             vg_err[l] = vg_sqrt(vg_e / 3.0);
         }
         for (int l = 0; l < VG_W; l++) {
-            const double err = vg_err[l];  // (NaN: err <= 1 is false)
-            vg_ok[l] = (vg_status[l] == -1) & !isinf(err) & (err <= 1.0);
+            vg_ok[l] = (vg_status[l] == -1) & !isnan(vg_err[l]) & !isinf(vg_err[l]) & (vg_err[l] <= 1.0);
         }
         if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
             for (int l = 0; l < VG_W; l++) {
@@ -884,20 +883,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         for (int l = 0; l < VG_W; l++) {
             vg_pw[l] = vg_pow_libm(vg_err[l], (-0.2));
         }
+        // the controller: the next step from this one's error on every lane, in selects
+        // (codegen/build/controller.py); a lane that does not run ignores its value
         for (int l = 0; l < VG_W; l++) {
-            // the controller: the next step from this one's error, on every lane, in single
-            // selects (no branch, no nested choice: gcc then vectorises the loop, pow through
-            // libmvec); a lane that does not run ignores its value. err >= 0 or NaN, so a
-            // finite err's vg_raw is in (0, inf]: the clamps are vg_max(fmin, .) and
-            // vg_min(fmax, .) without their NaN case; a non-finite err gives fmin.
-            const double err = vg_err[l];
-            const double vg_raw = 0.9 * (double)vg_pw[l];
-            double fac = vg_raw > 0.2 ? vg_raw : 0.2;
-            fac = fac < 5.0 ? fac : 5.0;
-            fac = (isnan(err) | isinf(err)) ? 0.2 : fac;
-            fac = (vg_again[l] != 0) & (1.0 < fac) ? 1.0 : fac;  // vg_min(fac, 1)
-            const double vg_p = vg_use[l] * fac;
-            vg_prop[l] = (isnan(vg_p) | isnan(u_dtmax)) ? vg_nan() : (u_dtmax < vg_p ? u_dtmax : vg_p);
+            const double vg_raw = 0.9 * vg_pw[l];
+            double vg_fac = (vg_raw > 0.2) ? vg_raw : 0.2;
+            vg_fac = (vg_fac < 5.0) ? vg_fac : 5.0;
+            vg_fac = (vg_err[l] > 100000000.0) ? 0.2 : vg_fac;
+            vg_fac = (vg_err[l] < 1e-08) ? 5.0 : vg_fac;
+            vg_fac = ((!isnan(vg_err[l])) & !isinf(vg_err[l])) ? vg_fac : 0.2;
+            vg_fac = ((vg_again[l] != 0) & (1.0 < vg_fac)) ? 1.0 : vg_fac;
+            const double vg_p = vg_use[l] * vg_fac;
+            vg_prop[l] = (isnan(vg_p) | isnan(u_dtmax)) ? vg_nan() : ((u_dtmax < vg_p) ? u_dtmax : vg_p);
         }
         for (int l = 0; l < VG_W; l++) {
             // an accepted step's new state, a rejected one counted (selects: no branch)

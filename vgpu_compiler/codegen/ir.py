@@ -15,6 +15,7 @@ by its template) that the printer inserts by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Union
 
 from ..ir.ops import Op
@@ -55,6 +56,22 @@ class Bin:
     b: "Expr"
 
 
+class Bit(Enum):
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+
+
+@dataclass(frozen=True)
+class Bits:
+    """``a & b``, ``a | b``, ``a ^ b`` on 0/1 int flags (a lane target's comparisons are
+    0/1 ints): the branchless logic of a select-form piece, both sides always evaluated
+    (no short circuit, so no branch in a loop the compiler is to vectorise)."""
+    op: Bit
+    a: "Expr"
+    b: "Expr"
+
+
 @dataclass(frozen=True)
 class Un:
     op: Op                  # NEG, NOT
@@ -76,7 +93,7 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Var, Index, Elem, Lit, Bin, Un, Call, Select]
+Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select]
 
 
 # --- statements ----------------------------------------------------------------------
@@ -183,6 +200,26 @@ def ne(a, b): return Bin(Op.NE, a, b)
 def and_(a, b): return Bin(Op.AND, a, b)
 def or_(a, b): return Bin(Op.OR, a, b)
 def not_(a): return Un(Op.NOT, a)
+def band(*xs): return _fold(Bit.AND, xs)
+def bor(*xs): return _fold(Bit.OR, xs)
+
+
+def _fold(op: Bit, xs):
+    """A left chain of ``op`` over ``xs``, a chain of the same op among them opened (the
+    flags are 0/1 ints: & and | are exact and associative)."""
+    flat: list = []
+    for x in xs:
+        flat.extend(_chain(op, x))
+    out = flat[0]
+    for x in flat[1:]:
+        out = Bits(op, out, x)
+    return out
+
+
+def _chain(op: Bit, x) -> list:
+    if isinstance(x, Bits) and x.op is op:
+        return _chain(op, x.a) + _chain(op, x.b)
+    return [x]
 def call(fn, *args): return Call(fn, tuple(args))
 
 
@@ -198,7 +235,7 @@ def names(stmts) -> set[str]:
             expr(e.index)
         elif isinstance(e, Elem):
             expr(e.index)
-        elif isinstance(e, (Bin,)):
+        elif isinstance(e, (Bin, Bits)):
             expr(e.a), expr(e.b)
         elif isinstance(e, Un):
             expr(e.a)

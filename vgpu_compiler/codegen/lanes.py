@@ -25,7 +25,7 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
             return replace(e, index=expr(e.index))
         if isinstance(e, ir.Index):
             return replace(e, index=expr(e.index))
-        if isinstance(e, ir.Bin):
+        if isinstance(e, (ir.Bin, ir.Bits)):
             return replace(e, a=expr(e.a), b=expr(e.b))
         if isinstance(e, ir.Un):
             return replace(e, a=expr(e.a))

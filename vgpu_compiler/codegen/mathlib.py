@@ -19,6 +19,13 @@ def finite(t, x) -> ir.Expr:
     return ir.and_(ir.not_(ir.call("isnan", x)), ir.not_(ir.call("isinf", x)))
 
 
+def finite_flag(t, x) -> ir.Expr:
+    """``finite`` as a 0/1 flag of the select form (ir.Bits: no short circuit)."""
+    if not t.has_isnan:
+        return ir.not_(ir.call("nonfinite", x))
+    return ir.band(ir.not_(ir.call("isnan", x)), ir.not_(ir.call("isinf", x)))
+
+
 def root(t, x, m: int) -> ir.Expr:
     """x^(1/m) for x > 0."""
     if t.accurate_pow:

@@ -1,10 +1,9 @@
-"""The one C-style printer of ``codegen.ir`` statements, and what a target overrides.
+"""The one C-style printer of ``codegen.ir`` statements.
 
 GLSL, WGSL and C share the layout (braces, ``if``/``else if``, ``for``, infix operators
-of the same precedence, ``//`` comments); a ``Target`` (codegen/targets) holds only
-what each spells its own way: the declaration of a local, the ``for`` header,
-builtins, and, through the kernel's ``Dialect`` (backends/shader/dialect.py, the
-word table the field printer already uses), type names, literals and ``select``.
+of the same precedence, ``//`` comments); a ``Target`` (codegen/targets, the word table
+the field expressions' printer reads too) holds what each spells its own way: type
+names, literals, ``select``, the declaration of a local, the ``for`` header, builtins.
 
 Parentheses follow the tree: an operand is put in parentheses where the operator
 precedence would otherwise regroup it, and also where it is a different operator of
@@ -13,8 +12,6 @@ operator (WGSL requires that), so the printed text evaluates in exactly the orde
 tree gives, and reads so.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from ..ir.ops import Op
 from . import ir
@@ -25,48 +22,20 @@ PREC = {Op.OR: 1, Op.AND: 2, Op.EQ: 3, Op.NE: 3, Op.LT: 4, Op.LE: 4, Op.GT: 4, O
 INFIX = {Op.OR: "||", Op.AND: "&&", Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=",
          Op.GT: ">", Op.GE: ">=", Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
 UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
-# calls the kernel's dialect already spells (backends/shader/dialect.py)
-DIALECT_CALLS = frozenset({"atomic_add", "atomic_cas"})
-
-
-@dataclass(frozen=True)
-class Target:
-    """The spelling of one language's statements (a subclass or an instance per
-    language, in codegen/targets)."""
-
-    language: str
-    # a local: {T} type, {name}, {value}; the mutable and precise forms where they differ
-    let: str = "{T} {name} = {value};"
-    var: str = "{T} {name} = {value};"
-    precise: str = "{T} {name} = {value};"
-    loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
-    array: str = "{T} {name}[{size}];"
-    not_: str = "!{0}"
-    neg: str = "-{0}"
-    # neutral builtins (codegen.ir.Call) -> a format of the arguments {0}, {1}, ...
-    builtins: dict = field(default_factory=dict)
-    # what the kernel's math has (codegen/mathlib.py writes what it lacks as IR)
-    accurate_pow: bool = False       # pow is correctly rounded enough for x^(-1/m)
-    has_isnan: bool = True           # isnan/isinf exist (else: the bits, mathlib)
-    # a float zero the driver must not fold (a stage value before its block writes it)
-    stage_zero: str | None = None
-    # a kernel of lane blocks: each piece of a trajectory's step runs in a loop over the
-    # block's lanes, its scalars in arrays (codegen/lanes.py)
-    lane_block: bool = False
-
-    def builtin(self, fn: str, args: list[str], dtype: str) -> str:
-        """A builtin's text; a table entry may be a dict by working dtype (C's powf, pow)."""
-        fmt = self.builtins.get(fn)
-        if isinstance(fmt, dict):
-            fmt = fmt[dtype]
-        return fmt.format(*args) if fmt is not None else f"{fn}({', '.join(args)})"
+# 0/1 flag logic (ir.Bits): an operand is in parentheses unless it is an atom, a unary
+# one on the right or (on the left) the same operator (WGSL allows no other), and the
+# whole is in parentheses wherever it is an operand
+BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^"}
+BITS_PREC = 0.5
+# calls the target spells in its expression table (atomic_add, atomic_cas)
+TABLE_CALLS = frozenset({"atomic_add", "atomic_cas"})
 
 
 class Printer:
-    """Prints statements of ``codegen.ir`` with a target and the kernel's dialect."""
+    """Prints statements of ``codegen.ir`` with a target (codegen/targets)."""
 
-    def __init__(self, target: Target, dialect, splices: dict | None = None):
-        self.t, self.d = target, dialect
+    def __init__(self, target, splices: dict | None = None):
+        self.t = target
         self.splices = splices or {}
 
     # expressions ----------------------------------------------------------------------
@@ -80,26 +49,31 @@ class Printer:
         if isinstance(e, ir.Index):
             return f"{e.name}[{self.expr(e.index)}]", ATOM
         if isinstance(e, ir.Elem):
-            return self.d.buffer_read.format(buffer=e.buffer, index=self.expr(e.index)), ATOM
+            return self.t.buffer_read.format(buffer=e.buffer, index=self.expr(e.index)), ATOM
         if isinstance(e, ir.Lit):
             return self._literal(e), ATOM
         if isinstance(e, ir.Call):
             args = [self.expr(a) for a in e.args]
-            if e.fn in DIALECT_CALLS and e.fn not in self.t.builtins:
-                return getattr(self.d, e.fn).format(*args), ATOM
-            return self.t.builtin(e.fn, args, self.d.dtype), ATOM
+            if e.fn in TABLE_CALLS and e.fn not in self.t.builtins:
+                return getattr(self.t, e.fn).format(*args), ATOM
+            return self.t.builtin(e.fn, args), ATOM
         if isinstance(e, ir.Un):
             text, p = self._expr(e.a)
             text = text if p >= UNARY_PREC else f"({text})"
             return (self.t.not_ if e.op is Op.NOT else self.t.neg).format(text), UNARY_PREC
         if isinstance(e, ir.Select):
-            lazy = "?" in self.d.select      # c ? a : b (else a call: no parentheses)
+            lazy = "?" in self.t.select      # c ? a : b (else a call: no parentheses)
             at = (UNARY_PREC, SELECT_PREC + 1, SELECT_PREC + 1) if lazy else (0, 0, 0)
             parts = [self._operand(x, p) for x, p in zip((e.cond, e.a, e.b), at)]
-            text = self.d.select.format(*parts)
+            text = self.t.select.format(*parts)
             if text.startswith("(") and text.endswith(")") and _balanced(text):
                 text = text[1:-1]               # (the printer adds them where needed)
             return text, SELECT_PREC if lazy else ATOM
+        if isinstance(e, ir.Bits):
+            left, q = self._expr(e.a)
+            same = isinstance(e.a, ir.Bits) and e.a.op is e.op
+            left = left if same or q >= ATOM else f"({left})"     # (!a & b: gcc asks for (!a))
+            return f"{left} {BIT_INFIX[e.op]} {self._operand(e.b, UNARY_PREC)}", BITS_PREC
         if isinstance(e, ir.Bin):
             p = PREC[e.op]
             left = self._side(e.a, e.op, p, right=False)
@@ -121,12 +95,12 @@ class Printer:
 
     def _literal(self, e: ir.Lit) -> str:
         if e.type == ir.BOOL:
-            return self.d.true if e.value else self.d.false
+            return self.t.true if e.value else self.t.false
         if e.type == ir.INT:
             return str(int(e.value))
         if e.type == ir.UINT:
-            return self.d.uint(int(e.value))
-        return self.d.float_literal(e.value)
+            return self.t.uint(int(e.value))
+        return self.t.float_literal(e.value)
 
     # statements -----------------------------------------------------------------------
     def lines(self, stmts, indent: int = 0) -> list[str]:
@@ -142,7 +116,7 @@ class Printer:
         pad = " " * n
         if isinstance(s, ir.Let):
             form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
-            out.append(pad + form.format(T=self.d.type(s.type), name=s.name,
+            out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
                                          value=self.expr(s.value)))
         elif isinstance(s, ir.Assign):
             op = "" if s.op is None else INFIX[s.op]
@@ -180,7 +154,7 @@ class Printer:
                 self._stmt(x, n, out)
             self._stmt(ir.Splice(s.name), n, out)
         elif isinstance(s, ir.Array):
-            out.append(pad + self.t.array.format(T=self.d.type(s.type), name=s.name,
+            out.append(pad + self.t.array.format(T=self.t.type(s.type), name=s.name,
                                                  size=self.expr(s.size)))
         elif isinstance(s, ir.Splice):
             text = str(self.splices.get(s.name, ""))

@@ -1,43 +1,7 @@
-"""The C dialect: the words of the shared kernel printer (backends/shader) for C99 + GNU.
-
-The GLSL table with C's spellings: a cast is ``((float)(x))``, storage buffers are
-plain pointers, the error index is three ints, and every float function goes through a
-``vg_*`` helper of templates/helpers.c.j2: the C library's function of the working dtype
-(libmvec's SIMD variant on x86-64 glibc; float32 ``tan`` in double precision, rounded
-once): this backend has no GLSL limits, so float64 has every function. min/max/sign/clamp propagate NaN as numpy does; int ``//`` and ``%`` are
-Python's, an error by zero, exactly as in GLSL. Compiled without ``-ffast-math`` and
-with ``-ffp-contract=off``, so the compiler neither fuses nor reorders float arithmetic.
-"""
+"""The C dialect: codegen's C target (codegen/targets/c.py: GLSL's table with C's
+spellings), under the names this backend (and cuda, through its templates) uses."""
 from __future__ import annotations
 
-from dataclasses import replace
+from ...codegen.targets.c import C_FLOAT32, C_FLOAT64, DIALECTS
 
-from ...ir.ops import Op
-from ..shader.dialect import FLOAT_OPS, GLSL_FLOAT32, INT_OPS
-
-# every float function: a helper (templates/helpers.c.j2)
-C_FLOAT_OPS = {
-    **FLOAT_OPS,
-    Op.SIN: "vg_sin({0})", Op.COS: "vg_cos({0})", Op.TAN: "vg_tan({0})",
-    Op.FLOOR: "vg_floor({0})", Op.CEIL: "vg_ceil({0})", Op.ABS: "vg_fabs({0})",
-}
-C_INT_OPS = {
-    **INT_OPS,
-    Op.ABS: "vg_iabs({0})", Op.MIN: "vg_imin({0}, {1})", Op.MAX: "vg_imax({0}, {1})",
-    Op.CLAMP: "vg_imin(vg_imax({0}, {1}), {2})", Op.SIGN: "vg_isign({0})",
-}
-
-C_FLOAT32 = replace(
-    GLSL_FLOAT32, language="c", suffix="f", float_ops=C_FLOAT_OPS, int_ops=C_INT_OPS,
-    types={"int": "int", "uint": "unsigned", "bool": "bool"},
-    cast="(({F})({0}))", buffer_read="{buffer}[{index}]", index3="{0}, {1}, {2}",
-    nan="vg_nan()", inf="vg_inf()", zero="vg_zero",
-    uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
-    shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",
-    adaptive_template="adaptive.c.j2",
-    adaptive_lanes=1)           # (the C kernel has lane blocks of its own)
-if hasattr(C_FLOAT32, "normal"):        # stochastic fields: the normal of a noise counter
-    C_FLOAT32 = replace(C_FLOAT32, normal="vg_normal({traj}, (unsigned)({step}), {k}, 0u, "
-                                          "u_key0, u_key1)", to_uint="((unsigned)({0}))")
-C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="")
-DIALECTS = {"float32": C_FLOAT32, "float64": C_FLOAT64}
+__all__ = ["C_FLOAT32", "C_FLOAT64", "DIALECTS"]

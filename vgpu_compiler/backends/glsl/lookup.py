@@ -94,7 +94,9 @@ def shape_signature(bound: Bound) -> tuple:
 # --- finding or making a kernel ------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
-    """A hash of the backend's templates and code: a change to either is a new kernel."""
+    """A hash of the backend's templates and code (codegen's too): a change to either is a
+    new kernel."""
+    from ... import codegen
     from .. import glsl, shader
     from . import VERSION
     from .template import environment
@@ -105,6 +107,9 @@ def compiler_fingerprint() -> str:
         for p in sorted(folder.iterdir()):
             if p.suffix in (".j2", ".py"):
                 h.update(p.name.encode() + b"\0" + p.read_bytes())
+    root = Path(codegen.__file__).parent        # the targets' words and the builders
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 

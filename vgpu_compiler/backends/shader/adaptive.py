@@ -87,9 +87,9 @@ class PrintedAdaptive:
         ``folds``: the basin folds' text by splice name ("fold vg_h0", "fold vg_h")."""
         from ...codegen import lanes
         from ...codegen.build.controller import LANE_ARRAYS
-        from ...codegen.targets import TARGETS, printer
+        from ...codegen.targets import printer
         stmts = self.first_ir
-        if TARGETS[self.dialect.language].lane_block:
+        if self.dialect.lane_block:
             stmts = lanes.lane_loops(stmts, LANE_ARRAYS, registers=self.registers)
         return printer(self.dialect, {"trial": trial, **(folds or {})}).text(stmts)
 
@@ -167,16 +167,16 @@ def _built(k, dialect, q: int, n_err: int) -> dict:
     where the events' rows go inside it; printed in lane arrays for C)."""
     from ...codegen import lanes
     from ...codegen.build import carry, controller, first_step
-    from ...codegen.targets import TARGETS, printer
+    from ...codegen.targets import printer
     fd = first_step.Field(states=tuple(s[0] for s in k.states),
                           k0=tuple(k.stage_k[0]), trial=tuple(s[1] for s in k.states),
                           k1=tuple(k.stage_k[1]) if len(k.stage_k) > 1 else (),
                           n_err=n_err, basin=bool(k.has_basin))
-    first = first_step.first_step(TARGETS[dialect.language], fd, q) if fd.k1 else ()
+    first = first_step.first_step(dialect, fd, q) if fd.k1 else ()
     cf = carry.Field(states=fd.states, params=tuple(k.pt_params), k0=fd.k0)
     out = dict(ctl=controller.printed(dialect, q, k.dtype, RUNNING), first_ir=first,
                dialect=dialect)
-    if not TARGETS[dialect.language].lane_block:
+    if not dialect.lane_block:
         out["carry_ir"] = {"load": carry.load(cf), "store": carry.store_all(cf, RUNNING)}
         return out
     regs = (*fd.states, *cf.params, *fd.k0)         # C: lane arrays A_name[l]

@@ -30,7 +30,7 @@ from ...ir.step import Combination
 @dataclass(frozen=True)
 class Ix:
     """``a op b`` on integer index terms; ``op`` is add, sub, mul, div or mod, and a term
-    is a name (str), an int or another Ix. ``Dialect.index`` spells it."""
+    is a name (str), an int or another Ix. ``spell`` prints it with a dialect's words."""
 
     op: str
     a: "Term"
@@ -45,6 +45,19 @@ class Below:
 
 
 Term = str | int | Ix
+
+
+def spell(term, d) -> str:
+    """An index term (an Ix, a Below, a name or an int) in the words of the dialect ``d``
+    (its ``index_ops``, ``index_grouped``, ``group``, ``below``, ``all_of``)."""
+    if isinstance(term, Below):
+        return d.all_of.join(d.below.format(spell(a, d), spell(b, d)) for a, b in term.pairs)
+    if not isinstance(term, Ix):
+        return str(term)
+    left = spell(term.a, d)
+    if isinstance(term.a, Ix) and (term.a.op, term.op) in d.index_grouped:
+        left = d.group.format(left)
+    return d.index_ops[term.op].format(left, spell(term.b, d))
 
 
 def flat(index, dims) -> "Term":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ...ir.nodes import Field
 from .dialect import mangle
-from .kernel import Assign, Let, Term, Uniform, flat
+from .kernel import Assign, Let, Term, Uniform, flat, spell
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def traj(axes) -> Term:
 
 
 def printed_traj(kernel, dialect) -> str:
-    return dialect.to_uint.format(dialect.index(kernel.traj)) if kernel.noise else ""
+    return dialect.to_uint.format(spell(kernel.traj, dialect)) if kernel.noise else ""
 
 
 def printed(kernel, dialect, step: str = "n", target=None) -> tuple[tuple, tuple]:

@@ -21,7 +21,7 @@ from . import events as _ev
 from . import noise as _noise
 from . import rosenbrock as _ros
 from .dialect import Dialect, mangle
-from .kernel import INIT, Assign, Block, CoupledBlock, Kernel, Reduction, Stage
+from .kernel import INIT, Assign, Block, CoupledBlock, Kernel, Reduction, Stage, spell
 from .render import Printer
 
 
@@ -160,11 +160,11 @@ class _Printing:
             k, d, F=d.F, zero=d.float_literal(0.0), lanes=1, lane_names=frozenset(),
             buffers=tuple(dataclasses.replace(b, type=d.type(b.type)) for b in k.buffers),
             uniforms=tuple(dataclasses.replace(u, type=d.type(u.type)) for u in k.uniforms),
-            lane=d.index(k.lane), active=d.index(k.active), nactive=d.index(k.nactive),
-            box=d.index(k.box),
-            loaders=tuple(dataclasses.replace(x, flat=d.index(x.flat)) for x in k.loaders),
-            fluxers=tuple(dataclasses.replace(x, flat=d.index(x.flat)) for x in k.fluxers),
-            coupled_arrays=tuple(dataclasses.replace(x, flat=d.index(x.flat))
+            lane=spell(k.lane, d), active=spell(k.active, d), nactive=spell(k.nactive, d),
+            box=spell(k.box, d),
+            loaders=tuple(dataclasses.replace(x, flat=spell(x.flat, d)) for x in k.loaders),
+            fluxers=tuple(dataclasses.replace(x, flat=spell(x.flat, d)) for x in k.fluxers),
+            coupled_arrays=tuple(dataclasses.replace(x, flat=spell(x.flat, d))
                                  for x in k.coupled_arrays),
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))

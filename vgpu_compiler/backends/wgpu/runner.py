@@ -152,7 +152,8 @@ class Kernel:
 
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
-    """A hash of the WGSL backend's code, the shared stages and the templates."""
+    """A hash of the WGSL backend's code, the shared stages, codegen and the templates."""
+    from ... import codegen
     from .. import shader, wgpu as this
     from ..shader.template import environment
     h = hashlib.sha256(VERSION.encode())
@@ -161,6 +162,9 @@ def compiler_fingerprint() -> str:
         for p in sorted(folder.iterdir()):
             if p.suffix in (".j2", ".py"):
                 h.update(p.name.encode() + b"\0" + p.read_bytes())
+    root = Path(codegen.__file__).parent        # the targets' words and the builders
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 

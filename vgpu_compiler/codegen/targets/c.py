@@ -1,14 +1,54 @@
-"""C's spellings (the word table of field expressions is backends/cpu/dialect.py)."""
+"""C's words (C99 + GNU, the cpu backend's and, through its templates, CUDA's): GLSL's
+table (targets/glsl.py) with C's spellings.
+
+A cast is ``((float)(x))``, storage buffers are plain pointers, the error index is
+three ints, and every float function goes through a ``vg_*`` helper of
+templates/helpers.c.j2: the C library's function of the working dtype (libmvec's SIMD
+variant on x86-64 glibc; float32 ``tan`` in double precision, rounded once): this
+backend has no GLSL limits, so float64 has every function. min/max/sign/clamp propagate
+NaN as numpy does; int ``//`` and ``%`` are Python's, an error by zero, exactly as in
+GLSL. Compiled without ``-ffast-math`` and with ``-ffp-contract=off``, so the compiler
+neither fuses nor reorders float arithmetic. The kernel runs each piece of a step as a
+loop over a block of lanes (``lane_block``: codegen/lanes.py).
+"""
 from __future__ import annotations
 
-from ..printer import Target
+from dataclasses import replace
 
-C = Target(
-    language="c",
-    let="const {T} {name} = {value};",
+from ...ir.ops import Op
+from .base import FLOAT_OPS, INT_OPS
+from .glsl import GLSL_FLOAT32
+
+# every float function: a helper (templates/helpers.c.j2)
+C_FLOAT_OPS = {
+    **FLOAT_OPS,
+    Op.SIN: "vg_sin({0})", Op.COS: "vg_cos({0})", Op.TAN: "vg_tan({0})",
+    Op.FLOOR: "vg_floor({0})", Op.CEIL: "vg_ceil({0})", Op.ABS: "vg_fabs({0})",
+}
+C_INT_OPS = {
+    **INT_OPS,
+    Op.ABS: "vg_iabs({0})", Op.MIN: "vg_imin({0}, {1})", Op.MAX: "vg_imax({0}, {1})",
+    Op.CLAMP: "vg_imin(vg_imax({0}, {1}), {2})", Op.SIGN: "vg_isign({0})",
+}
+
+C_FLOAT32 = replace(
+    GLSL_FLOAT32, language="c", suffix="f", float_ops=C_FLOAT_OPS, int_ops=C_INT_OPS,
+    types={"int": "int", "uint": "unsigned", "bool": "bool"},
+    cast="(({F})({0}))", buffer_read="{buffer}[{index}]", index3="{0}, {1}, {2}",
+    uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
+    shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",
+    adaptive_template="adaptive.c.j2",
+    adaptive_lanes=1,           # (the C kernel has lane blocks of its own)
+    # stochastic fields: the normal of a noise counter
+    normal="vg_normal({traj}, (unsigned)({step}), {k}, 0u, u_key0, u_key1)",
+    to_uint="((unsigned)({0}))",
+    # statements (codegen/printer.py)
+    let="const {T} {name} = {value};", precise="{T} {name} = {value};",
     builtins={"min": "vg_min({0}, {1})", "max": "vg_max({0}, {1})", "abs": "vg_fabs({0})",
               "sqrt": "vg_sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
-              "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"}},
+              "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
+              "pow_libm": "vg_pow_libm({0}, {1})"},      # templates/adaptive.c.j2
     accurate_pow=True,          # the C library's pow of the working dtype
-    lane_block=True,            # templates/adaptive.c.j2: loops over a block of lanes
-)
+    lane_block=True)            # templates/adaptive.c.j2: loops over a block of lanes
+C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="", pow_apart=True)
+DIALECTS = {"float32": C_FLOAT32, "float64": C_FLOAT64}

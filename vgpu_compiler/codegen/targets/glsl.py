@@ -1,14 +1,30 @@
-"""GLSL's spellings (the word table of field expressions is backends/shader/dialect.py)."""
+"""GLSL's words: the C family's tables (targets/base.py) are GLSL's; float64 overrides
+the entries that differ (``double``, the ``lf`` suffix, ``vg_ceil``, the ops OpenGL has
+no double version of)."""
 from __future__ import annotations
 
-from ..printer import Target
+from dataclasses import replace
 
-GLSL = Target(
-    language="glsl",
+from ...ir.ops import Op
+from .base import FLOAT_OPS, Target
+
+# OpenGL's double type has no transcendental functions; exp, log and log2 are helpers
+# here (vg_dexp, vg_dlog, vg_dlog2: fdlibm's), the rest are refused (docs/language.md).
+FLOAT64_MISSING = frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ATAN2,
+                             Op.SINH, Op.COSH, Op.TANH})
+
+GLSL_FLOAT32 = Target(
+    "glsl", "float32", "float", "", adaptive_lanes=2,
     precise="precise {T} {name} = {value};",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "root": "vg_root({0}, {1})",              # templates/root.glsl.j2
               "basin_fold": "vg_basin_fold({0}, {1})"},
-    accurate_pow=False,         # no double pow; float pow is not correctly rounded
-)
+    accurate_pow=False)         # no double pow; float pow is not correctly rounded
+GLSL_FLOAT64 = replace(
+    GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only
+    float_ops={**{op: f for op, f in FLOAT_OPS.items() if op is not Op.POW},
+               Op.CEIL: "vg_ceil({0})", Op.EXP: "vg_dexp({0})", Op.LOG: "vg_dlog({0})",
+               Op.LOG2: "vg_dlog2({0})"},
+    forbidden=FLOAT64_MISSING)
+DIALECTS = {"float32": GLSL_FLOAT32, "float64": GLSL_FLOAT64}
