@@ -103,11 +103,11 @@ static inline float vg_atan(float x) { return atanf(x); }
 static inline float vg_sinh(float x) { return sinhf(x); }
 static inline float vg_cosh(float x) { return coshf(x); }
 static inline float vg_tanh(float x) { return tanhf(x); }
-static inline float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
+static inline __attribute__((always_inline)) float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
     union { uint32_t u; float f; } v = { (uint32_t)(q + 127) << 23 };
     return v.f;
 }
-static inline float vg_exp(float x) {
+static inline __attribute__((always_inline)) float vg_exp(float x) {
     const float d = (x >= -104.0f && x <= 104.0f) ? x : 0.0f;   // (outside, NaN: below)
     const float z = d * 1.44269504088896341f;
     const float kf = (z + 12582912.0f) - 12582912.0f;            // rint(z): 1.5 * 2^23

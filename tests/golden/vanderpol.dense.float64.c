@@ -103,11 +103,11 @@ static inline double vg_atan(double x) { return atan(x); }
 static inline double vg_sinh(double x) { return sinh(x); }
 static inline double vg_cosh(double x) { return cosh(x); }
 static inline double vg_tanh(double x) { return tanh(x); }
-static inline double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
+static inline __attribute__((always_inline)) double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
     union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
     return v.f;
 }
-static inline double vg_exp(double x) {
+static inline __attribute__((always_inline)) double vg_exp(double x) {
     const double d = (x >= -1000.0 && x <= 710.0) ? x : 0.0;    // (outside, NaN: below)
     const double z = d * 1.442695040888963407359924681001892137;
     const double kf = (z + 6755399441055744.0) - 6755399441055744.0;   // rint(z): 1.5 * 2^52
