@@ -50,6 +50,15 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 #ifndef VG_SIMD35
 #define VG_SIMD35 VG_CONST
 #endif
+// An explicit fused multiply-add where the target has one (-ffp-contract=off fuses
+// nothing else), a product and a sum elsewhere (vg_exp is within its bound either way).
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define VG_FMAF(a, b, c) __builtin_fmaf(a, b, c)
+#define VG_FMA(a, b, c) __builtin_fma(a, b, c)
+#else
+#define VG_FMAF(a, b, c) ((a) * (b) + (c))
+#define VG_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 extern double sin(double) VG_SIMD;
 extern float sinf(float) VG_SIMD;
 extern double cos(double) VG_SIMD;
@@ -94,7 +103,30 @@ static inline float vg_atan(float x) { return atanf(x); }
 static inline float vg_sinh(float x) { return sinhf(x); }
 static inline float vg_cosh(float x) { return coshf(x); }
 static inline float vg_tanh(float x) { return tanhf(x); }
-static inline float vg_exp(float x) { return expf(x); }
+static inline __attribute__((always_inline)) float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
+    union { uint32_t u; float f; } v = { (uint32_t)(q + 127) << 23 };
+    return v.f;
+}
+static inline __attribute__((always_inline)) float vg_exp(float x) {
+    const float d = (x >= -104.0f && x <= 104.0f) ? x : 0.0f;   // (outside, NaN: below)
+    const float z = d * 1.44269504088896341f;
+    const float kf = (z + 12582912.0f) - 12582912.0f;            // rint(z): 1.5 * 2^23
+    const int q = (int)kf;
+    float s = VG_FMAF(kf, -0.693145751953125f, d);
+    s = VG_FMAF(kf, -1.428606765330187045e-06f, s);
+    float u = 0.000198527617612853646278381f;
+    u = VG_FMAF(u, s, 0.00139304355252534151077271f);
+    u = VG_FMAF(u, s, 0.00833336077630519866943359f);
+    u = VG_FMAF(u, s, 0.0416664853692054748535156f);
+    u = VG_FMAF(u, s, 0.166666671633720397949219f);
+    u = VG_FMAF(u, s, 0.5f);
+    u = 1.0f + VG_FMAF(s * s, u, s);
+    u = u * vg_pow2f(q >> 1) * vg_pow2f(q - (q >> 1));
+    u = x < -104.0f ? 0.0f : u;
+    u = x > 104.0f ? (float)INFINITY : u;
+    return x != x ? x : u;
+}
+
 static inline float vg_log(float x) { return logf(x); }
 static inline float vg_log2(float x) { return log2f(x); }
 static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
