@@ -51,20 +51,21 @@ def meta(text: str, arch: str) -> dict:
             "nvrtc": f"{major}.{minor}", "options": list(nvrtc.OPTIONS)}
 
 
-def key(text: str, arch: str) -> str:
-    """The cache key of ``text`` compiled for ``arch`` by this NVRTC with its options."""
+def key(text: str, arch: str, want: dict | None = None) -> str:
+    """The cache key of ``text`` compiled for ``arch`` by this NVRTC with its options
+    (``want``: its meta, when the caller has it)."""
     _check_arch(arch)
-    return f"{arch}-{dc.digest({'format': FORMAT, **meta(text, arch)})}"
+    return f"{arch}-{dc.digest({'format': FORMAT, **(want or meta(text, arch))})}"
 
 
 def binary(text: str, arch: str, name: str = "field.cu") -> bytes:
     """The cubin (``sm_XY``) or PTX (``compute_XY``) of ``text``: from memory, from disk
     (checked; ``disk_hits``), or compiled by NVRTC and stored in both."""
-    k = key(text, arch)
+    want = meta(text, arch)
+    k = key(text, arch, want)
     hit = _memory.get(k)
     if hit is not None:
         return hit
-    want = meta(text, arch)
     data = _load(k, want)
     if data is not None:
         COUNTERS.add("disk_hits")
