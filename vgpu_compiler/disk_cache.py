@@ -1,11 +1,12 @@
 """The kernel disk caches of every backend: where their folders are, what they trust,
-atomic writes, temporary files and the size bound (glsl/disk_cache.py, wgpu/disk_cache.py
-and cpu/library_cache.py build on this; ``JsonCache`` is the shader backends' cache).
+atomic writes, temporary files and the size bound (glsl/disk_cache.py, wgpu/disk_cache.py,
+cpu/library_cache.py and cuda/cubin_cache.py build on this; ``JsonCache`` is the shader
+backends' cache and cuda's).
 
 Layout: ``$VGPU_CACHE_DIR`` (``~`` expanded) holds the GLSL entries (``*.glsl.json``)
-and the folders ``wgsl/`` (``*.wgsl.json``) and ``cpu/`` (``*.so``, compiled
-libraries); without it, ``glsl/``, ``wgsl/`` and ``cpu/`` of
-``platformdirs.user_cache_dir("vgpu")`` (the root).
+and the folders ``wgsl/`` (``*.wgsl.json``), ``cpu/`` (``*.so``, compiled libraries)
+and ``cuda/`` (``*.cubin.json``, NVRTC's cubins and PTX); without it, ``glsl/``,
+``wgsl/``, ``cpu/`` and ``cuda/`` of ``platformdirs.user_cache_dir("vgpu")`` (the root).
 
 Trust: a checksum catches damage, not forgery, so the folder is the trust boundary.
 Every folder VGPU makes is private (mode 0700, any missing folder above it too).
@@ -51,7 +52,8 @@ MAX_BYTES_ENV = "VGPU_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 256 << 20
 TMP_PREFIX = ".tmp-"
 TMP_MAX_AGE = 3600.0                  # seconds: older temporary files were left by killed writers
-SUFFIXES = {"glsl": ".glsl.json", "wgsl": ".wgsl.json", "cpu": ".so"}     # kind -> entries
+SUFFIXES = {"glsl": ".glsl.json", "wgsl": ".wgsl.json", "cpu": ".so",     # kind -> entries
+            "cuda": ".cubin.json"}
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 

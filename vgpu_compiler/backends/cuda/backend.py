@@ -1,10 +1,11 @@
 """The cuda backend as the registry sees it: the cpu backend's C kernel compiled as CUDA
-C++ by NVRTC (source.py, nvrtc.py) and run through the CUDA driver (device.py).
+C++ by NVRTC (source.py, nvrtc.py; its cubins kept by cubin_cache.py) and run through
+the CUDA driver (device.py).
 Unavailable, saying why, without cuda-bindings, NVRTC, a driver or a GPU, or with
 VGPU_NO_CUDA set."""
 from __future__ import annotations
 
-from .. import Backend
+from .. import Backend, Caches
 
 
 def _available() -> tuple[bool, str]:
@@ -24,6 +25,21 @@ def _run(prepared, data, progress=None):
     return dispatch.run(prepared, data, progress, build=device.kernel, calls=device.CALLS)
 
 
+def _clear(memory: bool, disk: bool) -> dict:
+    from . import cubin_cache       # (never cuda-bindings: clearing starts no driver)
+    out = {}
+    if memory:
+        out["memory"] = cubin_cache.clear_memory()
+    if disk:
+        out["disk"] = cubin_cache.clear_disk()
+    return out
+
+
+def _info() -> dict:
+    from . import cubin_cache
+    return cubin_cache.info()
+
+
 BACKEND = Backend(
     name="cuda",
     description="NVIDIA GPUs: the cpu backend's C kernel as CUDA C++, compiled by NVRTC, "
@@ -34,4 +50,5 @@ BACKEND = Backend(
     features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events",
                         "stiff", "adaptive", "noise", "save_at", "float64_functions"}),
     absent_quietly=True,
+    caches=Caches(clear=_clear, info=_info, disk=("cuda",)),   # (no evict: keyed by text)
 )

@@ -1,5 +1,6 @@
 """The CUDA Device: the driver API through cuda-bindings (cuInit, the primary context,
-cuModuleLoadData of NVRTC's cubin for this GPU, cuMemAlloc and copies, cuLaunchKernel),
+cuModuleLoadData of NVRTC's cubin for this GPU's compute capability, kept by
+cubin_cache.py in memory and on disk, cuMemAlloc and copies, cuLaunchKernel),
 and the cpu backend's host drivers (cpu/runner.py, cpu/adaptive_run.py) over it.
 
 The drivers keep every buffer as a numpy array and read them between kernel calls
@@ -16,19 +17,20 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 
 import numpy as np
 
 from ...call.counters import COUNTERS
+from ...call.lru import LRU
 from ...errors import BackendError
 from ..cpu.adaptive_run import AdaptiveCall
 from ..cpu.kernel import CpuKernel
 from ..cpu.runner import _Call
-from . import nvrtc, source
+from . import cubin_cache, nvrtc, source
 
-_lock = threading.Lock()
-_modules: dict[tuple, CpuKernel] = {}
+# The loaded modules, by cubin_cache.key (text, arch, NVRTC, options). One that goes is
+# not unloaded: a run may still hold its function (the reference goes, not the module).
+_modules: LRU[CpuKernel] = LRU(cubin_cache.MEMORY_CAPACITY)
 
 
 def _driver():
@@ -83,23 +85,30 @@ def available() -> tuple[bool, str]:
 
 
 def kernel(field, dtype: str, per_trajectory=(), dense: bool = False) -> CpuKernel:
-    """The field's CUDA kernel, compiled for this GPU and loaded (kept per text and arch);
-    ``fn`` is the CUfunction of ``vg_kernel``."""
+    """The field's CUDA kernel for this GPU (its compute capability), loaded: the cubin
+    from cubin_cache (memory, disk, or NVRTC); ``fn`` is the CUfunction of ``vg_kernel``."""
     arch = _current()
     text, meta, lanes, n_int = source.source(field, dtype, per_trajectory, dense)
-    key = (text, arch, nvrtc.version())
+    key = cubin_cache.key(text, arch)
     hit = _modules.get(key)
     if hit is not None:
         COUNTERS.add("memory_hits")
         return hit
-    cubin = nvrtc.compile(text, arch, f"{field.name}.cu")
-    COUNTERS.add("compiles")
+    cubin = cubin_cache.binary(text, arch, f"{field.name}.cu")
+    COUNTERS.add("compiles")        # (as on cpu: every kernel made ready, from disk or not)
     d = _driver()
     module = _check(d.cuModuleLoadData(cubin), "cuModuleLoadData")
     fn = _check(d.cuModuleGetFunction(module, b"vg_kernel"), "cuModuleGetFunction")
-    out = CpuKernel(text, meta, lanes, n_int, fn, module)
-    with _lock:
-        return _modules.setdefault(key, out)
+    return _modules.put(key, CpuKernel(text, meta, lanes, n_int, fn, module))
+
+
+def forget() -> int:
+    """Drop the loaded modules' references (vgpu.clear_cache); how many there were."""
+    return len(_modules.clear())
+
+
+def loaded() -> int:
+    return len(_modules)
 
 
 class _Buffer:
