@@ -701,7 +701,7 @@ def test_auto_moves_on_to_a_backend_that_computes_them():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # (auto's warning is once per reason)
         sol = vgpu.solve(OSC % FIXED, dtype="float64", dims={"N": 2})
-    assert sol.backend == "numpy"
+    assert sol.backend in ("cpu", "numpy")      # (glsl, wgpu, cuda: no first yet)
     assert set(sol.observed) == {"vmax", "vmin", "ymin", "cross", "back", "never"}
 
 
