@@ -547,10 +547,149 @@ field ring {
                                   dims={"N": 8}))
 
 
+# --- first on cpu -------------------------------------------------------------------------
+FIRSTS = """
+field bounce {
+    param w = 1
+    state y = 1, v = 0, n = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    dn/dt = 0
+    %s
+    observe cross = first(y < 0)
+    observe back = first(y > 0.25)
+    observe fast = first(v * v > 0.5 * w * w and t > 0.5)
+    observe made = first(n > 0.5)
+    observe stepped = first(float(step) + y > 100)
+    observe never = first(y > 2)
+    observe vmax = peak(v)
+    solve %s
+}
+"""
+
+
+@pytest.mark.parametrize("events", EVENTS, ids=["plain", "when", "stop"])
+@pytest.mark.parametrize("method", METHODS, ids=["rk4", "dopri5", "tsit5"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cpu_first_equals_the_reference(cpu, events, method, dtype):
+    """first(COND) on cpu (with a peak beside it; conditions reading t and step; one made
+    true by an event's reset), fixed and adaptive methods, with and without events: the
+    reference's bit for bit on every trajectory whose states are numpy's bit for bit
+    (all of them with fixed steps), else to the rounding of the states (an adaptive
+    method's float32 steps differ from numpy's by the controller's rounding: the
+    crossing is located on another step); which trajectories cross is the same; the
+    run is the one without observers."""
+    w = np.array([0.7, 1.0, 2.0, 3.0, 5.0])
+    src = FIRSTS % (events, method)
+    kw = {"params": {"w": w}, "dtype": dtype}
+    ref = vgpu.solve(src, backend="numpy", **kw)
+    sol = vgpu.solve(src, backend="cpu", **kw)
+    same = (sol.states == ref.states).all(axis=-1)
+    if method.startswith("rk4"):
+        assert same.all()
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(sol.observed[k][same], v[same], err_msg=k)
+        np.testing.assert_array_equal(np.isnan(sol.observed[k]), np.isnan(v), err_msg=k)
+        tol = 1e-9 if dtype == "float64" else 1e-5 if k != "vmax" else 1e-2
+        np.testing.assert_allclose(sol.observed[k], v, rtol=tol, atol=tol, err_msg=k)
+    assert not np.isnan(ref.observed["cross"]).any()
+    if events.startswith("when"):       # the reset made n > 0.5: at the event's time (where
+        # y < 0 first holds; cross is that crossing located again in the part before it)
+        np.testing.assert_allclose(sol.observed["made"], sol.observed["cross"], rtol=1e-6)
+    _same_run(sol, vgpu.solve(_without(src), backend="cpu", **kw))
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 300)",
+                                    "dopri5(t1 = 3, rtol = 1e-10, atol = 1e-12)"])
+def test_cpu_first_exponential_decay_closed_form_and_history(cpu, method):
+    """y = e^{-kt}: first(y < c) at ln(1/c) / k (to the method's error and the events'
+    bracket), inside the step of a save_every=1 history where y first goes below c (fixed
+    steps); NaN where that is past t1; the reference's value bit for bit."""
+    src = """
+field decay {
+    param k = 1
+    param c = 0.5
+    state y = 1
+    dy/dt = -k * y
+    observe below = first(y < c)
+    solve %s
+}
+""" % method
+    k = np.array([0.5, 1.0, 2.0, 4.0, 0.1])
+    c = np.array([0.5, 0.3, 0.9, 0.01, 0.2])
+    kw = {"params": {"k": k, "c": c}, "dtype": "float64"}
+    sol = vgpu.solve(src, backend="cpu", **kw)
+    ref = vgpu.solve(src, backend="numpy", **kw)
+    if method.startswith("rk4"):
+        np.testing.assert_array_equal(sol.observed["below"], ref.observed["below"])
+    else:       # (cpu's adaptive states are numpy's to a few ulps, not bit for bit)
+        np.testing.assert_allclose(sol.observed["below"], ref.observed["below"], rtol=1e-12)
+    exact = np.log(1 / c) / k
+    want = np.where(exact < 3, exact, np.nan)
+    np.testing.assert_allclose(sol.observed["below"], want, rtol=1e-6)
+    if method.startswith("rk4"):
+        hist = vgpu.solve(src, backend="cpu", save_every=1, **kw)
+        for j in range(len(k)):
+            under = np.nonzero(hist.history[:, j] < c[j])[0]
+            if not len(under):
+                assert np.isnan(sol.observed["below"][j])
+                continue
+            n = under[0]
+            assert hist.times[n - 1] < sol.observed["below"][j] <= hist.times[n]
+
+
+def test_cpu_first_with_noise_and_in_a_basin(cpu):
+    """With noise the crossing is the first step end where COND holds (as the run's
+    save_every=1 history shows); in a basin whose step ends at its earliest event, each lane's first is
+    the reference's."""
+    src = """
+field walk {
+    noise xi
+    state x = 0
+    dx/dt = xi
+    observe out = first(x > 0.5)
+    solve euler(dt = 0.01, steps = 200)
+}
+"""
+    kw = {"dims": {"N": 64}, "seed": 3, "dtype": "float64"}
+    sol = vgpu.solve(src, backend="cpu", save_every=1, **kw)
+    ref = vgpu.solve(src, backend="numpy", **kw)
+    np.testing.assert_allclose(sol.states, ref.states, atol=1e-6)
+    above = sol.history > 0.5
+    for j in range(64):
+        hit = np.nonzero(above[:, j])[0]
+        want = sol.times[hit[0]] if len(hit) else np.nan
+        np.testing.assert_array_equal(sol.observed["out"][j], want)
+    assert (~np.isnan(sol.observed["out"])).sum() > 5
+    ring = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1 + 0.05, n = 0
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x + 0.3 * exp(-t) * (1.5 - t)
+    dn/dt = 0
+    when x > 0.3 { x = x - 0.2
+        n = n + 1 }
+    observe hot = first(x > 0.25)
+    observe bumped = first(n > 0.5)
+    solve %s
+}
+"""
+    for method in ("rk4(dt = 0.01, steps = 300)", "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-8)"):
+        ref = vgpu.solve(ring % method, backend="numpy", dtype="float64", dims={"N": 8})
+        sol = vgpu.solve(ring % method, backend="cpu", dtype="float64", dims={"N": 8})
+        assert ref.event_counts.sum() > 0
+        for k, v in ref.observed.items():
+            np.testing.assert_allclose(sol.observed[k], v, rtol=1e-9, atol=1e-9, err_msg=k)
+        _same_run(sol, vgpu.solve(_without(ring % method), backend="cpu", dtype="float64",
+                                  dims={"N": 8}))
+
+
 # --- backends that do not compute a kind refuse it ---------------------------------------
-@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+@pytest.mark.parametrize("backend", ["glsl", "wgpu"])
 def test_compiled_backends_refuse_step_end_observers(request, backend):
-    """first on every compiled backend (peak and trough they compute)."""
+    """first on glsl and wgpu (peak and trough they compute; cpu computes first too)."""
     _needs(request, backend)
     with pytest.raises(BackendError, match="does not compute the observers first yet "
                                            "[(]peak, trough, integral and average"):
@@ -562,7 +701,7 @@ def test_auto_moves_on_to_a_backend_that_computes_them():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # (auto's warning is once per reason)
         sol = vgpu.solve(OSC % FIXED, dtype="float64", dims={"N": 2})
-    assert sol.backend == "numpy"
+    assert sol.backend in ("cpu", "numpy")      # (glsl, wgpu, cuda: no first yet)
     assert set(sol.observed) == {"vmax", "vmin", "ymin", "cross", "back", "never"}
 
 
@@ -622,7 +761,8 @@ def test_simulation_integral_every_backend(request, backend):
 
 
 def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
-    with pytest.raises(BackendError, match="observers first yet"):
+    with pytest.raises(BackendError, match="Simulation on cpu does not compute the observer "
+                                           "first yet"):
         vgpu.Simulation(OSC % FIXED, backend="cpu", dims={"N": 2})
     with pytest.raises(CallError, match="adaptive Simulation"):
         vgpu.Simulation(OSC % ADAPTIVE, backend="numpy", dims={"N": 2})

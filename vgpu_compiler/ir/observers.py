@@ -99,6 +99,17 @@ def _lower(field: Field) -> Lowered:
                    tuple(o.kind for o in field.observers), base_n)
 
 
+def firsts(field: Field) -> tuple[Rule, ...]:
+    """The ``first`` rules of a lowered field (located on the step's extension)."""
+    return tuple(r for r in field.observer_rules if r.kind == "first")
+
+
+def located(field: Field) -> bool:
+    """Whether a compiled backend runs ``field`` through its events' code: it has events,
+    or a ``first`` to locate (as the reference's runners: numpy/runner.py)."""
+    return bool(field.events) or bool(firsts(field))
+
+
 _memo: dict = {}
 _lock = threading.Lock()
 MEMO_SIZE = 64

@@ -50,7 +50,8 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"observe_peak", "history", "flux", "reductions", "progress", "events", "stiff",
+    features=frozenset({"observe_peak", "observe_first", "history", "flux", "reductions",
+                        "progress", "events", "stiff",
                         "adaptive", "noise", "save_at", "float64_functions"}),
     caches=Caches(clear=_clear, info=_info, disk=("cpu",)),    # (no evict: keyed by C text)
 )

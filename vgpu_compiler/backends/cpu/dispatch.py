@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
+from ...ir import observers as _observers
 from ..shader.adaptive_host import lean_field
 from .adaptive_run import AdaptiveCall
 from .kernel import CpuKernel, kernel
@@ -14,11 +15,12 @@ def run(prepared, data, progress: Progress = None, build=None, calls=None) -> So
     """``build(field, dtype, per_trajectory, dense)`` makes the kernel (default: the C
     compiler's), ``calls`` the (fixed, adaptive) runner classes (backends/cuda: on a GPU)."""
     t = prepared.template
-    stepped = t.adaptive is not None or t.save_at is not None or bool(t.field.events)
+    located = _observers.located(t.field)      # events, or an observer `first`
+    stepped = t.adaptive is not None or t.save_at is not None or located
     bound = prepared.bound(data)
     # a call without save_at or events runs without the dense-only stages (dop853, vern7,
     # vern9: adaptive_host.lean_field); a Simulation always has them (adaptive_session)
-    lean = t.adaptive is not None and t.save_at is None and not t.field.events
+    lean = t.adaptive is not None and t.save_at is None and not located
     k = _kernel(prepared, bound, dense=stepped, lean=lean, build=build)
     fixed, adaptive = calls or (_Call, AdaptiveCall)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ...call.counters import COUNTERS
 from ...errors import BackendError
 from ..shader import adaptive, lower, printing, rosenbrock, template
+from ...ir import observers as _observers
 from ..shader import events as _events
 from ..shader import noise as _noise
 from . import source_key, toolchain
@@ -134,7 +135,8 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
                            f"backend takes at most {limit} (VGPU_CPU_MAX_STATES): the C "
                            f"compiler's time grows quickly with a kernel's size; use "
                            f"backend='numpy'")
-    if (dense or field.events) and field.solver.adaptive is None and not field.solver.dense:
+    located = _observers.located(field)     # events, or an observer `first` to locate
+    if (dense or located) and field.solver.adaptive is None and not field.solver.dense:
         field = dataclasses.replace(field, solver=dataclasses.replace(field.solver, dense=True))
     stepped = field.solver.adaptive is not None or field.solver.dense
     desc = lower.describe(field, dtype=dtype, per_trajectory_params=per_trajectory,
@@ -146,7 +148,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
         desc = adaptive.extend(desc, field)
     if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
         desc = rosenbrock.extend(desc, field)
-    if field.events:        # (a fixed-step method's events: its dense variant)
+    if located:             # (a fixed-step method's events: its dense variant)
         desc = _events.extend(desc, field)
     printed = printing.print_kernel(desc, DIALECTS[dtype])
     lanes = (desc.basin_size if desc.has_basin else
@@ -161,7 +163,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
     lean = False        # fixed_lean's plain steps (adaptive.c.j2): no basin, no noise
     if stepped:
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
-        if field.events:
+        if located:
             printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
             lean = bool(printed.ev.lean) and not noise
             if lean:                                # its lane loops are vectorised
@@ -174,7 +176,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
                     for i, (_, y, _) in enumerate(desc.states)])
     if cuda is not None and not desc.has_basin:     # a CUDA thread integrates one lane
         lanes = 1
-    if field.events:        # derivatives that read `step`: F at a step's end, twice
+    if located:             # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = _reads_step(field)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
         extra.update(_normals_first(printed, desc, dtype))
@@ -204,7 +206,7 @@ def _stepped_lanes(desc, field, dtype: str) -> int:
     """Lanes per block of a stepped kernel without a basin: LANES[dtype] where it has no
     events and no Jacobian and its local arrays (about states x (stages + 4) of them, one
     value per lane) fit WIDE_STACK; else ADAPTIVE_LANES."""
-    if field.events or field.jacobian is not None:
+    if _observers.located(field) or field.jacobian is not None:
         return ADAPTIVE_LANES
     arrays = len(desc.states) * (len(desc.stages) + 4)
     size = 4 if dtype == "float32" else 8

@@ -9,6 +9,7 @@ from ...call.session import Snapshot
 from ...call.counters import COUNTERS
 from ...call.interrupt import held
 from ...errors import BackendError
+from ...ir import observers as _observers
 from .kernel import kernel
 from .runner import WORK_PER_CALL, _Call
 
@@ -21,6 +22,9 @@ class Session:
         if t.field.events:
             raise BackendError("a Simulation on cpu has no events (`when`, `stop when`) yet; "
                                "vgpu.solve(..., backend='cpu') runs them")
+        if _observers.firsts(t.field):
+            raise BackendError("a Simulation on cpu does not compute the observer first yet "
+                               "(vgpu.solve(..., backend='cpu') does); use backend='numpy'")
         self.prepared = prepared
         self._open(data)
         self.step = 0

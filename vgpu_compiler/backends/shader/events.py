@@ -28,6 +28,7 @@ import numpy as np
 from ... import spelling as S
 from ...errors import BackendError
 from ...ir import controller as C
+from ...ir import observers as _observers
 from ...ir.events import BISECTIONS, MAX_PER_STEP, SAMPLE_HALVINGS, SAMPLES, dense_program
 from ...ir.nodes import Field
 from ...ir.ranges import Where
@@ -64,6 +65,16 @@ class EventParts:
     noisy: bool = False                 # noise: conditions at step ends only, no location
     log: bool = False                   # flux inside `when` goes to the event log (b_evlog)
     reads_dt: bool = False              # F reads `dt`: a fixed step's stage 0 at its start
+    firsts: tuple = ()                  # FirstBlocks per observer `first` (located, not fired)
+
+
+@dataclass(frozen=True)
+class FirstBlocks:
+    """An observer ``first(COND)`` (ir/observers.py's rule): COND as a block over ``q_*``
+    (``vg_hold``), located on a segment's extension by the events' bisection without
+    ending the step; its hidden state is state ``index``."""
+    cond: Block
+    index: int
 
 
 LOG_FIELDS = ("major", "rest", "phase", "event", "statement", "lane", "index", "value")
@@ -153,8 +164,12 @@ def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
         buffers.append(Buffer(len(buffers), "evn", "b_evn", "uint",
                               comment="events' flux: records written (atomicAdd)"))
         uniforms.append(Uniform("int", "u_logcap", "room in b_evlog (records)", "logcap"))
+    firsts = tuple(
+        FirstBlocks(Block(ctx=CTX, coupled=None, body=(Let("vg_hold", r.expr, "first"),),
+                          prefix=f"vg_tf{i}_"), r.index)
+        for i, r in enumerate(_observers.firsts(field)))
     dense, end_slope = dense_program(field.solver.tableau)
-    parts = EventParts(events=tuple(events), n_when=field.n_when,
+    parts = EventParts(firsts=firsts, events=tuple(events), n_when=field.n_when,
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
                        q_names=tuple(mangle(STATE, s.name) for s in field.states),
@@ -195,6 +210,13 @@ def weighted(comb: Combination, name, lit, i: int) -> str:
     return " + ".join(terms) if terms else lit(0.0)
 
 
+class Located(tuple):
+    """A kernel's printed events (PrintedEvent each), true where the kernel has events'
+    code: also with none, for an observer `first` to locate (the templates' k.events)."""
+    def __bool__(self) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
 class PrintedEvents:
     events: tuple                       # PrintedEvent per event (printing.py)
@@ -216,6 +238,7 @@ class PrintedEvents:
     sample_step: str = ""       # ... 1 / samples, printed
     bis_rest: int = 0           # ... and the halvings after them
     reads_dt: bool = False      # stage 0 of a fixed step is F at its start (EventParts)
+    firsts: tuple = ()          # (PrintedBlock of COND, the observer's state index) per `first`
 
 
 # A fixed-step method's kernel without a basin runs up to this many plain steps (the
@@ -249,6 +272,7 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
                                    target=lambda i: f"vg_n{i}") if k.noise else ((), ())
     return PrintedEvents(
         noisy=parts.noisy, log=parts.log, noise_draws=draws, noise_update=update,
+        firsts=tuple(zip(printed.firsts, (f.index for f in parts.firsts))),
         events=printed.events, q=parts.q_names,
         dense=tuple(tuple(weighted(p, name, lit, i) for p in parts.dense)
                     for i in range(len(k.states))),

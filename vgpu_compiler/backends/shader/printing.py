@@ -142,7 +142,8 @@ class _Printing:
         flux = self._flux(k.flux) if k.flux else None
         observe = self._observe(k.observe) if k.observe else None
         observe_q = self._observe(k.observe_q) if k.observe_q else None
-        events = self._events(k.events) if k.events else None
+        events = _ev.Located(self._events(k.events)) if k.events else None
+        firsts = tuple(self._block(f.cond) for f in k.events.firsts) if k.events else ()
         ros = (_ros.print_parts(k, k.rosenbrock, d, self._block, Assign)
                if k.rosenbrock is not None else None)
         if k.reports_errors:
@@ -169,7 +170,7 @@ class _Printing:
             helpers=tuple(sorted(self.p.helpers)), init=init, stages=stages,
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
-            collapse=collapse, flux=flux, observe=observe, observe_q=observe_q, events=events, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
+            collapse=collapse, flux=flux, observe=observe, observe_q=observe_q, events=events, firsts=firsts, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
             noise_traj=_noise.printed_traj(k, d),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
