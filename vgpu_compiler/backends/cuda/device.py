@@ -28,8 +28,10 @@ from ..cpu.kernel import CpuKernel
 from ..cpu.runner import _Call
 from . import cubin_cache, nvrtc, source
 
-# The loaded modules, by cubin_cache.key (text, arch, NVRTC, options). One that goes is
-# not unloaded: a run may still hold its function (the reference goes, not the module).
+# The loaded modules, by (text, arch, NVRTC's version): a str's hash is computed once, so
+# a call that finds its module hashes no text (cubin_cache keys by the text's SHA-256 on a
+# miss only). One that goes is not unloaded: a run may still hold its function (the
+# reference goes, not the module).
 _modules: LRU[CpuKernel] = LRU(cubin_cache.MEMORY_CAPACITY)
 
 
@@ -89,7 +91,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False) -> CpuKern
     from cubin_cache (memory, disk, or NVRTC); ``fn`` is the CUfunction of ``vg_kernel``."""
     arch = _current()
     text, meta, lanes, n_int = source.source(field, dtype, per_trajectory, dense)
-    key = cubin_cache.key(text, arch)
+    key = (text, arch, nvrtc.version())
     hit = _modules.get(key)
     if hit is not None:
         COUNTERS.add("memory_hits")
