@@ -117,6 +117,41 @@ def test_compile_emit_ir_equals_ir(vgpuc):
     assert "vanderpol" in b.stdout
 
 
+OBSERVING = """
+field osc {
+    state y = 1, v = 0
+    dy/dt = v
+    dv/dt = -y
+    observe vmax = peak(v)
+    observe cross = first(y < 0)
+    solve rk4(dt = 0.01, steps = 100)
+}
+"""
+
+
+def test_compile_emits_the_kernel_with_its_observers(vgpuc, tmp_path):
+    """--emit prints what the backend runs: the observers as hidden states (here the cpu
+    backend's C, the one it compiles for a call); a backend that does not compute one
+    of them refuses, naming it, as a run on it would."""
+    from vgpu_compiler.backends.cpu import kernel
+    from vgpu_compiler.cli.common import compile_source, select_field
+    from vgpu_compiler.ir import observers
+    src = write(tmp_path, "osc.field", OBSERVING)
+    c = vgpuc("compile", src, "--emit", "c")
+    assert c.returncode == 0, c.stderr
+    lowered = observers.lower(select_field(compile_source(OBSERVING, "osc.field"), None))
+    assert c.stdout.rstrip("\n") == kernel.source(lowered.field, "float32")[0].rstrip("\n")
+    assert "observed_vmax" in c.stdout and "observed_cross" in c.stdout
+    glsl = vgpuc("compile", src, "--emit", "glsl")
+    assert glsl.returncode == 1 and glsl.stdout == ""
+    assert "does not compute the observers first" in glsl.stderr, glsl.stderr
+    peak_only = write(tmp_path, "peak.field", OBSERVING.replace(
+        "    observe cross = first(y < 0)\n", ""))
+    glsl = vgpuc("compile", peak_only, "--emit", "glsl")
+    assert glsl.returncode == 0, glsl.stderr
+    assert "observed_vmax" in glsl.stdout
+
+
 def test_ir_selects_a_field(vgpuc, tmp_path):
     src = write(tmp_path, "two.field", TWO_FIELDS)
     both = vgpuc("ir", src)

@@ -217,7 +217,7 @@ def _run(prepared, data, backend, progress) -> Solution:
         if 0 in prepared.template.grid_shape:     # (_on, inline: the usual call)
             sol = empty_solution(prepared.template, progress)
         else:
-            _observes(chosen, prepared)
+            refuse_observers(chosen, prepared.template.field)
             sol = chosen.run(prepared, data, progress)
         sol.backend = backend
         return sol
@@ -261,11 +261,11 @@ def _say_chosen(backend) -> None:
 OBSERVER_FEATURE = {"peak": "observe_peak", "trough": "observe_peak", "first": "observe_first"}
 
 
-def _observes(backend, prepared) -> None:
-    """A BackendError when the field has step-end observers (peak, trough, first) and
-    ``backend`` does not update them (``auto`` then moves on)."""
+def refuse_observers(backend, field) -> None:
+    """A BackendError when the (lowered) field has step-end observers (peak, trough,
+    first) and ``backend`` does not update them (``auto`` then moves on)."""
     have = registry.capabilities(backend)
-    kinds = sorted({r.kind for r in prepared.template.field.observer_rules
+    kinds = sorted({r.kind for r in field.observer_rules
                     if OBSERVER_FEATURE[r.kind] not in have})
     if kinds:
         does = ("peak, trough, " if "observe_peak" in have else "") + "integral and average"
@@ -278,7 +278,7 @@ def _on(backend, prepared, data, progress) -> Solution:
     if is_empty(prepared):      # nothing to dispatch: no backend needs to know
         sol = empty_solution(prepared.template, progress)
     else:
-        _observes(backend, prepared)
+        refuse_observers(backend, prepared.template.field)
         sol = backend.run(prepared, data, progress)
     sol.backend = backend.name
     return sol

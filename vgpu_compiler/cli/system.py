@@ -46,8 +46,17 @@ def emit_glsl_text(field, *, dtype: str, dims: dict[str, int], per_trajectory=()
         if name not in params:
             raise UsageError(f"--per-trajectory {name}: field {field.name!r} has no param "
                              f"of that name")
+    if field.observers:     # the kernel the backend runs: observers as hidden states
+        from .. import backends as registry
+        from ..ir import observers
+        from ..pipeline import refuse_observers
+        field = observers.lower(field).field
+        refuse_observers(registry.get(BACKEND_OF[language]), field)
     return emit_glsl(field, dtype=dtype, per_trajectory_params=tuple(sorted(per_trajectory)),
                      source=source)
+
+
+BACKEND_OF = {"glsl": "glsl", "wgsl": "wgpu", "c": "cpu", "cuda": "cuda"}  # --emit's
 
 
 def _emit_c(field, *, dtype: str, per_trajectory_params=(), source=None) -> str:

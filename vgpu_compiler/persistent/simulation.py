@@ -40,8 +40,8 @@ import numpy as np
 
 from .. import backends as registry
 from .. import spelling as S
-from ..pipeline import (Located, Source, _fell_back, _observes, _out_of_memory, _say_chosen,
-                        parsed, text_of)
+from ..pipeline import (Located, Source, _fell_back, _out_of_memory, _say_chosen,
+                        parsed, refuse_observers, text_of)
 from ..call import labelled
 from ..call.adaptive import overrides as adaptive_overrides
 from ..call.batch import require_flat
@@ -628,5 +628,5 @@ def _open(prepared, data, backend: str):
 def _session(backend, prepared, data):
     if backend.open is None:
         raise BackendError(f"the {backend.name} backend has no Simulation sessions")
-    _observes(backend, prepared)
+    refuse_observers(backend, prepared.template.field)
     return backend.open(prepared, data)
