@@ -7,7 +7,7 @@ collapse and flux, float32 and float64) with bounded dynamics, and the call
 that runs them. Every example runs on both backends; states, outputs,
 steps taken and histories must agree to float32 rounding.
 
-CI runs a fixed, derandomized set (150 programs on each backend, to keep CI under its
+CI runs a fixed, derandomized set (95 programs on each backend, to keep CI under its
 time budget); ``pytest -m slow``
 and ``python -m benchmarks.reliability --programs N`` run many more.
 """
@@ -32,7 +32,7 @@ def backend(request):
     return request.param
 
 
-CI = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+CI = settings(max_examples=25, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck), print_blob=True)
 SLOW = settings(max_examples=int(os.environ.get("VGPU_SLOW_PROGRAMS", "1500")), deadline=None,
                 database=None, suppress_health_check=list(HealthCheck), print_blob=True)
@@ -55,14 +55,14 @@ def test_coupled_fields_agree(backend, case):
 
 
 @BACKENDS
-@settings(CI, max_examples=40)
+@settings(CI, max_examples=25)
 @given(cases(features=("collapse", "flux", "grid2", "f64")))
 def test_collapse_flux_and_float64_fields_agree(backend, case):
     compare(case, backend)
 
 
 @BACKENDS
-@settings(CI, max_examples=30)
+@settings(CI, max_examples=20)
 @given(cases())
 def test_everything_together_agrees(backend, case):
     compare(case, backend)
