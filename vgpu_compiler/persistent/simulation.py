@@ -386,6 +386,7 @@ class Simulation:
                 self._run(self._step, 0)            # (flux, with the new values)
                 return self
             snap = self._session.snapshot(self._step)
+            snap.slope = None                   # (F at the state: of the old values)
             session, _ = _open(prepared, data, self.backend)
             session.restore(snap)
             session.advance(self._step, 0)      # (outputs: flux on the state restored)
@@ -455,6 +456,7 @@ class Simulation:
                                 f"{', '.join(started)} start from their start expressions; "
                                 f"advance first, or pass h0")
             snap = self._session.snapshot(self._step)
+            snap.slope = None                   # (F at the state: of the old state)
             snap.state = np.concatenate([np.ascontiguousarray(a.reshape(-1, n_states).T),
                                          snap.state[n_states:]]).astype(snap.state.dtype)
             if self._step == 0:
