@@ -850,6 +850,39 @@ def test_cpu_simulation_first_after_changes_equals_numpy(cpu, tmp_path):
                                        err_msg=k)
 
 
+def test_cpu_simulation_first_interrupted_goes_back(cpu, monkeypatch):
+    """A Ctrl-C inside an advance of the events' kernel (its trajectories part way, at
+    steps of their own) undoes the advance; the next ones give one run's values."""
+    import signal
+    kw = {"params": {"w": np.array([1.0, 2.0, 3.0])}, "dtype": "float64"}
+    sim = vgpu.Simulation(FORCED, backend="cpu", **kw)
+    sim.advance(50)
+    before, seen = sim.states, sim.observed
+    session = sim._session
+    session.attempts = 7                # (several kernel calls an advance)
+    calls, call = [0], session.run._call
+
+    def interrupted(*args, **kwargs):
+        out = call(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == 3:
+            signal.raise_signal(signal.SIGINT)
+        return out
+    monkeypatch.setattr(session.run, "_call", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sim.advance(100)
+    assert calls[0] == 3 and sim.step == 50
+    np.testing.assert_array_equal(sim.states, before)
+    for k, v in seen.items():
+        np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+    sim.advance(250)
+    one = vgpu.solve(FORCED, backend="cpu", **kw)
+    np.testing.assert_array_equal(sim.states, one.states)
+    np.testing.assert_array_equal(sim.outputs["tot"], one.outputs["tot"])
+    for k, v in one.observed.items():
+        np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+
+
 def test_cpu_simulation_first_with_noise_and_a_basin(cpu):
     """With noise (the crossing at a step's end) and in a basin: advances in pieces give
     one cpu run's observers and states, bit for bit."""
