@@ -26,6 +26,67 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.field"))
 GOLDENS = [("lorenz", "float32"), ("lorenz_tsit5", "float64"), ("ou", "float32")]
+# observers (ir/observers.py): fields lowered as a call runs them, every kind, with the
+# fixed-step, adaptive and events kernels, noise and a basin (the golden: the first's, a
+# plain fixed-step kernel; a `first`'s kernel is the events' kernel, the C text's)
+OBSERVING = {
+    "observers_decay": """
+field decay {
+    state y = 1
+    dy/dt = -y
+    observe low = trough(y)
+    observe area = integral(y)
+    solve rk4(dt = 0.01, steps = 100)
+}""",
+    "observers": """
+field osc {
+    param w = 1
+    state y = 1, v = 0
+    dy/dt = v
+    dv/dt = -w * w * y
+    observe vmax = peak(v)
+    observe vmin = trough(v * t + float(step))
+    observe area = integral(y * y)
+    observe vbar = average(v)
+    observe cross = first(y < 0)
+    observe late = first(v > 0.5 and t > 1)
+    solve %s
+}""",
+    "observers_events": """
+field bounce {
+    state y = 1, v = 0, n = 0
+    dy/dt = v
+    dv/dt = -9.81
+    dn/dt = 0
+    when y < 0 { v = -0.8 * v
+        n = n + 1 }
+    observe top = peak(y)
+    observe made = first(n > 0.5)
+    solve %s
+}""",
+    "observers_noise": """
+field walk {
+    noise xi
+    state x = 0
+    dx/dt = xi
+    observe out = first(x > 0.5)
+    observe top = peak(x)
+    observe area = integral(x)
+    solve euler(dt = 0.01, steps = 200)
+}""",
+    "observers_basin": """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1 + 0.05
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1])
+    observe hot = first(x > 0.25)
+    observe low = trough(x)
+    solve %s
+}""",
+}
+OBSERVING_METHODS = ("rk4(dt = 0.01, steps = 300)", "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-8)")
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +103,18 @@ def nvrtc():
 
 
 def fields(name: str):
+    if name in OBSERVING:           # (rk4; observer_fields for the others)
+        return [observer_fields(name, OBSERVING_METHODS[0])]
     path = ROOT / "examples" / f"{name}.field"
     return list(compile_program(path.read_text(), path.name).program.fields)
+
+
+def observer_fields(name: str, method: str):
+    """The field ``name`` of OBSERVING, solved by ``method``, lowered (its observers as the
+    hidden states the backend updates: what a call compiles)."""
+    from vgpu_compiler.ir import observers
+    text = OBSERVING[name].replace("%s", method)
+    return observers.lower(compile_program(text, f"{name}.field").program.fields[0]).field
 
 
 def compile_all(nvrtc, name: str, dtype: str, arch: str, dense: bool = False) -> None:
@@ -59,6 +130,21 @@ CASES = [(n, d, a) for n in EXAMPLES for d in ("float32", "float64") for a in ("
 @pytest.mark.parametrize("name, dtype, arch", CASES, ids=lambda v: str(v))
 def test_every_example_compiles_with_nvrtc(nvrtc, name, dtype, arch):
     compile_all(nvrtc, name, dtype, arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(OBSERVING))
+def test_observer_kernels_compile_with_nvrtc(nvrtc, name, dtype, arch):
+    """peak, trough, integral, average and first in the fixed-step, adaptive and events
+    kernels, with noise and in a basin: the CUDA text compiles, and is the C text."""
+    methods = OBSERVING_METHODS if "%s" in OBSERVING[name] else ("",)
+    for method in methods:
+        field = observer_fields(name, method)
+        text = source.source(field, dtype)[0]
+        assert "observed_" in text
+        assert len(nvrtc.compile(text, arch, f"{name}.cu")) > 1000
+        assert _kernel_lines(text) == _kernel_lines(c_kernel.source(field, dtype)[0])
 
 
 def test_a_fixed_step_methods_save_at_kernel_compiles(nvrtc):
@@ -97,7 +183,8 @@ def test_generated_programs_compile_with_nvrtc(nvrtc, case):
     nvrtc.compile(text, "sm_90", "gen.cu")
 
 
-@pytest.mark.parametrize("name, dtype", GOLDENS, ids=lambda v: str(v))
+@pytest.mark.parametrize("name, dtype", GOLDENS + [("observers_decay", "float32")],
+                         ids=lambda v: str(v))
 def test_golden_cuda(name, dtype, update_golden):
     text = source.source(fields(name)[0], dtype)[0]
     golden = GOLDEN / f"{name}.{dtype}.cu"

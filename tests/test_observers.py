@@ -701,7 +701,7 @@ def test_auto_moves_on_to_a_backend_that_computes_them():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # (auto's warning is once per reason)
         sol = vgpu.solve(OSC % FIXED, dtype="float64", dims={"N": 2})
-    assert sol.backend in ("cpu", "numpy")      # (glsl, wgpu, cuda: no first yet)
+    assert sol.backend in ("cuda", "cpu", "numpy")      # (glsl, wgpu: no first yet)
     assert set(sol.observed) == {"vmax", "vmin", "ymin", "cross", "back", "never"}
 
 
@@ -760,10 +760,226 @@ def test_simulation_integral_every_backend(request, backend):
     np.testing.assert_array_equal(sim.states, ref.states)
 
 
+FORCED = """
+field osc {
+    param w = 1
+    state y = 1, v = 0
+    output tot[2]
+    dy/dt = v
+    dv/dt = -w * w * y + 0.1 * sin(3.0 * t)
+    flux tot[0] += y
+    observe vmax = peak(v)
+    observe ymin = trough(y)
+    observe cross = first(y < 0)
+    observe back = first(y > 0.3 and t > 1)
+    observe never = first(y > 2)
+    observe area = integral(y * y)
+    solve rk4(dt = 0.01, steps = 300)
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cpu_simulation_first_equals_one_run(cpu, tmp_path, dtype):
+    """first(COND) in a cpu Simulation (the events' kernel, its trajectories resumed at
+    each advance): advances in pieces (one of no step), a cpu checkpoint resumed on cpu
+    and on numpy give, bit for bit, one cpu run's observers, states and flux, which are
+    the reference's; each crossing lies in the step of a dense history where COND first
+    holds."""
+    w = np.array([1.0, 2.0, 3.0, 0.5, 7.0])
+    kw = {"params": {"w": w}, "dtype": dtype}
+    ref = vgpu.solve(FORCED, backend="numpy", **kw)
+    one = vgpu.solve(FORCED, backend="cpu", **kw)
+    sim = vgpu.Simulation(FORCED, backend="cpu", **kw)
+    sim.advance(120)
+    sim.save(tmp_path / "c.npz")
+    sim.advance(100).advance(0).advance(80)
+    back = vgpu.Simulation.load(tmp_path / "c.npz").advance(180)
+    there = vgpu.Simulation.load(tmp_path / "c.npz", backend="numpy").advance(180)
+    assert (sim.backend, back.backend) == ("cpu", "cpu")
+    for got in (sim, back, there, one):
+        for k, v in ref.observed.items():
+            np.testing.assert_array_equal(got.observed[k], v, err_msg=k)
+        np.testing.assert_array_equal(got.states, ref.states)
+        np.testing.assert_array_equal(got.outputs["tot"], ref.outputs["tot"])
+    np.testing.assert_array_equal(sim.solution().observed["cross"], ref.observed["cross"])
+    assert np.isnan(sim.observed["never"]).all()
+    assert np.isnan(sim.observed["cross"]).sum() == 1       # (w = 0.5 crosses after t1)
+    hist = vgpu.solve(FORCED, backend="cpu", save_every=1, **kw)
+    for j in range(len(w)):
+        under = np.nonzero(hist.history[:, j, 0] < 0)[0]
+        if not len(under):
+            assert np.isnan(sim.observed["cross"][j])
+            continue
+        assert hist.times[under[0] - 1] < sim.observed["cross"][j] <= hist.times[under[0]]
+    _same_run(one, vgpu.solve(_without(FORCED), backend="cpu", **kw))
+
+
+def test_cpu_simulation_first_after_changes_equals_numpy(cpu, tmp_path):
+    """set_state, set_params, set_input and a numpy checkpoint resumed on cpu (no slope
+    carried: the next steps compute their stage 0 at the start): the numpy Simulation's
+    observers and states after the same calls, to rounding; which trajectories crossed
+    is the same."""
+    src = FORCED.replace("param w = 1", "param w = 1\n    input g[2]").replace(
+        "0.1 * sin(3.0 * t)", "g[0] * sin(3.0 * t)")
+    w = np.array([1.0, 2.0, 3.0, 0.5, 7.0])
+    kw = {"params": {"w": w}, "dtype": "float64", "inputs": {"g": np.array([0.1, 0.0])}}
+    sims = {b: vgpu.Simulation(src, backend=b, **kw) for b in ("numpy", "cpu")}
+    for sim in sims.values():
+        sim.advance(50)
+        s = sim.states.copy()
+        s[:, 0] += 0.5
+        sim.set_state(s)
+        sim.advance(40)
+        sim.set_params(w=w * 1.1)
+        sim.advance(30)
+        sim.set_input("g", np.array([0.3, 0.0]))
+        sim.advance(20)
+    sims["numpy"].save(tmp_path / "n.npz")
+    resumed = vgpu.Simulation.load(tmp_path / "n.npz", backend="cpu")
+    for sim in (*sims.values(), resumed):
+        sim.advance(60)
+    ref = sims["numpy"]
+    for got in (sims["cpu"], resumed):
+        assert got.backend == "cpu"
+        np.testing.assert_allclose(got.states, ref.states, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.outputs["tot"], ref.outputs["tot"], rtol=1e-12)
+        for k, v in ref.observed.items():
+            np.testing.assert_array_equal(np.isnan(got.observed[k]), np.isnan(v), err_msg=k)
+            np.testing.assert_allclose(got.observed[k], v, rtol=1e-12, atol=1e-12,
+                                       err_msg=k)
+
+
+def test_cpu_simulation_first_interrupted_goes_back(cpu, monkeypatch):
+    """A Ctrl-C inside an advance of the events' kernel (its trajectories part way, at
+    steps of their own) undoes the advance; the next ones give one run's values."""
+    import signal
+    kw = {"params": {"w": np.array([1.0, 2.0, 3.0])}, "dtype": "float64"}
+    sim = vgpu.Simulation(FORCED, backend="cpu", **kw)
+    sim.advance(50)
+    before, seen = sim.states, sim.observed
+    session = sim._session
+    session.attempts = 7                # (several kernel calls an advance)
+    calls, call = [0], session.run._call
+
+    def interrupted(*args, **kwargs):
+        out = call(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == 3:
+            signal.raise_signal(signal.SIGINT)
+        return out
+    monkeypatch.setattr(session.run, "_call", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sim.advance(100)
+    assert calls[0] == 3 and sim.step == 50
+    np.testing.assert_array_equal(sim.states, before)
+    for k, v in seen.items():
+        np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+    sim.advance(250)
+    one = vgpu.solve(FORCED, backend="cpu", **kw)
+    np.testing.assert_array_equal(sim.states, one.states)
+    np.testing.assert_array_equal(sim.outputs["tot"], one.outputs["tot"])
+    for k, v in one.observed.items():
+        np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+
+
+def test_cpu_simulation_first_with_noise_and_a_basin(cpu):
+    """With noise (the crossing at a step's end) and in a basin: advances in pieces give
+    one cpu run's observers and states, bit for bit."""
+    walk = """
+field walk {
+    noise xi
+    state x = 0
+    dx/dt = xi
+    observe out = first(x > 0.5)
+    observe top = peak(x)
+    solve euler(dt = 0.01, steps = 200)
+}
+"""
+    ring = """
+field ring {
+    grid i < N
+    basin l < 4
+    coupled u = x
+    state x = float(i) * 0.1 + 0.05
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x + 0.3 * exp(-t) * (1.5 - t)
+    observe hot = first(x > 0.25)
+    solve rk4(dt = 0.01, steps = 300)
+}
+"""
+    for src, kw, n in ((walk, {"dims": {"N": 64}, "seed": 3}, 200),
+                       (ring, {"dims": {"N": 8}}, 300)):
+        one = vgpu.solve(src, backend="cpu", dtype="float64", **kw)
+        sim = vgpu.Simulation(src, backend="cpu", dtype="float64", **kw)
+        sim.advance(70).advance(n - 70)
+        assert (~np.isnan(next(iter(one.observed.values())))).sum() > 2
+        for k, v in one.observed.items():
+            np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+        np.testing.assert_array_equal(sim.states, one.states)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adaptive_simulation_peak_trough(request, tmp_path, backend):
+    """An adaptive Simulation's peak and trough (reading t and step) see each step end it
+    keeps: advanced in pieces, and from a checkpoint, they are one run's on the same
+    backend bit for bit (the reference's to float32's rounding); at a time before t1
+    they are those of the steps kept so far: never past the closed form's extremes on
+    [t0, until], and moving only outwards."""
+    _needs(request, backend)
+    dtype = _dtype(backend)
+    src = EXTREMES.replace("    observe gap = peak(where(y > 0.5, sqrt(y - 0.5), 0.0 / 0.0))\n",
+                           "") % "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-8)"
+    w = np.array([0.7, 1.0, 2.0, 3.0])
+    kw = {"params": {"w": w}, "dtype": dtype}
+    one = vgpu.solve(src, backend=backend, **kw)
+    ref = vgpu.solve(src, backend="numpy", **kw)
+    sim = vgpu.Simulation(src, backend=backend, **kw)
+    seen = []
+    for u in (0.4, 0.9, 1.6):
+        sim.advance(until=u)
+        seen.append(sim.observed)
+        grid = np.linspace(0, u, 2001)[:, None]
+        v = -w * np.sin(w * grid)
+        assert (sim.observed["vmax"] <= v.max(axis=0) + 1e-6).all()
+        assert (sim.observed["vmin"] >= v.min(axis=0) - 1e-6).all()
+    sim.save(tmp_path / "a.npz")
+    sim.advance(until=2.2).advance(until=3)
+    back = vgpu.Simulation.load(tmp_path / "a.npz").advance(until=3)
+    for a, b in zip(seen, seen[1:] + [sim.observed]):
+        assert (b["vmax"] >= a["vmax"]).all() and (b["vmin"] <= a["vmin"]).all()
+    tol = 1e-4 if dtype == "float32" else 1e-9
+    for got in (sim, back):
+        assert got.backend == backend
+        for k, v in one.observed.items():
+            np.testing.assert_array_equal(got.observed[k], v, err_msg=k)
+            np.testing.assert_allclose(got.observed[k], ref.observed[k], rtol=tol, atol=tol,
+                                       err_msg=k)
+        np.testing.assert_array_equal(got.states, one.states)
+        np.testing.assert_array_equal(got.steps_taken, one.steps_taken)
+    np.testing.assert_allclose(one.observed["vmin"], -w, rtol=1e-2)    # (at step ends)
+    plain = vgpu.Simulation(_without(src), backend=backend, **kw)
+    plain.advance(until=1.6).advance(until=3)
+    np.testing.assert_array_equal(plain.states, sim.states)
+    np.testing.assert_array_equal(plain.steps_taken, sim.steps_taken)
+    np.testing.assert_array_equal(plain.steps_rejected, sim.steps_rejected)
+
+
 def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
+    src = """
+field ring {
+    grid i < N
+    basin l < 2
+    coupled u = x
+    state x = float(i)
+    dx/dt = -x + u[l]
+    collapse when x < 0.5
+    observe small = first(x < 1)
+    solve rk4(dt = 0.01, steps = 30)
+}
+"""
     with pytest.raises(BackendError, match="Simulation on cpu does not compute the observer "
-                                           "first yet"):
-        vgpu.Simulation(OSC % FIXED, backend="cpu", dims={"N": 2})
+                                           "first in a basin with `collapse when`"):
+        vgpu.Simulation(src, backend="cpu", dims={"N": 4})
     with pytest.raises(CallError, match="adaptive Simulation"):
         vgpu.Simulation(OSC % ADAPTIVE, backend="numpy", dims={"N": 2})
 

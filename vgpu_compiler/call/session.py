@@ -45,11 +45,17 @@ class Snapshot:
     done: np.ndarray            # (N,) bool: its basin collapsed
     # an adaptive method's controller, per trajectory (ADAPTIVE's keys); None: fixed steps
     controller: dict | None = None
+    # (n_states, N) F at the state, where a fixed-step session carries it to the next
+    # step (cpu's LocatedSession); None: the next step computes it (any other session
+    # ignores it; a change of the state, params or inputs drops it)
+    slope: np.ndarray | None = None
 
     def arrays(self, prefix: str = "") -> dict:
         out = {prefix + "step": np.int64(self.step), prefix + "state": self.state,
                prefix + "init": self.init, prefix + "taken": self.taken,
                prefix + "done": self.done}
+        if self.slope is not None:
+            out[prefix + "slope"] = self.slope
         for k, v in (self.controller or {}).items():
             out[prefix + "ad:" + k] = np.asarray(v)
         return out
@@ -59,9 +65,10 @@ class Snapshot:
         names = getattr(arrays, "files", None) or list(arrays)
         ad = {k[len(prefix) + 3:]: np.asarray(arrays[k]) for k in names
               if k.startswith(prefix + "ad:")}
+        slope = np.asarray(arrays[prefix + "slope"]) if prefix + "slope" in names else None
         return cls(int(arrays[prefix + "step"]), np.asarray(arrays[prefix + "state"]),
                    np.asarray(arrays[prefix + "init"]), np.asarray(arrays[prefix + "taken"]),
-                   np.asarray(arrays[prefix + "done"]).astype(bool), ad or None)
+                   np.asarray(arrays[prefix + "done"]).astype(bool), ad or None, slope)
 
 
 # An adaptive run's controller in a Snapshot, every array in grid order (N = trajectories;

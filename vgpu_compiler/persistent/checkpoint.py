@@ -66,6 +66,8 @@ def check_snapshot(snap: Snapshot, path, n_states: int, n: int, adaptive: bool) 
         raise CallError(f"{where} is damaged: its step {snap.step} is not in 0 .. "
                         f"{INT32_MAX}")
     want = {"state": (n_states, n), "init": (n_states, n), "taken": (n,), "done": (n,)}
+    if snap.slope is not None:
+        want["slope"] = (n_states, n)
     for name, shape in want.items():
         _shape(where, name, getattr(snap, name), shape)
     taken = snap.taken

@@ -102,12 +102,11 @@ class Simulation:
                                 f"{self._field.solver.method}: a "
                                 f"Simulation runs explicit methods only so far (use "
                                 f"vgpu.solve)")
-            if t.field.observer_rules and t.adaptive is not None:
-                rule = t.field.observer_rules[0]
-                raise CallError(f"field {self._field.name} observes {rule.kind}(...): an "
-                                f"adaptive Simulation computes integral and average "
-                                f"observers only so far (use vgpu.solve, or a fixed-step "
-                                f"method)")
+            if t.adaptive is not None and observers.firsts(t.field):
+                raise CallError(f"field {self._field.name} observes first(...): an "
+                                f"adaptive Simulation computes peak, trough, integral and "
+                                f"average observers only so far (use vgpu.solve, or a "
+                                f"fixed-step method)")
             if 0 in t.grid_shape:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")
@@ -386,6 +385,7 @@ class Simulation:
                 self._run(self._step, 0)            # (flux, with the new values)
                 return self
             snap = self._session.snapshot(self._step)
+            snap.slope = None                   # (F at the state: of the old values)
             session, _ = _open(prepared, data, self.backend)
             session.restore(snap)
             session.advance(self._step, 0)      # (outputs: flux on the state restored)
@@ -455,6 +455,7 @@ class Simulation:
                                 f"{', '.join(started)} start from their start expressions; "
                                 f"advance first, or pass h0")
             snap = self._session.snapshot(self._step)
+            snap.slope = None                   # (F at the state: of the old state)
             snap.state = np.concatenate([np.ascontiguousarray(a.reshape(-1, n_states).T),
                                          snap.state[n_states:]]).astype(snap.state.dtype)
             if self._step == 0:

@@ -67,7 +67,7 @@ class AdaptiveSession:
         is still before it, else the state held."""
         run = self.run
         inside = self._running() & (run.ad[0] < self.until)
-        return np.where(inside, run.hist[0], run.state)
+        return host.states_at(inside, run.hist[0], run.state, run.bound.field)
 
     def _grid(self, a) -> np.ndarray:
         return np.asarray(a).reshape(self.run.bound.grid_shape).copy()

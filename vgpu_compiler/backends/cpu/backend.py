@@ -38,8 +38,8 @@ def _open(prepared, data):
     if prepared.template.adaptive is not None:
         from .adaptive_session import AdaptiveSession   # the controller in its buffers
         return AdaptiveSession(prepared, data)
-    from .session import Session    # a Simulation's buffers, kept between calls
-    return Session(prepared, data)
+    from .session import open_session   # a Simulation's buffers, kept between calls
+    return open_session(prepared, data)
 
 
 BACKEND = Backend(

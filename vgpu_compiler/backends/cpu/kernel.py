@@ -126,8 +126,11 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
 
 
 def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
-         history: bool = False, cuda: dict | None = None) -> Plan:
-    """The kernel of ``field`` (as ``source``) up to its text."""
+         history: bool = False, cuda: dict | None = None, fresh: bool = False) -> Plan:
+    """The kernel of ``field`` (as ``source``) up to its text. ``fresh`` (a fixed-step
+    method's events kernel): every step computes its stage 0 at its start, as when the
+    derivatives read `step`, instead of carrying F at the last step's end (a Simulation
+    whose state or params may change between calls: session.LocatedSession)."""
     _events.check(field, "cpu")
     limit = _max_states()
     if len(field.states) > limit:
@@ -177,7 +180,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
     if cuda is not None and not desc.has_basin:     # a CUDA thread integrates one lane
         lanes = 1
     if located:             # derivatives that read `step`: F at a step's end, twice
-        extra["reads_step"] = _reads_step(field)
+        extra["reads_step"] = fresh or _reads_step(field)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
         extra.update(_normals_first(printed, desc, dtype))
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
@@ -239,10 +242,10 @@ def _blocks(desc):
 
 
 def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
-           history: bool = False) -> CpuKernel:
+           history: bool = False, fresh: bool = False) -> CpuKernel:
     """The loaded kernel of ``field``: from memory, from the disk cache (keyed by its
     plan, Plan.key: nothing rendered), or rendered, compiled and stored."""
-    p = plan(field, dtype, per_trajectory, dense, history)
+    p = plan(field, dtype, per_trajectory, dense, history, fresh=fresh)
     key = p.key()
     text = None
     if key is None:             # (an argument without a canonical text: keyed by the text)

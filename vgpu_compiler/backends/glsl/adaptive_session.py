@@ -65,7 +65,7 @@ class AdaptiveSession:
         self.uniforms = {**_call_uniforms(call, self.plan), **host.controller_uniforms(bound),
                          "u_nsave": 1}
         self.cap = _attempt_cap(k, bound)
-        self.dtype = bound.dtype
+        self.dtype, self.field = bound.dtype, bound.field
         self._seen = None
         self.until = self.dtype.type(bound.t0)
         # the start: F there, the first step, no attempt (paused at t0)
@@ -151,7 +151,7 @@ class AdaptiveSession:
         """The states at ``until``: the covering step's value where a running trajectory
         is still before it, else the state held."""
         inside = (raw["cnt"][2] == RUNNING) & (raw["ad"][0] < self.until)
-        return np.where(inside, raw["hist"], raw["state"])
+        return host.states_at(inside, raw["hist"], raw["state"], self.field)
 
     def states(self) -> np.ndarray:
         return pack_states(self._at(self._read()), self.call.bound.grid_shape)

@@ -10,6 +10,11 @@ kept: the row stays at the step's start, and the next advance takes the same ste
 again (same inputs, same result) and goes on. A step that ends at or before u is kept
 as the one run keeps it. The steps taken are therefore those of one run, whatever
 the pieces.
+
+Step-end observers (``peak``, ``trough``: numpy/observers.py) see each accepted step's
+end that is kept, as the one run's (adaptive_events.py) do; the step that covers ``u``
+is seen when it is kept, by the next advance. Their value at ``u`` is the one held (a
+continuous extension of a constant is that constant, but for the rounding).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.evaluate import INT
 from .adaptive import _AdaptiveRun
+from .observers import Observing
 
 
 class AdaptiveSession:
@@ -30,6 +36,12 @@ class AdaptiveSession:
                                "the states at any time)")
         self.prepared = prepared
         self.run = _AdaptiveRun(prepared.bound(data), None)
+        rules = self.run.field.observer_rules
+        if any(r.kind == "first" for r in rules):
+            raise BackendError("an adaptive Simulation does not compute the observer first "
+                               "yet (use vgpu.solve, or a fixed-step method)")
+        self.observing = Observing(self.run) if rules else None
+        self.held = [r.index for r in rules]    # the rows of peak and trough
         self._begin()
 
     # --- the start (as _solve's) -------------------------------------------------------
@@ -103,6 +115,8 @@ class AdaptiveSession:
             moved = go & ~over          # the rows whose attempt counts now
             if acc.any():
                 last = ks[prog.last] if prog.fsal else None
+                if self.observing is not None:      # a kept step's end: peak, trough
+                    new = self.observing.see(run, new, t_new, taken, lay.active & accept)
                 h = [np.where(accept, nw, old) for nw, old in zip(new, h)]
                 if last is not None:
                     k0 = [np.where(accept, kl, old) for kl, old in zip(last, k0)]
@@ -130,7 +144,8 @@ class AdaptiveSession:
         self.h, self.k0, self.t, self.dt, self.taken = h, k0, t, dt, taken
         self.rejected, self.after_reject = rejected, after_reject
         self.status, self.running = status, running
-        self.at = [np.where(covered[:, None], at[0, i], x) for i, x in enumerate(h)]
+        self.at = [x if i in self.held else np.where(covered[:, None], at[0, i], x)
+                   for i, x in enumerate(h)]
         self.until = u
 
     # --- reading -----------------------------------------------------------------------

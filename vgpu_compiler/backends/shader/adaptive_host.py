@@ -194,6 +194,18 @@ def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,
 
 
 # --- a Simulation's checkpoints (glsl, wgpu and cpu adaptive_session.py) ----------------
+def states_at(inside: np.ndarray, hist: np.ndarray, state: np.ndarray, field) -> np.ndarray:
+    """An adaptive Simulation's states at its ``until`` (n_states, N): the covering step's
+    continuous extension where ``inside`` (a running trajectory still before it), else
+    the state held; a step-end observer's row (peak, trough: ir/observers.py) is the value
+    held (the steps kept so far; the extension of a constant is it only to rounding)."""
+    at = np.where(inside, hist, state)
+    rows = [r.index for r in field.observer_rules]
+    if rows:
+        at[rows] = state[rows]
+    return at
+
+
 def controller_snapshot(step: int, state: np.ndarray, init: np.ndarray, ad: np.ndarray,
                         cnt: np.ndarray, at: np.ndarray, until, running: np.ndarray,
                         dtype) -> Snapshot:

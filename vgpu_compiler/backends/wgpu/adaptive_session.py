@@ -141,7 +141,7 @@ class AdaptiveSession:
 
     def _at(self, raw) -> np.ndarray:
         inside = (raw["cnt"][2] == RUNNING) & (raw["ad"][0] < self.until)
-        return np.where(inside, raw["hist"], raw["state"])
+        return host.states_at(inside, raw["hist"], raw["state"], self.bound.field)
 
     def _grid(self, a) -> np.ndarray:
         return np.asarray(a).reshape(self.bound.grid_shape).copy()
