@@ -708,6 +708,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
                     A_k6_x[l] = k6_x;
                     A_k6_y[l] = k6_y;
+                    vg_new0[l] = y_x;  // (the new state: this stage's point)
+                    vg_new1[l] = y_y;  // (the new state: this stage's point)
                 }
             }
 
@@ -738,18 +740,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             float vg_e = 0.0f;
             {
-                const float n = s_x + u_dt * (0.091145836f * k0_x + 0.4492363f * k2_x + 0.6510417f * k3_x + (-0.3223762f) * k4_x + 0.13095239f * k5_x);
+                const float n = vg_new0[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_x + 0.0042527704f * k2_x + (-0.036979165f) * k3_x + 0.0508638f * k4_x + (-0.041904762f) * k5_x + 0.025f * k6_x);
                 const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
                 vg_e += (e / sc) * (e / sc);
-                vg_new0[l] = n;
             }
             {
-                const float n = s_y + u_dt * (0.091145836f * k0_y + 0.4492363f * k2_y + 0.6510417f * k3_y + (-0.3223762f) * k4_y + 0.13095239f * k5_y);
+                const float n = vg_new1[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_y + 0.0042527704f * k2_y + (-0.036979165f) * k3_y + 0.0508638f * k4_y + (-0.041904762f) * k5_y + 0.025f * k6_y);
                 const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
                 vg_e += (e / sc) * (e / sc);
-                vg_new1[l] = n;
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0f);
         }
