@@ -10,13 +10,13 @@ Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectori
 ``ADAPTIVE_LANES`` for an adaptive method's kernel (templates/adaptive.c.j2: every
 stage's derivatives of every lane in local arrays); a fixed-step method's kernel with
 events (and no basin or noise) has ``LANES`` again: its plain steps (fixed_lean) are
-loops the compiler vectorises. So has a stepped kernel without events or a Jacobian
-whose local arrays stay under ``WIDE_STACK`` (_stepped_lanes): every loop of its attempt,
+loops the compiler vectorises. A stepped kernel without events or a Jacobian whose local
+arrays stay under ``WIDE_STACK`` has ``STEPPED_LANES`` (_stepped_lanes): every loop of its attempt,
 the controller's too, is vectorised, and one vector per block is one chain of dependent
 operations from stage to stage; a few vectors per block give the core independent work
 to overlap (tsit5 Lorenz, float32, one core: 16 lanes 0.030 s, 64 lanes 0.018 s for
 65,536 trajectories; a block runs until its slowest lane ends, yet with its parameters
-shuffled 64 lanes still ran in 0.026 s).
+shuffled 64 lanes still ran in 0.026 s; at 262,144, 64 -> 128 lanes: 62 -> 56 ms).
 """
 from __future__ import annotations
 
