@@ -328,7 +328,7 @@ static inline float vg_normal(unsigned i, unsigned n, unsigned k, unsigned zero,
 // With gcc and AVX-512 the words come from vg_uniforms32 (below); elsewhere from the lane
 // loop of vg_uniforms.
 #if defined(VG_W) && defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) \
-    && !defined(VG_PHILOX32) && VG_W % 32 == 0
+    && __GNUC__ >= 9 && !defined(VG_PHILOX32) && VG_W % 32 == 0     /* (9: __builtin_convertvector) */
 #define VG_PHILOX_X16 1
 typedef unsigned long long vg_u64x8 __attribute__((vector_size(64)));
 typedef int vg_i32x16 __attribute__((vector_size(64)));
