@@ -1,6 +1,6 @@
 """The cpu backend's adaptive kernel (templates/adaptive.c.j2) in lane loops the compiler
 vectorises: every loop of a step attempt, the controller's too (its pow is libmvec's SIMD
-variant, not one libm call per lane), and a block of a few vectors (kernel.LANES) where
+variant, not one libm call per lane), and a block of several vectors (kernel.STEPPED_LANES) where
 it has no events and no Jacobian. Before, the controller, the acceptance and the status
 loops were scalar code with branches (a chain of choices on bools), one `powf` call per
 lane and attempt, and a block was one vector: the tsit5 Lorenz sweep ran at 0.5-0.75x
@@ -78,7 +78,7 @@ def test_every_lane_loop_of_an_attempt_vectorises(method, dtype, cpu, tmp_path):
     if not _gcc():
         pytest.skip("the kernels' compiler is not gcc")
     text, lanes = _source(method, dtype)
-    assert lanes == kernel.LANES[dtype]             # a few vectors per block
+    assert lanes == kernel.STEPPED_LANES[dtype]     # several vectors per block
     lines = text.splitlines()
     start = next(i for i, s in enumerate(lines) if "the step attempts of this call" in s)
     end = next(i for i, s in enumerate(lines) if "--- store ---" in s)

@@ -189,3 +189,38 @@ def test_the_drawn_first_normals_are_the_lane_loops_bit_for_bit(cpu):
                   ctypes.c_int(n), ctypes.c_uint(0), ctypes.c_uint(k),
                   ctypes.c_uint(int(key[0])), ctypes.c_uint(int(key[1])))
         np.testing.assert_array_equal(sol.states[:, col], np.float32(scale) * want)
+
+
+@pytest.mark.parametrize("lanes", [64, 32])
+def test_the_vector_philox_gives_the_lane_loops_normals_bit_for_bit(lanes, cpu):
+    """vg_normals' Philox in vector code (vg_uniforms32: vpmuludq on words never masked,
+    with gcc and AVX-512) gives vg_normal's numbers called lane by lane, bit for bit, for
+    any counter and key (all-ones words included), at 64 lanes (float32 kernels) and 32
+    (float64); where the CPU has AVX-512 the vector path is the one compiled."""
+    import ctypes
+    helpers = kernel._environment().get_template("helpers.c.j2").render(
+        F="float", noise=True, cuda=None, k={"helpers": ()})
+    source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W %d\n" % lanes + helpers +
+              "#ifdef VG_PHILOX_X16\nint vector_path = 1;\n#else\nint vector_path = 0;\n#endif\n"
+              "void blocks(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
+              "            unsigned k0, unsigned k1) {\n"
+              "    for (int b = 0; b < n; b += VG_W) vg_normals(z + b, tr + b, s, k, k0, k1);\n}\n"
+              "void lanes(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
+              "           unsigned k0, unsigned k1) {\n"
+              "#pragma omp simd\n"
+              "    for (int l = 0; l < n; l++) z[l] = vg_normal(tr[l], s, k, 0u, k0, k1);\n}\n")
+    lib = toolchain.build(source, "normal-blocks-test")
+    if X86 and _defines("__AVX512F__") and not _defines("__clang__"):
+        assert ctypes.c_int.in_dll(lib, "vector_path").value == 1
+    rng = np.random.default_rng(5)
+    n = 64 * 40
+    traj = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    traj[:3] = 0, 0xFFFFFFFF, 1
+    for s, k, k0, k1 in ((0, 0, 0, 0), (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF),
+                         (12345, 2, 0x9E3779B9, 0x7F4A7C15),
+                         *(tuple(int(v) for v in rng.integers(0, 2**32, 4)) for _ in range(3))):
+        got, want = np.zeros(n, np.float32), np.ones(n, np.float32)
+        for f, out in ((lib.blocks, got), (lib.lanes, want)):
+            f(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(traj.ctypes.data),
+              ctypes.c_int(n), *(ctypes.c_uint(v) for v in (s, k, k0, k1)))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

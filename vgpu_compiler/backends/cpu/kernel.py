@@ -10,13 +10,13 @@ Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectori
 ``ADAPTIVE_LANES`` for an adaptive method's kernel (templates/adaptive.c.j2: every
 stage's derivatives of every lane in local arrays); a fixed-step method's kernel with
 events (and no basin or noise) has ``LANES`` again: its plain steps (fixed_lean) are
-loops the compiler vectorises. So has a stepped kernel without events or a Jacobian
-whose local arrays stay under ``WIDE_STACK`` (_stepped_lanes): every loop of its attempt,
+loops the compiler vectorises. A stepped kernel without events or a Jacobian whose local
+arrays stay under ``WIDE_STACK`` has ``STEPPED_LANES`` (_stepped_lanes): every loop of its attempt,
 the controller's too, is vectorised, and one vector per block is one chain of dependent
 operations from stage to stage; a few vectors per block give the core independent work
 to overlap (tsit5 Lorenz, float32, one core: 16 lanes 0.030 s, 64 lanes 0.018 s for
 65,536 trajectories; a block runs until its slowest lane ends, yet with its parameters
-shuffled 64 lanes still ran in 0.026 s).
+shuffled 64 lanes still ran in 0.026 s; at 262,144, 64 -> 128 lanes: 62 -> 56 ms).
 """
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ from .dialect import DIALECTS
 
 VERSION = "c-1"
 LANES = {"float32": 64, "float64": 32}
+# a stepped kernel's lanes per block without events or a Jacobian (_stepped_lanes): eight
+# of the widest vectors, the more independent chains the core overlaps in each of the
+# attempt's lane loops (tsit5 Lorenz 262,144, one core, kernel: float32 64 -> 128 lanes
+# 62 -> 56 ms, 97 -> 88 ms with rho shuffled; float64 32 -> 64 lanes 173 -> 162 ms)
+STEPPED_LANES = {"float32": 128, "float64": 64}
 ADAPTIVE_LANES = 16
 WIDE_STACK = 256 * 1024     # bytes of a block's per-lane local arrays for LANES lanes, at most
 MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
@@ -206,14 +211,17 @@ def _normals_first(printed, desc, dtype: str) -> dict:
 
 
 def _stepped_lanes(desc, field, dtype: str) -> int:
-    """Lanes per block of a stepped kernel without a basin: LANES[dtype] where it has no
-    events and no Jacobian and its local arrays (about states x (stages + 4) of them, one
-    value per lane) fit WIDE_STACK; else ADAPTIVE_LANES."""
+    """Lanes per block of a stepped kernel without a basin: STEPPED_LANES[dtype] (else
+    LANES[dtype]) where it has no events and no Jacobian and its local arrays (about
+    states x (stages + 4) of them, one value per lane) fit WIDE_STACK; else ADAPTIVE_LANES."""
     if _observers.located(field) or field.jacobian is not None:
         return ADAPTIVE_LANES
     arrays = len(desc.states) * (len(desc.stages) + 4)
     size = 4 if dtype == "float32" else 8
-    return LANES[dtype] if arrays * LANES[dtype] * size <= WIDE_STACK else ADAPTIVE_LANES
+    for lanes in (STEPPED_LANES[dtype], LANES[dtype]):
+        if arrays * lanes * size <= WIDE_STACK:
+            return lanes
+    return ADAPTIVE_LANES
 
 
 def _reads_step(field) -> bool:

