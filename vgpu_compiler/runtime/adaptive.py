@@ -13,8 +13,9 @@ once, for every backend that runs on it (glsl, wgpu):
 - pacing: a chunk's first dispatch runs ``Target.first`` attempts, later ones are paced
   to about ``Target.aim`` seconds (runtime/pacing.py), never past ``Target.cap`` (a
   software renderer's loop limiter);
-- progress ``(done, total)`` between dispatches, through the backend's ``Nesting`` (a
-  callback may call again), and ``(total, total)`` at the end; Ctrl-C stops the run at
+- progress ``(done, total)`` between dispatches and ``(total, total)`` at the end,
+  through the backend's ``Nesting`` (a callback may call again: that call gets a
+  private copy of the kernel); Ctrl-C stops the run at
   the next dispatch boundary (a trip to the device ends before the interrupt goes on);
 - the event log of float64 flux inside ``when`` (glsl): emptied before each dispatch,
   read after it; when it overflowed, the chunk runs again from its start with a larger
@@ -196,8 +197,8 @@ def run(target: Target, progress=None) -> Finished:
                        L.deposit_outputs, deposits)
         for (_, name, _), raw in zip(shown, got[len(reads):]):
             outputs[name] = np.frombuffer(raw, dtype).reshape(L.output_shapes[name]).copy()
-    if progress is not None:
-        progress(int(n), int(n))
+    if progress is not None:        # (marked too: a call from it gets a private kernel)
+        target.nesting.report(target.kernel, progress, int(n), int(n))
     return Finished(state, ad, cnt, hist, evi, evf,
                     deposits if deposits is not None else outputs,
                     np.concatenate(records) if records else None)

@@ -19,7 +19,7 @@ from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
 from .execute import (_call_uniforms, _chunk_writes, _dispatch, _here, _prepare, _raise_error,
-                      _shared_writes, _pack)
+                      _shared_writes, _pack, private_if_busy)
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
 from .plan import LOOP_LIMIT, _in_force, plan_for
@@ -29,12 +29,17 @@ def run(prepared, data, progress: Progress = None) -> Solution:
     bound = host.kernel_field(prepared.bound(data))
     if not available():
         raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-    kernel = kernel_of_call(bound)
+    found = kernel_of_call(bound)
+    kernel = private_if_busy(found)     # (a call from a progress callback of its run)
     with holding(kernel):
         if kernel.program is None:
             gl.call(kernel.compile)
-        target = _Target(kernel, bound)
-        done = driver.run(target, progress)
+        try:
+            target = _Target(kernel, bound)
+            done = driver.run(target, progress)
+        finally:
+            if kernel is not found:     # a private copy: its program and buffers go
+                gl.call(kernel.release)
         return host.finish(bound, kernel.meta, done, lambda rows: _pack(target.call, rows))
 
 

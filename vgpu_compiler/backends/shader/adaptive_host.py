@@ -55,8 +55,14 @@ def lean_field(field):
     """The field whose method drops the stages only its continuous extension reads
     (ir/embedded.py's ``lean``: dop853, vern7, vern9), for a kernel that never saves nor
     locates an event; the field itself for every other method (one object per field)."""
+    hit = _LEAN.get(id(field))      # (lean's cache hashes the tableau's Fractions: about
+    if hit is not None and hit[0] is field:     # 0.1 ms a call; kept per field object)
+        return hit[1]
     tab = lean(field.solver.tableau)
     if tab is field.solver.tableau:
+        if len(_LEAN) > 256:
+            _LEAN.clear()
+        _LEAN[id(field)] = (field, field)
         return field
     return _variant(_LEAN, field, tableau=tab)
 
