@@ -274,6 +274,7 @@ def test_float64_flux_inside_when_log_overflow_and_basin_glsl(glsl, monkeypatch)
     """Several events and statements into one element, in a basin, with an event log too
     small at first: the chunk runs again with a larger one; the sums are numpy's."""
     from vgpu_compiler.backends.glsl import adaptive_run
+    from vgpu_compiler.runtime import adaptive as driver
     src = """field f {
         basin l < 4
         param I = 1.5
@@ -284,15 +285,15 @@ def test_float64_flux_inside_when_log_overflow_and_basin_glsl(glsl, monkeypatch)
         when v > 0.5 { flux bins[0] += 0.7 * t }
         solve rk4(dt = 2e-4, steps = 5000)
     }"""
-    monkeypatch.setattr(adaptive_run, "LOG_FIRST", 4)
+    monkeypatch.setattr(driver, "LOG_FIRST", 4)
     seen = []
-    trip = adaptive_run._trip
+    trip = adaptive_run._Target.trip
 
-    def spy(*args):
-        out = trip(*args)
-        seen.append(out[2][0] > args[5]["u_logcap"])
+    def spy(self, uniforms, sizes, writes, reads):
+        out = trip(self, uniforms, sizes, writes, reads)     # [error, b_run, b_evn]
+        seen.append(np.frombuffer(out[2], np.uint32)[0] > uniforms["u_logcap"])
         return out
-    monkeypatch.setattr(adaptive_run, "_trip", spy)
+    monkeypatch.setattr(adaptive_run._Target, "trip", spy)
     ref, got = both(src, dims={"N": 9}, dtype="float64")
     assert any(seen)                # (the log overflowed at least once)
     np.testing.assert_array_equal(got.event_counts, ref.event_counts)

@@ -12,4 +12,7 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
 - ``device.py``   the Device protocol (compile, buffer, write, dispatch, read,
                   release, limits, software); wgpu's WgpuDevice and glsl's GlDevice
                   implement it
+- ``adaptive.py`` the one adaptive driver (glsl and wgpu): chunks, paced dispatches
+                  until no trajectory runs, progress, the event log, the read-back,
+                  over a backend's ``Target`` (begin, trip, read on named buffers)
 """

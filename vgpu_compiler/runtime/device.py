@@ -24,10 +24,12 @@ before it has finished.
 
 The implementations: backends/wgpu/device.py (``WgpuDevice``, over wgpu's device
 and queue) and backends/glsl/device.py (``GlDevice``, over the GL context, one trip
-to it per operation). The drivers do not run on them yet: glsl's drivers batch a
-dispatch's GL calls into one trip, wgpu's keep their own pipelines and bind groups,
-and the cpu backend calls its library with host arrays (one C call per dispatch, no
-device buffers); moving them is the next step.
+to it per operation). The drivers do not call these single operations yet: the
+adaptive driver (runtime/adaptive.py) runs on a backend's ``Target``, whose batched
+``trip`` (writes, one dispatch with the kernel's own uniforms, reads) is one trip to
+the device; glsl's other drivers batch a dispatch's GL calls into one trip too, wgpu's
+keep their own pipelines and bind groups, and the cpu backend calls its library with
+host arrays (one C call per dispatch, no device buffers).
 """
 from __future__ import annotations
 

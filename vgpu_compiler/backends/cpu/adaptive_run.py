@@ -31,7 +31,8 @@ import numpy as np
 from ...call.bound import Progress, Solution, saved_steps
 from ...ir import controller as C
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
-from ..shader.events import EVF_ROWS, EVI_ROWS, evi_rows
+from ..shader.adaptive_host import event_results
+from ..shader.events import EVF_ROWS, evi_rows
 from . import runner
 from .runner import _Call
 
@@ -154,14 +155,7 @@ class AdaptiveCall(_Call):
                            else np.zeros((0,) + sol.states.shape, bound.dtype))
             sol.times = times
         if bound.field.events:      # a stopped lane's own status, time (and steps)
-            stopped = self.evi[1] != 0
-            sol.status = np.where(stopped, self.evi[1], self.cnt[2]).astype(np.int8).reshape(grid)
-            sol.t = np.where(stopped, self.evf[0], self.ad[0]).astype(bound.dtype).reshape(grid)
-            # a stopped lane's own steps (the one it stopped in counts; a basin's go on)
-            sol.steps_taken = np.where(stopped, self.evi[2],
-                                       self.cnt[0]).astype(np.int32).reshape(grid)
-            sol.event_counts = np.ascontiguousarray(
-                self.evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
+            event_results(sol, bound, self.ad, self.cnt, self.evi, self.evf)
         return sol
 
     def _add_log(self, attempts: int) -> None:

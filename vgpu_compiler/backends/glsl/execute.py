@@ -27,6 +27,7 @@ from . import device as gl
 from ...call.bound import Bound, Progress, Solution, saved_steps
 from ...call.counters import COUNTERS
 from ...noise.normal import key_of
+from ...runtime.adaptive import accumulate
 from ...runtime.pacing import Pacer, segments
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
@@ -365,10 +366,7 @@ def _read_outputs(kernel, call: _Call, plan: Plan) -> dict:
 # --- results -----------------------------------------------------------------------------
 def _accumulate(dep: np.ndarray, meta: dict, outputs: dict) -> None:
     """float64 flux: deposits (flat index, value) summed in trajectory order."""
-    for slot, name in enumerate(meta["deposit_outputs"]):
-        idx, val = dep[slot, :, 0], dep[slot, :, 1]
-        keep = idx >= 0
-        np.add.at(outputs[name].reshape(-1), idx[keep].astype(np.int64), val[keep])
+    accumulate(dep, meta["deposit_outputs"], outputs)
 
 
 def _raise_error(err: np.ndarray, call: _Call) -> None:

@@ -22,7 +22,9 @@ from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.embedded import lean
 from ...ir.events import BISECTIONS, SAMPLE_HALVINGS, SAMPLES
+from ...runtime.adaptive import Finished, Layout
 from .adaptive import COUNTERS, RUNNING
+from .events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 
 FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
 FIRST_MOST = 256            # ... and the most it runs (first_attempts)
@@ -53,8 +55,14 @@ def lean_field(field):
     """The field whose method drops the stages only its continuous extension reads
     (ir/embedded.py's ``lean``: dop853, vern7, vern9), for a kernel that never saves nor
     locates an event; the field itself for every other method (one object per field)."""
+    hit = _LEAN.get(id(field))      # (lean's cache hashes the tableau's Fractions: about
+    if hit is not None and hit[0] is field:     # 0.1 ms a call; kept per field object)
+        return hit[1]
     tab = lean(field.solver.tableau)
     if tab is field.solver.tableau:
+        if len(_LEAN) > 256:
+            _LEAN.clear()
+        _LEAN[id(field)] = (field, field)
         return field
     return _variant(_LEAN, field, tableau=tab)
 
@@ -191,6 +199,52 @@ def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,
                 bound.steps, bound.save_every)).astype(bound.dtype) * cast(bound.dt)
             ).astype(bound.dtype)
     return sol
+
+
+def layout(bound: Bound, meta: dict) -> Layout:
+    """The buffers of ``bound``'s adaptive run on a kernel of ``meta`` (runtime/adaptive.py's
+    driver reads and writes them): the history's times, the counters' and events' rows, the
+    event log's record (float64 flux inside `when`), the deposit slots (float64 flux)."""
+    f = bound.field
+    return Layout(n=bound.n_trajectories, n_states=len(f.states), dtype=bound.dtype,
+                  times=save_times(bound), counters=len(COUNTERS),
+                  evi=evi_rows(f.n_when) if f.events else 0,
+                  evf=len(EVF_ROWS) if f.events else 0,
+                  log_fields=len(LOG_FIELDS) if meta.get("event_log") else 0,
+                  deposit_outputs=tuple(meta.get("deposit_outputs") or ())
+                  if meta.get("n_deposits") else (),
+                  output_shapes=bound.output_shapes)
+
+
+def finish(bound: Bound, meta: dict, done: Finished, pack: Callable) -> Solution:
+    """The Solution of the driver's finished run: the event log's sums added to the
+    outputs (in the reference's order), then ``solution`` and, with events,
+    ``event_results``."""
+    outs = done.outputs
+    logged = meta.get("event_log") or []
+    if logged:              # the event log summed in the reference's order, then added
+        sums = log_sums(done.records, logged, bound.output_shapes, bound.dtype)
+        outs = {k: (v + sums[k]).astype(bound.dtype) for k, v in outs.items()}
+    sol = solution(bound, done.state, outs, done.ad, done.cnt, done.hist, pack)
+    if bound.field.events:
+        event_results(sol, bound, done.ad, done.cnt, done.evi, done.evf)
+    return sol
+
+
+def event_results(sol: Solution, bound: Bound, ad, cnt, evi, evf) -> None:
+    """A stopped lane's own status, time and steps (the one it stopped in counts; a
+    basin's go on), from b_evi and b_evf (shader/events.py's rows), and the count of
+    each `when` block."""
+    grid = bound.grid_shape
+    lstat = evi[EVI_ROWS.index("lstat")]
+    stopped = lstat != 0
+    sol.status = np.where(stopped, lstat, cnt[2]).astype(np.int8).reshape(grid)
+    sol.t = np.where(stopped, evf[EVF_ROWS.index("tstop")], ad[0]).astype(
+        bound.dtype).reshape(grid)
+    sol.steps_taken = np.where(stopped, evi[EVI_ROWS.index("ltaken")],
+                               cnt[0]).astype(np.int32).reshape(grid)
+    sol.event_counts = np.ascontiguousarray(
+        evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
 
 
 # --- a Simulation's checkpoints (glsl, wgpu and cpu adaptive_session.py) ----------------
