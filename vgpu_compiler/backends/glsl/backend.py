@@ -91,7 +91,7 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"observe_peak", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
+    features=frozenset({"observe_peak", "observe_first", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at"}),
     software=_software,
     caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("glsl",)),
