@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from .. import Backend, Caches
+from ...errors import BackendError
 from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
@@ -77,6 +78,10 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
+    from ...ir.observers import firsts
+    if firsts(prepared.template.field):     # (its runs locate them in the events kernel)
+        raise BackendError("a Simulation on glsl does not compute the observer first yet "
+                           "(vgpu.solve(..., backend='glsl') does); use backend='numpy'")
     if prepared.template.adaptive is not None:
         from .adaptive_session import AdaptiveSession   # the controller in device buffers
         return AdaptiveSession(prepared, data)
