@@ -197,3 +197,24 @@ def test_a_simulation_refuses_first(request, backend):
                                            f"observer first yet"):
         vgpu.Simulation(DECAY % "rk4(dt = 0.01, steps = 100)", backend=backend,
                         params={"k": np.ones(2), "c": np.full(2, 0.5)})
+
+
+@pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 300)",
+                                    "dopri5(t1 = 3, rtol = 1e-6, atol = 1e-9)"])
+@pytest.mark.parametrize("backend", GPU)
+def test_first_with_save_at(request, backend, method):
+    """save_at beside a first: the history is the one without it (t0 included), the
+    observer the reference's (bit for bit with fixed steps)."""
+    request.getfixturevalue(backend)
+    kw = {"params": {"k": np.array([0.5, 1.0, 2.0]), "c": np.array([0.5, 0.3, 0.9])},
+          "save_at": np.linspace(0, 2.5, 6), "dtype": "float32"}
+    src = DECAY % method
+    sol = _solve(src, backend, **kw)
+    ref = _solve(src, "numpy", **kw)
+    plain = _solve(_without(src), backend, **kw)
+    if method.startswith("rk4"):
+        np.testing.assert_array_equal(sol.observed["below"], ref.observed["below"])
+        np.testing.assert_array_equal(sol.history, ref.history)
+    np.testing.assert_allclose(sol.observed["below"], ref.observed["below"], rtol=1e-6)
+    np.testing.assert_allclose(sol.history, plain.history, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(sol.history[0], np.ones((3,), np.float32))
