@@ -44,9 +44,11 @@ def _solve(src, backend, **kw):
 def test_first_equals_the_reference(request, backend, dtype, events, method):
     """first(COND) beside a peak (conditions reading t and step; one made true by an
     event's reset), fixed and adaptive methods, with and without events: with fixed steps
-    the reference's bit for bit (the states are); adaptive, to the rounding of the states
-    (the shader's controller rounds its steps its own way); which trajectories cross is
-    the same; the run is the one without observers."""
+    the reference's bit for bit where the states are (glsl; wgpu's plain steps before the
+    event code round as lavapipe contracts them, WGSL having no `precise`: to the
+    rounding of the states there); adaptive, to the rounding of the states (the shader's
+    controller rounds its steps its own way); which trajectories cross is the same; the
+    run is the one without observers."""
     request.getfixturevalue(backend)
     w = np.array([0.7, 1.0, 2.0, 3.0, 5.0])
     src = FIRSTS % (events, method)
@@ -54,7 +56,7 @@ def test_first_equals_the_reference(request, backend, dtype, events, method):
     ref = _solve(src, "numpy", **kw)
     sol = _solve(src, backend, **kw)
     assert sol.backend == backend
-    fixed = method.startswith("rk4")
+    fixed = method.startswith("rk4") and backend != "wgpu"
     if fixed:
         np.testing.assert_array_equal(sol.states, ref.states)
     for k, v in ref.observed.items():

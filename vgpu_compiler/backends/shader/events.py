@@ -282,6 +282,14 @@ class PrintedEvents:
         return self._print(stmts, {"start": start, "end": end, "extension": extension,
                                    **{f"cond{k}": c for k, c in enumerate(conds)}}, indent)
 
+    def first_hit(self, conds, start, indent: int = 0) -> str:
+        """A plain step's observers ``first``: vg_fh where one crossed (``start``: q_* =
+        the step's start state)."""
+        from ...codegen.build import locate
+        return self._print(locate.first_hit(self._field()),
+                           {"start": start, **{f"cond{k}": c for k, c in enumerate(conds)}},
+                           indent)
+
     def first_jump(self, after: bool, conds, indent: int = 0) -> str:
         """At an event's time, before the events (``after`` false) or after them."""
         from ...codegen.build import locate
@@ -329,9 +337,7 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
         bis_rest=parts.bisections - SAMPLE_HALVINGS, reads_dt=parts.reads_dt,
         c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
         fixed=fixed, dialect=dialect, rows=parts.rows,
-        # (GLSL, WGSL: an observer `first` is located by the event code of every step)
-        lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None
-        and (dialect.lane_block or not parts.firsts) else 0)
+        lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None else 0)
 
 
 def log_sums(records, outputs: list[str], shapes: dict, dtype) -> dict:

@@ -184,3 +184,23 @@ def jump_after(t, fd: Field) -> tuple:
             Let(HOLD, BOOL, ir.Lit(False, BOOL), mutable=True), Splice(f"cond{k}"),
             If(Var(HOLD), (Assign(Var(fd.q[j]), Var("tt")),))))
         for k, j in enumerate(fd.firsts))
+
+
+def first_hit(fd: Field) -> tuple:
+    """A plain step (the fixed_lean steps before the event code) in whose scope q_* is the
+    step's end and tt its time: ``vg_fh`` set where an observer ``first`` is NaN and its
+    COND goes false -> true from the step's start to its end, so that the event code
+    takes the step and locates it (as the reference's fixed_events.py takes it again).
+    Splices ``cond{f}``, ``start`` (q_* = the step's start state, declared anew)."""
+    out = []
+    for k, j in enumerate(fd.firsts):
+        before = Block((Let("tt", FLOAT, Var("t_n")), Splice("start"),
+                        Let(HOLD, BOOL, ir.Lit(False, BOOL), mutable=True), Splice(f"cond{k}"),
+                        Assign(Var("vg_fh"), ir.Bits(ir.Bit.OR, Var("vg_fh"),
+                                                     ir.Select(Var(HOLD), i(0), i(1))))),
+                       "... and at the step's start")
+        out.append(If(ir.call("isnan", Var(fd.ends[j])), (
+            Let(HOLD, BOOL, ir.Lit(False, BOOL), mutable=True), Splice(f"cond{k}"),
+            If(Var(HOLD), (before,)))))
+    return (Comment("an observer `first` crossing in this step: the event code takes it"),
+            *out)
