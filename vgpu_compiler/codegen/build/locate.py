@@ -75,10 +75,10 @@ def events(n: int, halvings: int, noisy: bool, first: str = "vg_first",
     """``declared``: vg_th and ``first`` are declared by the caller (``declarations``)."""
     th = Var("vg_th")
     start = f(1.0) if noisy else f(2.0)
-    head = (() if declared else (Let("vg_th", FLOAT, start, mutable=True),
-                                 Let(first, INT, i(-1), mutable=True)))
     if declared:
-        head = (Assign(th, start), Assign(Var(first), i(-1)))
+        head: tuple = (Assign(th, start), Assign(Var(first), i(-1)))
+    else:
+        head = (Let("vg_th", FLOAT, start, mutable=True), Let(first, INT, i(-1), mutable=True))
     if noisy:
         return (Comment("with noise: the conditions at the step's end only (no location)"),
                 *head, *(If(_bit("vg_trig", e), (Assign(Var(first), i(e)),))
