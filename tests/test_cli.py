@@ -142,14 +142,13 @@ def test_compile_emits_the_kernel_with_its_observers(vgpuc, tmp_path):
     lowered = observers.lower(select_field(compile_source(OBSERVING, "osc.field"), None))
     assert c.stdout.rstrip("\n") == kernel.source(lowered.field, "float32")[0].rstrip("\n")
     assert "observed_vmax" in c.stdout and "observed_cross" in c.stdout
-    glsl = vgpuc("compile", src, "--emit", "glsl")
-    assert glsl.returncode == 1 and glsl.stdout == ""
-    assert "does not compute the observers first" in glsl.stderr, glsl.stderr
-    peak_only = write(tmp_path, "peak.field", OBSERVING.replace(
-        "    observe cross = first(y < 0)\n", ""))
-    glsl = vgpuc("compile", peak_only, "--emit", "glsl")
+    cuda = vgpuc("compile", src, "--emit", "cuda")
+    assert cuda.returncode == 1 and cuda.stdout == ""
+    assert "does not compute the observers first" in cuda.stderr, cuda.stderr
+    glsl = vgpuc("compile", src, "--emit", "glsl")      # (first: the events' kernel)
     assert glsl.returncode == 0, glsl.stderr
-    assert "observed_vmax" in glsl.stdout
+    assert "observed_vmax" in glsl.stdout and "observed_cross" in glsl.stdout
+    assert "vg_fhit" in glsl.stdout
 
 
 def test_ir_selects_a_field(vgpuc, tmp_path):

@@ -363,3 +363,75 @@ def test_the_lane_loops_pass_keeps_block_level_pieces_outside_the_loops():
         "for (int l = 0; l < VG_W; l++) {"]
     assert "vg_h0[l] = vg_min(vg_h0[l], vg_span[l]);" in lines
     assert "double vg_d0 = 0.0;" in lines            # used in one loop only: a scalar
+
+
+def _run_ir(stmts, env: dict, splices: dict, dt):
+    """A small interpreter of the IR the location uses (Let, Assign, If, Loop, Comment,
+    Splice; Var, Lit, Bin, Call to_float), in the working dtype ``dt``; a splice is a
+    Python function of the environment."""
+    ops = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b,
+           Op.MUL: lambda a, b: a * b, Op.LT: lambda a, b: a < b, Op.EQ: lambda a, b: a == b,
+           Op.AND: lambda a, b: a and b}
+
+    def ev(e):
+        if isinstance(e, ir.Var):
+            return env[e.name]
+        if isinstance(e, ir.Lit):
+            return dt(e.value) if e.type == FLOAT else e.value
+        if isinstance(e, ir.Bin):
+            return ops[e.op](ev(e.a), ev(e.b))
+        if isinstance(e, ir.Call) and e.fn == "to_float":
+            return dt(ev(e.args[0]))
+        raise TypeError(e)
+
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            env[s.name] = ev(s.value)
+        elif isinstance(s, ir.Assign):
+            env[s.target.name] = ev(s.value)
+        elif isinstance(s, ir.If):
+            _run_ir(s.then if ev(s.cond) else s.orelse, env, splices, dt)
+        elif isinstance(s, ir.Loop):
+            for j in range(ev(s.start), ev(s.stop)):
+                env[s.var] = j
+                _run_ir(s.body, env, splices, dt)
+        elif isinstance(s, ir.Splice):
+            splices[s.name](env)
+        elif not isinstance(s, ir.Comment):
+            raise TypeError(s)
+    return env
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_location_brackets_the_crossing(dtype):
+    """codegen/build/locate.py's bracket, run: for a condition theta >= r the located theta
+    (vg_hi) is the first sample at or after r narrowed by the halvings, r in (vg_lo, vg_hi]
+    of width 2^-BISECTIONS; none before the last sample: the last sub-interval. With
+    ``up`` the condition sees the extension at theta * up and t_n + theta * (u_dt * up)."""
+    from vgpu_compiler.codegen.build import locate
+    from vgpu_compiler.ir.events import BISECTIONS, SAMPLE_HALVINGS
+    dt = np.dtype(dtype).type
+    n = BISECTIONS[dtype]
+    for up in (None, dt(0.375)):
+        theta = "vg_mid" if up is None else "vg_fx"
+        stmts = locate.bracket(n - SAMPLE_HALVINGS, up=None if up is None else Var("vg_up"))
+        for r in (0.001, 0.0625, 0.3, 0.5, 0.77, 0.9999, 1.0):
+            seen = []
+
+            def hold(env):
+                seen.append(env["tt"] == dt(2.0) + env["vg_mid"] * (
+                    dt(0.5) if up is None else dt(0.5) * up))
+                env["vg_hold"] = env[theta] >= dt(r) * (1 if up is None else up)
+
+            env = _run_ir(stmts, {"t_n": dt(2.0), "u_dt": dt(0.5), "vg_up": up},
+                          {"extension": lambda env: None, "hold": hold}, dt)
+            lo, hi = env["vg_lo"], env["vg_hi"]
+            assert all(seen) and len(seen) == 15 + n - SAMPLE_HALVINGS
+            assert isinstance(hi, dt) and hi - lo == dt(2.0 ** -n), (r, lo, hi)
+            assert lo < dt(r) <= hi or (r == 1.0 and hi == 1), (r, lo, hi)
+    glsl = printer(GLSL_FLOAT64).text(locate.bracket(37))
+    wgsl = printer(WGSL).text(locate.bracket(17))
+    assert "double vg_lo = double(15) * 0.0625lf;" in glsl
+    assert "for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {" in wgsl
+    assert "let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;" in wgsl
+    assert skeleton(glsl) == skeleton(printer(GLSL_FLOAT32).text(locate.bracket(37)))

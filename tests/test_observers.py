@@ -687,22 +687,32 @@ field ring {
 
 
 # --- backends that do not compute a kind refuse it ---------------------------------------
-@pytest.mark.parametrize("backend", ["glsl", "wgpu"])
-def test_compiled_backends_refuse_step_end_observers(request, backend):
-    """first on glsl and wgpu (peak and trough they compute; cpu computes first too)."""
-    _needs(request, backend)
-    with pytest.raises(BackendError, match="does not compute the observers first yet "
-                                           "[(]peak, trough, integral and average"):
-        vgpu.solve(OSC % FIXED, backend=backend, dtype="float32", dims={"N": 2})
+def test_a_backend_that_does_not_compute_first_refuses_it():
+    """cuda computes none of the step-end kinds yet (pipeline.refuse_observers, which a
+    run and a Simulation call before the backend: auto then moves on); glsl, wgpu and
+    cpu compute every kind."""
+    from vgpu_compiler.backends import get
+    from vgpu_compiler.frontend.compile import compile_program
+    from vgpu_compiler.ir.observers import lower
+    from vgpu_compiler.pipeline import refuse_observers
+    field = lower(compile_program(OSC % FIXED, "osc.field").select(None)).field
+    with pytest.raises(BackendError, match="cuda backend does not compute the observers "
+                                           "first, peak, trough yet [(]integral and "
+                                           "average it does"):
+        refuse_observers(get("cuda"), field)
+    for name in ("glsl", "wgpu", "cpu", "numpy"):
+        refuse_observers(get(name), field)
 
 
-def test_auto_moves_on_to_a_backend_that_computes_them():
+def test_auto_runs_first_where_it_is_computed():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # (auto's warning is once per reason)
-        sol = vgpu.solve(OSC % FIXED, dtype="float64", dims={"N": 2})
-    assert sol.backend in ("cuda", "cpu", "numpy")      # (glsl, wgpu: no first yet)
+        sol = vgpu.solve(OSC % FIXED, dtype="float32", dims={"N": 2})
+    ref = vgpu.solve(OSC % FIXED, backend="numpy", dtype="float32", dims={"N": 2})
     assert set(sol.observed) == {"vmax", "vmin", "ymin", "cross", "back", "never"}
+    for k, v in ref.observed.items():
+        np.testing.assert_allclose(sol.observed[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 def test_no_observers_an_empty_dict():

@@ -54,6 +54,8 @@ class Printer:
             return self._literal(e), ATOM
         if isinstance(e, ir.Call):
             args = [self.expr(a) for a in e.args]
+            if e.fn == "to_float":          # an int to the working float (the cast)
+                return self.t.cast.format(*args, F=self.t.F), ATOM
             if e.fn in TABLE_CALLS and e.fn not in self.t.builtins:
                 return getattr(self.t, e.fn).format(*args), ATOM
             return self.t.builtin(e.fn, args), ATOM

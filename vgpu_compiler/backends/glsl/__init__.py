@@ -33,6 +33,7 @@ import sys
 
 from ... import spelling as S
 from ...errors import BackendError
+from ...ir import observers as _observers
 from ...ir.nodes import Field
 from ..shader import (adaptive, dialect, kernel, lower as _lowering, printing, render, template,
                       traits)
@@ -134,17 +135,19 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     _events.check(field, "GLSL")
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
-    if field.solver.adaptive is None and not field.solver.dense and not field.events:
+    located = _observers.located(field)     # events, or an observer `first` to locate
+    if field.solver.adaptive is None and not field.solver.dense and not located:
         return print_kernel(kernel, DIALECTS[dtype])
     # bs3, dopri5, tsit5 (and save_at): templates/adaptive.glsl.j2, shader/adaptive.py
     kernel = adaptive.extend(kernel, field)
     if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
         kernel = _rosenbrock.extend(kernel, field)
-    if field.events:                 # (a fixed-step method's events: its dense variant)
-        kernel = _events.extend(kernel, field, log=True)   # (float64 flux: a log)
+    if located:                      # (a fixed-step method's events: its dense variant)
+        kernel = _events.extend(kernel, field, log=True,   # (float64 flux: a log)
+                                rows=bool(field.events))
     printed = print_kernel(kernel, DIALECTS[dtype])
     printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
-    if field.events:
+    if located:
         printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
     printed.lanes = _lanes.lanes_for(printed, DIALECTS[dtype])
     if printed.lanes > 1:

@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from .. import Backend, Caches
+from ...errors import BackendError
 from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
@@ -77,6 +78,10 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
+    from ...ir.observers import firsts
+    if firsts(prepared.template.field):     # (its runs locate them in the events kernel)
+        raise BackendError("a Simulation on glsl does not compute the observer first yet "
+                           "(vgpu.solve(..., backend='glsl') does); use backend='numpy'")
     if prepared.template.adaptive is not None:
         from .adaptive_session import AdaptiveSession   # the controller in device buffers
         return AdaptiveSession(prepared, data)
@@ -91,7 +96,7 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
-    features=frozenset({"observe_peak", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
+    features=frozenset({"observe_peak", "observe_first", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at"}),
     software=_software,
     caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("glsl",)),

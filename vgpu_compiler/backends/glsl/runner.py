@@ -13,6 +13,7 @@ from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Progress, Solution
 from ...call.prepare import Data, Prepared
+from ...ir.observers import located
 from .adaptive_run import run as run_adaptive
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
@@ -33,7 +34,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
     t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
-    if t.adaptive is not None or t.save_at is not None or t.field.events:
+    if t.adaptive is not None or t.save_at is not None or located(t.field):
         return run_adaptive(prepared, data, progress)
     if progress is None and not data.origin:     # (a window's place is not in its slot)
         slots = prepared.slots

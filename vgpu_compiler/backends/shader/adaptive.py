@@ -23,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field as _field
 
 from ...ir import controller as C
+from ...ir import observers as _observers
 from ...ir.nodes import Field
 from ...ir.step import Combination, step_program
 from .kernel import Buffer, Kernel, Uniform
@@ -118,7 +119,8 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
         Uniform("int", "u_nsave", "save_at times", "nsave"),
         Uniform(F, "u_pause", "no attempt from this time on (a Simulation's until; t1)",
                 "pause")]
-    saves = field.solver.adaptive is None or field.solver.dense or bool(field.events)
+    saves = (field.solver.adaptive is None or field.solver.dense
+             or _observers.located(field))      # events, or an observer `first`
     parts = AdaptiveParts(q=max(program.q, 1), error=program.error, dense=program.dense,
                           n_ad=2 + n, saves=bool(saves),
                           n_err=None if field.error_states is None else field.n_error,

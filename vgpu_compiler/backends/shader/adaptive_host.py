@@ -21,6 +21,7 @@ from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.embedded import lean
+from ...ir.observers import firsts, located
 from ...ir.events import BISECTIONS, SAMPLE_HALVINGS, SAMPLES
 from ...runtime.adaptive import Finished, Layout
 from .adaptive import COUNTERS, RUNNING
@@ -40,7 +41,7 @@ def kernel_field(bound: Bound, session: bool = False) -> Bound:
     a software renderer pays for a loop in the step loop even when it never runs
     (llvmpipe, the tsit5 Lorenz sweep: 1.4x the time with the empty save loop). Such a
     kernel also runs the method without its dense-only stages (``lean_field``)."""
-    if bound.adaptive is not None and bound.field.events:
+    if bound.adaptive is not None and located(bound.field):    # events, or a `first`
         return bound
     if bound.adaptive is not None and bound.save_at is None and not session:
         lean = lean_field(bound.field)
@@ -97,9 +98,10 @@ def first_attempts(planned: int, least: int = FIRST_ATTEMPTS) -> int:
 
 
 def every_events(bound: Bound) -> bool:
-    """A fixed-step method's ``save_every`` with events: the kernel (events.extend's
-    ``u_every``) writes the states at saved step ends into the save_at history."""
-    return bool(bound.save_every) and bool(bound.field.events) and bound.adaptive is None
+    """A fixed-step method's ``save_every`` with events (or an observer ``first``, which
+    runs the events' kernel): the kernel (events.extend's ``u_every``) writes the states
+    at saved step ends into the save_at history."""
+    return bool(bound.save_every) and located(bound.field) and bound.adaptive is None
 
 
 def save_times(bound: Bound) -> np.ndarray:
@@ -144,8 +146,9 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     several trajectories (meta ``lanes``: shader/lanes.py) runs each one's loops."""
     lanes = meta.get("lanes", 1)
     basin = int(np.prod(meta["basin"])) if meta["has_basin"] else 0
-    events = len(bound.field.events)
-    # per event: its samples and the halvings after them (ir.events), two more loops
+    # per event and observer `first`: its samples and the halvings after them (ir.events),
+    # two more loops
+    events = len(bound.field.events) + len(firsts(bound.field))
     locate = BISECTIONS[bound.dtype.name] - SAMPLE_HALVINGS + SAMPLES - 1
     extra = events * (locate + 2) + 4 * basin + 6 if events else 0
     m = getattr(bound.field.solver.tableau, "q", 1) + 1

@@ -66,6 +66,7 @@ class EventParts:
     log: bool = False                   # flux inside `when` goes to the event log (b_evlog)
     reads_dt: bool = False              # F reads `dt`: a fixed step's stage 0 at its start
     firsts: tuple = ()                  # FirstBlocks per observer `first` (located, not fired)
+    rows: bool = True                   # b_evi, b_evf carried between dispatches (extend)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,12 @@ def _where(span) -> str:
     return f"line {span.line}" if span is not None else ""
 
 
-def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
+def extend(kernel: Kernel, field: Field, log: bool = False, rows: bool = True) -> Kernel:
     """The kernel with its events (comments name each piece's source line).
+
+    ``rows``: the events' rows carried between dispatches (b_evi, b_evf); a GLSL or WGSL
+    kernel whose events' code runs only for its observers ``first`` has none to carry
+    (no condition to remember, no stop), and its runners bind them for events alone.
 
     ``log`` (GLSL float64, which has no float64 atomics): every `flux` inside `when`
     appends a record (LOG_FIELDS) to the event log ``b_evlog`` (its count in ``b_evn``,
@@ -149,11 +154,13 @@ def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
             flux = Block(ctx=CTX, coupled=None, body=tuple(body), prefix=f"vg_tx{e}_")
         events.append(EventBlocks(cond, assign, tuple(targets), flux, ev.stop, ev.block))
     buffers = list(kernel.buffers)
-    buffers.append(Buffer(len(buffers), "evi", "b_evi", "int",
-                          comment="events: previous conditions (bits), own status, steps, "
-                                  "events this step, count per when"))
-    buffers.append(Buffer(len(buffers), "evf", "b_evf", "float",
-                          comment="events: time stopped, end of the 64-events span"))
+    rows = rows or bool(field.events)
+    if rows:
+        buffers.append(Buffer(len(buffers), "evi", "b_evi", "int",
+                              comment="events: previous conditions (bits), own status, "
+                                      "steps, events this step, count per when"))
+        buffers.append(Buffer(len(buffers), "evf", "b_evf", "float",
+                              comment="events: time stopped, end of the 64-events span"))
     uniforms = list(kernel.uniforms) + [
         Uniform("int", "u_every", "save_every with events: steps between saved states (0: "
                 "none)", "every")]
@@ -173,7 +180,8 @@ def extend(kernel: Kernel, field: Field, log: bool = False) -> Kernel:
                        bisections=BISECTIONS[kernel.dtype], max_per_step=MAX_PER_STEP,
                        dense=dense, end_slope=end_slope,
                        q_names=tuple(mangle(STATE, s.name) for s in field.states),
-                       noisy=bool(field.noises), log=log, reads_dt=reads_dt(field))
+                       noisy=bool(field.noises), log=log, reads_dt=reads_dt(field),
+                       rows=rows)
     return dataclasses.replace(kernel, buffers=tuple(buffers), fluxers=tuple(fluxers),
                                uniforms=tuple(uniforms), events=parts)
 
@@ -239,6 +247,55 @@ class PrintedEvents:
     bis_rest: int = 0           # ... and the halvings after them
     reads_dt: bool = False      # stage 0 of a fixed step is F at its start (EventParts)
     firsts: tuple = ()          # (PrintedBlock of COND, the observer's state index) per `first`
+    rows: bool = True           # b_evi, b_evf carried between dispatches (EventParts)
+    dialect: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    # the location built once (codegen/build/locate.py), printed in this dialect with the
+    # template's pieces (the extension at theta, the conditions) spliced in
+    def _print(self, stmts, splices: dict, indent: int) -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect, {k: str(v) for k, v in splices.items()}).text(stmts, indent)
+
+    def _field(self):
+        from ...codegen.build import locate
+        return locate.Field(q=tuple(self.q), ends=tuple(f"vg_n{i}" for i in range(len(self.q))),
+                            firsts=tuple(j for _, j in self.firsts))
+
+    def locate_events(self, extension, holds, first: str = "vg_first", declared: bool = False,
+                      indent: int = 0) -> str:
+        """Each event's condition that went false -> true located (``holds``: each one's
+        condition into vg_hold; ``extension``: q_* at theta vg_mid)."""
+        from ...codegen.build import locate
+        stmts = locate.events(len(self.events), self.bis_rest, self.noisy, first, declared)
+        return self._print(stmts, {"extension": extension,
+                                   **{f"hold{e}": h for e, h in enumerate(holds)}}, indent)
+
+    def locate_declarations(self, first: str = "vg_first", indent: int = 0) -> str:
+        from ...codegen.build import locate
+        return self._print(locate.declarations(first), {}, indent)
+
+    def locate_firsts(self, conds, start, end, extension, indent: int = 0) -> str:
+        """The observers ``first`` of the step: ``start`` (q_* = the start state), ``end``
+        (q_* at theta vg_fu), ``extension`` (q_* at theta vg_fx), ``conds``."""
+        from ...codegen.build import locate
+        stmts = locate.firsts(self.dialect, self._field(), self.bis_rest, self.noisy)
+        return self._print(stmts, {"start": start, "end": end, "extension": extension,
+                                   **{f"cond{k}": c for k, c in enumerate(conds)}}, indent)
+
+    def first_hit(self, conds, start, indent: int = 0) -> str:
+        """A plain step's observers ``first``: vg_fh where one crossed (``start``: q_* =
+        the step's start state)."""
+        from ...codegen.build import locate
+        return self._print(locate.first_hit(self._field()),
+                           {"start": start, **{f"cond{k}": c for k, c in enumerate(conds)}},
+                           indent)
+
+    def first_jump(self, after: bool, conds, indent: int = 0) -> str:
+        """At an event's time, before the events (``after`` false) or after them."""
+        from ...codegen.build import locate
+        build = locate.jump_after if after else locate.jump_before
+        return self._print(build(self.dialect, self._field()),
+                           {f"cond{k}": c for k, c in enumerate(conds)}, indent)
 
 
 # A fixed-step method's kernel without a basin runs up to this many plain steps (the
@@ -279,8 +336,8 @@ def print_parts(printed, dialect, running: int) -> PrintedEvents:
         samples=SAMPLES, sample_step=lit(1.0 / SAMPLES),
         bis_rest=parts.bisections - SAMPLE_HALVINGS, reads_dt=parts.reads_dt,
         c=consts, bis=parts.bisections, stopped=C.STOPPED, too_many=C.TOO_MANY_EVENTS, max=parts.max_per_step, n_when=parts.n_when,
-        fixed=fixed, lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None
-        else 0)
+        fixed=fixed, dialect=dialect, rows=parts.rows,
+        lean=LEAN_STEPS if fixed and not k.has_basin and k.collapse is None else 0)
 
 
 def log_sums(records, outputs: list[str], shapes: dict, dtype) -> dict:

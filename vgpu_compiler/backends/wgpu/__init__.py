@@ -13,6 +13,7 @@ from __future__ import annotations
 from ... import spelling as S
 from ...errors import BackendError
 from .. import fastest
+from ...ir import observers as _observers
 from ...ir.nodes import Field
 from ..shader import adaptive, rosenbrock
 from ..shader import events as _events
@@ -48,8 +49,9 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
     kernel = describe(field, dtype=dtype, per_trajectory_params=per_trajectory_params,
                       source=source, reduction=reduction, history=history)
     adaptive_method = field.solver.adaptive is not None or field.solver.dense
+    located = _observers.located(field)     # events, or an observer `first` to locate
     try:
-        if not adaptive_method and not field.events:
+        if not adaptive_method and not located:
             return print_kernel(kernel, DIALECTS[dtype])
         # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py;
         # events (templates/events.wgsl.j2, shader/events.py): a fixed-step method's in
@@ -57,11 +59,11 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         kernel = adaptive.extend(kernel, field)
         if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves
             kernel = rosenbrock.extend(kernel, field)
-        if field.events:
-            kernel = _events.extend(kernel, field)
+        if located:
+            kernel = _events.extend(kernel, field, rows=bool(field.events))
         printed = print_kernel(kernel, DIALECTS[dtype])
         printed.ad = adaptive.print_parts(printed, DIALECTS[dtype])
-        if field.events:
+        if located:
             printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
         return printed
     except RecursionError:

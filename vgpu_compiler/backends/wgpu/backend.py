@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 
 from .. import Backend, Caches
+from ...errors import BackendError
+from ...ir.observers import located
 
 RUNNER = "vgpu_compiler.backends.wgpu.runner"
 
@@ -33,7 +35,7 @@ def _available() -> tuple[bool, str]:
 def _run(prepared, data, progress=None):
     from . import adaptive_run, runner
     t = prepared.template
-    if t.adaptive is not None or t.save_at is not None or t.field.events:
+    if t.adaptive is not None or t.save_at is not None or located(t.field):
         return adaptive_run.run(prepared, data, progress)   # bs3, dopri5, tsit5; save_at; events
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the shader writes the history
@@ -75,6 +77,10 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
+    from ...ir.observers import firsts
+    if firsts(prepared.template.field):     # (its runs locate them in the events kernel)
+        raise BackendError("a Simulation on wgpu does not compute the observer first yet "
+                           "(vgpu.solve(..., backend='wgpu') does); use backend='numpy'")
     if prepared.template.adaptive is not None:
         from .adaptive_session import AdaptiveSession   # the controller in its buffers
         return AdaptiveSession(prepared, data)
@@ -89,7 +95,7 @@ BACKEND = Backend(
     run=_run,
     open=_open,
     dtypes=("float32",),
-    features=frozenset({"observe_peak", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
+    features=frozenset({"observe_peak", "observe_first", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
                         "adaptive", "noise", "save_at"}),
     software=_software,
     caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("wgsl",)),

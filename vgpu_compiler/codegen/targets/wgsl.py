@@ -75,6 +75,7 @@ WGSL = replace(
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
+              "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
               "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)"},
     accurate_pow=False,
