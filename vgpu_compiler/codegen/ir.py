@@ -112,7 +112,8 @@ class Let:
 class Assign:
     target: Union[Var, Index]
     value: Expr
-    op: Op | None = None    # ``x op= value`` (ADD: ``+=``)
+    op: Op | None = None    # ``x op= value`` (ADD: ``+=``; OR: a flag or-ed in, the
+    #                         target's ``or_assign``)
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,15 @@ class If:
 
 @dataclass(frozen=True)
 class Loop:
-    """``for (int var = start; var < stop; var++)``: bounded by ``stop``."""
+    """``for (int var = start; var < stop; var++)``: bounded by ``stop``. ``step`` above 1:
+    ``var += step``; ``step`` -1: down to ``stop`` included (``var >= stop; var--``).
+    ``comment``: a note at the end of the header line."""
     var: str
     start: Expr
     stop: Expr
     body: tuple
+    step: int = 1
+    comment: str | None = None
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ class Printer:
             form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
             out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
                                          value=self.expr(s.value)))
+        elif isinstance(s, ir.Assign) and s.op is Op.OR:
+            out.append(pad + self.t.or_assign.format(
+                self.expr(s.target), self._side(s.value, Op.OR, PREC[Op.OR], right=True)))
         elif isinstance(s, ir.Assign):
             op = "" if s.op is None else INFIX[s.op]
             out.append(f"{pad}{self.expr(s.target)} {op}= {self.expr(s.value)};")
@@ -134,8 +137,11 @@ class Printer:
                 self._body(orelse, n, out)
             out.append(pad + "}")
         elif isinstance(s, ir.Loop):
-            out.append(pad + self.t.loop.format(var=s.var, start=self.expr(s.start),
-                                                stop=self.expr(s.stop)))
+            head = self.t.loop if s.step == 1 else self.t.loop_down if s.step == -1 \
+                else self.t.loop_step
+            out.append(pad + head.format(var=s.var, start=self.expr(s.start),
+                                         stop=self.expr(s.stop), step=s.step)
+                       + (f"  // {s.comment}" if s.comment else ""))
             self._body(s.body, n, out)
             out.append(pad + "}")
         elif isinstance(s, ir.Block):

@@ -37,7 +37,7 @@ the field without sensitivities.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field as _field
 
 from ...ir.nodes import Field
 from ...ir.step import step_program
@@ -66,10 +66,31 @@ class PrintedRosenbrock:
     time: bool
     lu_trips: int                       # loop iterations of the factorisation, at most
     solve_trips: int                    # ... of one solve
+    stage_k: tuple = ()                 # per stage: its k names (K_s is solved into them)
+    dialect: object = _field(default=None, compare=False, repr=False)
 
     @property
     def nn(self) -> int:
         return self.n * self.n
+
+    def lu(self) -> str:
+        """The factorisation (codegen/build/rosenbrock.py), printed; (C: one lane's, in
+        the template's loop over the lanes, its flag vg_sing[l])."""
+        from ...codegen import lanes
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        stmts = build.lu(self.n, self.m)
+        if self.dialect.lane_block:
+            stmts = lanes.lane_arrays(stmts, (build.SING,))
+        return printer(self.dialect).text(stmts)
+
+    def solve(self, s: int) -> str:
+        """Stage ``s``'s solve (codegen/build/rosenbrock.py) with its right-hand side."""
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        rhs = "\n".join(f"{build.X}[{j}] = {x};" for j, x in enumerate(self.rhs[s]))
+        stmts = build.solve(s, self.n, self.m, self.stage_k[s])
+        return printer(self.dialect, {"rhs": rhs}).text(stmts)
 
     @property
     def trips(self) -> int:
@@ -96,6 +117,7 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
 
 def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRosenbrock:
     """The printed pieces (``block``: the printer's Block printer; ``assign``: its Assign)."""
+    from ...codegen.build import rosenbrock as build
     lit, n = dialect.float_literal, parts.n
     jac = block(parts.jac)
     combos = tuple(assign(y, s) for s, y, _ in k.states if y in jac.words)
@@ -121,13 +143,8 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
                 r = f"{r} + (u_dt * {lit(float(imp.d[s]))}) * vg_Ft[{i}]"
             row.append(r)
         rhs.append(tuple(row))
-    # the loops of the factorisation (column, pivot scan, swap, rows, row update) and
-    # of one solve (swaps, forward, back)
-    mm = parts.m
-    lu = sum(1 + (mm - 1 - c) + mm + (mm - 1 - c) * (1 + (mm - 1 - c)) for c in range(mm))
-    sv = mm + sum(1 + (mm - 1 - c) for c in range(mm)) * 2
-    if mm < n:                  # the sensitivity columns: the product, then a solve each
-        sv += (n // mm - 1) * (1 + mm * (1 + mm) + sv)
-    return PrintedRosenbrock(n=n, m=mm, jac=jac, combos=combos, scale=tuple(scale),
+    return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos, scale=tuple(scale),
                              inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
-                             time=parts.time, lu_trips=lu, solve_trips=sv)
+                             time=parts.time, lu_trips=build.lu_trips(parts.m),
+                             solve_trips=build.solve_trips(n, parts.m),
+                             stage_k=tuple(tuple(ks) for ks in k.stage_k), dialect=dialect)

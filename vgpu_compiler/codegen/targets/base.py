@@ -162,6 +162,9 @@ class Target:
     var: str = "{T} {name} = {value};"
     precise: str = "{T} {name} = {value};"
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
+    loop_down: str = "for (int {var} = {start}; {var} >= {stop}; {var}--) {{"
+    loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"
+    or_assign: str = "{0} = {0} || {1};"     # a flag or-ed in place (ir.Assign, op OR)
     array: str = "{T} {name}[{size}];"
     not_: str = "!{0}"
     neg: str = "-{0}"

@@ -73,6 +73,8 @@ WGSL = replace(
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
     array="var {name}: array<{T}, {size}>;",
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
+    loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
+    loop_step="for (var {var}: i32 = {start}; {var} < {stop}; {var} += {step}) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
