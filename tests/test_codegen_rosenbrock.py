@@ -161,3 +161,24 @@ def test_the_printed_c_is_the_references_lu_and_solve(n, m, cpu, tmp_path):
         want = lu_solve(lu, piv, b) if m == n else block_solve(w, lu, piv, b, m)
         x = np.array([float.fromhex(v) for v in got[1 + m + n * n:]])
         assert x.tobytes() == want.tobytes(), (x, want)
+
+
+def test_the_setup_zeroes_w_and_scales_only_js_nonzero_entries():
+    """GLSL's and WGSL's W setup: every entry zeroed each attempt (WGSL says why: naga
+    does not zero a var declared in a loop again), the diagonal and J's nonzero entries
+    scaled, the same skeleton in both."""
+    args = (2, 2, ((1, 0),), 4.0, True, ("k0", "k1"), (("y_x", "s_x"),), True)
+    text = {d.language: printer(d, {"jac": "vg_W[0] = 1.0;"}).text(R.setup(d, *args))
+            for d in (GLSL_FLOAT32, WGSL)}
+    g, w = text["glsl"], text["wgsl"]
+    assert "precise float vg_W[4];" in g and "var vg_W: array<f32, 4>;" in w
+    assert all(f"vg_W[{j}] = 0.0;\n" in g for j in range(4))
+    assert w.count("= 0.0;  // (explicitly: a var in a loop need not start at 0 again)") == 4
+    assert "vg_W[1] = vg_W[1] * vg_mdt" not in g        # J_01 = 0: left 0, not -0
+    assert "vg_W[2] = vg_W[2] * vg_mdt;" in g
+    assert "vg_W[3] = vg_W[3] * vg_mdt + 4.0;" in w
+    assert "{  // J and dF/dt at the step's start\n    float tt = t_n;\n" \
+           "    precise float y_x = s_x;\n    vg_W[0] = 1.0;\n}" in g
+    assert "var vg_sing: bool = false;  // a zero pivot" in w
+    shape = {k: [len(x) - len(x.lstrip()) for x in v.splitlines()] for k, v in text.items()}
+    assert shape["glsl"] == shape["wgsl"]

@@ -106,6 +106,7 @@ class Let:
     value: Expr
     mutable: bool = False
     precise: bool = False
+    comment: str | None = None      # a note at the end of the line
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Assign:
     value: Expr
     op: Op | None = None    # ``x op= value`` (ADD: ``+=``; OR: a flag or-ed in, the
     #                         target's ``or_assign``)
+    comment: str | None = None      # a note at the end of the line
 
 
 @dataclass(frozen=True)
@@ -175,10 +177,12 @@ class Stage:
 
 @dataclass(frozen=True)
 class Array:
-    """A local array of ``size`` elements (the C kernel's lane arrays)."""
+    """A local array of ``size`` elements (the C kernel's lane arrays); ``precise``: as
+    ``Let``'s."""
     name: str
     type: str
     size: "Expr"
+    precise: bool = False
 
 
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array]

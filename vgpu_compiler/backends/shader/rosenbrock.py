@@ -60,13 +60,14 @@ class PrintedRosenbrock:
     m: int                              # LU of the top-left m x m block (a joined field)
     jac: object                         # printing.PrintedBlock
     combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
-    scale: tuple[str, ...]              # statements: W = I / gamma - dt * J in place
     inv_gamma: str                      # 1 / gamma, printed (a template may loop instead)
     rhs: tuple[tuple[str, ...], ...]    # per stage, per state: the right-hand side
     time: bool
     lu_trips: int                       # loop iterations of the factorisation, at most
     solve_trips: int                    # ... of one solve
     stage_k: tuple = ()                 # per stage: its k names (K_s is solved into them)
+    nonzero: tuple = ()                 # J's nonzero entries (i, j) off the diagonal
+    inv_gamma_value: float = 0.0        # 1 / gamma (the number: the IR prints it)
     dialect: object = _field(default=None, compare=False, repr=False)
 
     @property
@@ -83,6 +84,17 @@ class PrintedRosenbrock:
         if self.dialect.lane_block:
             stmts = lanes.lane_arrays(stmts, (build.SING,))
         return printer(self.dialect).text(stmts)
+
+    def setup(self, jac: str) -> str:
+        """W, its LU and F(t_n, state) kept aside (codegen/build/rosenbrock.py: GLSL's and
+        WGSL's), with ``jac``: the Jacobian's block as its template prints it."""
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        stmts = build.setup(self.dialect, self.n, self.m, self.nonzero, self.inv_gamma_value,
+                            self.time, self.stage_k[0],
+                            tuple((x.target, x.expr) for x in self.combos),
+                            "tt" in self.jac.words)
+        return printer(self.dialect, {"jac": jac}).text(stmts)
 
     def solve(self, s: int) -> str:
         """Stage ``s``'s solve (codegen/build/rosenbrock.py) with its right-hand side."""
@@ -122,14 +134,6 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
     jac = block(parts.jac)
     combos = tuple(assign(y, s) for s, y, _ in k.states if y in jac.words)
     imp = parts.implicit
-    scale = []
-    off = {(i, j) for i, j in parts.nonzero if i != j}
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                scale.append(f"{W(i, i, n)} = {W(i, i, n)} * vg_mdt + {lit(float(1 / imp.gamma))}")
-            elif (i, j) in off:
-                scale.append(f"{W(i, j, n)} = {W(i, j, n)} * vg_mdt")
     rhs = []
     for s, comb in enumerate(imp.rhs):
         row = []
@@ -143,8 +147,10 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
                 r = f"{r} + (u_dt * {lit(float(imp.d[s]))}) * vg_Ft[{i}]"
             row.append(r)
         rhs.append(tuple(row))
-    return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos, scale=tuple(scale),
+    return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos,
                              inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
                              time=parts.time, lu_trips=build.lu_trips(parts.m),
                              solve_trips=build.solve_trips(n, parts.m),
-                             stage_k=tuple(tuple(ks) for ks in k.stage_k), dialect=dialect)
+                             stage_k=tuple(tuple(ks) for ks in k.stage_k), dialect=dialect,
+                             nonzero=tuple((i, j) for i, j in parts.nonzero if i != j),
+                             inv_gamma_value=float(1 / imp.gamma))

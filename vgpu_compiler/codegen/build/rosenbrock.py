@@ -2,6 +2,11 @@
 the rest of it; the numpy reference is backends/numpy/rosenbrock.py, whose order of
 operations this keeps):
 
+- ``setup`` (a kernel of one trajectory an invocation: GLSL, WGSL): the arrays, zeroed
+  every attempt (the Jacobian writes only its nonzero entries), F(t_n, state) kept
+  aside for a reject, the Jacobian's block (the splice ``jac``, in stage 0's context),
+  then ``W = I / gamma - dt * J`` in place (numpy: ``J * (-dt)``, then the diagonal's
+  ``+ 1 / gamma``: the nonzero entries only), then ``lu``;
 - ``lu``: the LU factorisation of the top-left ``m x m`` block of ``W`` (``vg_W``,
   row-major, ``n`` columns) in place, with partial pivoting: in column c the first
   largest ``|a_ic|`` from row c down is the pivot (``vg_piv[c]``), its row swapped with
@@ -22,9 +27,9 @@ from __future__ import annotations
 
 from ...ir.ops import Op
 from .. import ir
-from ..ir import FLOAT, INT, Assign, Block, If, Index, Let, Loop, Var, f, i
+from ..ir import BOOL, FLOAT, INT, Array, Assign, Block, If, Index, Let, Loop, Var, f, i
 
-W, PIV, X, SING = "vg_W", "vg_piv", "vg_x", "vg_sing"
+W, PIV, X, SING, FT, MDT = "vg_W", "vg_piv", "vg_x", "vg_sing", "vg_Ft", "vg_mdt"
 C, R, J, P, B = Var("vg_c"), Var("vg_i"), Var("vg_j"), Var("vg_p"), Var("vg_b")
 V, BEST, L = Var("vg_v"), Var("vg_best"), Var("vg_l")
 
@@ -59,6 +64,44 @@ def lu(n: int, m: int) -> tuple:
         Assign(Index(PIV, C), P),
         swap,
         rows)),)
+
+
+def setup(t, n: int, m: int, nonzero, inv_gamma: float, time: bool, k0, combos,
+          reads_t: bool) -> tuple:
+    """W and its LU at the step's start. ``nonzero``: J's nonzero entries (i, j);
+    ``time``: the field's dF/dt is computed (vg_Ft); ``k0``: F's names (stage 0's k);
+    ``combos``: (y, s) the Jacobian's block reads y as the state s; ``reads_t``: it
+    reads ``tt``."""
+    zero = f(0.0)
+    arrays = [Array(W, FLOAT, i(n * n), precise=True), Array(PIV, INT, i(n)),
+              Array(X, FLOAT, i(n), precise=True)]
+    arrays += [Array(FT, FLOAT, i(n), precise=True)] if time else []
+    clear = [Assign(Index(W, i(j)), zero, comment=t.zero_note) for j in range(n * n)]
+    clear += [Assign(Index(FT, i(j)), zero) for j in range(n)] if time else []
+    jac = Block((*((Let("tt", FLOAT, Var("t_n")),) if reads_t else ()),
+                 *(Let(y, FLOAT, Var(x), precise=True) for y, x in combos),
+                 ir.Splice("jac")),
+                "J and dF/dt at the step's start" if time else "J at the step's start")
+    off = set(nonzero)
+    scale = []
+    for r in range(n):
+        for c in range(n):
+            at = Index(W, i(r * n + c))
+            if r == c:
+                scale.append(Assign(at, ir.add(ir.mul(at, Var(MDT)), f(inv_gamma))))
+            elif (r, c) in off:
+                scale.append(Assign(at, ir.mul(at, Var(MDT))))
+    return (
+        ir.Comment("rodas4 (shader/rosenbrock.py): W = I / gamma - dt * J at (t_n, state), "
+                   "its LU with\npartial pivoting; F(t_n, state) is kept aside for a reject"),
+        *arrays, *clear,
+        *(Let(f"vg_F0_{j}", FLOAT, Var(k)) for j, k in enumerate(k0)),
+        jac,
+        Let(MDT, FLOAT, ir.Un(Op.NEG, Var("u_dt"))),
+        *scale,
+        Let(SING, BOOL, ir.Lit(False, BOOL), mutable=True,
+            comment="a zero pivot: W singular (the step is halved)"),
+        *lu(n, m))
 
 
 def _substitute(n: int, m: int, base=None) -> tuple:

@@ -71,7 +71,8 @@ WGSL = replace(
     let="let {name}: {T} = {value};",
     var="var {name}: {T} = {value};",
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
-    array="var {name}: array<{T}, {size}>;",
+    array="var {name}: array<{T}, {size}>;", precise_array="var {name}: array<{T}, {size}>;",
+    zero_note="(explicitly: a var in a loop need not start at 0 again)",
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
     loop_step="for (var {var}: i32 = {start}; {var} < {stop}; {var} += {step}) {{",
