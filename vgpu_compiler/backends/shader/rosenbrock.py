@@ -22,11 +22,14 @@ order of operations are the reference's, so float64 agrees with it to rounding:
 The update, the error ``dt * K_6`` and the continuous extension are the explicit
 pairs' printed Combinations (adaptive.py) over the K names.
 
-The templates (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and
-private arrays; adaptive.c.j2: one lane loop per attempt, per-lane arrays on the
-stack) zero the matrix explicitly every attempt (WGSL: naga does not zero again a
-``var`` declared inside a loop) and loop over its rows and columns; the loops'
-iterations (``PrintedRosenbrock.trips``) join the kernel's ``loop_trips_per_step``
+Steps 2-4 are built once as IR (codegen/build/rosenbrock.py: ``setup``, ``lu``,
+``solve``) and printed here (``PrintedRosenbrock.setup/lu/solve``); the templates place
+them (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and private
+arrays, the whole setup; adaptive.c.j2: one lane loop per attempt, per-lane arrays on
+the stack, its own zeroing and scaling loops, the LU and solves printed). The matrix
+is zeroed explicitly every attempt (WGSL: naga does not zero again a ``var`` declared
+inside a loop); the loops' iterations (``PrintedRosenbrock.trips``:
+``lu_trips``/``solve_trips`` of the builder) join the kernel's ``loop_trips_per_step``
 (llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
 the backends refuse them (numpy runs them). A field joined with its sensitivities
 (``field.error_states``, ir/sensitivity.py) factors only the top-left ``m x m`` block
