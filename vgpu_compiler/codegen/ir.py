@@ -106,13 +106,16 @@ class Let:
     value: Expr
     mutable: bool = False
     precise: bool = False
+    comment: str | None = None      # a note at the end of the line
 
 
 @dataclass(frozen=True)
 class Assign:
     target: Union[Var, Index]
     value: Expr
-    op: Op | None = None    # ``x op= value`` (ADD: ``+=``)
+    op: Op | None = None    # ``x op= value`` (ADD: ``+=``; OR: a flag or-ed in, the
+    #                         target's ``or_assign``)
+    comment: str | None = None      # a note at the end of the line
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,15 @@ class If:
 
 @dataclass(frozen=True)
 class Loop:
-    """``for (int var = start; var < stop; var++)``: bounded by ``stop``."""
+    """``for (int var = start; var < stop; var++)``: bounded by ``stop``. ``step`` above 1:
+    ``var += step``; ``step`` -1: down to ``stop`` included (``var >= stop; var--``).
+    ``comment``: a note at the end of the header line."""
     var: str
     start: Expr
     stop: Expr
     body: tuple
+    step: int = 1
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,10 +177,12 @@ class Stage:
 
 @dataclass(frozen=True)
 class Array:
-    """A local array of ``size`` elements (the C kernel's lane arrays)."""
+    """A local array of ``size`` elements (the C kernel's lane arrays); ``precise``: as
+    ``Let``'s."""
     name: str
     type: str
     size: "Expr"
+    precise: bool = False
 
 
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array]

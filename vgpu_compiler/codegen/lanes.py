@@ -38,7 +38,8 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
     def stmt(s):
         if isinstance(s, ir.Let):
             if s.name in arrays:
-                return ir.Assign(ir.Index(arrays[s.name], at), expr(s.value))
+                return ir.Assign(ir.Index(arrays[s.name], at), expr(s.value),
+                                 comment=s.comment)
             return replace(s, value=expr(s.value))
         if isinstance(s, ir.Assign):
             return replace(s, target=expr(s.target), value=expr(s.value))

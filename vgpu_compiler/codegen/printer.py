@@ -119,10 +119,15 @@ class Printer:
         if isinstance(s, ir.Let):
             form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
             out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
-                                         value=self.expr(s.value)))
+                                         value=self.expr(s.value)) + _note(s.comment))
+        elif isinstance(s, ir.Assign) and s.op is Op.OR:
+            out.append(pad + self.t.or_assign.format(
+                self.expr(s.target), self._side(s.value, Op.OR, PREC[Op.OR], right=True))
+                + _note(s.comment))
         elif isinstance(s, ir.Assign):
             op = "" if s.op is None else INFIX[s.op]
-            out.append(f"{pad}{self.expr(s.target)} {op}= {self.expr(s.value)};")
+            out.append(f"{pad}{self.expr(s.target)} {op}= {self.expr(s.value)};"
+                       + _note(s.comment))
         elif isinstance(s, ir.If):
             out.append(f"{pad}if ({self.expr(s.cond)}) {{")
             self._body(s.then, n, out)
@@ -136,8 +141,11 @@ class Printer:
                 self._body(orelse, n, out)
             out.append(pad + "}")
         elif isinstance(s, ir.Loop):
-            out.append(pad + self.t.loop.format(var=s.var, start=self.expr(s.start),
-                                                stop=self.expr(s.stop)))
+            head = self.t.loop if s.step == 1 else self.t.loop_down if s.step == -1 \
+                else self.t.loop_step
+            out.append(pad + head.format(var=s.var, start=self.expr(s.start),
+                                         stop=self.expr(s.stop), step=s.step)
+                       + _note(s.comment))
             self._body(s.body, n, out)
             out.append(pad + "}")
         elif isinstance(s, ir.Block):
@@ -156,8 +164,9 @@ class Printer:
                 self._stmt(x, n, out)
             self._stmt(ir.Splice(s.name), n, out)
         elif isinstance(s, ir.Array):
-            out.append(pad + self.t.array.format(T=self.t.type(s.type), name=s.name,
-                                                 size=self.expr(s.size)))
+            form = self.t.precise_array if s.precise else self.t.array
+            out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
+                                         size=self.expr(s.size)))
         elif isinstance(s, ir.Splice):
             text = str(self.splices.get(s.name, ""))
             if text.strip():
@@ -168,6 +177,10 @@ class Printer:
     def _body(self, body, n: int, out: list[str]) -> None:
         for s in body:
             self._stmt(s, n + 4, out)
+
+
+def _note(comment: str | None) -> str:
+    return f"  // {comment}" if comment else ""
 
 
 def _balanced(text: str) -> bool:

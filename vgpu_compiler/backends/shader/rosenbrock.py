@@ -22,11 +22,14 @@ order of operations are the reference's, so float64 agrees with it to rounding:
 The update, the error ``dt * K_6`` and the continuous extension are the explicit
 pairs' printed Combinations (adaptive.py) over the K names.
 
-The templates (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and
-private arrays; adaptive.c.j2: one lane loop per attempt, per-lane arrays on the
-stack) zero the matrix explicitly every attempt (WGSL: naga does not zero again a
-``var`` declared inside a loop) and loop over its rows and columns; the loops'
-iterations (``PrintedRosenbrock.trips``) join the kernel's ``loop_trips_per_step``
+Steps 2-4 are built once as IR (codegen/build/rosenbrock.py: ``setup``, ``lu``,
+``solve``) and printed here (``PrintedRosenbrock.setup/lu/solve``); the templates place
+them (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and private
+arrays, the whole setup; adaptive.c.j2: one lane loop per attempt, per-lane arrays on
+the stack, its own zeroing and scaling loops, the LU and solves printed). The matrix
+is zeroed explicitly every attempt (WGSL: naga does not zero again a ``var`` declared
+inside a loop); the loops' iterations (``PrintedRosenbrock.trips``:
+``lu_trips``/``solve_trips`` of the builder) join the kernel's ``loop_trips_per_step``
 (llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
 the backends refuse them (numpy runs them). A field joined with its sensitivities
 (``field.error_states``, ir/sensitivity.py) factors only the top-left ``m x m`` block
@@ -37,7 +40,7 @@ the field without sensitivities.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field as _field
 
 from ...ir.nodes import Field
 from ...ir.step import step_program
@@ -60,16 +63,49 @@ class PrintedRosenbrock:
     m: int                              # LU of the top-left m x m block (a joined field)
     jac: object                         # printing.PrintedBlock
     combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
-    scale: tuple[str, ...]              # statements: W = I / gamma - dt * J in place
     inv_gamma: str                      # 1 / gamma, printed (a template may loop instead)
     rhs: tuple[tuple[str, ...], ...]    # per stage, per state: the right-hand side
     time: bool
     lu_trips: int                       # loop iterations of the factorisation, at most
     solve_trips: int                    # ... of one solve
+    stage_k: tuple = ()                 # per stage: its k names (K_s is solved into them)
+    nonzero: tuple = ()                 # J's nonzero entries (i, j) off the diagonal
+    inv_gamma_value: float = 0.0        # 1 / gamma (the number: the IR prints it)
+    dialect: object = _field(default=None, compare=False, repr=False)
 
     @property
     def nn(self) -> int:
         return self.n * self.n
+
+    def lu(self) -> str:
+        """The factorisation (codegen/build/rosenbrock.py), printed; (C: one lane's, in
+        the template's loop over the lanes, its flag vg_sing[l])."""
+        from ...codegen import lanes
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        stmts = build.lu(self.n, self.m)
+        if self.dialect.lane_block:
+            stmts = lanes.lane_arrays(stmts, (build.SING,))
+        return printer(self.dialect).text(stmts)
+
+    def setup(self, jac: str) -> str:
+        """W, its LU and F(t_n, state) kept aside (codegen/build/rosenbrock.py: GLSL's and
+        WGSL's), with ``jac``: the Jacobian's block as its template prints it."""
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        stmts = build.setup(self.dialect, self.n, self.m, self.nonzero, self.inv_gamma_value,
+                            self.time, self.stage_k[0],
+                            tuple((x.target, x.expr) for x in self.combos),
+                            "tt" in self.jac.words)
+        return printer(self.dialect, {"jac": jac}).text(stmts)
+
+    def solve(self, s: int) -> str:
+        """Stage ``s``'s solve (codegen/build/rosenbrock.py) with its right-hand side."""
+        from ...codegen.build import rosenbrock as build
+        from ...codegen.targets import printer
+        rhs = "\n".join(f"{build.X}[{j}] = {x};" for j, x in enumerate(self.rhs[s]))
+        stmts = build.solve(s, self.n, self.m, self.stage_k[s])
+        return printer(self.dialect, {"rhs": rhs}).text(stmts)
 
     @property
     def trips(self) -> int:
@@ -96,18 +132,11 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
 
 def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRosenbrock:
     """The printed pieces (``block``: the printer's Block printer; ``assign``: its Assign)."""
+    from ...codegen.build import rosenbrock as build
     lit, n = dialect.float_literal, parts.n
     jac = block(parts.jac)
     combos = tuple(assign(y, s) for s, y, _ in k.states if y in jac.words)
     imp = parts.implicit
-    scale = []
-    off = {(i, j) for i, j in parts.nonzero if i != j}
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                scale.append(f"{W(i, i, n)} = {W(i, i, n)} * vg_mdt + {lit(float(1 / imp.gamma))}")
-            elif (i, j) in off:
-                scale.append(f"{W(i, j, n)} = {W(i, j, n)} * vg_mdt")
     rhs = []
     for s, comb in enumerate(imp.rhs):
         row = []
@@ -121,13 +150,10 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
                 r = f"{r} + (u_dt * {lit(float(imp.d[s]))}) * vg_Ft[{i}]"
             row.append(r)
         rhs.append(tuple(row))
-    # the loops of the factorisation (column, pivot scan, swap, rows, row update) and
-    # of one solve (swaps, forward, back)
-    mm = parts.m
-    lu = sum(1 + (mm - 1 - c) + mm + (mm - 1 - c) * (1 + (mm - 1 - c)) for c in range(mm))
-    sv = mm + sum(1 + (mm - 1 - c) for c in range(mm)) * 2
-    if mm < n:                  # the sensitivity columns: the product, then a solve each
-        sv += (n // mm - 1) * (1 + mm * (1 + mm) + sv)
-    return PrintedRosenbrock(n=n, m=mm, jac=jac, combos=combos, scale=tuple(scale),
+    return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos,
                              inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
-                             time=parts.time, lu_trips=lu, solve_trips=sv)
+                             time=parts.time, lu_trips=build.lu_trips(parts.m),
+                             solve_trips=build.solve_trips(n, parts.m),
+                             stage_k=tuple(tuple(ks) for ks in k.stage_k), dialect=dialect,
+                             nonzero=tuple((i, j) for i, j in parts.nonzero if i != j),
+                             inv_gamma_value=float(1 / imp.gamma))

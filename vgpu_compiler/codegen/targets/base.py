@@ -162,7 +162,14 @@ class Target:
     var: str = "{T} {name} = {value};"
     precise: str = "{T} {name} = {value};"
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
+    loop_down: str = "for (int {var} = {start}; {var} >= {stop}; {var}--) {{"
+    loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"
+    or_assign: str = "{0} = {0} || {1};"     # a flag or-ed in place (ir.Assign, op OR)
     array: str = "{T} {name}[{size}];"
+    precise_array: str = "{T} {name}[{size}];"
+    # the note on the explicit zeroing of a local array each time round a loop (WGSL: a
+    # var starts at 0, but naga does not zero one declared in a loop again)
+    zero_note: str | None = None
     not_: str = "!{0}"
     neg: str = "-{0}"
     # neutral builtins (codegen.ir.Call) -> a format of the arguments {0}, {1}, ...; an

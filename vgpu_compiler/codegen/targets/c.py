@@ -43,7 +43,9 @@ C_FLOAT32 = replace(
     normal="vg_normal({traj}, (unsigned)({step}), {k}, 0u, u_key0, u_key1)",
     to_uint="((unsigned)({0}))",
     # statements (codegen/printer.py)
-    let="const {T} {name} = {value};", precise="{T} {name} = {value};",
+    let="const {T} {name} = {value};", precise="const {T} {name} = {value};",
+    precise_array="{T} {name}[{size}];",
+    or_assign="{0} |= {1};",    # (the flags are 0/1 ints)
     builtins={"min": "vg_min({0}, {1})", "max": "vg_max({0}, {1})", "abs": "vg_fabs({0})",
               "sqrt": "vg_sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},

@@ -71,8 +71,11 @@ WGSL = replace(
     let="let {name}: {T} = {value};",
     var="var {name}: {T} = {value};",
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
-    array="var {name}: array<{T}, {size}>;",
+    array="var {name}: array<{T}, {size}>;", precise_array="var {name}: array<{T}, {size}>;",
+    zero_note="(explicitly: a var in a loop need not start at 0 again)",
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
+    loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
+    loop_step="for (var {var}: i32 = {start}; {var} < {stop}; {var} += {step}) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
