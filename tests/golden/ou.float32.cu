@@ -183,17 +183,18 @@ static inline int vg_imod(int a, int b, unsigned id) {
     return r;
 }
 
-// Philox4x32-10 and Box-Muller: codegen/build/noise.py (vg_uniforms, vg_box_muller,
-// vg_normal). Called in a lane loop vg_uniforms vectorises across the lanes. Where the target multiplies 64-bit lanes
-// (x86's AVX-512DQ: vpmullq) the four 32-bit words are held in 64-bit lanes (vg_word,
-// each below 2^32), so that a round's 32x32->64 products are one multiply of each lane,
-// their high and low halves a shift and a mask: with 32-bit words gcc widened every
-// product into 64-bit lanes and packed the halves back (four shuffles a product), and the
-// generator ran at half the speed. Elsewhere 32-bit words are the faster (AVX2 has no
-// 64-bit lane multiply: gcc builds each from three vpmuludq; NEON widens in umull). The key
-// schedule and the counter's words that are the same in every lane (n, k, 0, and the
-// first two rounds' products of them) are hoisted out of the lane loop. VG_PHILOX32
-// forces 32-bit words (the tests build both).
+// Philox4x32-10 and Box-Muller are built once (codegen/build/noise.py: vg_uniforms,
+// vg_box_muller, vg_normal, after vg_word). Called in a lane loop vg_uniforms vectorises
+// across the lanes. Where the target multiplies 64-bit lanes (x86's AVX-512DQ: vpmullq)
+// the four 32-bit words are held in 64-bit lanes (vg_word, each below 2^32), so that a
+// round's 32x32->64 products are one multiply of each lane, their high and low halves a
+// shift and a mask: with 32-bit words gcc widened every product into 64-bit lanes and
+// packed the halves back (four shuffles a product), and the generator ran at half the
+// speed. Elsewhere 32-bit words are the faster (AVX2 has no 64-bit lane multiply: gcc
+// builds each from three vpmuludq; NEON widens in umull). The key schedule and the
+// counter's words that are the same in every lane (n, k, 0, and the first two rounds'
+// products of them) are hoisted out of the lane loop. VG_PHILOX32 forces 32-bit words
+// (the tests build both).
 #if defined(__AVX512DQ__) && !defined(VG_PHILOX32)
 typedef uint64_t vg_word;
 #else
