@@ -22,7 +22,7 @@ from ..ir.ops import Op
 
 FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float: the working dtype)
 # 32-bit words of integer arithmetic mod 2^32 (the noise generator; C: ``vg_word``, which may
-# be a 64-bit lane holding a word, codegen/mathlib.word), their 64-bit products (C only),
+# be a 64-bit lane holding a word, codegen/mathlib.word_add), their 64-bit products (C only),
 # and a uint literal printed in hex
 WORD, U64, HEX = "word", "u64", "hex"
 
