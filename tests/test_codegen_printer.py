@@ -435,3 +435,37 @@ def test_the_location_brackets_the_crossing(dtype):
     assert "for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {" in wgsl
     assert "let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;" in wgsl
     assert skeleton(glsl) == skeleton(printer(GLSL_FLOAT32).text(locate.bracket(37)))
+
+
+def test_functions_and_words_in_each_spelling():
+    """ir.Function, a local declared without a value and the word operators (the noise
+    generator's, codegen/build/noise.py) print in each language's own form; the product
+    of two words is each target's (mathlib.mulhilo): GLSL umulExtended (its halves where
+    both words may be constants), WGSL the 16-bit halves, C a 64-bit multiply."""
+    from vgpu_compiler.codegen import mathlib as M
+    a, b = Var("a"), Var("b")
+    fn = ir.Function("vg_f", ((ir.WORD, "a"), (ir.WORD, "b")), ir.WORD, (
+        ir.Let("w", ir.WORD, None),
+        ir.Assign(Var("w"), ir.bxor(ir.shr(a, 9), ir.band(b, ir.hexu(0xFFFF)), a)),
+        ir.Return(Var("w"))), "a note")
+    want = {"glsl": ["// a note", "uint vg_f(uint a, uint b) {", "    uint w;",
+                     "    w = (a >> 9u) ^ (b & 0x0000FFFFu) ^ a;", "    return w;", "}"],
+            "wgsl": ["// a note", "fn vg_f(a: u32, b: u32) -> u32 {", "    var w: u32;",
+                     "    w = (a >> 9u) ^ (b & 0x0000FFFFu) ^ a;", "    return w;", "}"],
+            "c": ["// a note", "static inline vg_word vg_f(vg_word a, vg_word b) {",
+                  "    vg_word w;", "    w = (a >> 9u) ^ (b & 0x0000FFFFu) ^ a;", "    return w;",
+                  "}"]}
+    for lang, t in DIALECTS.items():
+        assert printer(t).lines((fn,)) == want[lang], lang
+    glsl, wgsl, c = (printer(t) for t in DIALECTS.values())
+    ext = M.mulhilo(GLSL_FLOAT32, a, b, "m")
+    assert glsl.lines(ext[0]) == ["umulExtended(a, b, m_hi, m_lo);"]
+    assert glsl.lines(M.mulhilo(GLSL_FLOAT32, a, b, "m", constant=True)[0]) == \
+        ["m_hi = vg_mulhi(a, b);", "m_lo = a * b;"]
+    assert wgsl.lines(M.mulhilo(WGSL, a, b, "m")[0]) == ["m_hi = vg_mulhi(a, b);", "m_lo = a * b;"]
+    stmts, hi, lo = M.mulhilo(C_FLOAT32, a, b, "m")
+    assert c.lines(stmts) == ["m = ((uint64_t)a) * b;"]
+    assert (c.expr(hi), c.expr(lo)) == ("((vg_word)(m >> 32u))", "((vg_word)(m & 0xFFFFFFFFu))")
+    assert c.lines((M.word_add(C_FLOAT32, a, ir.hexu(1)),)) == \
+        ["a = ((vg_word)((a + 0x00000001u) & 0xFFFFFFFFu));"]
+    assert glsl.lines((M.word_add(GLSL_FLOAT32, a, ir.hexu(1)),)) == ["a += 0x00000001u;"]

@@ -17,6 +17,7 @@ import pytest
 import vgpu
 from vgpu_compiler.backends.cpu import kernel, toolchain
 from vgpu_compiler.frontend.compile import compile_program
+from test_noise_run import WORDS_C  # (the words of vg_philox_word, 4 a counter)
 
 X86 = platform.machine() == "x86_64"
 MVEC = X86 and platform.libc_ver()[0] == "glibc"
@@ -83,15 +84,21 @@ def test_without_libmvec_the_noise_calls_the_scalar_functions(cpu, tmp_path):
     assert not [f for f in calls if f.startswith("_ZGV")], calls
 
 
+def _helpers() -> str:
+    """helpers.c.j2 with the generator (codegen/build/noise.py, vg_philox_word included)."""
+    from vgpu_compiler.codegen.build import noise
+    return kernel._environment().get_template("helpers.c.j2").render(
+        F="float", noise=True, cuda=None,
+        k={"helpers": (), "noise_text": noise.printed("c", tests=True)})
+
+
 def _generator(words32: bool):
     """helpers.c.j2's generator as a library: words(c, k, n) and normals(z, i, n, step, k0, k1)
     (a lane loop over n counters (i[l], step, 0, 0)); with ``words32`` its 32-bit words."""
     import ctypes
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
+    helpers = _helpers()
     source = (("#define VG_PHILOX32\n" if words32 else "") +
-              "#include <math.h>\n#include <stdint.h>\n" + helpers +
-              "void words(uint32_t *c, const uint32_t *k, int n) {\n"
-              "    for (int i = 0; i < n; i++) vg_philox(c + 4 * i, k[2 * i], k[2 * i + 1]);\n}\n"
+              "#include <math.h>\n#include <stdint.h>\n" + helpers + WORDS_C +
               "void normals(float *z, const unsigned *g, int n, unsigned step, unsigned k0,\n"
               "             unsigned k1) {\n"
               "#pragma omp simd\n"
@@ -169,7 +176,7 @@ def test_the_drawn_first_normals_are_the_lane_loops_bit_for_bit(cpu):
     and the same libmvec calls."""
     import ctypes
     from vgpu_compiler.noise.normal import key_of
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
+    helpers = _helpers()
     source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W 64\n" + helpers +
               "void lanes(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
               "           unsigned k0, unsigned k1) {\n"
@@ -198,8 +205,7 @@ def test_the_vector_philox_gives_the_lane_loops_normals_bit_for_bit(lanes, cpu):
     any counter and key (all-ones words included), at 64 lanes (float32 kernels) and 32
     (float64); where the CPU has AVX-512 the vector path is the one compiled."""
     import ctypes
-    helpers = kernel._environment().get_template("helpers.c.j2").render(
-        F="float", noise=True, cuda=None, k={"helpers": ()})
+    helpers = _helpers()
     source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W %d\n" % lanes + helpers +
               "#ifdef VG_PHILOX_X16\nint vector_path = 1;\n#else\nint vector_path = 0;\n#endif\n"
               "void blocks(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"

@@ -213,18 +213,23 @@ def test_numpy_integer_seed():
 
 @pytest.mark.usefixtures("glsl")
 def test_glsl_philox_words_bit_for_bit():
-    """The GLSL generator (the kernel's own vg_philox) against vgpu.philox, word for word."""
+    """The GLSL generator (the kernel's rounds, codegen/build/noise.py, as vg_philox_word)
+    against vgpu.philox, word for word."""
     import moderngl
     from vgpu_compiler.backends.glsl import emit_glsl
+    from vgpu_compiler.codegen.build import noise
     glsl = emit_glsl(vgpu.compile(OU).program.fields[0])
-    helper = re.search(r"void vg_umul_halves\(.*?\n\}\n.*?uvec4 vg_philox\(uvec4 c, uvec2 k\) \{"
-                       r".*?\n\}\n", glsl, re.S).group(0)
+    helper = noise.printed("glsl", tests=True)
+    assert noise.printed("glsl") in glsl           # the kernel's generator, the same text
     shader = ("#version 430\nlayout(local_size_x = 64) in;\n"
               "layout(std430, binding = 0) buffer In { uvec4 c[]; } src;\n"
               "layout(std430, binding = 1) buffer Key { uvec2 k[]; } key;\n"
               "layout(std430, binding = 2) buffer Out { uvec4 w[]; } dst;\n"
               + helper + "void main() {\n  uint i = gl_GlobalInvocationID.x;\n"
-              "  dst.w[i] = vg_philox(src.c[i], key.k[i]);\n}\n")
+              "  uvec4 c = src.c[i];\n  uvec2 k = key.k[i];\n"
+              "  dst.w[i] = uvec4(" + ", ".join(
+                  f"vg_philox_word(c.x, c.y, c.z, c.w, k.x, k.y, {j})" for j in range(4))
+              + ");\n}\n")
     rng = np.random.default_rng(1)
     n = 256
     ctr = rng.integers(0, 2**32, (n, 4), dtype=np.uint64).astype(np.uint32)
@@ -320,15 +325,25 @@ def test_three_axes_lower_rank_basin_and_row_chunks(backend):
     np.testing.assert_allclose(x, want, rtol=tol, atol=tol)
 
 
+WORDS_C = ("void words(uint32_t *c, const uint32_t *k, int n) {\n"
+           "    for (int i = 0; i < n; i++) {\n"
+           "        uint32_t *w = c + 4 * i, a = w[0], b = w[1], d = w[2], e = w[3];\n"
+           "        for (int j = 0; j < 4; j++)\n"
+           "            w[j] = vg_philox_word(a, b, d, e, k[2 * i], k[2 * i + 1], j);\n"
+           "    }\n}\n")
+
+
 @pytest.mark.usefixtures("cpu")
 def test_cpu_philox_words_bit_for_bit():
-    """The cpu backend's C generator (helpers.c.j2's vg_philox) against vgpu.philox."""
+    """The cpu backend's C generator (codegen/build/noise.py's rounds, as vg_philox_word)
+    against vgpu.philox."""
     import ctypes
     from vgpu_compiler.backends.cpu import kernel, toolchain
-    helpers = kernel._environment().get_template("helpers.c.j2").render(F="float", noise=True, cuda=None, k={"helpers": ()})
-    source = ("#include <math.h>\n#include <stdint.h>\n" + helpers +
-              "void words(uint32_t *c, const uint32_t *k, int n) {\n"
-              "    for (int i = 0; i < n; i++) vg_philox(c + 4 * i, k[2 * i], k[2 * i + 1]);\n}\n")
+    from vgpu_compiler.codegen.build import noise
+    helpers = kernel._environment().get_template("helpers.c.j2").render(
+        F="float", noise=True, cuda=None,
+        k={"helpers": (), "noise_text": noise.printed("c", tests=True)})
+    source = ("#include <math.h>\n#include <stdint.h>\n" + helpers + WORDS_C)
     lib = toolchain.build(source, "philox-test")
     rng = np.random.default_rng(1)
     n = 256

@@ -281,19 +281,24 @@ OU = """field ou {
 
 
 def test_wgsl_philox_words_bit_for_bit(wgpu):
-    """The WGSL generator (the kernel's own vg_philox, with its 16-bit mulhi) against
-    vgpu.philox, word for word, Random123's first known answer included."""
-    import re
+    """The WGSL generator (the kernel's rounds with their 16-bit mulhi, codegen/build/noise.py,
+    as vg_philox_word) against vgpu.philox, word for word, Random123's first known answer
+    included."""
     import wgpu as wgpu_api
     from vgpu_compiler.backends.wgpu import device
+    from vgpu_compiler.codegen.build import noise
     text = emit_wgsl(compile_program(OU, "ou.field").select(None))
-    helpers = re.search(r"fn vg_mulhilo.*?\n}\n.*?fn vg_philox.*?\n}\n", text, re.S).group(0)
+    assert noise.printed("wgsl") in text            # the kernel's generator, the same text
+    helpers = noise.printed("wgsl", tests=True)
     shader = ("@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;\n"
               "@group(0) @binding(1) var<storage, read> key: array<vec2<u32>>;\n"
               "@group(0) @binding(2) var<storage, read_write> dst: array<vec4<u32>>;\n"
               + helpers + "@compute @workgroup_size(64)\n"
               "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n"
-              "    dst[g.x] = vg_philox(src[g.x], key[g.x]);\n}\n")
+              "    let c = src[g.x];\n    let k = key[g.x];\n"
+              "    dst[g.x] = vec4<u32>(" + ", ".join(
+                  f"vg_philox_word(c.x, c.y, c.z, c.w, k.x, k.y, {j})" for j in range(4))
+              + ");\n}\n")
     rng = np.random.default_rng(1)
     n = 256
     ctr = rng.integers(0, 2**32, (n, 4), dtype=np.uint64).astype(np.uint32)

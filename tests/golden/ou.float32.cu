@@ -183,69 +183,140 @@ static inline int vg_imod(int a, int b, unsigned id) {
     return r;
 }
 
-// Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11; Random123's philox.h): 128
-// random bits of the counter c under the key (k0, k1); the words of vgpu.philox. Called
-// in a lane loop it vectorises across the lanes. Where the target multiplies 64-bit lanes
-// (x86's AVX-512DQ: vpmullq) the four 32-bit words are held in 64-bit lanes (vg_word,
-// each below 2^32), so that a round's 32x32->64 products are one multiply of each lane,
-// their high and low halves a shift and a mask: with 32-bit words gcc widened every
-// product into 64-bit lanes and packed the halves back (four shuffles a product), and the
-// generator ran at half the speed. Elsewhere 32-bit words are the faster (AVX2 has no
-// 64-bit lane multiply: gcc builds each from three vpmuludq; NEON widens in umull). The key
-// schedule and the counter's words that are the same in every lane (n, k, 0, and the
-// first two rounds' products of them) are hoisted out of the lane loop. VG_PHILOX32
-// forces 32-bit words (the tests build both).
+// Philox4x32-10 and Box-Muller are built once (codegen/build/noise.py: vg_uniforms,
+// vg_box_muller, vg_normal, after vg_word). Called in a lane loop vg_uniforms vectorises
+// across the lanes. Where the target multiplies 64-bit lanes (x86's AVX-512DQ: vpmullq)
+// the four 32-bit words are held in 64-bit lanes (vg_word, each below 2^32), so that a
+// round's 32x32->64 products are one multiply of each lane, their high and low halves a
+// shift and a mask: with 32-bit words gcc widened every product into 64-bit lanes and
+// packed the halves back (four shuffles a product), and the generator ran at half the
+// speed. Elsewhere 32-bit words are the faster (AVX2 has no 64-bit lane multiply: gcc
+// builds each from three vpmuludq; NEON widens in umull). The key schedule and the
+// counter's words that are the same in every lane (n, k, 0, and the first two rounds'
+// products of them) are hoisted out of the lane loop. VG_PHILOX32 forces 32-bit words
+// (the tests build both).
 #if defined(__AVX512DQ__) && !defined(VG_PHILOX32)
 typedef uint64_t vg_word;
 #else
 typedef uint32_t vg_word;
 #endif
-static inline void vg_philox_rounds(vg_word c[4], vg_word k0, vg_word k1) {
-    const uint64_t lo = 0xFFFFFFFFu;
-    for (int r = 0; r < 10; r++) {
-        if (r) {
-            k0 = (vg_word)((k0 + 0x9E3779B9u) & lo);
-            k1 = (vg_word)((k1 + 0xBB67AE85u) & lo);
-        }
-        uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
-        uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
-        vg_word d0 = (vg_word)(p1 >> 32) ^ c[1] ^ k0;
-        vg_word d2 = (vg_word)(p0 >> 32) ^ c[3] ^ k1;
-        c[0] = d0;
-        c[1] = (vg_word)(p1 & lo);
-        c[2] = d2;
-        c[3] = (vg_word)(p0 & lo);
-    }
+// vg_normal's u1 (returned) and u2 (through the pointer): the lane loop's first phase
+static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zero, unsigned key0, unsigned key1, float *u2) {
+    vg_word vg_c0 = i;
+    vg_word vg_c1 = n;
+    vg_word vg_c2 = k;
+    vg_word vg_c3 = zero;
+    vg_word vg_k0 = key0;
+    vg_word vg_k1 = key1;
+    uint64_t vg_m0;
+    uint64_t vg_m1;
+    // round 1
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 2
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 3
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 4
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 5
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 6
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 7
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 8
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 9
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    vg_k0 = ((vg_word)((vg_k0 + 0x9E3779B9u) & 0xFFFFFFFFu));
+    vg_k1 = ((vg_word)((vg_k1 + 0xBB67AE85u) & 0xFFFFFFFFu));
+    // round 10
+    vg_m0 = ((uint64_t)0xD2511F53u) * vg_c0;
+    vg_m1 = ((uint64_t)0xCD9E8D57u) * vg_c2;
+    vg_c0 = ((vg_word)(vg_m1 >> 32u)) ^ vg_c1 ^ vg_k0;
+    vg_c1 = ((vg_word)(vg_m1 & 0xFFFFFFFFu));
+    vg_c2 = ((vg_word)(vg_m0 >> 32u)) ^ vg_c3 ^ vg_k1;
+    vg_c3 = ((vg_word)(vg_m0 & 0xFFFFFFFFu));
+    const float vg_u1 = (((float)(vg_c0 >> 9u)) + 0.5f) * 1.1920929e-07f;
+    const float vg_u2 = (((float)(vg_c1 >> 9u)) + 0.5f) * 1.1920929e-07f;
+    *u2 = vg_u2;
+    return vg_u1;
 }
 
-static inline void vg_philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
-    vg_word w[4] = {c[0], c[1], c[2], c[3]};
-    vg_philox_rounds(w, k0, k1);
-    for (int j = 0; j < 4; j++) {
-        c[j] = (uint32_t)w[j];
-    }
-}
-
-// The standard normal of the noise counter (i, n, k, 0), in float32 on every backend:
-// u = (float(w >> 9) + 0.5) * 2^-23 of the first two words, Z = sqrt(-2 log u1) cos(2 pi u2)
-// (log and cos: libmvec's SIMD variants in a lane loop, VG_SIMD above).
-static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zero,
-                                unsigned key0, unsigned key1, float *u2) {
-    vg_word c[4] = {i, n, k, zero};
-    vg_philox_rounds(c, key0, key1);
-    *u2 = ((float)(uint32_t)(c[1] >> 9) + 0.5f) * 1.1920929e-07f;
-    return ((float)(uint32_t)(c[0] >> 9) + 0.5f) * 1.1920929e-07f;
-}
-
+// ... and its second
 static inline float vg_box_muller(float u1, float u2) {
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831855f * u2);
+    return sqrtf((-2.0f) * logf(u1)) * cosf(6.2831855f * u2);
 }
 
-static inline float vg_normal(unsigned i, unsigned n, unsigned k, unsigned zero,
-                              unsigned key0, unsigned key1) {
-    float u2;
-    const float u1 = vg_uniforms(i, n, k, zero, key0, key1, &u2);
-    return vg_box_muller(u1, u2);
+// The standard normal of the noise counter (i, n, k, zero) under the key (key0, key1), in float32
+// on every backend (codegen/build/noise.py): Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11;
+// Random123's philox.h), then u = (float(w >> 9) + 0.5) * 2^-23 of the first two words,
+// Z = sqrt(-2 log u1) cos(2 pi u2).
+static inline float vg_normal(unsigned i, unsigned n, unsigned k, unsigned zero, unsigned key0, unsigned key1) {
+    float vg_u2;
+    const float vg_u1 = vg_uniforms(i, n, k, zero, key0, key1, &vg_u2);
+    return vg_box_muller(vg_u1, vg_u2);
 }
 
 // The normals of the counters (traj[l], n, k, 0) of a block's lanes, the same numbers as

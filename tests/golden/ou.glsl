@@ -26,70 +26,127 @@ uniform uint u_key0;  // noise key: seed mod 2^32
 uniform uint u_key1;  // noise key: seed div 2^32
 
 // --- helpers -----------------------------------------------------------------
-// The high and low words of a * b from four 16-bit products. Philox's first round
-// multiplies c.z, the noise's index: a constant, and Mesa (22.3, llvmpipe) folds
-// umulExtended of constants to a high word of 0; this folds right.
-void vg_umul_halves(uint a, uint b, out uint hi, out uint lo) {
-    uint lh = (a & 0xFFFFu) * (b >> 16u);
-    uint hl = (a >> 16u) * (b & 0xFFFFu);
-    uint mid = (((a & 0xFFFFu) * (b & 0xFFFFu)) >> 16u) + (lh & 0xFFFFu) + (hl & 0xFFFFu);
-    hi = (a >> 16u) * (b >> 16u) + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
-    lo = a * b;
+// The high word of a * b from four 16-bit products (codegen/mathlib.py)
+uint vg_mulhi(uint a, uint b) {
+    uint a0 = a & 0x0000FFFFu;
+    uint a1 = a >> 16u;
+    uint b0 = b & 0x0000FFFFu;
+    uint b1 = b >> 16u;
+    uint p00 = a0 * b0;
+    uint p01 = a0 * b1;
+    uint p10 = a1 * b0;
+    uint p11 = a1 * b1;
+    uint mid = (p00 >> 16u) + (p01 & 0x0000FFFFu) + (p10 & 0x0000FFFFu);
+    return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
 }
 
-// Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11; Random123's philox.h): 128
-// random bits of the counter c under the key k; the words of vgpu.philox, bit for bit.
-uvec4 vg_philox(uvec4 c, uvec2 k) {
-    uint hi0, lo0, hi1, lo1;
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    vg_umul_halves(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    k += uvec2(0x9E3779B9u, 0xBB67AE85u);
-    umulExtended(0xD2511F53u, c.x, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
-    c = uvec4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
-    return c;
-}
-
-// The standard normal of a noise counter (i, n, k, 0), in float32 on every backend:
-// u = (float(w >> 9) + 0.5) * 2^-23 of the first two words, Z = sqrt(-2 log u1) cos(2 pi u2).
-float vg_normal(uvec4 c) {
-    uvec4 w = vg_philox(c, uvec2(u_key0, u_key1));
-    precise float u1 = (float(w.x >> 9u) + 0.5) * 1.1920929e-07;
-    precise float u2 = (float(w.y >> 9u) + 0.5) * 1.1920929e-07;
-    return sqrt(-2.0 * log(u1)) * cos(6.2831855 * u2);
+// The standard normal of the noise counter (i, n, k, zero) under the key (key0, key1), in float32
+// on every backend (codegen/build/noise.py): Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11;
+// Random123's philox.h), then u = (float(w >> 9) + 0.5) * 2^-23 of the first two words,
+// Z = sqrt(-2 log u1) cos(2 pi u2).
+float vg_normal(uint i, uint n, uint k, uint zero, uint key0, uint key1) {
+    uint vg_c0 = i;
+    uint vg_c1 = n;
+    uint vg_c2 = k;
+    uint vg_c3 = zero;
+    uint vg_k0 = key0;
+    uint vg_k1 = key1;
+    uint vg_m0_hi;
+    uint vg_m0_lo;
+    uint vg_m1_hi;
+    uint vg_m1_lo;
+    // round 1
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 2
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 3
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 4
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 5
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 6
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 7
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 8
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 9
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 10
+    umulExtended(0xD2511F53u, vg_c0, vg_m0_hi, vg_m0_lo);
+    umulExtended(0xCD9E8D57u, vg_c2, vg_m1_hi, vg_m1_lo);
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    precise float vg_u1 = (float(vg_c0 >> 9u) + 0.5) * 1.1920929e-07;
+    precise float vg_u2 = (float(vg_c1 >> 9u) + 0.5) * 1.1920929e-07;
+    return sqrt((-2.0) * log(vg_u1)) * cos(6.2831855 * vg_u2);
 }
 
 void main() {
@@ -122,7 +179,7 @@ void main() {
             }
         }
         s_x = s_x + u_dt * k0_x;
-        float vg_dw0 = vg_sqdt * vg_normal(uvec4(vg_traj, uint(n), 0u, 0u));  // noise xi
+        float vg_dw0 = vg_sqdt * vg_normal(vg_traj, uint(n), 0u, 0u, u_key0, u_key1);  // noise xi
         s_x = s_x + vg_g_0_x * vg_dw0;  // noise xi
     }
 

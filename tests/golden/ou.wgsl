@@ -43,95 +43,146 @@ var<private> u_key1: u32;
 var<private> vg_zero: f32;
 
 // --- helpers -----------------------------------------------------------------
-// The high and low words of a * b (WGSL has no umulExtended): four 16-bit products.
-fn vg_mulhilo(a: u32, b: u32) -> vec2<u32> {
-    let a0: u32 = a & 0xffffu;
+// The high word of a * b from four 16-bit products (codegen/mathlib.py)
+fn vg_mulhi(a: u32, b: u32) -> u32 {
+    let a0: u32 = a & 0x0000FFFFu;
     let a1: u32 = a >> 16u;
-    let b0: u32 = b & 0xffffu;
+    let b0: u32 = b & 0x0000FFFFu;
     let b1: u32 = b >> 16u;
     let p00: u32 = a0 * b0;
     let p01: u32 = a0 * b1;
     let p10: u32 = a1 * b0;
     let p11: u32 = a1 * b1;
-    let mid: u32 = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
-    let hi: u32 = p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
-    return vec2<u32>(hi, a * b);
+    let mid: u32 = (p00 >> 16u) + (p01 & 0x0000FFFFu) + (p10 & 0x0000FFFFu);
+    return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
 }
 
-// Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11; Random123's philox.h): 128
-// random bits of the counter c under the key k; the words of vgpu.philox, bit for bit.
-fn vg_philox(c0: vec4<u32>, k0: vec2<u32>) -> vec4<u32> {
-    var c: vec4<u32> = c0;
-    var k: vec2<u32> = k0;
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    k += vec2<u32>(0x9E3779B9u, 0xBB67AE85u);
-    {
-        let m0: vec2<u32> = vg_mulhilo(0xD2511F53u, c.x);
-        let m1: vec2<u32> = vg_mulhilo(0xCD9E8D57u, c.z);
-        c = vec4<u32>(m1.x ^ c.y ^ k.x, m1.y, m0.x ^ c.w ^ k.y, m0.y);
-    }
-    return c;
-}
-
-// The standard normal of a noise counter (i, n, k, 0), in float32 on every backend:
-// u = (float(w >> 9) + 0.5) * 2^-23 of the first two words, Z = sqrt(-2 log u1) cos(2 pi u2).
-fn vg_normal(c: vec4<u32>) -> f32 {
-    let w: vec4<u32> = vg_philox(c, vec2<u32>(u_key0, u_key1));
-    let u1: f32 = (f32(w.x >> 9u) + 0.5) * 1.1920929e-07;
-    let u2: f32 = (f32(w.y >> 9u) + 0.5) * 1.1920929e-07;
-    return sqrt(-2.0 * log(u1)) * cos(6.2831855 * u2);
+// The standard normal of the noise counter (i, n, k, zero) under the key (key0, key1), in float32
+// on every backend (codegen/build/noise.py): Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11;
+// Random123's philox.h), then u = (float(w >> 9) + 0.5) * 2^-23 of the first two words,
+// Z = sqrt(-2 log u1) cos(2 pi u2).
+fn vg_normal(i: u32, n: u32, k: u32, zero: u32, key0: u32, key1: u32) -> f32 {
+    var vg_c0: u32 = i;
+    var vg_c1: u32 = n;
+    var vg_c2: u32 = k;
+    var vg_c3: u32 = zero;
+    var vg_k0: u32 = key0;
+    var vg_k1: u32 = key1;
+    var vg_m0_hi: u32;
+    var vg_m0_lo: u32;
+    var vg_m1_hi: u32;
+    var vg_m1_lo: u32;
+    // round 1
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 2
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 3
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 4
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 5
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 6
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 7
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 8
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 9
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    vg_k0 += 0x9E3779B9u;
+    vg_k1 += 0xBB67AE85u;
+    // round 10
+    vg_m0_hi = vg_mulhi(0xD2511F53u, vg_c0);
+    vg_m0_lo = 0xD2511F53u * vg_c0;
+    vg_m1_hi = vg_mulhi(0xCD9E8D57u, vg_c2);
+    vg_m1_lo = 0xCD9E8D57u * vg_c2;
+    vg_c0 = vg_m1_hi ^ vg_c1 ^ vg_k0;
+    vg_c1 = vg_m1_lo;
+    vg_c2 = vg_m0_hi ^ vg_c3 ^ vg_k1;
+    vg_c3 = vg_m0_lo;
+    let vg_u1: f32 = (f32(vg_c0 >> 9u) + 0.5) * 1.1920929e-07;
+    let vg_u2: f32 = (f32(vg_c1 >> 9u) + 0.5) * 1.1920929e-07;
+    return sqrt((-2.0) * log(vg_u1)) * cos(6.2831855 * vg_u2);
 }
 
 @compute @workgroup_size(64, 1, 1)
@@ -199,7 +250,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
         }
         s_x = s_x + u_dt * k0_x;
-        let vg_dw0: f32 = vg_sqdt * vg_normal(vec4<u32>(vg_traj, u32(n), 0u, 0u));  // noise xi
+        let vg_dw0: f32 = vg_sqdt * vg_normal(vg_traj, u32(n), 0u, 0u, u_key0, u_key1);  // noise xi
         s_x = s_x + vg_g_0_x * vg_dw0;  // noise xi
     }
 

@@ -21,6 +21,10 @@ from typing import Union
 from ..ir.ops import Op
 
 FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float: the working dtype)
+# 32-bit words of integer arithmetic mod 2^32 (the noise generator; C: ``vg_word``, which may
+# be a 64-bit lane holding a word, codegen/mathlib.word_add), their 64-bit products (C only),
+# and a uint literal printed in hex
+WORD, U64, HEX = "word", "u64", "hex"
 
 
 # --- expressions ---------------------------------------------------------------------
@@ -60,13 +64,15 @@ class Bit(Enum):
     AND = "and"
     OR = "or"
     XOR = "xor"
+    SHR = "shr"             # a word shifted right (its right operand a uint literal)
 
 
 @dataclass(frozen=True)
 class Bits:
     """``a & b``, ``a | b``, ``a ^ b`` on 0/1 int flags (a lane target's comparisons are
     0/1 ints): the branchless logic of a select-form piece, both sides always evaluated
-    (no short circuit, so no branch in a loop the compiler is to vectorise)."""
+    (no short circuit, so no branch in a loop the compiler is to vectorise); and the same
+    operators with ``a >> b`` on words (the noise generator)."""
     op: Bit
     a: "Expr"
     b: "Expr"
@@ -103,7 +109,7 @@ class Let:
     arithmetic may not be fused or reordered by the driver (GLSL's ``precise``)."""
     name: str
     type: str
-    value: Expr
+    value: Expr | None          # None: declared only (an out argument's variable)
     mutable: bool = False
     precise: bool = False
     comment: str | None = None      # a note at the end of the line
@@ -185,7 +191,18 @@ class Array:
     precise: bool = False
 
 
-Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array]
+@dataclass(frozen=True)
+class Function:
+    """A function of the kernel: ``params`` (neutral type, name) pairs, ``ret`` its neutral
+    type (None: none), ``body`` its statements; ``comment``: lines above its head."""
+    name: str
+    params: tuple
+    ret: str | None
+    body: tuple
+    comment: str | None = None
+
+
+Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -211,6 +228,10 @@ def or_(a, b): return Bin(Op.OR, a, b)
 def not_(a): return Un(Op.NOT, a)
 def band(*xs): return _fold(Bit.AND, xs)
 def bor(*xs): return _fold(Bit.OR, xs)
+def bxor(*xs): return _fold(Bit.XOR, xs)
+def shr(a, n: int): return Bits(Bit.SHR, a, Lit(n, UINT))
+def u(value: int) -> Lit: return Lit(int(value), UINT)
+def hexu(value: int) -> Lit: return Lit(int(value), HEX)
 
 
 def _fold(op: Bit, xs):
@@ -257,7 +278,8 @@ def names(stmts) -> set[str]:
     def stmt(s):
         if isinstance(s, Let):
             out.add(s.name)
-            expr(s.value)
+            if s.value is not None:
+                expr(s.value)
         elif isinstance(s, Assign):
             expr(s.target), expr(s.value)
         elif isinstance(s, If):
@@ -269,7 +291,7 @@ def names(stmts) -> set[str]:
             expr(s.start), expr(s.stop)
             for x in s.body:
                 stmt(x)
-        elif isinstance(s, Block):
+        elif isinstance(s, (Block, Function)):
             for x in s.body:
                 stmt(x)
         elif isinstance(s, Stage):

@@ -39,3 +39,56 @@ def scaled_inverse_root(t, s, x, m: int) -> ir.Expr:
     if t.accurate_pow:
         return ir.mul(s, ir.call("pow", x, ir.f(-1.0 / m)))
     return ir.div(s, ir.call("root", x, ir.i(m)))
+
+
+def word_add(t, x: ir.Var, c) -> ir.Assign:
+    """``x += c`` mod 2^32, on a word: masked where a word may be a 64-bit lane (C's
+    ``vg_word``)."""
+    if t.wide_mul != "u64":
+        return ir.Assign(x, c, op=ir.Op.ADD)
+    return ir.Assign(x, ir.call("word", ir.band(ir.add(x, c), ir.hexu(0xFFFFFFFF))))
+
+
+def mulhilo_locals(t, name: str) -> tuple:
+    """The locals that ``mulhilo(t, ..., name)`` assigns, declared once."""
+    if t.wide_mul == "u64":
+        return (ir.Let(name, ir.U64, None),)
+    return (ir.Let(f"{name}_hi", ir.WORD, None), ir.Let(f"{name}_lo", ir.WORD, None))
+
+
+def mulhilo(t, a, b, name: str, constant: bool = False) -> tuple:
+    """(statements, hi, lo): the statements compute the 32 x 32-bit product of the words
+    ``a * b`` into the locals of ``mulhilo_locals(t, name)``, ``hi`` and ``lo`` read its
+    high and low words. ``constant``: both operands may be known when the kernel is
+    compiled (Mesa 22.3, llvmpipe, folds umulExtended of constants to a high word of 0:
+    the 16-bit halves fold right)."""
+    if t.wide_mul == "u64":
+        p = ir.Var(name)
+        return ((ir.Assign(p, ir.mul(ir.call("u64", a), b)),),
+                ir.call("word", ir.shr(p, 32)), ir.call("word", ir.band(p, ir.hexu(0xFFFFFFFF))))
+    hi, lo = ir.Var(f"{name}_hi"), ir.Var(f"{name}_lo")
+    if t.wide_mul == "extended" and not constant:
+        return (ir.Do(ir.call("mulhilo", a, b, hi, lo)),), hi, lo
+    return (ir.Assign(hi, ir.call(MULHI, a, b)), ir.Assign(lo, ir.mul(a, b))), hi, lo
+
+
+MULHI = "vg_mulhi"
+
+
+def mulhi_function() -> ir.Function:
+    """``vg_mulhi(a, b)``: the high word of a * b from four 16-bit products (a = a1 2^16 +
+    a0, b likewise), for a target whose ``wide_mul`` is not "u64" (mulhilo calls it)."""
+    W, m, s = ir.WORD, ir.hexu(0xFFFF), 16
+    a, b = ir.Var("a"), ir.Var("b")
+    a0, a1, b0, b1, p00, p01, p10, p11, mid = (
+        ir.Var(x) for x in ("a0", "a1", "b0", "b1", "p00", "p01", "p10", "p11", "mid"))
+    body = (ir.Let(a0.name, W, ir.band(a, m)), ir.Let(a1.name, W, ir.shr(a, s)),
+            ir.Let(b0.name, W, ir.band(b, m)), ir.Let(b1.name, W, ir.shr(b, s)),
+            ir.Let(p00.name, W, ir.mul(a0, b0)), ir.Let(p01.name, W, ir.mul(a0, b1)),
+            ir.Let(p10.name, W, ir.mul(a1, b0)), ir.Let(p11.name, W, ir.mul(a1, b1)),
+            ir.Let(mid.name, W, ir.add(ir.add(ir.shr(p00, s), ir.band(p01, m)),
+                                       ir.band(p10, m))),
+            ir.Return(ir.add(ir.add(ir.add(p11, ir.shr(p01, s)), ir.shr(p10, s)),
+                             ir.shr(mid, s))))
+    return ir.Function(MULHI, ((W, "a"), (W, "b")), W, body,
+                       "The high word of a * b from four 16-bit products (codegen/mathlib.py)")

@@ -25,7 +25,7 @@ UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
 # 0/1 flag logic (ir.Bits): an operand is in parentheses unless it is an atom, a unary
 # one on the right or (on the left) the same operator (WGSL allows no other), and the
 # whole is in parentheses wherever it is an operand
-BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^"}
+BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^", ir.Bit.SHR: ">>"}
 BITS_PREC = 0.5
 # calls the target spells in its expression table (atomic_add, atomic_cas)
 TABLE_CALLS = frozenset({"atomic_add", "atomic_cas"})
@@ -102,6 +102,8 @@ class Printer:
             return str(int(e.value))
         if e.type == ir.UINT:
             return self.t.uint(int(e.value))
+        if e.type == ir.HEX:
+            return self.t.uint(f"0x{int(e.value):08X}")
         return self.t.float_literal(e.value)
 
     # statements -----------------------------------------------------------------------
@@ -116,7 +118,10 @@ class Printer:
 
     def _stmt(self, s, n: int, out: list[str]) -> None:
         pad = " " * n
-        if isinstance(s, ir.Let):
+        if isinstance(s, ir.Let) and s.value is None:
+            out.append(pad + self.t.declare_only.format(T=self.t.type(s.type), name=s.name)
+                       + _note(s.comment))
+        elif isinstance(s, ir.Let):
             form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
             out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
                                          value=self.expr(s.value)) + _note(s.comment))
@@ -167,6 +172,16 @@ class Printer:
             form = self.t.precise_array if s.precise else self.t.array
             out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
                                          size=self.expr(s.size)))
+        elif isinstance(s, ir.Function):
+            if s.comment:
+                out.extend(f"{pad}// {line}" for line in s.comment.splitlines())
+            params = ", ".join(self.t.param.format(T=self.t.type(T), name=name)
+                               for T, name in s.params)
+            head = self.t.function if s.ret is not None else self.t.function_void
+            out.append(pad + head.format(R=self.t.type(s.ret) if s.ret else "", name=s.name,
+                                         params=params))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
         elif isinstance(s, ir.Splice):
             text = str(self.splices.get(s.name, ""))
             if text.strip():

@@ -5,8 +5,8 @@ docs/language.md, Noise): after the drift update, noise ``k`` adds
 ``G * dW_k`` (``milstein``: plus ``((0.5 * G) * G_x) * (dW_k * dW_k - dt)``) to
 each state it drives, with ``G`` and ``G_x`` evaluated in stage 0 (the state at
 the step's start, ``t = t_n``) and ``dW_k = sqrt(dt) * Z``; ``Z`` is the
-float32 normal of the dialect's ``normal`` (GLSL: ``vg_normal`` of
-templates/helpers.glsl.j2, Philox4x32-10 with ``umulExtended``, its first round's
+float32 normal of the dialect's ``normal`` (``vg_normal``, built once in
+codegen/build/noise.py: Philox4x32-10, GLSL's with ``umulExtended``, its first round's
 constant word multiplied with 16-bit halves, which Mesa folds right; the same words
 as ``vgpu.philox``) of the counter
 ``(i, n, k, 0)``: ``i`` the trajectory's flat row-major index in the grid,
@@ -68,6 +68,13 @@ def traj(axes) -> Term:
     term over the grid indices the program sees: in int, whose wrap-around keeps the
     bits that the uint of the counter takes (the index mod 2^32, as in numpy)."""
     return flat([a.index for a in axes], [f"u_grid{k}" for k in range(len(axes))])
+
+
+def functions(kernel, dialect) -> str:
+    """The generator's functions (codegen/build/noise.py) in the dialect, for its helpers
+    template; "" without noise."""
+    from ...codegen.build import noise
+    return noise.printed(dialect.language) if kernel.noise else ""
 
 
 def printed_traj(kernel, dialect) -> str:

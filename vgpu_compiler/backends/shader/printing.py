@@ -171,7 +171,7 @@ class _Printing:
             update=tuple(Assign(s, self._combination(k.update, i))
                          for i, (s, _, _) in enumerate(k.states)),
             collapse=collapse, flux=flux, observe=observe, observe_q=observe_q, events=events, firsts=firsts, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
-            noise_traj=_noise.printed_traj(k, d),
+            noise_traj=_noise.printed_traj(k, d), noise_text=_noise.functions(k, d),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
                          for kind, w, s in self.p.errors),

@@ -68,7 +68,7 @@ HELPER_DEPS = {
     "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
-    "vg_normal": ("vg_philox",), "vg_philox": (),
+    "vg_normal": (),
     "vg_dexp": ("vg_inf", "vg_dpow2"), "vg_dpow2": (),
     "vg_dlog": ("vg_nan", "vg_inf", "vg_dlogparts"),
     "vg_dlog2": ("vg_nan", "vg_inf", "vg_dlogparts"),
@@ -106,7 +106,8 @@ class Target:
     int_ops: dict = field(default_factory=lambda: dict(INT_OPS))
     binary: dict = field(default_factory=lambda: dict(BINARY))
     unary: dict = field(default_factory=lambda: dict(UNARY))
-    types: dict = field(default_factory=lambda: {"int": "int", "uint": "uint", "bool": "bool"})
+    types: dict = field(default_factory=lambda: {"int": "int", "uint": "uint", "bool": "bool",
+                                                 "word": "uint"})
     select: str = "({0} ? {1} : {2})"
     cast: str = "{F}({0})"               # an int to the working float
     declare: str = "{T} {name} = {value};"   # a field expression's local with its value
@@ -153,7 +154,7 @@ class Target:
     lanes_template: str = "adaptive_lanes.glsl.j2"
     # stochastic fields (shader/noise.py): the float32 normal of the counter
     # (trajectory, step, noise k, 0), and the trajectory's flat index as a uint
-    normal: str = "vg_normal(uvec4({traj}, uint({step}), {k}, 0u))"
+    normal: str = "vg_normal({traj}, uint({step}), {k}, 0u, u_key0, u_key1)"
     normal_type: str = "float"          # the normal is float32 for every working dtype
     to_uint: str = "uint({0})"
     # --- statements of codegen.ir (codegen/printer.py) ---------------------------------
@@ -166,6 +167,15 @@ class Target:
     loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"
     or_assign: str = "{0} = {0} || {1};"     # a flag or-ed in place (ir.Assign, op OR)
     array: str = "{T} {name}[{size}];"
+    declare_only: str = "{T} {name};"       # a local without a value (ir.Let, value None)
+    # a function (ir.Function): {R} its type, {name}, {params} each ``param`` joined
+    function: str = "{R} {name}({params}) {{"
+    function_void: str = "void {name}({params}) {{"
+    param: str = "{T} {name}"
+    # the high and low words of a 32 x 32-bit product (codegen/mathlib.mulhilo): "extended"
+    # (the builtin ``mulhilo``: GLSL's umulExtended), "halves" (four 16-bit products) or
+    # "u64" (a 64-bit product: C)
+    wide_mul: str = "extended"
     precise_array: str = "{T} {name}[{size}];"
     # the note on the explicit zeroing of a local array each time round a loop (WGSL: a
     # var starts at 0, but naga does not zero one declared in a loop again)

@@ -33,7 +33,8 @@ C_INT_OPS = {
 
 C_FLOAT32 = replace(
     GLSL_FLOAT32, language="c", suffix="f", float_ops=C_FLOAT_OPS, int_ops=C_INT_OPS,
-    types={"int": "int", "uint": "unsigned", "bool": "bool"},
+    types={"int": "int", "uint": "unsigned", "bool": "bool",
+           "word": "vg_word", "u64": "uint64_t"},   # (vg_word: templates/helpers.c.j2)
     cast="(({F})({0}))", buffer_read="{buffer}[{index}]", index3="{0}, {1}, {2}",
     uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
     shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",
@@ -49,7 +50,11 @@ C_FLOAT32 = replace(
     builtins={"min": "vg_min({0}, {1})", "max": "vg_max({0}, {1})", "abs": "vg_fabs({0})",
               "sqrt": "vg_sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
-              "pow_libm": "vg_pow_libm({0}, {1})"},      # templates/adaptive.c.j2
+              "pow_libm": "vg_pow_libm({0}, {1})",      # templates/adaptive.c.j2
+              "u64": "((uint64_t){0})", "word": "((vg_word)({0}))",
+              "sqrt32": "sqrtf({0})", "log32": "logf({0})", "cos32": "cosf({0})"},
+    function="static inline {R} {name}({params}) {{",
+    function_void="static inline void {name}({params}) {{", wide_mul="u64",
     accurate_pow=True,          # the C library's pow of the working dtype
     lane_block=True)            # templates/adaptive.c.j2: loops over a block of lanes
 C_FLOAT64 = replace(C_FLOAT32, dtype="float64", F="double", suffix="", pow_apart=True)

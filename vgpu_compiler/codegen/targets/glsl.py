@@ -19,7 +19,9 @@ GLSL_FLOAT32 = Target(
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "root": "vg_root({0}, {1})",              # templates/root.glsl.j2
-              "basin_fold": "vg_basin_fold({0}, {1})"},
+              "basin_fold": "vg_basin_fold({0}, {1})",
+              "mulhilo": "umulExtended({0}, {1}, {2}, {3})",
+              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})"},
     accurate_pow=False)         # no double pow; float pow is not correctly rounded
 GLSL_FLOAT64 = replace(
     GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only

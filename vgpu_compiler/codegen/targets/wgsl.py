@@ -50,7 +50,7 @@ LOOP_HELPERS = {"vg_powi": 32, "vg_pow": 8, "vg_fmod": 330, "vg_floordiv": 330} 
 WGSL = replace(
     GLSL_FLOAT32, language="wgsl", F="f32", suffix="",
     int_ops=INT, float_ops=FLOAT, unary=UNARY_WGSL, binary=BINARY_WGSL,
-    types={"int": "i32", "uint": "u32", "bool": "bool"},
+    types={"int": "i32", "uint": "u32", "bool": "bool", "word": "u32"},
     select="select({2}, {1}, {0})", lazy_select=True,
     cast="f32({0})", declare="let {name}: {T} = {value};",
     buffer_read="{buffer}[{index}]",
@@ -65,13 +65,16 @@ WGSL = replace(
     atomic_cas="atomicCompareExchangeWeak(&{0}, {1}, {2})",
     template="field.wgsl.j2", adaptive_template="adaptive.wgsl.j2",
     adaptive_lanes=1,           # (no two-trajectory template in WGSL: shader/lanes.py)
-    normal="vg_normal(vec4<u32>({traj}, u32({step}), {k}, 0u))", normal_type="f32",
+    normal="vg_normal({traj}, u32({step}), {k}, 0u, u_key0, u_key1)", normal_type="f32",
     to_uint="u32({0})",
     # statements (codegen/printer.py)
     let="let {name}: {T} = {value};",
     var="var {name}: {T} = {value};",
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
     array="var {name}: array<{T}, {size}>;", precise_array="var {name}: array<{T}, {size}>;",
+    declare_only="var {name}: {T};",
+    function="fn {name}({params}) -> {R} {{", function_void="fn {name}({params}) {{",
+    param="{name}: {T}", wide_mul="halves",     # (no umulExtended)
     zero_note="(explicitly: a var in a loop need not start at 0 again)",
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
@@ -80,7 +83,8 @@ WGSL = replace(
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
-              "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)"},
+              "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)",
+              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})"},
     accurate_pow=False,
     has_isnan=False,            # the bits are tested (vg_ad_bad)
     stage_zero="vg_zero")
