@@ -11,11 +11,12 @@ the neurons with I < 1 never spike):
 is run on cpu and glsl (and numpy at a smaller N, ``--numpy-n``) three ways: plain,
 with observers, and plain with ``save_every`` (the history a user would otherwise keep
 to compute the statistics afterwards). The spike count is ``event_counts``. On every
-backend the observers are ``average(v)`` and the first-spike time written as
-``integral(where(n < 0.5, 1.0, 0.0))`` (the time spent before the first spike: the
-event ends the step there, so the integrand is 1 up to the spike and 0 after); the
-numpy reference also computes ``peak(v)`` and ``first(v > 1)`` natively, which the
-compiled backends refuse so far, and checks that the two first-spike times agree.
+backend the observers are ``average(v)``, ``peak(v)``, the first-spike time
+``first(v > 1)`` (located on the step's extension as the event is), and the same time
+written as ``integral(where(n < 0.5, 1.0, 0.0))`` (the time spent before the first
+spike: the event ends the step there, so the integrand is 1 up to the spike and 0
+after): the run checks that the two first-spike times agree (``--recipe-only``: the
+integral without ``peak`` and ``first``, as before the compiled backends computed them).
 
 Memory: the observers' arrays (N values each) against the history: the one measured
 (``save_every``) and a dense one (every step, what ``peak`` over step ends needs),
@@ -86,6 +87,8 @@ def measure(vgpu, backend: str, n: int, steps: int, every: int, native: bool) ->
         assert (np.isnan(tfirst) == np.isnan(first)).all(), "first() and the recipe differ"
         row["first_recipe_vs_native_max_abs"] = float(np.max(np.abs(tfirst - first)[both]))
         row["vmax_max"] = float(np.max(obs.observed["vmax"]))
+        row["first_spike_median_s"] = (float(np.nanmedian(tfirst)) if np.isfinite(tfirst)
+                                       .any() else None)
     return row
 
 
@@ -115,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=50, help="save_every of the history run")
     ap.add_argument("--backends", default="numpy,cpu,glsl")
     ap.add_argument("--json", default="observers.json")
+    ap.add_argument("--recipe-only", action="store_true",
+                    help="no peak(v) and first(v > 1): the integral recipe alone")
     args = ap.parse_args(argv)
     import vgpu
     rows = []
@@ -122,7 +127,7 @@ def main(argv=None) -> int:
         n = {"numpy": args.numpy_n, "glsl": args.glsl_n or args.n}.get(backend, args.n)
         try:
             rows.append(measure(vgpu, backend, n, args.steps, args.every,
-                                native=backend == "numpy"))
+                                native=not args.recipe_only))
         except vgpu.VgpuError as e:
             rows.append({"backend": backend, "n": n, "error": str(e).split("\n")[0]})
         print(table(rows[-1:]) if len(rows) == 1 else table(rows).split("\n")[-1], flush=True)

@@ -13,6 +13,7 @@ import vgpu
 from vgpu_compiler.errors import StatusWarning
 
 from test_observers import EVENTS, FIRSTS, METHODS, _same_run, _without
+from test_observers import FORCED as FORCED_CPU
 
 GPU = ["glsl", "wgpu"]
 DTYPES = {"glsl": ["float32", "float64"], "wgpu": ["float32"]}
@@ -189,16 +190,133 @@ def test_first_over_many_dispatches(request, backend):
                                rtol=2e-5)
 
 
-@pytest.mark.parametrize("backend", GPU)
-def test_a_simulation_refuses_first(request, backend):
-    """A Simulation's fixed-step session runs the plain kernel, which has no location:
-    it says so (vgpu.solve computes first); peak and trough it carries."""
+# --- a fixed-step Simulation (shader/located.py) ----------------------------------------
+# FORCED of test_observers with a forcing GLSL has in float64 too (exp: VGPU's; no sin)
+FORCED = FORCED_CPU.replace("0.1 * sin(3.0 * t)", "0.4 * exp(-3.0 * t)")
+
+
+@pytest.mark.parametrize("backend,dtype", CASES)
+def test_simulation_first_equals_one_run(request, tmp_path, backend, dtype):
+    """first(COND) in a glsl/wgpu Simulation (the events' kernel resumed at each advance,
+    F at the state carried in its buffers and checkpoints): advances in pieces (one of
+    no step), a checkpoint resumed on the same backend and on numpy, give one run's
+    observers, states and flux bit for bit; those are the numpy Simulation's (bit for
+    bit on glsl in float32, where the run is the reference's; to the states' rounding
+    with glsl's float64 exp and wgpu's plain steps as lavapipe contracts them); each crossing lies in the step of a dense history where COND first
+    holds."""
     request.getfixturevalue(backend)
-    from vgpu_compiler.errors import BackendError
-    with pytest.raises(BackendError, match=f"a Simulation on {backend} does not compute the "
-                                           f"observer first yet"):
-        vgpu.Simulation(DECAY % "rk4(dt = 0.01, steps = 100)", backend=backend,
-                        params={"k": np.ones(2), "c": np.full(2, 0.5)})
+    w = np.array([1.0, 2.0, 3.0, 0.5, 7.0])
+    kw = {"params": {"w": w}, "dtype": dtype}
+    one = _solve(FORCED, backend, **kw)
+    ref = vgpu.Simulation(FORCED, backend="numpy", **kw).advance(120).advance(180)
+    sim = vgpu.Simulation(FORCED, backend=backend, **kw)
+    sim.advance(120)
+    sim.save(tmp_path / "c.npz")
+    sim.advance(100).advance(0).advance(80)
+    back = vgpu.Simulation.load(tmp_path / "c.npz").advance(180)
+    there = vgpu.Simulation.load(tmp_path / "c.npz", backend="numpy").advance(180)
+    assert (sim.backend, back.backend, there.backend) == (backend, backend, "numpy")
+    for got in (sim, back, there):
+        for k, v in one.observed.items():
+            np.testing.assert_array_equal(got.observed[k], v, err_msg=k)
+        np.testing.assert_array_equal(got.states, one.states)
+        np.testing.assert_array_equal(got.outputs["tot"], one.outputs["tot"])
+        np.testing.assert_array_equal(got.steps_taken, one.steps_taken)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for k, v in ref.observed.items():
+        np.testing.assert_array_equal(np.isnan(sim.observed[k]), np.isnan(v), err_msg=k)
+        if (backend, dtype, k != "area") == ("glsl", "float32", True):  # (an integral,
+            # and float64's exp, VGPU's own on GLSL: to the states' rounding)
+            np.testing.assert_array_equal(sim.observed[k], v, err_msg=k)
+        np.testing.assert_allclose(sim.observed[k], v, rtol=tol, atol=tol, err_msg=k)
+    np.testing.assert_allclose(sim.states, ref.states, rtol=tol, atol=tol)
+    assert np.isnan(sim.observed["never"]).all()
+    assert (~np.isnan(sim.observed["cross"])).sum() >= 3
+    hist = _solve(FORCED, backend, save_every=1, **kw)
+    for j in range(len(w)):
+        under = np.nonzero(hist.history[:, j, 0] < 0)[0]
+        if not len(under):
+            assert np.isnan(sim.observed["cross"][j])
+            continue
+        assert hist.times[under[0] - 1] < sim.observed["cross"][j] <= hist.times[under[0]]
+
+
+@pytest.mark.parametrize("backend", GPU)
+def test_simulation_first_after_changes_equals_numpy(request, tmp_path, backend):
+    """set_state, set_params, set_input and a numpy checkpoint resumed on the backend (no
+    F carried: the next advance computes it at the state, u_step0 = 3): the numpy
+    Simulation's observers and states after the same calls, to float32's rounding; which
+    trajectories crossed is the same."""
+    request.getfixturevalue(backend)
+    src = FORCED.replace("param w = 1", "param w = 1\n    input g[2]").replace(
+        "0.4 * exp(-3.0 * t)", "g[0] * exp(-3.0 * t)")
+    w = np.array([1.0, 2.0, 3.0, 0.5, 7.0])
+    kw = {"params": {"w": w}, "dtype": "float32", "inputs": {"g": np.array([0.1, 0.0])}}
+    sims = {b: vgpu.Simulation(src, backend=b, **kw) for b in ("numpy", backend)}
+    for sim in sims.values():
+        sim.advance(50)
+        s = sim.states.copy()
+        s[:, 0] += 0.5
+        sim.set_state(s)
+        sim.advance(40)
+        sim.set_params(w=w * 1.1)
+        sim.advance(30)
+        sim.set_input("g", np.array([0.3, 0.0]))
+        sim.advance(20)
+    sims["numpy"].save(tmp_path / "n.npz")
+    resumed = vgpu.Simulation.load(tmp_path / "n.npz", backend=backend)
+    for sim in (*sims.values(), resumed):
+        sim.advance(60)
+    ref = sims["numpy"]
+    for got in (sims[backend], resumed):
+        assert got.backend == backend
+        np.testing.assert_allclose(got.states, ref.states, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got.outputs["tot"], ref.outputs["tot"], rtol=1e-5)
+        for k, v in ref.observed.items():
+            np.testing.assert_array_equal(np.isnan(got.observed[k]), np.isnan(v), err_msg=k)
+            np.testing.assert_allclose(got.observed[k], v, rtol=1e-5, atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("backend", GPU)
+def test_simulation_first_interrupted_goes_back_and_a_long_run(request, backend,
+                                                               monkeypatch):
+    """A Ctrl-C between the dispatches of an advance (its trajectories part way, at
+    steps of their own) undoes the advance; then a long run in pieces of several
+    dispatches each (the attempts capped) gives one run's first bit for bit, the closed
+    form ln(1/c)/k to float32."""
+    import signal
+    request.getfixturevalue(backend)
+    src = DECAY % "heun(dt = 0.0005, steps = 6000)"
+    k = np.linspace(0.2, 3.0, 9)
+    kw = {"params": {"k": k, "c": np.full(9, 0.4)}, "dtype": "float32"}
+    sim = vgpu.Simulation(src, backend=backend, **kw)
+    sim.advance(500)
+    before, seen = sim.states, sim.observed
+    target = sim._session.target
+    target.cap = 97                     # (several dispatches an advance)
+    calls, trip = [0], target.trip
+
+    def interrupted(*args, **kwargs):
+        out = trip(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == 3:
+            signal.raise_signal(signal.SIGINT)
+        return out
+    monkeypatch.setattr(target, "trip", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sim.advance(1000)
+    assert calls[0] == 3 and sim.step == 500
+    np.testing.assert_array_equal(sim.states, before)
+    np.testing.assert_array_equal(sim.observed["below"], seen["below"])
+    for _ in range(11):
+        sim.advance(500)
+    assert calls[0] > 3 + 11 * 5
+    one = _solve(src, backend, **kw)
+    np.testing.assert_array_equal(sim.observed["below"], one.observed["below"])
+    np.testing.assert_array_equal(sim.states, one.states)
+    exact = np.log(1 / 0.4) / k
+    np.testing.assert_allclose(sim.observed["below"], np.where(exact < 3, exact, np.nan),
+                               rtol=2e-5)
 
 
 @pytest.mark.parametrize("method", ["rk4(dt = 0.01, steps = 300)",

@@ -102,11 +102,6 @@ class Simulation:
                                 f"{self._field.solver.method}: a "
                                 f"Simulation runs explicit methods only so far (use "
                                 f"vgpu.solve)")
-            if t.adaptive is not None and observers.firsts(t.field):
-                raise CallError(f"field {self._field.name} observes first(...): an "
-                                f"adaptive Simulation computes peak, trough, integral and "
-                                f"average observers only so far (use vgpu.solve, or a "
-                                f"fixed-step method)")
             if 0 in t.grid_shape:
                 raise CallError("a Simulation needs at least one trajectory "
                                 f"(the grid has shape {t.grid_shape})")

@@ -9,7 +9,6 @@ import importlib
 import sys
 
 from .. import Backend, Caches
-from ...errors import BackendError
 from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
@@ -78,13 +77,15 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
-    from ...ir.observers import firsts
-    if firsts(prepared.template.field):     # (its runs locate them in the events kernel)
-        raise BackendError("a Simulation on glsl does not compute the observer first yet "
-                           "(vgpu.solve(..., backend='glsl') does); use backend='numpy'")
     if prepared.template.adaptive is not None:
+        from ..shader.located import refuse_adaptive
+        refuse_adaptive("glsl", prepared)
         from .adaptive_session import AdaptiveSession   # the controller in device buffers
         return AdaptiveSession(prepared, data)
+    from ...ir.observers import firsts
+    if firsts(prepared.template.field):     # the events' kernel, resumed (shader/located.py)
+        from .session import LocatedSession
+        return LocatedSession(prepared, data)
     from .session import Session    # a Simulation's private kernel, resident buffers
     return Session(prepared, data)
 

@@ -29,6 +29,7 @@ from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .special import MAX_STEPS, program_for
 from . import lookup
+from ..shader import located as _located
 
 
 class Session:
@@ -370,3 +371,34 @@ def _release(kernel: GpuKernel, aliased=(), borrowers=()) -> None:
         gl.call(kernel.release)
     except gl.NoContext:
         pass
+
+
+class LocatedSession(_located.LocatedSession):
+    """A fixed-step Simulation of a field with an observer ``first`` (shader/located.py)
+    on a private copy of the events' kernel, through adaptive_run's Target."""
+
+    name = "glsl"
+
+    def _target(self, bound):
+        from .adaptive_run import _Target
+        k = getattr(self, "kernel", None)
+        if k is None:
+            if not lookup.available():
+                raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+            found = lookup.kernel_of_call(bound)
+            base = found.base
+            k = GpuKernel(base.key, base.source, found.meta)   # (as AdaptiveSession's)
+            k.disk_key, k.dtype = base.disk_key, base.dtype
+            try:
+                gl.call(k.compile)
+            except gl.NoContext as exc:
+                raise BackendError(f"no OpenGL context: {exc}") from None
+            self.kernel = k
+            self._free = weakref.finalize(self, _release, k)
+            self._free.atexit = False
+        return _Target(k, bound)
+
+    def close(self) -> None:
+        free = getattr(self, "_free", None)
+        if free is not None:
+            free()

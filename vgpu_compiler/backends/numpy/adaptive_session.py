@@ -11,10 +11,12 @@ again (same inputs, same result) and goes on. A step that ends at or before u is
 as the one run keeps it. The steps taken are therefore those of one run, whatever
 the pieces.
 
-Step-end observers (``peak``, ``trough``: numpy/observers.py) see each accepted step's
-end that is kept, as the one run's (adaptive_events.py) do; the step that covers ``u``
-is seen when it is kept, by the next advance. Their value at ``u`` is the one held (a
-continuous extension of a constant is that constant, but for the rounding).
+Step-end observers (``peak``, ``trough``, ``first``: numpy/observers.py) see each
+accepted step that is kept, as the one run's (adaptive_events.py) do: ``first`` located
+on its continuous extension, then ``peak``/``trough`` at its end; the step that covers
+``u`` is seen when it is kept, by the next advance (a crossing inside it counts from
+then). Their value at ``u`` is the one held (a continuous extension of a constant is
+that constant, but for the rounding).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.evaluate import INT
 from .adaptive import _AdaptiveRun
+from .events import interpolant
 from .observers import Observing
 
 
@@ -37,11 +40,8 @@ class AdaptiveSession:
         self.prepared = prepared
         self.run = _AdaptiveRun(prepared.bound(data), None)
         rules = self.run.field.observer_rules
-        if any(r.kind == "first" for r in rules):
-            raise BackendError("an adaptive Simulation does not compute the observer first "
-                               "yet (use vgpu.solve, or a fixed-step method)")
         self.observing = Observing(self.run) if rules else None
-        self.held = [r.index for r in rules]    # the rows of peak and trough
+        self.held = [r.index for r in rules]    # the rows of peak, trough and first
         self._begin()
 
     # --- the start (as _solve's) -------------------------------------------------------
@@ -115,8 +115,12 @@ class AdaptiveSession:
             moved = go & ~over          # the rows whose attempt counts now
             if acc.any():
                 last = ks[prog.last] if prog.fsal else None
-                if self.observing is not None:      # a kept step's end: peak, trough
-                    new = self.observing.see(run, new, t_new, taken, lay.active & accept)
+                if self.observing is not None:      # a kept step: first located in it,
+                    obs = self.observing                # then peak, trough at its end
+                    interp = (interpolant(run, run.dense, h, ks, use, new) if obs.firsts
+                              else None)
+                    new = obs.segment(run, h, new, t, t_new, use, taken, lay.active & accept,
+                                      interp)
                 h = [np.where(accept, nw, old) for nw, old in zip(new, h)]
                 if last is not None:
                     k0 = [np.where(accept, kl, old) for kl, old in zip(last, k0)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 
 from .. import Backend, Caches
-from ...errors import BackendError
 from ...ir.observers import located
 
 RUNNER = "vgpu_compiler.backends.wgpu.runner"
@@ -77,13 +76,15 @@ def _software() -> bool:
 
 
 def _open(prepared, data):
-    from ...ir.observers import firsts
-    if firsts(prepared.template.field):     # (its runs locate them in the events kernel)
-        raise BackendError("a Simulation on wgpu does not compute the observer first yet "
-                           "(vgpu.solve(..., backend='wgpu') does); use backend='numpy'")
     if prepared.template.adaptive is not None:
+        from ..shader.located import refuse_adaptive
+        refuse_adaptive("wgpu", prepared)
         from .adaptive_session import AdaptiveSession   # the controller in its buffers
         return AdaptiveSession(prepared, data)
+    from ...ir.observers import firsts
+    if firsts(prepared.template.field):     # the events' kernel, resumed (shader/located.py)
+        from .session import LocatedSession
+        return LocatedSession(prepared, data)
     from .session import Session    # a Simulation's private buffers, kept between calls
     return Session(prepared, data)
 

@@ -18,6 +18,7 @@ from ...errors import BackendError
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...runtime import pacing
+from ..shader import located as _located
 from . import check_dtype
 from . import device as dev
 from .dispatch import _read
@@ -266,3 +267,30 @@ class Session:
 def _dispatch_reads(k, device, reads: list) -> list:
     """Copy ``reads`` (buffer, bytes) into the kernel's staging buffer and map it once."""
     return _read(k, device.queue, device.create_command_encoder(), reads)
+
+
+class LocatedSession(_located.LocatedSession):
+    """A fixed-step Simulation of a field with an observer ``first`` (shader/located.py)
+    on a private copy of the events' kernel, through adaptive_run's Target."""
+
+    name = "wgpu"
+
+    def _target(self, bound):
+        from .adaptive_run import _Target
+        if not available():
+            raise BackendError(f"no wgpu device here ({dev.get().error}); "
+                               f"use {S.setting('backend', 'numpy')}")
+        check_dtype(bound.dtype.name, bound.field.span)
+        k = getattr(self, "kernel", None)
+        if k is None:
+            k = self.kernel = kernel_for(bound).private()
+        return _Target(k, bound)
+
+    def _lock(self):
+        return _lock
+
+    def close(self) -> None:
+        k = getattr(self, "kernel", None)
+        if k is not None:
+            k.buffers.clear()
+            k.group = None
