@@ -688,19 +688,26 @@ field ring {
 
 # --- backends that do not compute a kind refuse it ---------------------------------------
 def test_a_backend_that_does_not_compute_first_refuses_it():
-    """cuda computes none of the step-end kinds yet (pipeline.refuse_observers, which a
-    run and a Simulation call before the backend: auto then moves on); glsl, wgpu and
-    cpu compute every kind."""
+    """Every built-in backend computes every kind; a backend without the features (one
+    registered later, say) is refused before it runs (pipeline.refuse_observers, which
+    a run and a Simulation call before the backend: auto then moves on)."""
+    import dataclasses
     from vgpu_compiler.backends import get
     from vgpu_compiler.frontend.compile import compile_program
     from vgpu_compiler.ir.observers import lower
     from vgpu_compiler.pipeline import refuse_observers
     field = lower(compile_program(OSC % FIXED, "osc.field").select(None)).field
-    with pytest.raises(BackendError, match="cuda backend does not compute the observers "
+    cpu = get("cpu")
+    bare = dataclasses.replace(cpu, name="bare", features=cpu.features
+                               - {"observe_peak", "observe_first"})
+    with pytest.raises(BackendError, match="bare backend does not compute the observers "
                                            "first, peak, trough yet [(]integral and "
                                            "average it does"):
-        refuse_observers(get("cuda"), field)
-    for name in ("glsl", "wgpu", "cpu", "numpy"):
+        refuse_observers(bare, field)
+    peaks = dataclasses.replace(bare, features=bare.features | {"observe_peak"})
+    with pytest.raises(BackendError, match="observers first yet [(]peak, trough, "):
+        refuse_observers(peaks, field)
+    for name in ("cuda", "glsl", "wgpu", "cpu", "numpy"):
         refuse_observers(get(name), field)
 
 
