@@ -31,8 +31,11 @@ import numpy as np
 
 from ..call.bound import Solution, saved_steps
 from ..call.counters import COUNTERS
+from ..call.session import pack_states as pack
 from .adaptive import accumulate
-from .pacing import Pacer, segments
+from .pacing import Pacer, history_end, segments
+
+MAX_SLOTS = 4096            # saved steps one dispatch writes, at most (``hist``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Layout:
     steps: int
     every: int              # save_every (0: no history)
     collapse: bool          # b_steps: the steps each trajectory took (2 int32 a trajectory)
+    hist: bool              # the kernel writes the saved steps' states into b_hist itself
     deposit_outputs: tuple  # float64 flux: the output of each deposit slot (() without)
     output_shapes: dict
 
@@ -53,6 +57,7 @@ def layout(bound, meta: dict) -> Layout:
     """The Layout of ``bound``'s call on a fixed-step kernel of ``meta``."""
     return Layout(bound.n_trajectories, len(bound.field.states), bound.dtype, int(bound.steps),
                   int(bound.save_every or 0), bool(meta["collapse"]),
+                  any(b["name"] == "b_hist" for b in meta["buffers"]),
                   tuple(meta.get("deposit_outputs") or ()) if meta.get("n_deposits") else (),
                   bound.output_shapes)
 
@@ -60,21 +65,26 @@ def layout(bound, meta: dict) -> Layout:
 @dataclasses.dataclass
 class Finished:
     """A finished run's arrays: states (n_states, n), steps taken (n,), outputs (the
-    deposits' sums with float64 flux), the saved steps and their states (or None)."""
+    deposits' sums with float64 flux), the saved steps and their states (or None):
+    a list of (n_states, n) arrays, or one (saved steps, n_states, n) array (``hist``)."""
 
     state: np.ndarray
     taken: np.ndarray
     outputs: dict
     saved_at: list | None
-    saved: list | None
+    saved: list | np.ndarray | None
 
 
 def run(target, progress=None) -> Finished:
     L = target.layout
     n, n_states, dtype, steps, item = L.n, L.n_states, L.dtype, L.steps, L.dtype.itemsize
-    history = saved_steps(steps, L.every) if L.every else None
-    where = {s: m for m, s in enumerate(history)} if history else {}
-    saved = [None] * len(history) if history else None
+    every = L.every
+    history = saved_steps(steps, every) if every else None
+    where = {s: m for m, s in enumerate(history)} if history and not L.hist else {}
+    if L.hist:      # (saved step, state, trajectory): as the kernel writes b_hist
+        saved = np.empty((len(history), n_states, n), dtype)
+    else:
+        saved = [None] * len(history) if history else None
     taken = np.full(n, steps, np.int32)
     nd = len(L.deposit_outputs)
     deposits = ({name: np.zeros(shape, dtype) for name, shape in L.output_shapes.items()}
@@ -85,13 +95,28 @@ def run(target, progress=None) -> Finished:
     outputs: dict = {}
     for ci, (a, b) in enumerate(chunks):
         count = b - a
+        per_slot = n_states * count * item
         last = ci == len(chunks) - 1
-        target.begin(ci, {"b_steps": 2 * count * 4} if L.collapse else {}, [])
+        sizes = {"b_steps": 2 * count * 4} if L.collapse else {}
+        if L.hist:      # saved steps a dispatch writes: as many as one storage block holds
+            room = max(1, min(MAX_SLOTS, target.block // max(1, per_slot)))
+            sizes["b_hist"] = room * per_slot
+        target.begin(ci, sizes, [])
         pacer = Pacer(target.first(ci), target.cap, target.aim)
-        for s0, s1 in segments(steps, pacer, history):      # saved steps end one
+        for s0, s1 in (_filled(steps, pacer, every, room) if L.hist
+                       else segments(steps, pacer, history)):   # saved steps end one
             end = s1 == steps
-            save = s1 in where and (s1 > s0 or s1 == 0)
-            reads = [("b_state", n_states * count * item)] if save or end else []
+            start = L.hist and s1 == 0          # (the start state: slot 0, from b_state)
+            save = start or (s1 in where and (s1 > s0 or s1 == 0))
+            reads = [("b_state", per_slot)] if save or end else []
+            uniforms = segment(s0, s1, steps)
+            if L.hist:
+                uniforms["u_every"] = every
+                hist0 = s0 // every + 1
+                slots = 0 if start else (-(-s1 // every) if end else s1 // every) - hist0 + 1
+                if slots:       # (one chunk: read straight into the history)
+                    reads.append(("b_hist", slots * per_slot) if not whole else
+                                 ("b_hist", slots * per_slot, (saved, hist0 * per_slot)))
             if end:
                 if L.collapse:
                     reads.append(("b_steps", count * 4))
@@ -100,24 +125,31 @@ def run(target, progress=None) -> Finished:
                 if last:
                     reads += [(buffer, size) for buffer, _, size in target.outputs]
             began = time.perf_counter()
-            got = target.trip({"u_step0": s0, "u_nsteps": s1 - s0,
-                               "u_final": int(end and (s1 > s0 or steps == 0))}, {}, [], reads)
+            got = target.trip(uniforms, {}, [], reads)
             pacer.record(s1 - s0, time.perf_counter() - began)
             COUNTERS.add("dispatches")
             target.check(got[0])
+            k = 1
             if save or end:
                 states = np.frombuffer(got[1], dtype).reshape(n_states, count)
-            if save:
+                k = 2
+            if start:
+                saved[0, :, a:b] = states
+            elif save:
                 m = where[s1]
                 if saved[m] is None:
                     saved[m] = np.zeros((n_states, n), dtype)
                 saved[m][:, a:b] = states
+            if L.hist and slots:
+                if not whole:
+                    saved[hist0:hist0 + slots, :, a:b] = np.frombuffer(
+                        got[k], dtype).reshape(slots, n_states, count)
+                k += 1
             if end:
                 if whole:
                     state = states
                 else:
                     state[:, a:b] = states
-                k = 2
                 if L.collapse:
                     taken[a:b] = np.frombuffer(got[k], np.int32)
                     k += 1
@@ -135,12 +167,22 @@ def run(target, progress=None) -> Finished:
     return Finished(state, taken, deposits if deposits is not None else outputs, history, saved)
 
 
-def pack(state: np.ndarray, grid: tuple) -> np.ndarray:
-    """(n_states, N) kernel layout -> grid (+ (n_states,)), a new writable array
-    (``state`` may be a read-only view of a read-back)."""
-    if state.shape[0] == 1:
-        return state.reshape(grid).copy()
-    return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
+def segment(s0: int, s1: int, steps: int) -> dict:
+    """The uniforms of the dispatch that runs steps [s0, s1) of ``steps``."""
+    return {"u_step0": s0, "u_nsteps": s1 - s0,
+            "u_final": int(s1 == steps and (s1 > s0 or steps == 0))}
+
+
+def _filled(steps: int, pacer: Pacer, every: int, room: int):
+    """(first step, end step) of each dispatch of a run whose kernel writes its saved
+    steps (``hist``): one of no steps first (the start state), then paced ones, each
+    ending where the history buffer (``room`` slots) is full (pacing.history_end)."""
+    yield 0, 0
+    s0 = 0
+    while s0 < steps:
+        s1 = history_end(s0, steps, every, room, pacer.steps)
+        yield s0, s1
+        s0 = s1
 
 
 def solution(bound, done: Finished) -> Solution:
@@ -148,8 +190,13 @@ def solution(bound, done: Finished) -> Solution:
     grid, dtype = bound.grid_shape, bound.dtype
     sol = Solution(states=pack(done.state, grid), outputs=done.outputs,
                    steps_taken=done.taken.reshape(grid))
-    if done.saved_at:
+    if isinstance(done.saved, np.ndarray):     # (saved step, state, trajectory): a view
+        n_states = done.saved.shape[1]
+        sol.history = done.saved.transpose(0, 2, 1).reshape(
+            (len(done.saved_at),) + grid + ((n_states,) if n_states > 1 else ()))
+    elif done.saved_at:
         sol.history = np.stack([pack(h, grid) for h in done.saved])
+    if done.saved_at:
         cast = dtype.type
         sol.times = (cast(bound.t0) + np.asarray(done.saved_at).astype(dtype) * cast(bound.dt)
                      ).astype(dtype)

@@ -18,7 +18,7 @@ from . import device as gl
 from .execute import Target, _pack, private_if_busy
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
-from .plan import LOOP_LIMIT, _in_force, plan_for
+from .plan import LOOP_LIMIT, plan_block, plan_for
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
@@ -57,14 +57,13 @@ class _Target(Target):
         layout = host.layout(bound, kernel.meta)
         n_save, n_states, item = len(layout.times), len(bound.field.states), \
             bound.dtype.itemsize
-        block = _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)
-        _check_history(kernel, bound, n_save, block)
+        _check_history(kernel, bound, n_save, plan_block())
         # the history of a chunk is one buffer: chunks small enough that it fits one block
         super().__init__(kernel, bound,
                          plan_for(kernel, bound, history=n_save * n_states * item).at(bound))
-        self.layout, self.block = layout, block
+        self.layout = layout
         self.uniforms.update(host.controller_uniforms(bound))
-        self.cap = _attempt_cap(kernel, bound)      # (aim: execute's, TARGET_SECONDS)
+        self.cap = _attempt_cap(kernel, bound)      # (aim: execute's, pacing.TARGET_SECONDS)
 
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)

@@ -26,10 +26,10 @@ from ...call.bound import Bound, Progress, Solution
 from ...noise.normal import key_of
 from ...runtime import fixed
 from ...runtime.adaptive import accumulate
-from ...runtime.pacing import TARGET_SECONDS
+from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
-from .plan import Chunk, Plan, plan_for, uniforms_of
+from .plan import Chunk, Plan, plan_block, plan_for, uniforms_of
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -80,8 +80,8 @@ class Target:
         self.call = _prepare(kernel.meta, bound, plan)
         self.uniforms = _call_uniforms(self.call, plan)
         self.chunks = [(c.a, c.b) for c in plan.chunks]
-        self.cap, self.aim = plan.cap, TARGET_SECONDS
-        self.block = 0
+        self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
+        self.block = plan_block()
         self.outputs = [] if self.call.deposits is not None else plan.outputs
         self.chunk, self.pending = None, None
 
@@ -126,7 +126,16 @@ def _trip(ctx, t: Target, sizes: dict, writes: list, reads: list) -> list:
 
 
 def _read(ctx, kernel, reads: list) -> list:
-    return [kernel.buffers[name].read(nbytes) if nbytes else b"" for name, nbytes in reads]
+    """The bytes of each (name, bytes) of ``reads``; a (name, bytes, (array, offset)) is
+    read straight into that array at that byte offset (b"" in its place)."""
+    out = []
+    for r in reads:
+        if len(r) == 3:
+            kernel.buffers[r[0]].read_into(r[2][0], r[1], write_offset=r[2][1])
+            out.append(b"")
+        else:
+            out.append(kernel.buffers[r[0]].read(r[1]) if r[1] else b"")
+    return out
 
 
 # --- progress callbacks and re-entry -------------------------------------------------
@@ -146,7 +155,6 @@ def private_if_busy(kernel):
     return copy
 
 
-_report = _here.report
 Target.nesting = _here
 
 
@@ -190,46 +198,7 @@ def key_uniforms(meta: dict, seed: int) -> dict:
     return {names["0"]: k0, names["1"]: k1}
 
 
-def _segment(s0: int, s1: int, steps: int) -> dict:
-    """The uniforms of the dispatch that runs steps [s0, s1) of ``steps``."""
-    return {"u_step0": s0, "u_nsteps": s1 - s0,
-            "u_final": int(s1 == steps and (s1 > s0 or steps == 0))}
-
-
-def _absorb(call: _Call, chunk: Chunk, raw: dict) -> None:
-    """A chunk's read-back (raw arrays) into the call's host arrays."""
-    a, b = chunk.a, chunk.b
-    if call.state is None and b - a == call.n:     # the whole ensemble: no copy here
-        call.state = raw["state"]
-    else:
-        if call.state is None:
-            call.state = np.zeros((call.n_states, call.n), call.bound.dtype)
-        call.state[:, a:b] = raw["state"]
-    if "steps" in raw:
-        call.taken[a:b] = raw["steps"]
-    if "dep" in raw:
-        _accumulate(raw["dep"].reshape(call.meta["n_deposits"], b - a, 2), call.meta,
-                    call.deposits)
-
-
-def _solution(call: _Call, outputs: dict) -> Solution:
-    return Solution(states=_pack(call, call.state), outputs=outputs,
-                    steps_taken=call.taken.reshape(call.bound.grid_shape))
-
-
-# --- on the GL thread ------------------------------------------------------------------
-def _on_gl_thread(ctx, run, kernel, *args):
-    if kernel.program is None:      # evicted (and released) by another thread since found:
-        kernel.compile(ctx)         # run on a private copy, released again afterwards
-        try:
-            return run(ctx, kernel, *args)
-        finally:
-            kernel.release(ctx)
-    try:
-        return run(ctx, kernel, *args)
-    except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
-        _forget(kernel)             # GL state of the kernel's next run
-        raise
+_segment = fixed.segment         # (fast.py's one dispatch)
 
 
 def _forget(kernel) -> None:
@@ -360,5 +329,5 @@ def _raise_error(err: np.ndarray, call: _Call) -> None:
 
 
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
-    """(n_states, N) kernel layout -> grid_shape (+ (n_states,)): fixed.pack."""
+    """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new array."""
     return fixed.pack(state, call.bound.grid_shape)

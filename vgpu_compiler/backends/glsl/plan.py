@@ -149,10 +149,15 @@ def plan_for(kernel, bound: Bound, history: int = 0) -> Plan:
         plan = _make(kernel, bound, *limits)
         kernel.plans[limits] = plan
     if history:
-        block = limits[0] or gl.device_info().get("max_block", 1 << 27)
+        block = plan_block()
         if max(c.b - c.a for c in plan.chunks) * history > block:
             plan = _make(kernel, bound, *limits, history=history)
     return plan
+
+
+def plan_block() -> int:
+    """The largest storage block in force: the limit's, else the driver's."""
+    return _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)
 
 
 def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int,

@@ -59,7 +59,6 @@ class _Target(R.Target):
         self.stages = len(step_program(bound.field.solver.tableau).stages)  # (the first dispatch)
         self.chunks = R._chunks(kernel, bound, max(2 + L.n_states, L.counters,
                                                    len(L.times) * L.n_states))
-        self.block = dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
         host.check_history(bound, L.n_states, max((b - a for a, b in self.chunks), default=0),
                            4, self.block)
 

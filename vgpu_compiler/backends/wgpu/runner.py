@@ -41,7 +41,7 @@ from .disk_cache import DISK
 from .fast import OneDispatch
 from ...runtime import fixed, pacing
 from ...runtime.progress import Nesting
-from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, _read, _states
+from .dispatch import _dispatch, _initial, _pack_uniforms, _raise_error, _read
 
 LOOP_LIMIT = 65535
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
@@ -322,7 +322,6 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
 
 
 _here = Nesting()               # the kernels whose run's progress callback this thread is in
-_report = _here.report          # progress between dispatches (a nested call: a private copy)
 
 
 def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
@@ -446,6 +445,7 @@ class Target:
                         for x in meta["buffers"] if x["role"] == "output"]
         self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
         self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+        self.block = dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
         self.groups = None
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
@@ -483,9 +483,14 @@ class Target:
         with d.lock:
             for buf, data in bufs:
                 d.device.queue.write_buffer(buf, 0, data)
-            return _dispatch(kernel, d.device, d.device.queue, packed, group, self.groups,
-                             [(kernel.buffers["b_err"], 16)]
-                             + [(kernel.buffers[name], size) for name, size in reads])
+            got = _dispatch(kernel, d.device, d.device.queue, packed, group, self.groups,
+                            [(kernel.buffers["b_err"], 16)]
+                            + [(kernel.buffers[r[0]], r[1]) for r in reads])
+        for k, r in enumerate(reads, 1):    # (name, bytes, (array, offset)): copied into it
+            if len(r) == 3:
+                memoryview(r[2][0]).cast("B")[r[2][1]:r[2][1] + r[1]] = got[k]
+                got[k] = b""
+        return got
 
     def check(self, err: bytes) -> None:
         _raise_error(np.frombuffer(err, np.uint32), self.kernel.meta, self.bound)
