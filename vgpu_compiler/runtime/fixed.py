@@ -38,7 +38,7 @@ from .pacing import Pacer, history_end, segments
 MAX_SLOTS = 4096            # saved steps one dispatch writes, at most (``hist``)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)      # (not frozen: made once a call, and cheaply)
 class Layout:
     """The buffers of a fixed-step run, as the kernel lays them out: (rows, trajectories)."""
 
@@ -62,7 +62,7 @@ def layout(bound, meta: dict) -> Layout:
                   bound.output_shapes)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Finished:
     """A finished run's arrays: states (n_states, n), steps taken (n,), outputs (the
     deposits' sums with float64 flux), the saved steps and their states (or None):
@@ -103,8 +103,13 @@ def run(target, progress=None) -> Finished:
             sizes["b_hist"] = room * per_slot
         target.begin(ci, sizes, [])
         pacer = Pacer(target.first(ci), target.cap, target.aim)
-        for s0, s1 in (_filled(steps, pacer, every, room) if L.hist
-                       else segments(steps, pacer, history)):   # saved steps end one
+        if L.hist:
+            spans = _filled(steps, pacer, every, room)
+        elif history is None and 0 < steps <= pacer.steps:
+            spans = ((0, steps),)       # (one dispatch: what segments yields, sooner)
+        else:
+            spans = segments(steps, pacer, history)     # saved steps end one
+        for s0, s1 in spans:
             end = s1 == steps
             start = L.hist and s1 == 0          # (the start state: slot 0, from b_state)
             save = start or (s1 in where and (s1 > s0 or s1 == 0))

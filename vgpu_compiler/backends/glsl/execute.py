@@ -46,7 +46,6 @@ class _Call:
     pt: tuple
     state: np.ndarray | None    # (n_states, N): h0 in kernel layout, then the end states
     params: np.ndarray | None   # (n_pt, N), None without per-trajectory params
-    taken: np.ndarray           # (N,) int32: steps each trajectory took
     deposits: dict | None       # float64 flux: output name -> sums (None without)
 
 
@@ -81,9 +80,13 @@ class Target:
         self.uniforms = _call_uniforms(self.call, plan)
         self.chunks = [(c.a, c.b) for c in plan.chunks]
         self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
-        self.block = plan_block()
         self.outputs = [] if self.call.deposits is not None else plan.outputs
         self.chunk, self.pending = None, None
+
+    @property
+    def block(self) -> int:
+        """The largest storage block (a history's buffer is at most that)."""
+        return plan_block()
 
     def first(self, ci: int) -> int:
         return self.plan.chunks[ci].first
@@ -175,7 +178,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
     deposits = {name: np.zeros(shape, dtype) for name, shape in bound.output_shapes.items()
                 } if meta["n_deposits"] else None
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params,
-                 np.full(n, bound.steps, np.int32), deposits)
+                 deposits)
 
 
 def _call_uniforms(call: _Call, plan: Plan) -> dict:

@@ -6,8 +6,8 @@ Two kinds of splitting keep every dispatch within the driver's limits:
   workgroups would exceed the workgroup-count limit, runs as several chunks of
   whole basins (rows of basins along the first grid axis), one after another;
 - steps: a long integration runs as several dispatches of bounded length; the
-  first dispatch of a chunk gets a fixed budget of work (then execute.py paces
-  them by time), and on a software renderer no dispatch may run more steps than
+  first dispatch of a chunk gets a fixed budget of work (then runtime/fixed.py
+  paces them by time), and on a software renderer no dispatch may run more steps than
   its loop limiter allows (``loop_cap``).
 
 A kernel has fixed shapes, so everything here depends only on the kernel, the

@@ -1,7 +1,7 @@
 """One wgpu dispatch and its read-backs, and what the host makes of them: the uniform
 buffer's bytes, the states in the grid's layout, the error slot as an exception.
-runner.py (fixed steps), fast.py (a signature's one-dispatch call) and
-adaptive_run.py (adaptive methods, save_at) dispatch through here."""
+runner.Target (the fixed-step and adaptive drivers'), fast.py (a signature's
+one-dispatch call) and the sessions dispatch through here."""
 from __future__ import annotations
 
 import numpy as np

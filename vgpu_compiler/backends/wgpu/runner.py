@@ -9,10 +9,11 @@ per-trajectory params, reduction strategy, this code and templates, and the
 adapter (vendor, device, driver, backend type).
 
 Splitting is GLSL's: an ensemble larger than a storage binding or the workgroup
-count runs in chunks (whole rows of basins); a long integration runs in
-dispatches paced to about 0.2 s each, capped on a CPU adapter by the loop limiter
-of llvmpipe's code generator (lavapipe): at most 65535 loop iterations per
-invocation and dispatch. Every saved step ends a dispatch.
+count runs in chunks (whole rows of basins, ``_chunks``); a long integration runs in
+dispatches paced by runtime/fixed.py's driver (on ``Target``, this kernel's side of
+it, shared with the adaptive driver), capped on a CPU adapter by the loop limiter of
+llvmpipe's code generator (lavapipe): at most 65535 loop iterations per invocation
+and dispatch (``_loop_cap``).
 """
 from __future__ import annotations
 
@@ -445,8 +446,12 @@ class Target:
                         for x in meta["buffers"] if x["role"] == "output"]
         self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
         self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
-        self.block = dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
         self.groups = None
+
+    @property
+    def block(self) -> int:
+        """The largest storage buffer (a history's buffer is at most that)."""
+        return dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
         (a, b), kernel, bound, meta = self.chunks[ci], self.kernel, self.bound, self.kernel.meta
