@@ -15,4 +15,7 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
 - ``adaptive.py`` the one adaptive driver (glsl and wgpu): chunks, paced dispatches
                   until no trajectory runs, progress, the event log, the read-back,
                   over a backend's ``Target`` (begin, trip, read on named buffers)
+- ``fixed.py``    the one fixed-step driver (glsl and wgpu) on the same ``Target``:
+                  chunks, paced dispatches, saved steps (or the kernel's own history
+                  buffer), progress, the read-back, deposits
 """

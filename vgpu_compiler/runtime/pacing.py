@@ -13,10 +13,9 @@ The result never depends on where the integration is split: the state waits in i
 buffer, exactly. ``segments`` and ``history_end`` say where the splits fall (every
 saved step ends a dispatch; a history block ends one when its buffer is full).
 
-Used by the adaptive driver (adaptive.py, for glsl and wgpu), glsl (execute.py,
-history.py, session.py, adaptive_session.py) and wgpu (runner.py, history.py,
-session.py, adaptive_session.py); an adaptive run paces attempts the same way it paces
-steps.
+Used by the adaptive and fixed-step drivers (adaptive.py, fixed.py, for glsl and wgpu),
+glsl's and wgpu's session.py and adaptive_session.py; an adaptive run paces attempts the
+same way it paces steps.
 """
 from __future__ import annotations
 

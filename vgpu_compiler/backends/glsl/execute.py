@@ -1,12 +1,11 @@
-"""Running one Bound call on a compiled GpuKernel: buffers, dispatches, readback.
+"""A fixed-step call on a compiled GpuKernel: runtime/fixed.py's driver on ``Target``,
+and the GL work every GLSL driver shares (buffers written, uniforms set, one dispatch,
+the read-back).
 
-A run that is one chunk and one dispatch (every small repeated call) is one trip
-to the GL thread that only writes, dispatches and reads: the host arrays are made
-before it and the Solution after it, on the caller's thread, so the GL thread
-holds the context no longer than the GL work takes. A longer run is driven from
-the caller's thread, one trip per dispatch: chunk by chunk (plan.py splits the
-ensemble), dispatch by dispatch (paced to about 0.2 s each), saving the history's
-steps as they pass (other threads' calls may run between its trips). So:
+The driver runs on the caller's thread, one trip to the GL thread per dispatch
+(``Target.trip``: writes, the dispatch, the error slot and the reads; a run of one
+chunk and one dispatch is one trip), so the GL thread holds the context no longer than
+the GL work takes and other threads' calls may run between its trips. So:
 - progress is called on the caller's thread, between trips. The kernel's buffers
   then hold the run's state, so a call made by the callback that needs the same
   kernel gets a private copy (``private_if_busy``): its own program and buffers,
@@ -17,21 +16,20 @@ steps as they pass (other threads' calls may run between its trips). So:
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from math import copysign
 
 import numpy as np
 
 from . import device as gl
-from ...call.bound import Bound, Progress, Solution, saved_steps
-from ...call.counters import COUNTERS
+from ...call.bound import Bound, Progress, Solution
 from ...noise.normal import key_of
+from ...runtime import fixed
 from ...runtime.adaptive import accumulate
-from ...runtime.pacing import Pacer, segments
+from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
-from .plan import Chunk, Plan, plan_for, uniforms_of
+from .plan import Chunk, Plan, plan_block, plan_for, uniforms_of
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -48,36 +46,99 @@ class _Call:
     pt: tuple
     state: np.ndarray | None    # (n_states, N): h0 in kernel layout, then the end states
     params: np.ndarray | None   # (n_pt, N), None without per-trajectory params
-    taken: np.ndarray           # (N,) int32: steps each trajectory took
     deposits: dict | None       # float64 flux: output name -> sums (None without)
 
 
 def execute(kernel, bound: Bound, progress: Progress) -> Solution:
-    """Run ``bound`` on ``kernel``. The caller holds ``kernel.lock`` and reports the
-    final progress(steps, steps) itself, after releasing it."""
-    plan = plan_for(kernel, bound).at(bound)       # (a window: its place in the grid)
-    call = _prepare(kernel.meta, bound, plan)
-    uniforms = _call_uniforms(call, plan)
-    if bound.save_every or not plan.one_dispatch(bound.steps):
-        return _run_many(kernel, call, plan, uniforms, progress)
-    chunk = plan.chunks[0]
-    uniforms.update(_segment(0, bound.steps, bound.steps))
-    err, raw, outputs = gl.call(_on_gl_thread, _run_once, kernel, call, plan, chunk, uniforms)
-    COUNTERS.add("dispatches")
-    _raise_error(err, call)
-    _absorb(call, chunk, raw)
-    return _solution(call, call.deposits if call.deposits is not None else outputs)
-
-
-def _run_many(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
+    """Run ``bound`` on ``kernel`` (runtime/fixed.py's driver on a ``Target``). The caller
+    holds ``kernel.lock`` and reports the final progress(steps, steps) itself, after
+    releasing it."""
     private = kernel.program is None    # evicted since found (eviction waits for the
     if private:                         # kernel's lock, held now): a private program
         gl.call(kernel.compile)
     try:
-        return _run_all(kernel, call, plan, uniforms, progress)
+        target = Target(kernel, bound, plan_for(kernel, bound).at(bound))
+        target.layout = fixed.layout(bound, kernel.meta)
+        return fixed.solution(bound, fixed.run(target, progress))
     finally:
         if private:
             gl.call(kernel.release)
+
+
+class Target:
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a GLSL kernel: one
+    trip to the GL context per dispatch, the kernel's buffers made and written on the GL
+    thread, the run's and the chunk's first writes carried by the chunk's first trip,
+    uniforms set only where they changed. The driver's ``layout`` is set by the caller;
+    adaptive_run.py's subclass adds the controller's uniforms, caps and first sizes."""
+
+    nesting = None              # (_here: set below)
+
+    def __init__(self, kernel, bound: Bound, plan: Plan):
+        self.kernel, self.plan = kernel, plan
+        self.call = _prepare(kernel.meta, bound, plan)
+        self.uniforms = _call_uniforms(self.call, plan)
+        self.chunks = [(c.a, c.b) for c in plan.chunks]
+        self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
+        self.outputs = [] if self.call.deposits is not None else plan.outputs
+        self.chunk, self.pending = None, None
+
+    @property
+    def block(self) -> int:
+        """The largest storage block (a history's buffer is at most that)."""
+        return plan_block()
+
+    def first(self, ci: int) -> int:
+        return self.plan.chunks[ci].first
+
+    def begin(self, ci: int, sizes: dict, writes: list) -> None:
+        self.chunk, self.pending = self.plan.chunks[ci], (ci == 0, sizes, writes)
+
+    def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
+        self.uniforms.update(uniforms)
+        return gl.call(_trip, self, sizes, writes, reads)
+
+    def check(self, err: bytes) -> None:
+        _raise_error(np.frombuffer(err, np.uint32), self.call)
+
+    def read(self, reads: list) -> list:
+        return gl.call(_read, self.kernel, reads)
+
+
+def _trip(ctx, t: Target, sizes: dict, writes: list, reads: list) -> list:
+    """One dispatch on the GL thread: the chunk's first writes (and the run's) when it
+    starts, then ``writes``, the dispatch, the error slot and ``reads``."""
+    kernel, call, plan = t.kernel, t.call, t.plan
+    try:
+        out = []
+        if t.pending is not None:
+            shared, first_sizes, first_writes = t.pending
+            out = _shared_writes(ctx, kernel, call, plan) if shared else []
+            out += _chunk_writes(ctx, kernel, call, t.chunk)
+            sizes = {**first_sizes, **sizes}
+            writes = first_writes + writes
+            t.pending = None
+        for name, nbytes in sizes.items():
+            kernel.ensure(ctx, name, nbytes)
+        out += [(kernel.ensure(ctx, name, len(data)), data) for name, data in writes]
+        err = _dispatch(ctx, kernel, t.chunk, t.uniforms, out)
+        return [err.tobytes()] + _read(ctx, kernel, reads)
+    except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
+        _forget(kernel)             # GL state of the kernel's next run
+        raise
+
+
+def _read(ctx, kernel, reads: list) -> list:
+    """The bytes of each (name, bytes) of ``reads``; a (name, bytes, (array, offset)) is
+    read straight into that array at that byte offset (b"" in its place)."""
+    out = []
+    for r in reads:
+        if len(r) == 3:
+            kernel.buffers[r[0]].read_into(r[2][0], r[1], write_offset=r[2][1])
+            out.append(b"")
+        else:
+            out.append(kernel.buffers[r[0]].read(r[1]) if r[1] else b"")
+    return out
 
 
 # --- progress callbacks and re-entry -------------------------------------------------
@@ -97,7 +158,7 @@ def private_if_busy(kernel):
     return copy
 
 
-_report = _here.report
+Target.nesting = _here
 
 
 # --- host arrays -----------------------------------------------------------------------
@@ -117,7 +178,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
     deposits = {name: np.zeros(shape, dtype) for name, shape in bound.output_shapes.items()
                 } if meta["n_deposits"] else None
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params,
-                 np.full(n, bound.steps, np.int32), deposits)
+                 deposits)
 
 
 def _call_uniforms(call: _Call, plan: Plan) -> dict:
@@ -140,116 +201,13 @@ def key_uniforms(meta: dict, seed: int) -> dict:
     return {names["0"]: k0, names["1"]: k1}
 
 
-def _segment(s0: int, s1: int, steps: int) -> dict:
-    """The uniforms of the dispatch that runs steps [s0, s1) of ``steps``."""
-    return {"u_step0": s0, "u_nsteps": s1 - s0,
-            "u_final": int(s1 == steps and (s1 > s0 or steps == 0))}
-
-
-def _absorb(call: _Call, chunk: Chunk, raw: dict) -> None:
-    """A chunk's read-back (raw arrays) into the call's host arrays."""
-    a, b = chunk.a, chunk.b
-    if call.state is None and b - a == call.n:     # the whole ensemble: no copy here
-        call.state = raw["state"]
-    else:
-        if call.state is None:
-            call.state = np.zeros((call.n_states, call.n), call.bound.dtype)
-        call.state[:, a:b] = raw["state"]
-    if "steps" in raw:
-        call.taken[a:b] = raw["steps"]
-    if "dep" in raw:
-        _accumulate(raw["dep"].reshape(call.meta["n_deposits"], b - a, 2), call.meta,
-                    call.deposits)
-
-
-def _solution(call: _Call, outputs: dict) -> Solution:
-    return Solution(states=_pack(call, call.state), outputs=outputs,
-                    steps_taken=call.taken.reshape(call.bound.grid_shape))
-
-
-def _history_plan(bound: Bound) -> list[int] | None:
-    return saved_steps(bound.steps, bound.save_every) if bound.save_every else None
-
-
-# --- on the GL thread ------------------------------------------------------------------
-def _on_gl_thread(ctx, run, kernel, *args):
-    if kernel.program is None:      # evicted (and released) by another thread since found:
-        kernel.compile(ctx)         # run on a private copy, released again afterwards
-        try:
-            return run(ctx, kernel, *args)
-        finally:
-            kernel.release(ctx)
-    try:
-        return run(ctx, kernel, *args)
-    except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
-        _forget(kernel)             # GL state of the kernel's next run
-        raise
+_segment = fixed.segment         # (fast.py's one dispatch)
 
 
 def _forget(kernel) -> None:
     kernel.uniform_values, kernel.chunk_uniforms, kernel.err_dirty = {}, None, True
     kernel.uniform_owner = None
     gl.GL.bound_buffers = None
-
-
-def _run_once(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict):
-    """One chunk, one dispatch: (error slot, the chunk's read-back, outputs)."""
-    writes = _shared_writes(ctx, kernel, call, plan) + _chunk_writes(ctx, kernel, call, chunk)
-    err = _dispatch(ctx, kernel, chunk, uniforms, writes)
-    return err, _read_chunk(kernel, call, chunk), _read_outputs(kernel, call, plan)
-
-
-def _run_all(kernel, call: _Call, plan: Plan, uniforms: dict, progress) -> Solution:
-    """Every chunk and dispatch of a run, from the caller's thread: one trip each."""
-    bound = call.bound
-    history = _history_plan(bound)
-    saved = [None] * len(history) if history else None
-    outputs: dict = {}
-    for ci, chunk in enumerate(plan.chunks):
-        pacer = Pacer(chunk.first, plan.cap)
-        first = True
-        for s0, s1 in segments(bound.steps, pacer, history):   # saved steps end one
-            uniforms.update(_segment(s0, s1, bound.steps))
-            save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
-            end = s1 == bound.steps         # the chunk's last dispatch: read it back
-            what = (ci == 0 and first, first, save, end, end and ci == len(plan.chunks) - 1)
-            began = time.perf_counter()
-            err, state, raw, out = gl.call(_trip, kernel, call, plan, chunk, uniforms, what)
-            pacer.record(s1 - s0, time.perf_counter() - began)
-            first = False
-            COUNTERS.add("dispatches")
-            _raise_error(err, call)
-            if save:
-                m = history.index(s1)
-                if saved[m] is None:
-                    saved[m] = np.zeros((call.n_states, call.n), call.bound.dtype)
-                saved[m][:, chunk.a:chunk.b] = state
-            if end:
-                _absorb(call, chunk, raw)
-                outputs = out if out is not None else outputs
-            if progress is not None and s1 > s0 and s1 < bound.steps:
-                _report(kernel, progress, (ci * bound.steps + s1) // len(plan.chunks),
-                        bound.steps)
-    sol = _solution(call, call.deposits if call.deposits is not None else outputs)
-    if history:
-        sol.history = np.stack([_pack(call, h) for h in saved])
-        dt = bound.dtype.type
-        sol.times = (dt(bound.t0) + np.asarray(history).astype(bound.dtype) * dt(bound.dt)
-                     ).astype(bound.dtype)
-    return sol
-
-
-def _trip(ctx, kernel, call: _Call, plan: Plan, chunk: Chunk, uniforms: dict, what: tuple):
-    """One dispatch of a longer run on the GL thread; ``what`` says which of the run's
-    first writes, chunk writes, history read, chunk read-back and outputs read it does."""
-    shared, fresh, save, end, last = what
-    writes = _shared_writes(ctx, kernel, call, plan) if shared else []
-    if fresh:
-        writes += _chunk_writes(ctx, kernel, call, chunk)
-    err = _dispatch(ctx, kernel, chunk, uniforms, writes)
-    state = _read_state(kernel, call, chunk.b - chunk.a) if save else None
-    raw = _read_chunk(kernel, call, chunk) if end else None
-    return err, state, raw, _read_outputs(kernel, call, plan) if last else None
 
 
 # Buffers are made (or grown) first and written just before the dispatch: on llvmpipe,
@@ -374,9 +332,5 @@ def _raise_error(err: np.ndarray, call: _Call) -> None:
 
 
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
-    """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new writable array
-    (``state`` may be a read-only view of what the driver returned)."""
-    grid = call.bound.grid_shape
-    if call.n_states == 1:
-        return state.reshape(grid).copy()
-    return np.ascontiguousarray(state.T).reshape(grid + (call.n_states,))
+    """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new array."""
+    return fixed.pack(state, call.bound.grid_shape)

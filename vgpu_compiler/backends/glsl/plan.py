@@ -6,8 +6,8 @@ Two kinds of splitting keep every dispatch within the driver's limits:
   workgroups would exceed the workgroup-count limit, runs as several chunks of
   whole basins (rows of basins along the first grid axis), one after another;
 - steps: a long integration runs as several dispatches of bounded length; the
-  first dispatch of a chunk gets a fixed budget of work (then execute.py paces
-  them by time), and on a software renderer no dispatch may run more steps than
+  first dispatch of a chunk gets a fixed budget of work (then runtime/fixed.py
+  paces them by time), and on a software renderer no dispatch may run more steps than
   its loop limiter allows (``loop_cap``).
 
 A kernel has fixed shapes, so everything here depends only on the kernel, the
@@ -149,10 +149,15 @@ def plan_for(kernel, bound: Bound, history: int = 0) -> Plan:
         plan = _make(kernel, bound, *limits)
         kernel.plans[limits] = plan
     if history:
-        block = limits[0] or gl.device_info().get("max_block", 1 << 27)
+        block = plan_block()
         if max(c.b - c.a for c in plan.chunks) * history > block:
             plan = _make(kernel, bound, *limits, history=history)
     return plan
+
+
+def plan_block() -> int:
+    """The largest storage block in force: the limit's, else the driver's."""
+    return _in_force[0][0] or gl.device_info().get("max_block", 1 << 27)
 
 
 def _make(kernel, bound: Bound, max_block: int, work: int, max_steps: int,

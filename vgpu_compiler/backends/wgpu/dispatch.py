@@ -1,12 +1,13 @@
 """One wgpu dispatch and its read-backs, and what the host makes of them: the uniform
 buffer's bytes, the states in the grid's layout, the error slot as an exception.
-runner.py (fixed steps), fast.py (a signature's one-dispatch call) and
-adaptive_run.py (adaptive methods, save_at) dispatch through here."""
+runner.Target (the fixed-step and adaptive drivers'), fast.py (a signature's
+one-dispatch call) and the sessions dispatch through here."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...call.bound import Bound
+from ...call.session import pack_states
 from ...call.interrupt import held
 from ..shader.faults import NO_ERROR, raise_error as _raise_error
 
@@ -66,15 +67,9 @@ def _read(kernel, queue, enc, reads) -> list:
     return [raw[off:off + size] for (_, size), off in zip(reads, offsets)]
 
 
-def _states(raw: bytes, n_states: int, count: int) -> np.ndarray:
-    return np.frombuffer(raw, np.float32).reshape(n_states, count)
-
-
 def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
-    grid = bound.grid_shape
-    if state.shape[0] == 1:
-        return state.reshape(grid).copy()
-    return np.ascontiguousarray(state.T).reshape(grid + (state.shape[0],))
+    """(n_states, N) -> the grid's layout (call/session.pack_states)."""
+    return pack_states(state, bound.grid_shape)
 
 
 def _initial(bound: Bound) -> np.ndarray | None:

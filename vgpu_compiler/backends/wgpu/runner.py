@@ -9,10 +9,11 @@ per-trajectory params, reduction strategy, this code and templates, and the
 adapter (vendor, device, driver, backend type).
 
 Splitting is GLSL's: an ensemble larger than a storage binding or the workgroup
-count runs in chunks (whole rows of basins); a long integration runs in
-dispatches paced to about 0.2 s each, capped on a CPU adapter by the loop limiter
-of llvmpipe's code generator (lavapipe): at most 65535 loop iterations per
-invocation and dispatch. Every saved step ends a dispatch.
+count runs in chunks (whole rows of basins, ``_chunks``); a long integration runs in
+dispatches paced by runtime/fixed.py's driver (on ``Target``, this kernel's side of
+it, shared with the adaptive driver), capped on a CPU adapter by the loop limiter of
+llvmpipe's code generator (lavapipe): at most 65535 loop iterations per invocation
+and dispatch (``_loop_cap``).
 """
 from __future__ import annotations
 
@@ -21,14 +22,13 @@ import functools
 import hashlib
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ... import spelling as S
 from ...errors import BackendError
-from ...call.bound import Bound, Solution, saved_steps
+from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...call.lru import LRU
 from ...ir.dump import dump
@@ -40,9 +40,9 @@ from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK
 from .fast import OneDispatch
-from ...runtime import pacing
+from ...runtime import fixed, pacing
 from ...runtime.progress import Nesting
-from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error, _states
+from .dispatch import _dispatch, _initial, _pack_uniforms, _raise_error, _read
 
 LOOP_LIMIT = 65535
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
@@ -323,7 +323,6 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
 
 
 _here = Nesting()               # the kernels whose run's progress callback this thread is in
-_report = _here.report          # progress between dispatches (a nested call: a private copy)
 
 
 def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
@@ -418,86 +417,97 @@ def _uniform_values(kernel: Kernel, bound: Bound):
 
 
 def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
-    d = dev.get()
-    device, queue, meta = d.device, d.device.queue, kernel.meta
-    f, n, dtype = bound.field, bound.n_trajectories, np.dtype(np.float32)
-    n_states = len(f.states)
-    state = _initial(bound)
-    out_state = np.zeros((n_states, n), dtype)
-    taken = np.full(n, bound.steps, np.int32)
-    pt = [p.name for p in f.params if p.name in bound.per_trajectory]
-    history = saved_steps(bound.steps, bound.save_every) if bound.save_every else None
-    saved = [np.zeros((n_states, n), dtype) for _ in history] if history else None
-    values, put = _setup(kernel, bound)
-    cap = _loop_cap(meta)
-    outputs: dict = {}
-    out_sizes = {b["array"]: 4 * int(np.prod(bound.output_shapes[b["array"]]))
-                 for b in meta["buffers"] if b["role"] == "output"}
-    stages = len(step_program(f.solver.tableau).stages)
-    aim = pacing.target(dev.software())
-    row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
-    chunks = _chunks(kernel, bound)
-    for ci, (a, b) in enumerate(chunks):
-        count = b - a
-        put("u_count", count)
+    """A fixed-step run of ``bound`` on ``kernel``: runtime/fixed.py's driver on a Target."""
+    target = Target(kernel, bound)
+    target.layout = fixed.layout(bound, kernel.meta)
+    target.cap = cap = _loop_cap(kernel.meta)
+    target.chunks = _chunks(kernel, bound)
+    stages = len(step_program(bound.field.solver.tableau).stages)
+    target.first = lambda ci: _first_steps(target.chunks[ci][1] - target.chunks[ci][0],
+                                           stages, cap)
+    return fixed.solution(bound, fixed.run(target, progress))
+
+
+class Target:
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a wgpu kernel: a
+    run's inputs written and outputs zeroed once, a chunk's states and params at its
+    start, a dispatch and its read-backs one command buffer and one mapping
+    (dispatch.py), the uniforms packed into the kernel's uniform buffer. The caller sets
+    ``layout``, ``chunks``, ``cap`` and ``first`` (_execute; adaptive_run._Target)."""
+
+    nesting = None              # (_here: set below)
+
+    def __init__(self, kernel: Kernel, bound: Bound):
+        self.kernel, self.bound, meta = kernel, bound, kernel.meta
+        self.state = _initial(bound)
+        self.values, self.put = _setup(kernel, bound)
+        self.aim = pacing.target(dev.software())
+        self.outputs = [(x["name"], x["array"], 4 * int(np.prod(bound.output_shapes[x["array"]])))
+                        for x in meta["buffers"] if x["role"] == "output"]
+        self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
+        self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+        self.groups = None
+
+    @property
+    def block(self) -> int:
+        """The largest storage buffer (a history's buffer is at most that)."""
+        return dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
+
+    def begin(self, ci: int, sizes: dict, writes: list) -> None:
+        (a, b), kernel, bound, meta = self.chunks[ci], self.kernel, self.bound, self.kernel.meta
+        count, n_states, queue = b - a, len(bound.field.states), dev.get().device.queue
+        self.put("u_count", count)
         # the chunk's place in the whole grid (a window of it: call/window.py): rows with a
         # basin, trajectories without
-        put("u_origin", a // row + bound.origin if meta["has_basin"]
-            else a + bound.first_trajectory)
+        self.put("u_origin", a // self.row + bound.origin if meta["has_basin"]
+                 else a + bound.first_trajectory)
         buf = kernel.ensure("b_state", n_states * count * 4)
-        if state is not None:
-            queue.write_buffer(buf, 0, np.ascontiguousarray(state[:, a:b]).tobytes())
+        if self.state is not None:
+            queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
         if meta["uses_init"]:
             kernel.ensure("b_init", n_states * count * 4)
-        if meta["collapse"]:
-            kernel.ensure("b_steps", 2 * count * 4)
-        if pt:
-            p = np.stack([np.asarray(bound.params[name], dtype).reshape(n)[a:b] for name in pt])
+        if self.pt:
+            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(-1)[a:b]
+                          for name in self.pt])
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
-        group, groups = kernel.bind_group(), _groups(kernel, bound, a, b)
-        pacer = pacing.Pacer(_first_steps(count, stages, cap), cap, aim)
-        for s0, s1 in pacing.segments(bound.steps, pacer, history):    # saved steps end one
-            put("u_step0", s0)
-            put("u_nsteps", s1 - s0)
-            put("u_final", int(s1 == bound.steps and (s1 > s0 or bound.steps == 0)))
-            packed = _pack_uniforms(kernel, values)
-            began = time.perf_counter()
-            end = s1 == bound.steps
-            save = bool(history) and s1 in history and (s1 > s0 or s1 == 0)
-            reads = [(kernel.buffers["b_err"], 16)]
-            if save or end:
-                reads.append((buf, n_states * count * 4))
-            if end and meta["collapse"]:
-                reads.append((kernel.buffers["b_steps"], count * 4))
-            if end and ci == len(chunks) - 1:
-                reads += [(kernel.buffers[b["name"]], out_sizes[b["array"]])
-                          for b in meta["buffers"] if b["role"] == "output"]
-            with d.lock:
-                got = _dispatch(kernel, device, queue, packed, group, groups, reads)
-            e = np.frombuffer(got[0], np.uint32)
-            COUNTERS.add("dispatches")
-            pacer.record(s1 - s0, time.perf_counter() - began)
-            _raise_error(e, meta, bound)
-            if save:
-                saved[history.index(s1)][:, a:b] = _states(got[1], n_states, count)
-            if end:
-                out_state[:, a:b] = _states(got[1], n_states, count)
-                if meta["collapse"]:
-                    taken[a:b] = np.frombuffer(got[2], np.int32)
-                if ci == len(chunks) - 1:
-                    for x, raw in zip([b for b in meta["buffers"] if b["role"] == "output"],
-                                      got[2 + bool(meta["collapse"]):]):
-                        outputs[x["array"]] = np.frombuffer(raw, np.float32).reshape(
-                            bound.output_shapes[x["array"]]).copy()
-            if progress is not None and s1 > s0 and s1 < bound.steps:
-                _report(kernel, progress, (ci * bound.steps + s1) // len(chunks), bound.steps)
-    sol = Solution(states=_pack(out_state, bound), outputs=outputs,
-                   steps_taken=taken.reshape(bound.grid_shape))
-    if history:
-        sol.history = np.stack([_pack(h, bound) for h in saved])
-        sol.times = (np.float32(bound.t0) + np.asarray(history).astype(np.float32)
-                     * np.float32(bound.dt)).astype(np.float32)
-    return sol
+        for name, size in sizes.items():
+            kernel.ensure(name, size)
+        for name, data in writes:
+            queue.write_buffer(kernel.ensure(name, len(data)), 0, data)
+        self.groups = _groups(kernel, bound, a, b)
+
+    def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
+        kernel, d = self.kernel, dev.get()
+        for name, value in uniforms.items():
+            self.put(name, value)
+        for name, size in sizes.items():
+            kernel.ensure(name, size)
+        bufs = [(kernel.ensure(name, len(data)), data) for name, data in writes]
+        group = kernel.bind_group()     # (the one of begin, unless a buffer grew)
+        packed = _pack_uniforms(kernel, self.values)
+        with d.lock:
+            for buf, data in bufs:
+                d.device.queue.write_buffer(buf, 0, data)
+            got = _dispatch(kernel, d.device, d.device.queue, packed, group, self.groups,
+                            [(kernel.buffers["b_err"], 16)]
+                            + [(kernel.buffers[r[0]], r[1]) for r in reads])
+        for k, r in enumerate(reads, 1):    # (name, bytes, (array, offset)): copied into it
+            if len(r) == 3:
+                memoryview(r[2][0]).cast("B")[r[2][1]:r[2][1] + r[1]] = got[k]
+                got[k] = b""
+        return got
+
+    def check(self, err: bytes) -> None:
+        _raise_error(np.frombuffer(err, np.uint32), self.kernel.meta, self.bound)
+
+    def read(self, reads: list) -> list:
+        d = dev.get()
+        with d.lock:
+            return _read(self.kernel, d.device.queue, d.device.create_command_encoder(),
+                         [(self.kernel.buffers[name], size) for name, size in reads])
+
+
+Target.nesting = _here
 
 
 # --- cache management ----------------------------------------------------------------------
