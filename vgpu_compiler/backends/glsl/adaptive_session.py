@@ -30,9 +30,8 @@ from .adaptive_run import _attempt_cap
 from .execute import (_accumulate, _call_uniforms, _chunk_writes, _dispatch, _forget,
                       _prepare, _raise_error, _read_chunk, _read_outputs, _shared_writes)
 from ...runtime.pacing import Pacer
-from .kernel_cache import GpuKernel
 from .plan import plan_for
-from .session import _release
+from .session import _release, private_kernel
 
 
 class AdaptiveSession:
@@ -45,13 +44,7 @@ class AdaptiveSession:
             raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
         bound = host.kernel_field(prepared.bound(data), session=True)   # (save code)
         found = lookup.kernel_of_call(bound)
-        base = found.base
-        k = GpuKernel(base.key, base.source, found.meta)
-        k.disk_key, k.dtype = base.disk_key, base.dtype
-        try:
-            gl.call(k.compile)
-        except gl.NoContext as exc:
-            raise BackendError(f"no OpenGL context: {exc}") from None
+        k = private_kernel(found)
         self.kernel = k
         self._free = weakref.finalize(self, _release, k)
         self._free.atexit = False

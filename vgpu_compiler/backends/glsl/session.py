@@ -32,6 +32,19 @@ from . import lookup
 from ..shader import located as _located
 
 
+def private_kernel(found) -> GpuKernel:
+    """A session's own compiled copy of the kernel ``lookup.kernel_of_call`` found (its
+    buffers are the session's; the field's own error table)."""
+    base = found.base
+    k = GpuKernel(base.key, base.source, found.meta)
+    k.disk_key, k.dtype = base.disk_key, base.dtype
+    try:
+        gl.call(k.compile)
+    except gl.NoContext as exc:
+        raise BackendError(f"no OpenGL context: {exc}") from None
+    return k
+
+
 class Session:
     def __init__(self, prepared, data):
         t = prepared.template
@@ -41,13 +54,7 @@ class Session:
             raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
         bound = prepared.bound(data)
         found = lookup.kernel_of_call(bound)
-        base = found.base
-        k = GpuKernel(base.key, base.source, found.meta)     # the field's own error table
-        k.disk_key, k.dtype = base.disk_key, base.dtype
-        try:
-            gl.call(k.compile)
-        except gl.NoContext as exc:
-            raise BackendError(f"no OpenGL context: {exc}") from None
+        k = private_kernel(found)
         self.kernel = k
         self.aliased: dict = {}     # input buffer -> (the session whose buffer it is, name)
         self.borrowers = weakref.WeakSet()      # sessions whose inputs alias our buffers
@@ -385,14 +392,7 @@ class LocatedSession(_located.LocatedSession):
         if k is None:
             if not lookup.available():
                 raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
-            found = lookup.kernel_of_call(bound)
-            base = found.base
-            k = GpuKernel(base.key, base.source, found.meta)   # (as AdaptiveSession's)
-            k.disk_key, k.dtype = base.disk_key, base.dtype
-            try:
-                gl.call(k.compile)
-            except gl.NoContext as exc:
-                raise BackendError(f"no OpenGL context: {exc}") from None
+            k = private_kernel(lookup.kernel_of_call(bound))
             self.kernel = k
             self._free = weakref.finalize(self, _release, k)
             self._free.atexit = False
