@@ -17,6 +17,11 @@ and the states, are the ones of the run without observers.
   (edge-triggered like ``when``: its value at a segment's start is the previous one),
   located on the step's continuous extension as an event is, without ending the step.
 
+A stiff method's field (``field.jacobian`` set) gets the hidden states' rows and
+columns of J (ir/jacobian.py ``with_quadratures``: ``de/dh`` for an integral, 0 for
+the rest, ``jacobian.trailing`` of them); the backends solve those rows after the
+states' LU (numpy/rosenbrock.py ``block_solve``), so the states' numbers are unchanged.
+
 The memo gives one lowered field per field object, so every kernel cache downstream
 hits.
 """

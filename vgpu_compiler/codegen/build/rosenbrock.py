@@ -26,6 +26,8 @@ counts their iterations (llvmpipe's loop limiter: PrintedRosenbrock.trips).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir.ops import Op
 from .. import ir
 from ..ir import BOOL, FLOAT, INT, Array, Assign, Block, If, Index, Let, Loop, Var, f, i
@@ -146,13 +148,14 @@ def solve(stage: int, n: int, m: int, ks, trailing: int = 0, lower=()) -> tuple:
         body.append(Loop(B.name, i(m), i(end), (product, *_substitute(n, m, B)), step=m,
                          comment="the sensitivity columns: A x_b = b_b - W_b0 x_0"))
     if end < n:
-        cols = dict(lower)
+        cols, rows = dict(lower), []
         for r in range(end, n):
             xr = Index(X, i(r))
-            body += [Assign(xr, ir.sub(xr, ir.mul(_w(i(r), i(c), n), Index(X, i(c)))))
+            rows += [Assign(xr, ir.sub(xr, ir.mul(_w(i(r), i(c), n), Index(X, i(c)))))
                      for c in cols.get(r, ())]
-            body.append(Assign(xr, ir.div(xr, _w(i(r), i(r), n)),
-                               comment="the observers' rows" if r == end else None))
+            rows.append(Assign(xr, ir.div(xr, _w(i(r), i(r), n))))
+        rows[0] = dataclasses.replace(rows[0], comment="the observers' rows")
+        body += rows
     body += [Assign(Var(k), Index(X, i(j))) for j, k in enumerate(ks)]
     return (Block(tuple(body), f"K_{stage}: W K = F + sum_j c_j K_j + dt d F_t "
                                "(swaps, forward, back)"),)
