@@ -147,6 +147,34 @@ def test_observer_kernels_compile_with_nvrtc(nvrtc, name, dtype, arch):
         assert _kernel_lines(text) == _kernel_lines(c_kernel.source(field, dtype)[0])
 
 
+STIFF_OBSERVING = """
+field lin {
+    param a = 1
+    state y1 = 1, y2 = 0
+    dy1/dt = -a * y1
+    dy2/dt = a * y1 - 1000 * y2 * (1 + 0.1 * sin(t))
+    observe area = integral(y2 * t)
+    observe bar = average(y1)
+    observe hi = peak(y2)
+    observe lo = trough(y1)
+    solve %s(t1 = 1, rtol = 1e-6, atol = 1e-8)
+}"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("method", ["rodas4", "rodas5p", "rosenbrock23"])
+def test_stiff_observer_kernels_compile_with_nvrtc(nvrtc, method, dtype):
+    """peak, trough, integral and average with a stiff method (the observers' rows of W
+    solved after the states'): the CUDA text compiles, and is the C text."""
+    from vgpu_compiler.ir import observers
+    text = STIFF_OBSERVING.replace("%s", method)
+    field = observers.lower(compile_program(text, "stiff.field").program.fields[0]).field
+    cuda = source.source(field, dtype)[0]
+    assert "the observers' rows" in cuda
+    assert len(nvrtc.compile(cuda, "sm_90", "stiff.cu")) > 1000
+    assert _kernel_lines(cuda) == _kernel_lines(c_kernel.source(field, dtype)[0])
+
+
 def test_a_fixed_step_methods_save_at_kernel_compiles(nvrtc):
     compile_all(nvrtc, "vanderpol", "float64", "sm_90", dense=True)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.errors import BackendError, CallError, DeclarationError, NameError_, \
+from vgpu_compiler.errors import BackendError, CallError, NameError_, \
     TypeError_
 
 BACKENDS = ("numpy", "cpu", "glsl", "wgpu")
@@ -1076,19 +1076,6 @@ def test_bad_observers_are_located_errors(body, kind, words, where):
     assert isinstance(err, kind), (type(err), str(err))
     assert words in str(err)
     assert where in str(err) and "^" in str(err)
-
-
-def test_observers_with_a_stiff_method_are_refused():
-    src = """
-field stiff {
-    state y = 1
-    dy/dt = -50 * y
-    observe m = peak(y)
-    solve rodas4(t1 = 1)
-}
-"""
-    with pytest.raises(DeclarationError, match="not available with the stiff method rodas4"):
-        vgpu.solve(src, backend="numpy", dims={"N": 2})
 
 
 # --- results out: to_xarray and vgpuc run's .npz ------------------------------------------

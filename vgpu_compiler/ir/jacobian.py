@@ -38,6 +38,10 @@ class Jacobian:
     states: tuple[str, ...]
     matrix: tuple[tuple[Expr, ...], ...]    # matrix[i][j] = dF_i / d(state j)
     time: tuple[Expr, ...] | None           # dF_i / dt; None: no derivative reads t
+    # the last ``trailing`` rows are observers' (ir/observers.py: a quadrature's
+    # dq/dt = e(h, t), or 0): no row reads them (their columns are all 0), so a
+    # backend solves them after the states' (and sensitivities') blocks, row by row
+    trailing: int = 0
 
     @property
     def n(self) -> int:
@@ -68,6 +72,28 @@ def jacobian(states: tuple[str, ...], derivs: tuple[Expr, ...]) -> Jacobian:
     if any(depends(f, t) for f in derivs):
         time = tuple(derivative(f, t, piecewise=True) for f in derivs)
     return Jacobian(tuple(states), matrix, time)
+
+
+def with_quadratures(jac: Jacobian, states: tuple[str, ...], derivs: tuple[Expr, ...]
+                     ) -> Jacobian:
+    """``jac`` (of the first ``jac.n`` of ``states``) with the rows and columns of the
+    states after them, whose derivatives ``derivs`` (one each) read no such state: the
+    old rows get 0 in the new columns, a new row is ``d(deriv)/dh`` over every state
+    (0 in the new columns) and, when some derivative reads ``t``, dF/dt gets its
+    entries (0 for the old rows when they had none)."""
+    syms = [Sym(SymKind.STATE, name, Type.FLOAT) for name in states]
+    t = Sym(SymKind.TIME, "t", Type.FLOAT)
+    zero = Const(0.0, Type.FLOAT)
+    more = len(states) - jac.n
+    with interning():
+        rows = tuple(row + (zero,) * more for row in jac.matrix)
+        rows += tuple(tuple(derivative(f, x, piecewise=True) for x in syms[:jac.n])
+                      + (zero,) * more for f in derivs)
+        time = jac.time
+        if time is not None or any(depends(f, t) for f in derivs):
+            time = (time or (zero,) * jac.n) + tuple(
+                derivative(f, t, piecewise=True) for f in derivs)
+    return Jacobian(tuple(states), rows, time, jac.trailing + more)
 
 
 def with_jacobian(field: Field) -> Field:

@@ -17,6 +17,11 @@ and the states, are the ones of the run without observers.
   (edge-triggered like ``when``: its value at a segment's start is the previous one),
   located on the step's continuous extension as an event is, without ending the step.
 
+A stiff method's field (``field.jacobian`` set) gets the hidden states' rows and
+columns of J (ir/jacobian.py ``with_quadratures``: ``de/dh`` for an integral, 0 for
+the rest, ``jacobian.trailing`` of them); the backends solve those rows after the
+states' LU (numpy/rosenbrock.py ``block_solve``), so the states' numbers are unchanged.
+
 The memo gives one lowered field per field object, so every kernel cache downstream
 hits.
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from ..errors import DeclarationError
+from .jacobian import with_quadratures
 from .names import taken_names, unique
 from .nodes import Const, Expr, Field, State
 from .ops import Type
@@ -68,12 +73,6 @@ def lower(field: Field) -> Lowered:
 
 
 def _lower(field: Field) -> Lowered:
-    if field.jacobian is not None:
-        bad = field.observers[0]
-        raise DeclarationError(
-            f"observer `{bad.name}`: observers are not available with the stiff method "
-            f"{field.solver.method} yet (their states would enter its implicit solve); use "
-            f"an explicit method (dopri5, tsit5, ...)", span=bad.span)
     taken = taken_names(field) | set(field.state_names) | {o.name for o in field.observers}
     base_n = len(field.states)
     states, derivs, rules = [], [], []
@@ -95,6 +94,9 @@ def _lower(field: Field) -> Lowered:
                       derivs=field.derivs + tuple(derivs), error_states=field.n_error,
                       noises=noises,
                       observer_rules=tuple(rules))
+    if field.jacobian is not None:      # a stiff method: the hidden states' rows of J
+        lowered = replace(lowered, jacobian=with_quadratures(
+            field.jacobian, lowered.state_names, tuple(derivs)))
     return Lowered(lowered, field, tuple(o.name for o in field.observers),
                    tuple(o.kind for o in field.observers), base_n)
 

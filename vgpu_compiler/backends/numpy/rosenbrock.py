@@ -22,7 +22,11 @@ StepProgram's Combinations over the K_s, as for an explicit pair.
 
 A field joined with its sensitivities (``field.error_states`` set) factors only its
 own states' ``W`` and solves the joined system block by block (``block_solve``), so
-its states are bit-identical to the call without sensitivities.
+its states are bit-identical to the call without sensitivities. A field with
+observers (ir/observers.py: hidden states after all of those, ``jacobian.trailing``
+rows) solves their rows last, by substitution with the states' K: an integral's
+``dq/dt = e`` is the method applied to the joined system with its exact Jacobian (W
+block lower triangular, ``W_qq = 1 / gamma``), the states' numbers untouched.
 
 The LU (``lu_factor``, ``lu_solve``) is written out here, not taken from a library,
 so that it is the algorithm a kernel prints: Doolittle elimination, in place, with
@@ -93,24 +97,30 @@ def lu_solve(lu: np.ndarray, piv: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def block_solve(w: np.ndarray, lu: np.ndarray, piv: np.ndarray, b: np.ndarray,
-                m: int) -> np.ndarray:
+                m: int, trailing: int = 0, lower: dict | None = None) -> np.ndarray:
     """The solution of ``W x = b`` for the W of a field joined with its sensitivities
-    (ir/sensitivity.py): block lower triangular, its m x m diagonal blocks all the
-    states' own ``A`` (factored once: ``lu, piv``), its first block column the
-    sensitivity rows' ``dW/dh``. ``x_0 = A^-1 b_0`` (the very numbers of the field
-    without sensitivities), then per column block c: ``x_c = A^-1 (b_c - W_c0 x_0)``,
-    the product's terms in increasing column order."""
+    (ir/sensitivity.py) or with observers (ir/observers.py): block lower triangular,
+    its m x m diagonal blocks all the states' own ``A`` (factored once: ``lu, piv``),
+    its first block column the sensitivity rows' ``dW/dh``. ``x_0 = A^-1 b_0`` (the
+    very numbers of the field without sensitivities or observers), then per column
+    block c: ``x_c = A^-1 (b_c - W_c0 x_0)``, the product's terms in increasing column
+    order. The rows after the blocks (an event's memory, then the ``trailing``
+    observers' rows) are W's lower triangle: ``x_i = (b_i - sum_j W_ij x_j) / W_ii``
+    over ``lower[i]``, the j < i where J_ij is not the constant 0, increasing."""
     x = np.empty_like(b)
     x[:m] = lu_solve(lu, piv, b[:m])
-    blocks = b.shape[0] // m
+    blocks = (b.shape[0] - trailing) // m
     for c in range(1, blocks):
         rows = slice(c * m, (c + 1) * m)
         r = np.array(b[rows], copy=True)
         for j in range(m):
             r -= w[rows, j] * x[j]
         x[rows] = lu_solve(lu, piv, r)
-    for i in range(blocks * m, b.shape[0]):     # states that do not move (an event's
-        x[i] = b[i] / w[i, i]                   # memory): W's row is its diagonal alone
+    for i in range(blocks * m, b.shape[0]):     # a memory's row is its diagonal alone;
+        r = b[i]                                # an integral's reads the states' x
+        for j in (lower or {}).get(i, ()):
+            r = r - w[i, j] * x[j]
+        x[i] = r / w[i, i]
     return x
 
 
@@ -128,6 +138,10 @@ class _Rosenbrock:
         jac = self.field.jacobian
         self.jac_nonzero = jac.nonzero()
         self.jac_roots = [jac.matrix[i][j] for i, j in self.jac_nonzero] + list(jac.time or ())
+        self.jac_lower: dict = {}           # the rows after the blocks: block_solve
+        for i, j in self.jac_nonzero:
+            if j < i:
+                self.jac_lower.setdefault(i, []).append(j)
 
     def jacobian_at(self, h: list, t, taken, mask) -> tuple[np.ndarray, list | None]:
         """J (shape ``(n, n) + layout``) and dF/dt (None when no derivative reads t) at
@@ -172,7 +186,8 @@ class _Rosenbrock:
                 if Ft is not None and self.d_t[s] != 0:
                     r = r + (use * self.d_t[s]) * Ft[i]
                 rhs[i] = r
-            k = lu_solve(lu, piv, rhs) if m == n else block_solve(w, lu, piv, rhs, m)
+            k = (lu_solve(lu, piv, rhs) if m == n else
+                 block_solve(w, lu, piv, rhs, m, self.field.jacobian.trailing, self.jac_lower))
             if frozen is not None and frozen.any():
                 k = np.where(frozen, d(0), k)
             ks.append([k[i] for i in range(n)])
@@ -197,6 +212,8 @@ class _RodasEventRun(_Rosenbrock, _AdaptiveEventRun):
 
 
 def run(bound: Bound, progress: Progress = None) -> Solution:
-    cls = _RodasEventRun if bound.field.events else _RodasRun
+    # step-end observers (peak, trough, first) run where events do (as runner.py's)
+    located = bool(bound.field.events or bound.field.observer_rules)
+    cls = _RodasEventRun if located else _RodasRun
     with np.errstate(all="ignore"):
         return cls(bound, progress).solve()

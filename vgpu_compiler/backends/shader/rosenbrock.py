@@ -35,7 +35,10 @@ the backends refuse them (numpy runs them). A field joined with its sensitivitie
 (``field.error_states``, ir/sensitivity.py) factors only the top-left ``m x m`` block
 (its own states' W) and solves each sensitivity column with it after subtracting its
 ``dW/dh`` product, as the reference's ``block_solve``: the states' numbers are those of
-the field without sensitivities.
+the field without sensitivities. A field's observers (ir/observers.py: ``jacobian.
+trailing`` rows after all those) are solved last, row by row, by substitution with
+the states' K (the reference's ``block_solve``): the states' numbers are those of the
+field without observers.
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ class RosenbrockParts:
     nonzero: tuple[tuple[int, int], ...]
     time: bool                          # some derivative reads t: dF/dt is used
     implicit: object                    # ir.step.Implicit: gamma, the c_sj, the d_s
+    trailing: int = 0                   # the observers' rows, after the blocks
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class PrintedRosenbrock:
     stage_k: tuple = ()                 # per stage: its k names (K_s is solved into them)
     nonzero: tuple = ()                 # J's nonzero entries (i, j) off the diagonal
     inv_gamma_value: float = 0.0        # 1 / gamma (the number: the IR prints it)
+    trailing: int = 0                   # the observers' rows (solved last, row by row)
+    lower: tuple = ()                   # their (i, (j, ...)): J_ij nonzero, j < i
     dialect: object = _field(default=None, compare=False, repr=False)
 
     @property
@@ -104,7 +110,7 @@ class PrintedRosenbrock:
         from ...codegen.build import rosenbrock as build
         from ...codegen.targets import printer
         rhs = "\n".join(f"{build.X}[{j}] = {x};" for j, x in enumerate(self.rhs[s]))
-        stmts = build.solve(s, self.n, self.m, self.stage_k[s])
+        stmts = build.solve(s, self.n, self.m, self.stage_k[s], self.trailing, self.lower)
         return printer(self.dialect, {"rhs": rhs}).text(stmts)
 
     @property
@@ -127,7 +133,7 @@ def extend(kernel: Kernel, field: Field) -> Kernel:
     block = Block(ctx=Context(state="y"), coupled=None, body=tuple(body), prefix="vg_tj_")
     return dataclasses.replace(kernel, rosenbrock=RosenbrockParts(
         n=n, m=field.n_error, jac=block, nonzero=nonzero, time=jac.time is not None,
-        implicit=step_program(field.solver.tableau).implicit))
+        implicit=step_program(field.solver.tableau).implicit, trailing=jac.trailing))
 
 
 def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRosenbrock:
@@ -153,7 +159,18 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
     return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos,
                              inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
                              time=parts.time, lu_trips=build.lu_trips(parts.m),
-                             solve_trips=build.solve_trips(n, parts.m),
+                             solve_trips=build.solve_trips(n, parts.m, parts.trailing),
+                             trailing=parts.trailing, lower=_lower(parts),
                              stage_k=tuple(tuple(ks) for ks in k.stage_k), dialect=dialect,
                              nonzero=tuple((i, j) for i, j in parts.nonzero if i != j),
                              inv_gamma_value=float(1 / imp.gamma))
+
+
+def _lower(parts: RosenbrockParts) -> tuple:
+    """The observers' rows' (i, (j, ...)): J_ij not the constant 0, j < i, increasing."""
+    start = parts.n - parts.trailing
+    rows: dict = {}
+    for i, j in parts.nonzero:
+        if i >= start and j < i:
+            rows.setdefault(i, []).append(j)
+    return tuple((i, tuple(js)) for i, js in sorted(rows.items()))

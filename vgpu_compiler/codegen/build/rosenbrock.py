@@ -17,13 +17,16 @@ operations this keeps):
   assigns ``vg_x``): the row swaps, forward substitution by columns and back
   substitution by columns from the last; with sensitivity columns (``m < n``, the
   reference's ``block_solve``) each block of ``m`` after the first subtracts its
-  ``W_b0 x_0`` product, then is solved with the same LU; ``K_s`` (the stage's k names)
-  is then read back from ``vg_x``.
+  ``W_b0 x_0`` product, then is solved with the same LU; observers' rows after them
+  (``trailing``) by substitution, row by row; ``K_s`` (the stage's k names) is then
+  read back from ``vg_x``.
 
 The loops' bounds are the block's size, known when the kernel is printed; ``trips``
 counts their iterations (llvmpipe's loop limiter: PrintedRosenbrock.trips).
 """
 from __future__ import annotations
+
+import dataclasses
 
 from ...ir.ops import Op
 from .. import ir
@@ -124,17 +127,35 @@ def _substitute(n: int, m: int, base=None) -> tuple:
             Loop(R.name, i(0), C, (minus(R),))), step=-1))
 
 
-def solve(stage: int, n: int, m: int, ks) -> tuple:
+def _blocks_end(n: int, m: int, trailing: int) -> int:
+    """The rows the LU's blocks cover (the states', then each sensitivity block)."""
+    return (n - trailing) // m * m
+
+
+def solve(stage: int, n: int, m: int, ks, trailing: int = 0, lower=()) -> tuple:
     """Stage ``stage``'s solve; ``ks``: its k names (K_s is written there). The splice
-    ``rhs`` assigns the right-hand side to vg_x."""
+    ``rhs`` assigns the right-hand side to vg_x. ``trailing``: the last rows, observers'
+    (ir/observers.py), solved after the blocks by substitution as the reference's
+    ``block_solve``: ``x_i = (b_i - W_ij x_j - ...) / W_ii`` over ``lower``'s
+    ``(i, (j, ...))``, the j where J_ij is not the constant 0, increasing."""
     body = [ir.Splice("rhs"), *_substitute(n, m)]
-    if m < n:
+    end = _blocks_end(n, m, trailing)
+    if m < end:
         xb = Index(X, ir.add(B, R))
         product = Loop(R.name, i(0), i(m), (Loop(J.name, i(0), i(m), (
             Assign(xb, ir.sub(xb, ir.mul(Index(W, ir.add(ir.mul(ir.add(B, R), i(n)), J)),
                                          Index(X, J)))),)),))
-        body.append(Loop(B.name, i(m), i(n), (product, *_substitute(n, m, B)), step=m,
+        body.append(Loop(B.name, i(m), i(end), (product, *_substitute(n, m, B)), step=m,
                          comment="the sensitivity columns: A x_b = b_b - W_b0 x_0"))
+    if end < n:
+        cols, rows = dict(lower), []
+        for r in range(end, n):
+            xr = Index(X, i(r))
+            rows += [Assign(xr, ir.sub(xr, ir.mul(_w(i(r), i(c), n), Index(X, i(c)))))
+                     for c in cols.get(r, ())]
+            rows.append(Assign(xr, ir.div(xr, _w(i(r), i(r), n))))
+        rows[0] = dataclasses.replace(rows[0], comment="the observers' rows")
+        body += rows
     body += [Assign(Var(k), Index(X, i(j))) for j, k in enumerate(ks)]
     return (Block(tuple(body), f"K_{stage}: W K = F + sum_j c_j K_j + dt d F_t "
                                "(swaps, forward, back)"),)
@@ -146,10 +167,11 @@ def lu_trips(m: int) -> int:
     return sum(1 + (m - 1 - c) + m + (m - 1 - c) * (1 + (m - 1 - c)) for c in range(m))
 
 
-def solve_trips(n: int, m: int) -> int:
+def solve_trips(n: int, m: int, trailing: int = 0) -> int:
     """... of one ``solve``: the swaps, forward and back; each sensitivity block's
-    product and its own substitution."""
+    product and its own substitution (the observers' rows: no loop)."""
     sv = m + sum(1 + (m - 1 - c) for c in range(m)) * 2
-    if m < n:
-        sv += (n // m - 1) * (1 + m * (1 + m) + sv)
+    end = _blocks_end(n, m, trailing)
+    if m < end:
+        sv += (end // m - 1) * (1 + m * (1 + m) + sv)
     return sv
