@@ -202,7 +202,18 @@ class Function:
     comment: str | None = None
 
 
-Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function]
+@dataclass(frozen=True)
+class While:
+    """``while (cond) { body }``: a loop whose trip count is the data's (a helper's
+    exponent bits, its digits of long division); ``comment``: a note at the end of the
+    header line."""
+    cond: Expr
+    body: tuple
+    comment: str | None = None
+
+
+Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
+             While]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -301,6 +312,10 @@ def names(stmts) -> set[str]:
             expr(s.call)
         elif isinstance(s, Return) and s.value is not None:
             expr(s.value)
+        elif isinstance(s, While):
+            expr(s.cond)
+            for x in s.body:
+                stmt(x)
 
     for s in stmts:
         stmt(s)

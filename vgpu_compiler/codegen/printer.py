@@ -186,6 +186,10 @@ class Printer:
             text = str(self.splices.get(s.name, ""))
             if text.strip():
                 out.extend(_reindent(text, n))
+        elif isinstance(s, ir.While):
+            out.append(f"{pad}while ({self.expr(s.cond)}) {{" + _note(s.comment))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
         else:
             raise TypeError(f"not a statement of codegen.ir: {s!r}")
 
