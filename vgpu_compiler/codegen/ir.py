@@ -25,6 +25,7 @@ FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float
 # be a 64-bit lane holding a word, codegen/mathlib.word_add), their 64-bit products (C only),
 # and a uint literal printed in hex
 WORD, U64, HEX = "word", "u64", "hex"
+F64 = "f64"     # a double where the target has one (``"f64" in Target.types``)
 
 
 # --- expressions ---------------------------------------------------------------------
@@ -65,6 +66,7 @@ class Bit(Enum):
     OR = "or"
     XOR = "xor"
     SHR = "shr"             # a word shifted right (its right operand a uint literal)
+    SHL = "shl"             # ... and left (a helper's exponent bits)
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,7 @@ def band(*xs): return _fold(Bit.AND, xs)
 def bor(*xs): return _fold(Bit.OR, xs)
 def bxor(*xs): return _fold(Bit.XOR, xs)
 def shr(a, n: int): return Bits(Bit.SHR, a, Lit(n, UINT))
+def shl(a, n: int): return Bits(Bit.SHL, a, Lit(n, UINT))
 def u(value: int) -> Lit: return Lit(int(value), UINT)
 def hexu(value: int) -> Lit: return Lit(int(value), HEX)
 
