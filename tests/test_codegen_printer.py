@@ -469,3 +469,61 @@ def test_functions_and_words_in_each_spelling():
     assert c.lines((M.word_add(C_FLOAT32, a, ir.hexu(1)),)) == \
         ["a = ((vg_word)((a + 0x00000001u) & 0xFFFFFFFFu));"]
     assert glsl.lines((M.word_add(GLSL_FLOAT32, a, ir.hexu(1)),)) == ["a += 0x00000001u;"]
+
+
+def _bits_function():
+    """A function with a while loop: the number of set bits of a uint (ir.While)."""
+    m, c = Var("m"), Var("c")
+    return ir.Function("vg_bits", ((ir.UINT, "x"),), INT, (
+        ir.Let("m", ir.UINT, Var("x"), mutable=True),
+        ir.Let("c", INT, i(0), mutable=True),
+        ir.While(ir.ne(m, ir.u(0)), (
+            ir.If(ir.ne(ir.band(m, ir.u(1)), ir.u(0)), (ir.Assign(c, i(1), Op.ADD),)),
+            ir.Assign(m, ir.shr(m, 1))), comment="one bit a trip"),
+        ir.Return(c)))
+
+
+def test_a_while_loop_in_each_spelling(cpu, tmp_path):
+    """ir.While prints as one ``while`` in the three languages (the C-style skeleton is
+    one), validates as GLSL and compiles and runs as C: its trip count is the data's."""
+    from vgpu_compiler.backends.cpu import toolchain
+    fn = _bits_function()
+    body = ["    while (m != 0u) {  // one bit a trip",
+            "        if ((m & 1u) != 0u) {", "            c += 1;", "        }",
+            "        m = m >> 1u;", "    }", "    return c;", "}"]
+    want = {"glsl": ["int vg_bits(uint x) {", "    uint m = x;", "    int c = 0;", *body],
+            "wgsl": ["fn vg_bits(x: u32) -> i32 {", "    var m: u32 = x;", "    var c: i32 = 0;",
+                     *body],
+            "c": ["static inline int vg_bits(unsigned x) {", "    unsigned m = x;",
+                  "    int c = 0;", *body]}
+    for lang, t in DIALECTS.items():
+        assert printer(t).lines((fn,)) == want[lang], lang
+    assert {"m", "c", "x"} <= ir.names((fn,))
+    src = tmp_path / "w.comp"
+    src.write_text("#version 450\nlayout(local_size_x = 1) in;\n"
+                   "layout(std430, binding = 0) buffer B { int v[]; } b;\n"
+                   + printer(GLSL_FLOAT32).text((fn,))
+                   + "\nvoid main() { b.v[0] = vg_bits(uint(b.v[1])); }\n")
+    run = subprocess.run([find_validator(), "-S", "comp", str(src)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    csrc = tmp_path / "w.c"
+    csrc.write_text("#include <stdio.h>\n" + printer(C_FLOAT32).text((fn,)) + "\n"
+                    "int main(void) { unsigned x; while (scanf(\"%u\", &x) == 1) "
+                    "printf(\"%d\\n\", vg_bits(x)); return 0; }\n")
+    exe = tmp_path / "w"
+    build = subprocess.run([toolchain.compiler(), "-O2", "-Wall", "-Werror", "-o", str(exe),
+                            str(csrc)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    xs = [0, 1, 2, 3, 255, 0x80000000, 0xFFFFFFFF, 12345]
+    run = subprocess.run([str(exe)], input=" ".join(map(str, xs)), capture_output=True,
+                         text=True)
+    assert [int(v) for v in run.stdout.split()] == [bin(x).count("1") for x in xs]
+
+
+def test_a_while_loop_validates_as_wgsl(wgpu):
+    from vgpu_compiler.backends.wgpu import device
+    code = (printer(WGSL).text((_bits_function(),))
+            + "\n@group(0) @binding(0) var<storage, read_write> b: array<i32>;\n"
+            "@compute @workgroup_size(1)\nfn main() { b[0] = vg_bits(u32(b[1])); }\n")
+    device.get().device.create_shader_module(code=code)

@@ -66,13 +66,12 @@ float vg_max(float a, float b) {
 // exp(x) * 2^s with one rounding, for |x| < 104 (Cephes expf: x = k ln2 + r, a polynomial
 // for exp(r), then 2^(k + s) in two exact factors, so subnormal results round once).
 float vg_exps(float x, int s) {
-    float k = floor(1.44269504088896341 * x + 0.5);
-    float r = (x - k * 0.693359375) - k * -2.12194440e-4;
-    float p = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
-        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+    float k = floor(1.442695 * x + 0.5);
+    float r = x - k * 0.6933594 - k * (-0.00021219444);
+    float p = (((((0.00019875691 * r + 0.0013981999) * r + 0.008333452) * r + 0.041665796) * r + 0.16666666) * r + 0.5) * (r * r) + r + 1.0;
     int n = int(k) + s;
     int h = n / 2;
-    return (p * uintBitsToFloat(uint(h + 127) << 23)) * uintBitsToFloat(uint(n - h + 127) << 23);
+    return p * uintBitsToFloat(uint(h + 127) << 23u) * uintBitsToFloat(uint((n - h) + 127) << 23u);
 }
 
 // exp to 1 ulp with subnormal results (the driver's is 3e-6 off for large |x| and flushes

@@ -79,34 +79,25 @@ fn vg_inf() -> f32 {
 }
 
 fn vg_max(a: f32, b: f32) -> f32 {
-    if (vg_isnan(a) || vg_isnan(b)) {
-        return vg_nan();
-    }
-    return max(a, b);
+    return select(max(a, b), vg_nan(), vg_isnan(a) || vg_isnan(b));
 }
 
 // exp(x) * 2^s with one rounding, for |x| < 104 (Cephes expf: x = k ln2 + r, a polynomial
 // for exp(r), then 2^(k + s) in two exact factors, so subnormal results round once).
 fn vg_exps(x: f32, s: i32) -> f32 {
-    let k: f32 = floor(1.44269504088896341 * x + 0.5);
-    let r: f32 = (x - k * 0.693359375) - k * -2.12194440e-4;
-    let p: f32 = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
-        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+    let k: f32 = floor(1.442695 * x + 0.5);
+    let r: f32 = x - k * 0.6933594 - k * (-0.00021219444);
+    let p: f32 = (((((0.00019875691 * r + 0.0013981999) * r + 0.008333452) * r + 0.041665796) * r + 0.16666666) * r + 0.5) * (r * r) + r + 1.0;
     let n: i32 = i32(k) + s;
     let h: i32 = n / 2;
-    return (p * bitcast<f32>(u32(h + 127) << 23u)) * bitcast<f32>(u32(n - h + 127) << 23u);
+    return p * bitcast<f32>(u32(h + 127) << 23u) * bitcast<f32>(u32((n - h) + 127) << 23u);
 }
 
-// exp to 1 ulp with subnormal results.
+// exp to 1 ulp with subnormal results (the driver's is 3e-6 off for large |x| and flushes
+// subnormals to 0).
 fn vg_exp(x: f32) -> f32 {
     if (!(abs(x) < 104.0)) {
-        if (x > 0.0) {
-            return vg_inf();
-        }
-        if (x < 0.0) {
-            return 0.0;
-        }
-        return x;
+        return select(select(x, 0.0, x < 0.0), vg_inf(), x > 0.0);
     }
     return vg_exps(x, 0);
 }

@@ -151,34 +151,35 @@ static inline int vg_toint(float x) {
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
-// 0 ^ -n = inf, x ^ 0 = 1). In float32 |n| is rounded to 24 bits first (a float32 exponent).
+// 0 ^ -n = inf, x ^ 0 = 1): float32 results are correctly rounded but for rare ties. The
+// exponent is a float of the working dtype: in float32 |n| is rounded to 24 bits first.
 static inline float vg_powi(float x, int n) {
-    unsigned m = n < 0 ? 0u - (unsigned)n : (unsigned)n;
+    unsigned m = (n < 0) ? 0u - ((unsigned)(n)) : ((unsigned)(n));
     if (m > 16777216u) {
-        m = (unsigned)(float)m;
+        m = ((unsigned)(((float)(m))));
     }
     double r = 1.0;
-    double b = (double)x;
+    double b = ((double)(x));
     if (__builtin_constant_p(m) && m < 256u) {
         // a literal exponent (x^3): a fixed count of the same steps, which the compiler
         // unrolls and folds, so that the lane loop around it still vectorises
         for (int i = 0; i < 8; i++) {
-            if (m & 1u) {
+            if ((m & 1u) != 0u) {
                 r *= b;
             }
             b *= b;
-            m >>= 1;
+            m = m >> 1u;
         }
     } else {
         while (m != 0u) {
-            if (m & 1u) {
+            if ((m & 1u) != 0u) {
                 r *= b;
             }
             b *= b;
-            m >>= 1;
+            m = m >> 1u;
         }
     }
-    return (float)((n < 0) ? 1.0 / r : r);
+    return ((float)((n < 0) ? 1.0 / r : r));
 }
 
 // x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar 0.5).
@@ -191,31 +192,31 @@ static inline float vg_pow(float x, float y) {
 
 // Float // as numpy's floor_divide (npy_divmod): floor of (a - fmod(a, b)) / b, snapped.
 static inline float vg_floordiv(float a, float b) {
-    if (b == 0) {
+    if (b == 0.0f) {
         return a / b;
     }
-    float m = (float)fmod((double)a, (double)b);
+    const float m = ((float)fmod((double)(a), (double)(b)));
     float d = (a - m) / b;
-    if (m != 0 && ((b < 0) != (m < 0))) {
-        d -= 1;
+    if (m != 0.0f && (b < 0.0f) != (m < 0.0f)) {
+        d -= 1.0f;
     }
-    if (d == 0) {
-        return (float)copysign(0.0, (double)(a / b));
+    if (d == 0.0f) {
+        return signbit(a / b) ? (-0.0f) : 0.0f;
     }
-    float f = vg_floor(d);
-    return (d - f > (float)0.5) ? f + 1 : f;
+    const float f = vg_floor(d);
+    return (d - f > 0.5f) ? f + 1.0f : f;
 }
 
 // Float % as numpy's remainder (npy_divmod): the sign of the divisor.
 static inline float vg_fmod(float a, float b) {
-    if (b == 0) {
+    if (b == 0.0f) {
         return vg_nan();
     }
-    float m = (float)fmod((double)a, (double)b);
-    if (m != 0) {
-        return ((b < 0) != (m < 0)) ? m + b : m;
+    const float m = ((float)fmod((double)(a), (double)(b)));
+    if (m != 0.0f) {
+        return ((b < 0.0f) != (m < 0.0f)) ? m + b : m;
     }
-    return (b < 0) ? -(float)0 : (float)0;
+    return (b < 0.0f) ? (-0.0f) : 0.0f;
 }
 
 static inline int vg_iabs(int x) { return x < 0 ? -x : x; }       // -fwrapv: INT_MIN stays
@@ -223,36 +224,36 @@ static inline int vg_imin(int a, int b) { return b < a ? b : a; }
 static inline int vg_imax(int a, int b) { return b > a ? b : a; }
 static inline int vg_isign(int x) { return (x > 0) - (x < 0); }
 
-// Int // as Python's (floor); by zero: an error, and 0. INT_MIN // -1 wraps to INT_MIN.
+// Int // as Python's (floor); by zero: an error, and 0.
+// INT_MIN // -1 wraps to INT_MIN (numpy). The division only ever sees a divisor other than
+// 0 and -1, even in code the driver folds at compile time: its folder would trap (SIGFPE)
+// on x / 0 or INT_MIN / -1.
 static inline int vg_ifloordiv(int a, int b, unsigned id) {
     if (b == 0) {
         vg_fail(id, 0, 0, 0);
-        return 0;
     }
-    if (b == -1) {
-        return (int)(0u - (unsigned)a);
-    }
-    int q = a / b;
-    if (q * b != a && ((a < 0) != (b < 0))) {
+    const bool odd = b == 0 || b == -1;
+    const int d = odd ? 1 : b;
+    int q = a / d;
+    if (q * d != a && (a < 0) != (d < 0)) {
         q -= 1;
     }
-    return q;
+    return odd ? ((b == 0) ? 0 : ((int)(0u - (unsigned)(a)))) : q;
 }
 
-// Int % as Python's (the sign of the divisor); by zero: an error, and 0.
+// Int % as Python's (the sign of the divisor); by zero: an error,
+// and 0. The division never sees 0 or -1 (see vg_ifloordiv); x % -1 is 0.
 static inline int vg_imod(int a, int b, unsigned id) {
     if (b == 0) {
         vg_fail(id, 0, 0, 0);
-        return 0;
     }
-    if (b == -1) {
-        return 0;
+    const bool odd = b == 0 || b == -1;
+    const int d = odd ? 1 : b;
+    int r = a - (a / d) * d;
+    if (r != 0 && (r < 0) != (d < 0)) {
+        r += d;
     }
-    int r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) {
-        r += b;
-    }
-    return r;
+    return odd ? 0 : r;
 }
 
 

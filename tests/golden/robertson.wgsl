@@ -100,13 +100,12 @@ fn vg_signbit(x: f32) -> bool {
 // exp(x) * 2^s with one rounding, for |x| < 104 (Cephes expf: x = k ln2 + r, a polynomial
 // for exp(r), then 2^(k + s) in two exact factors, so subnormal results round once).
 fn vg_exps(x: f32, s: i32) -> f32 {
-    let k: f32 = floor(1.44269504088896341 * x + 0.5);
-    let r: f32 = (x - k * 0.693359375) - k * -2.12194440e-4;
-    let p: f32 = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
-        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+    let k: f32 = floor(1.442695 * x + 0.5);
+    let r: f32 = x - k * 0.6933594 - k * (-0.00021219444);
+    let p: f32 = (((((0.00019875691 * r + 0.0013981999) * r + 0.008333452) * r + 0.041665796) * r + 0.16666666) * r + 0.5) * (r * r) + r + 1.0;
     let n: i32 = i32(k) + s;
     let h: i32 = n / 2;
-    return (p * bitcast<f32>(u32(h + 127) << 23u)) * bitcast<f32>(u32(n - h + 127) << 23u);
+    return p * bitcast<f32>(u32(h + 127) << 23u) * bitcast<f32>(u32((n - h) + 127) << 23u);
 }
 
 // x = 2^e * (1 + f) with f in [sqrt(.5) - 1, sqrt(2) - 1] exactly (subnormals scaled by
@@ -115,50 +114,38 @@ fn vg_logpoly(x0: f32) -> vec3<f32> {
     var x: f32 = x0;
     var s: f32 = 0.0;
     if (x < 1.1754944e-38) {
-        x *= 16777216.0;
-        s = -24.0;
+        x *= 1.6777216e+07;
+        s = (-24.0);
     }
     let bits: u32 = bitcast<u32>(x);
     var e: f32 = f32(i32(bits >> 23u) - 126) + s;
-    let m: f32 = bitcast<f32>((bits & 0x007fffffu) | 0x3f000000u);   // in [0.5, 1)
+    let m: f32 = bitcast<f32>((bits & 0x007FFFFFu) | 0x3F000000u);  // in [0.5, 1)
     var f: f32;
-    if (m < 0.70710678) {
+    if (m < 0.70710677) {
         e -= 1.0;
-        f = m + m - 1.0;
+        f = (m + m) - 1.0;
     } else {
         f = m - 1.0;
     }
     let z: f32 = f * f;
-    let p: f32 = ((((((((7.0376836292e-2 * f - 1.1514610310e-1) * f + 1.1676998740e-1) * f
-        - 1.2420140846e-1) * f + 1.4249322787e-1) * f - 1.6668057665e-1) * f
-        + 2.0000714765e-1) * f - 2.4999993993e-1) * f + 3.3333331174e-1) * f * z;
+    let p: f32 = ((((((((0.070376836 * f - 0.1151461) * f + 0.116769984) * f - 0.12420141) * f + 0.14249323) * f - 0.16668057) * f + 0.20000714) * f - 0.24999994) * f + 0.3333333) * f * z;
     return vec3<f32>(f, e, p);
 }
 
-// log with numpy's accuracy near 1 and for subnormals.
+// log with numpy's accuracy near 1 and for subnormals (the driver's is 1e-3 off there).
 fn vg_log(x: f32) -> f32 {
     if (!(x > 0.0) || vg_isinf(x)) {
-        if (x == 0.0) {
-            return -vg_inf();
-        }
-        if (x > 0.0) {
-            return x;
-        }
-        return vg_nan();
+        return select(select(vg_nan(), x, x > 0.0), -vg_inf(), x == 0.0);
     }
     let q: vec3<f32> = vg_logpoly(x);
-    let y: f32 = q.z - 2.12194440e-4 * q.y - 0.5 * (q.x * q.x);
-    return (q.x + y) + 0.693359375 * q.y;
+    let y: f32 = q.z - 0.00021219444 * q.y - 0.5 * (q.x * q.x);
+    return q.x + y + 0.6933594 * q.y;
 }
 
-// x ^ n for an int n by squaring in f32 (numpy: 0 ^ -n = inf, x ^ 0 = 1). WGSL has no
-// f64, so unlike GLSL's vg_powi the result may differ from numpy's in the last bits
-// (about log2(|n|) roundings).
+// x ^ n for an int n by squaring in f32 (numpy: 0 ^ -n = inf, x ^ 0 = 1). With no f64 the
+// result may differ from numpy's in the last bits (about log2(|n|) roundings).
 fn vg_powi(x: f32, n: i32) -> f32 {
-    var m: u32 = u32(abs(n));
-    if (n == (-2147483647 - 1)) {
-        m = 2147483648u;
-    }
+    var m: u32 = select(u32(n), 0u - u32(n), n < 0);
     if (m > 16777216u) {
         m = u32(f32(m));
     }
@@ -171,10 +158,7 @@ fn vg_powi(x: f32, n: i32) -> f32 {
         b *= b;
         m = m >> 1u;
     }
-    if (n < 0) {
-        return 1.0 / r;
-    }
-    return r;
+    return select(r, 1.0 / r, n < 0);
 }
 
 // x ^ y for finite x > 0 and finite y: exp(y log x) in f32 (relative error about

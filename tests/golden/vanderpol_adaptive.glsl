@@ -41,10 +41,7 @@ uniform float u_pause;  // no attempt from this time on (a Simulation's until; t
 // 0 ^ -n = inf, x ^ 0 = 1): float32 results are correctly rounded but for rare ties. The
 // exponent is a float of the working dtype: in float32 |n| is rounded to 24 bits first.
 float vg_powi(float x, int n) {
-    uint m = uint(abs(n));
-    if (n == (-2147483647 - 1)) {
-        m = 2147483648u;
-    }
+    uint m = (n < 0) ? 0u - uint(n) : uint(n);
     if (m > 16777216u) {
         m = uint(float(m));
     }
@@ -55,7 +52,7 @@ float vg_powi(float x, int n) {
             r *= b;
         }
         b *= b;
-        m >>= 1;
+        m = m >> 1u;
     }
     return float((n < 0) ? 1.0lf / r : r);
 }

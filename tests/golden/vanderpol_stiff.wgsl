@@ -60,14 +60,10 @@ var<private> u_pause: f32;
 var<private> vg_zero: f32;
 
 // --- helpers -----------------------------------------------------------------
-// x ^ n for an int n by squaring in f32 (numpy: 0 ^ -n = inf, x ^ 0 = 1). WGSL has no
-// f64, so unlike GLSL's vg_powi the result may differ from numpy's in the last bits
-// (about log2(|n|) roundings).
+// x ^ n for an int n by squaring in f32 (numpy: 0 ^ -n = inf, x ^ 0 = 1). With no f64 the
+// result may differ from numpy's in the last bits (about log2(|n|) roundings).
 fn vg_powi(x: f32, n: i32) -> f32 {
-    var m: u32 = u32(abs(n));
-    if (n == (-2147483647 - 1)) {
-        m = 2147483648u;
-    }
+    var m: u32 = select(u32(n), 0u - u32(n), n < 0);
     if (m > 16777216u) {
         m = u32(f32(m));
     }
@@ -80,10 +76,7 @@ fn vg_powi(x: f32, n: i32) -> f32 {
         b *= b;
         m = m >> 1u;
     }
-    if (n < 0) {
-        return 1.0 / r;
-    }
-    return r;
+    return select(r, 1.0 / r, n < 0);
 }
 
 // --- the controller ----------------------------------------------------------

@@ -25,6 +25,7 @@ FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float
 # be a 64-bit lane holding a word, codegen/mathlib.word_add), their 64-bit products (C only),
 # and a uint literal printed in hex
 WORD, U64, HEX = "word", "u64", "hex"
+F64 = "f64"     # a double where the target has one (``"f64" in Target.types``)
 
 
 # --- expressions ---------------------------------------------------------------------
@@ -65,6 +66,7 @@ class Bit(Enum):
     OR = "or"
     XOR = "xor"
     SHR = "shr"             # a word shifted right (its right operand a uint literal)
+    SHL = "shl"             # ... and left (a helper's exponent bits)
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,18 @@ class Function:
     comment: str | None = None
 
 
-Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function]
+@dataclass(frozen=True)
+class While:
+    """``while (cond) { body }``: a loop whose trip count is the data's (a helper's
+    exponent bits, its digits of long division); ``comment``: a note at the end of the
+    header line."""
+    cond: Expr
+    body: tuple
+    comment: str | None = None
+
+
+Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
+             While]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -230,6 +243,7 @@ def band(*xs): return _fold(Bit.AND, xs)
 def bor(*xs): return _fold(Bit.OR, xs)
 def bxor(*xs): return _fold(Bit.XOR, xs)
 def shr(a, n: int): return Bits(Bit.SHR, a, Lit(n, UINT))
+def shl(a, n: int): return Bits(Bit.SHL, a, Lit(n, UINT))
 def u(value: int) -> Lit: return Lit(int(value), UINT)
 def hexu(value: int) -> Lit: return Lit(int(value), HEX)
 
@@ -301,6 +315,10 @@ def names(stmts) -> set[str]:
             expr(s.call)
         elif isinstance(s, Return) and s.value is not None:
             expr(s.value)
+        elif isinstance(s, While):
+            expr(s.cond)
+            for x in s.body:
+                stmt(x)
 
     for s in stmts:
         stmt(s)

@@ -53,6 +53,8 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
             return ir.Do(expr(s.call))
         if isinstance(s, ir.Return) and s.value is not None:
             return ir.Return(expr(s.value))
+        if isinstance(s, ir.While):
+            return replace(s, cond=expr(s.cond), body=body(s.body))
         return s
 
     def body(ss):

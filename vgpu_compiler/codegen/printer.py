@@ -25,7 +25,8 @@ UNARY_PREC, ATOM, SELECT_PREC = 7, 8, 0
 # 0/1 flag logic (ir.Bits): an operand is in parentheses unless it is an atom, a unary
 # one on the right or (on the left) the same operator (WGSL allows no other), and the
 # whole is in parentheses wherever it is an operand
-BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^", ir.Bit.SHR: ">>"}
+BIT_INFIX = {ir.Bit.AND: "&", ir.Bit.OR: "|", ir.Bit.XOR: "^", ir.Bit.SHR: ">>",
+             ir.Bit.SHL: "<<"}
 BITS_PREC = 0.5
 # calls the target spells in its expression table (atomic_add, atomic_cas)
 TABLE_CALLS = frozenset({"atomic_add", "atomic_cas"})
@@ -92,7 +93,8 @@ class Printer:
         assoc = isinstance(e, ir.Bin) and e.op is op and op in (Op.AND, Op.OR)
         grouped = q < p or (right and q == p and not assoc) or (
             q == p and isinstance(e, ir.Bin) and e.op is not op) or (
-            isinstance(e, ir.Bin) and q in (1, 2) and p in (1, 2) and e.op is not op)
+            isinstance(e, ir.Bin) and q in (1, 2) and p in (1, 2) and e.op is not op) or (
+            q in (3, 4) and p in (3, 4))        # a comparison of comparisons (WGSL: needed)
         return f"({text})" if grouped else text
 
     def _literal(self, e: ir.Lit) -> str:
@@ -104,6 +106,8 @@ class Printer:
             return self.t.uint(int(e.value))
         if e.type == ir.HEX:
             return self.t.uint(f"0x{int(e.value):08X}")
+        if e.type == ir.F64:
+            return self.t.f64_literal(e.value)
         return self.t.float_literal(e.value)
 
     # statements -----------------------------------------------------------------------
@@ -186,6 +190,10 @@ class Printer:
             text = str(self.splices.get(s.name, ""))
             if text.strip():
                 out.extend(_reindent(text, n))
+        elif isinstance(s, ir.While):
+            out.append(f"{pad}while ({self.expr(s.cond)}) {{" + _note(s.comment))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
         else:
             raise TypeError(f"not a statement of codegen.ir: {s!r}")
 

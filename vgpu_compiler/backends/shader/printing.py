@@ -74,6 +74,13 @@ class PrintedStage:
         return self.block.words | (self.fast.words if self.fast else frozenset())
 
 
+def _built_helpers(d, names) -> dict:
+    """The math helpers built once as IR (codegen/build/helpers.py) that the kernel calls,
+    printed in the dialect (C: every one), for the templates to insert by name."""
+    from ...codegen.build import helpers
+    return helpers.printed(d, None if d.lane_block else names)
+
+
 def print_kernel(kernel: Kernel, dialect: Dialect) -> "PrintedKernel":
     return _Printing(kernel, dialect).run()
 
@@ -172,6 +179,7 @@ class _Printing:
                          for i, (s, _, _) in enumerate(k.states)),
             collapse=collapse, flux=flux, observe=observe, observe_q=observe_q, events=events, firsts=firsts, ros=ros, noise_draws=noise_draws, noise_update=noise_update,
             noise_traj=_noise.printed_traj(k, d), noise_text=_noise.functions(k, d),
+            built=_built_helpers(d, self.p.helpers),
             noise_vars=tuple(v for t in k.noise for v in (t.g, t.gx) if v),
             errors=tuple((kind, w, s.line if s else 0, s.column if s else 0)
                          for kind, w, s in self.p.errors),

@@ -22,8 +22,8 @@ deeper than ``MAX_DEPTH`` is refused with a BackendError at its position, so
 
 Semantics that GLSL leaves undefined (NaN in min/max, ``pow`` of a negative
 base, integer ``//`` and ``%`` of negatives ...) go through the dialect's
-helpers (GLSL: the ``vg_*`` functions of templates/helpers.glsl.j2), which follow
-numpy exactly.
+helpers (GLSL: the ``vg_*`` functions of codegen/build/helpers.py and
+templates/helpers.glsl.j2), which follow numpy exactly.
 """
 from __future__ import annotations
 

@@ -107,7 +107,8 @@ class Target:
     binary: dict = field(default_factory=lambda: dict(BINARY))
     unary: dict = field(default_factory=lambda: dict(UNARY))
     types: dict = field(default_factory=lambda: {"int": "int", "uint": "uint", "bool": "bool",
-                                                 "word": "uint"})
+                                                 "word": "uint", "f64": "double",
+                                                 "vec3": "vec3"})
     select: str = "({0} ? {1} : {2})"
     cast: str = "{F}({0})"               # an int to the working float
     declare: str = "{T} {name} = {value};"   # a field expression's local with its value
@@ -229,6 +230,14 @@ class Target:
         if text.startswith("-"):
             return f"({text}{self.suffix})"
         return text + self.suffix
+
+    def f64_literal(self, value) -> str:
+        """A double literal (ir.F64: a helper's double-precision arithmetic where the
+        target has doubles, ``"f64" in types``)."""
+        text = repr(float(value))
+        text = text if "e" in text or "." in text else text + ".0"
+        suffix = "lf" if self.language == "glsl" else ""
+        return f"({text}{suffix})" if text.startswith("-") else text + suffix
 
     def uint(self, value: int) -> str:
         return self.uint_literal.format(value)

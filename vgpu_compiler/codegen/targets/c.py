@@ -34,7 +34,8 @@ C_INT_OPS = {
 C_FLOAT32 = replace(
     GLSL_FLOAT32, language="c", suffix="f", float_ops=C_FLOAT_OPS, int_ops=C_INT_OPS,
     types={"int": "int", "uint": "unsigned", "bool": "bool",
-           "word": "vg_word", "u64": "uint64_t"},   # (vg_word: templates/helpers.c.j2)
+           "word": "vg_word", "u64": "uint64_t",
+           "f64": "double"},   # (vg_word: templates/helpers.c.j2)
     cast="(({F})({0}))", buffer_read="{buffer}[{index}]", index3="{0}, {1}, {2}",
     uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
     shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",
@@ -52,7 +53,15 @@ C_FLOAT32 = replace(
               "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
               "pow_libm": "vg_pow_libm({0}, {1})",      # templates/adaptive.c.j2
               "u64": "((uint64_t){0})", "word": "((vg_word)({0}))",
-              "sqrt32": "sqrtf({0})", "log32": "logf({0})", "cos32": "cosf({0})"},
+              "sqrt32": "sqrtf({0})", "log32": "logf({0})", "cos32": "cosf({0})",
+              # the helpers built once (codegen/build/helpers.py): C's fmod is libm's
+              "to_f64": "((double)({0}))", "to_uint": "((unsigned)({0}))",
+              "f32": "((float)({0}))", "floor": "vg_floor({0})", "signbit": "signbit({0})",
+              "cfmod": {"float32": "((float)fmod((double)({0}), (double)({1})))",
+                        "float64": "fmod({0}, {1})"},
+              "neg_wrap": "((int)(0u - (unsigned)({0})))",      # (no -fwrapv in CUDA)
+              "constant_p": "__builtin_constant_p({0})",
+              "min_plain": "({1} < {0} ? {1} : {0})", "max_plain": "({1} > {0} ? {1} : {0})"},
     function="static inline {R} {name}({params}) {{",
     function_void="static inline void {name}({params}) {{", wide_mul="u64",
     accurate_pow=True,          # the C library's pow of the working dtype

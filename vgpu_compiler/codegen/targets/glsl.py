@@ -21,7 +21,13 @@ GLSL_FLOAT32 = Target(
               "root": "vg_root({0}, {1})",              # templates/root.glsl.j2
               "basin_fold": "vg_basin_fold({0}, {1})",
               "mulhilo": "umulExtended({0}, {1}, {2}, {3})",
-              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})"},
+              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})",
+              # the helpers built once (codegen/build/helpers.py)
+              "to_f64": "double({0})", "to_uint": "uint({0})", "f32": "float({0})",
+              "cfmod": "vg_cfmod({0}, {1})", "signbit": "vg_signbit({0})",
+              "neg_wrap": "(-{0})", "min_plain": "min({0}, {1})", "max_plain": "max({0}, {1})",
+              "float_bits": "uintBitsToFloat({0})", "to_int": "int({0})",
+              "bits": "floatBitsToUint({0})", "vec3": "vec3({0}, {1}, {2})"},
     accurate_pow=False)         # no double pow; float pow is not correctly rounded
 GLSL_FLOAT64 = replace(
     GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only

@@ -50,7 +50,8 @@ LOOP_HELPERS = {"vg_powi": 32, "vg_pow": 8, "vg_fmod": 330, "vg_floordiv": 330} 
 WGSL = replace(
     GLSL_FLOAT32, language="wgsl", F="f32", suffix="",
     int_ops=INT, float_ops=FLOAT, unary=UNARY_WGSL, binary=BINARY_WGSL,
-    types={"int": "i32", "uint": "u32", "bool": "bool", "word": "u32"},
+    types={"int": "i32", "uint": "u32", "bool": "bool", "word": "u32",
+           "vec3": "vec3<f32>"},
     select="select({2}, {1}, {0})", lazy_select=True,
     cast="f32({0})", declare="let {name}: {T} = {value};",
     buffer_read="{buffer}[{index}]",
@@ -84,7 +85,14 @@ WGSL = replace(
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
               "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)",
-              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})"},
+              "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})",
+              # the helpers built once (codegen/build/helpers.py)
+              "to_uint": "u32({0})", "f32": "f32({0})", "cfmod": "vg_cfmod({0}, {1})",
+              "signbit": "vg_signbit({0})", "neg_wrap": "(0 - {0})",
+              "bits": "bitcast<u32>({0})", "min_plain": "min({0}, {1})",
+              "max_plain": "max({0}, {1})",
+              "float_bits": "bitcast<f32>({0})", "to_int": "i32({0})",
+              "vec3": "vec3<f32>({0}, {1}, {2})"},
     accurate_pow=False,
     has_isnan=False,            # the bits are tested (vg_ad_bad)
     stage_zero="vg_zero")

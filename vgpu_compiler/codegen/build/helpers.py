@@ -1,0 +1,465 @@
+"""The math helpers that give an op numpy's meaning, each written once as IR and printed
+in every dialect (templates/helpers.*.j2 insert them by name: ``k.built[name]``, under the
+same ``{% if name in helpers %}`` as before, so a shader still has only the ones it calls;
+C has them all, static inline).
+
+What differs between the dialects is what each has, never the algorithm:
+- ``vg_powi``: x ^ n by squaring, in double precision where the target has doubles
+  (``"f64" in types``: GLSL, C), rounded once at the end, else in f32 (WGSL); a float32
+  exponent is rounded to 24 bits first; C adds a fixed count of the same steps for a
+  literal exponent (``lane_block``: the compiler unrolls them and the lane loop vectorises);
+- ``vg_floordiv``, ``vg_fmod``: numpy's npy_divmod on the dialect's C fmod (``cfmod``:
+  GLSL's and WGSL's vg_cfmod, C's libm fmod); where the target has no isnan (WGSL) a zero
+  divisor and a NaN remainder are told by their bits (the driver may assume no NaN in
+  compares);
+- ``vg_ifloordiv``, ``vg_imod``: Python's int // and %, an error by zero; the division
+  only ever sees a divisor other than 0 and -1; where a select evaluates both sides
+  (``lazy_select``: WGSL) the error is reported only where the value is used (``live``).
+"""
+from __future__ import annotations
+
+from .. import ir
+from ..ir import BOOL, F64, FLOAT, INT, UINT, Assign, If, Let, Return, Var, While
+from ...ir.ops import Op
+
+INT_MIN = -2**31
+
+
+def _isnan(t, x):
+    return ir.call("isnan" if t.has_isnan else "vg_isnan", x)
+
+
+def _isinf(t, x):
+    return ir.call("isinf" if t.has_isnan else "vg_isinf", x)
+
+
+def _is_zero(t, x):
+    """x == 0 (either sign); by the bits where the target has no isnan."""
+    if t.has_isnan:
+        return ir.eq(x, ir.f(0.0))
+    return ir.eq(ir.band(ir.call("bits", x), ir.hexu(0x7FFFFFFF)), ir.u(0))
+
+
+def powi(t) -> ir.Function:
+    wide = "f64" in t.types
+    A = F64 if wide else FLOAT
+    one = ir.Lit(1.0, F64) if wide else ir.f(1.0)
+    x, n, m, r, b = Var("x"), Var("n"), Var("m"), Var("r"), Var("b")
+    bit = (If(ir.ne(ir.band(m, ir.u(1)), ir.u(0)), (Assign(r, b, Op.MUL),)),
+           Assign(b, b, Op.MUL), Assign(m, ir.shr(m, 1)))
+    body = [Let("m", UINT, ir.Select(ir.lt(n, ir.i(0)), ir.sub(ir.u(0), ir.call("to_uint", n)),
+                                     ir.call("to_uint", n)), mutable=True)]
+    if t.dtype == "float32":
+        body.append(If(ir.gt(m, ir.u(16777216)),
+                       (Assign(m, ir.call("to_uint", ir.call("f32", m))),)))
+    body += [Let("r", A, one, mutable=True),
+             Let("b", A, ir.call("to_f64", x) if wide else x, mutable=True)]
+    loop = While(ir.ne(m, ir.u(0)), bit)
+    if t.lane_block:
+        body.append(If(ir.and_(ir.call("constant_p", m), ir.lt(m, ir.u(256))), (
+            ir.Comment("a literal exponent (x^3): a fixed count of the same steps, which the "
+                       "compiler\nunrolls and folds, so that the lane loop around it still "
+                       "vectorises"),
+            ir.Loop("i", ir.i(0), ir.i(8), bit)), (loop,)))
+    else:
+        body.append(loop)
+    value = ir.Select(ir.lt(n, ir.i(0)), ir.div(one, r), r)
+    body.append(Return(ir.call("to_float", value) if wide else value))
+    note = ("x ^ n for an int n, by squaring in double precision, rounded once at the end "
+            "(numpy:\n0 ^ -n = inf, x ^ 0 = 1): float32 results are correctly rounded but for "
+            "rare ties. The\nexponent is a float of the working dtype: in float32 |n| is "
+            "rounded to 24 bits first." if wide else
+            "x ^ n for an int n by squaring in f32 (numpy: 0 ^ -n = inf, x ^ 0 = 1). With no "
+            "f64 the\nresult may differ from numpy's in the last bits (about log2(|n|) "
+            "roundings).")
+    return ir.Function("vg_powi", ((FLOAT, "x"), (INT, "n")), FLOAT, tuple(body), note)
+
+
+def _npy_divmod_prelude(t, a, b, m) -> list:
+    """m = C's fmod(a, b); where NaNs are told by the bits, a NaN m is the answer."""
+    out = [Let("m", FLOAT, ir.call("cfmod", a, b))]
+    if not t.has_isnan:
+        out.append(If(_isnan(t, m), (Return(m),)))
+    return out
+
+
+def _sign_differs(b, m):
+    return ir.ne(ir.lt(b, ir.f(0.0)), ir.lt(m, ir.f(0.0)))
+
+
+def floordiv(t) -> ir.Function:
+    a, b, m, d, f = Var("a"), Var("b"), Var("m"), Var("d"), Var("f")
+    body = (If(_is_zero(t, b), (Return(ir.div(a, b)),)),
+            *_npy_divmod_prelude(t, a, b, m),
+            Let("d", FLOAT, ir.div(ir.sub(a, m), b), mutable=True),
+            If(ir.and_(ir.ne(m, ir.f(0.0)), _sign_differs(b, m)),
+               (Assign(d, ir.f(1.0), Op.SUB),)),
+            If(ir.eq(d, ir.f(0.0)),
+               (Return(ir.Select(ir.call("signbit", ir.div(a, b)), ir.f(-0.0), ir.f(0.0))),)),
+            Let("f", FLOAT, ir.call("floor", d)),
+            Return(ir.Select(ir.gt(ir.sub(d, f), ir.f(0.5)), ir.add(f, ir.f(1.0)), f)))
+    return ir.Function("vg_floordiv", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, body,
+                       "Float // as numpy's floor_divide (npy_divmod): floor of (a - fmod(a, "
+                       "b)) / b, snapped.")
+
+
+def fmod(t) -> ir.Function:
+    a, b, m = Var("a"), Var("b"), Var("m")
+    zero = (If(ir.eq(b, ir.f(0.0)), (Return(ir.call("vg_nan")),)),) if t.has_isnan else ()
+    body = (*zero, *_npy_divmod_prelude(t, a, b, m),
+            If(ir.ne(m, ir.f(0.0)),
+               (Return(ir.Select(_sign_differs(b, m), ir.add(m, b), m)),)),
+            Return(ir.Select(ir.lt(b, ir.f(0.0)), ir.f(-0.0), ir.f(0.0))))
+    return ir.Function("vg_fmod", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, body,
+                       "Float % as numpy's remainder (npy_divmod): the sign of the divisor"
+                       + ("." if t.has_isnan else ";\nNaN for b = 0, as numpy (vg_cfmod's)."))
+
+
+def _int_division(t, name: str, note: str, last) -> ir.Function:
+    """An int // or % (``last``: its statements after the error and the divisor d)."""
+    a, b, d = Var("a"), Var("b"), Var("d")
+    zero = ir.eq(b, ir.i(0))
+    params = ((INT, "a"), (INT, "b"), (UINT, "id"))
+    fail = zero
+    if t.lazy_select:
+        params += ((BOOL, "live"),)
+        fail = ir.and_(zero, Var("live"))
+    body = (If(fail, (ir.Do(ir.call(t.fail, Var("id"), Var(t.at([])))),)),
+            Let("odd", BOOL, ir.or_(zero, ir.eq(b, ir.i(-1)))),
+            Let("d", INT, ir.Select(Var("odd"), ir.i(1), b)),
+            *last(a, b, d))
+    return ir.Function(name, params, INT, body, note)
+
+
+def ifloordiv(t) -> ir.Function:
+    def last(a, b, d):
+        q = Var("q")
+        return (Let("q", INT, ir.div(a, d), mutable=True),
+                If(ir.and_(ir.ne(ir.mul(q, d), a),
+                           ir.ne(ir.lt(a, ir.i(0)), ir.lt(d, ir.i(0)))),
+                   (Assign(q, ir.i(1), Op.SUB),)),
+                Return(ir.Select(Var("odd"), ir.Select(ir.eq(b, ir.i(0)), ir.i(0),
+                                                       ir.call("neg_wrap", a)), q)))
+    return _int_division(t, "vg_ifloordiv", (
+        "Int // as Python's (floor); by zero: an error" + (" where the value is used (`live`)"
+                                                           if t.lazy_select else "")
+        + ", and 0.\nINT_MIN // -1 wraps to INT_MIN (numpy). The division only ever sees a "
+        "divisor other than\n0 and -1, even in code the driver folds at compile time: its "
+        "folder would trap (SIGFPE)\non x / 0 or INT_MIN / -1."), last)
+
+
+def imod(t) -> ir.Function:
+    def last(a, b, d):
+        r = Var("r")
+        return (Let("r", INT, ir.sub(a, ir.mul(ir.div(a, d), d)), mutable=True),
+                If(ir.and_(ir.ne(r, ir.i(0)), ir.ne(ir.lt(r, ir.i(0)), ir.lt(d, ir.i(0)))),
+                   (Assign(r, d, Op.ADD),)),
+                Return(ir.Select(Var("odd"), ir.i(0), r)))
+    return _int_division(t, "vg_imod", (
+        "Int % as Python's (the sign of the divisor); by zero: an error" +
+        (" where the value is used" if t.lazy_select else "")
+        + ",\nand 0. The division never sees 0 or -1 (see vg_ifloordiv); x % -1 is 0."), last)
+
+
+def _binary(name, params, value, note=None) -> ir.Function:
+    return ir.Function(name, tuple((FLOAT, p) for p in params), FLOAT, (Return(value),), note)
+
+
+def nan_min(t, name="vg_min", plain="min_plain") -> ir.Function:
+    """min/max that propagate NaN (numpy's minimum/maximum): the dialect's own min/max
+    (``min_plain``, ``max_plain``) of two numbers."""
+    a, b = Var("a"), Var("b")
+    return _binary(name, "ab", ir.Select(ir.or_(_isnan(t, a), _isnan(t, b)),
+                                         ir.call("vg_nan"), ir.call(plain, a, b)),
+                   "min/max propagate NaN (numpy's minimum/maximum)." if name == "vg_min"
+                   else None)
+
+
+def nan_max(t) -> ir.Function:
+    return nan_min(t, "vg_max", "max_plain")
+
+
+def fmax(t, name="vg_fmax", passed=ir.le) -> ir.Function:
+    """An observer's peak (trough: ``vg_fmin``): a NaN operand e is passed over (numpy's
+    fmax/fmin)."""
+    m, e = Var("m"), Var("e")
+    return _binary(name, "me", ir.Select(ir.or_(_isnan(t, e), passed(e, m)), m, e),
+                   "an observer's peak/trough: a NaN operand is passed over (numpy's "
+                   "fmax/fmin)." if name == "vg_fmax" else None)
+
+
+def fmin(t) -> ir.Function:
+    return fmax(t, "vg_fmin", lambda e, m: ir.Bin(Op.GE, e, m))
+
+
+def clamp(t) -> ir.Function:
+    return _binary("vg_clamp", ("x", "lo", "hi"), ir.call(
+        "vg_min", ir.call("vg_max", Var("x"), Var("lo")), Var("hi")))
+
+
+# --- float32 functions GLSL and WGSL lack or get wrong (Cephes' single-precision
+# algorithms; C has libm's) ------------------------------------------------------------
+def _poly(z, coeffs):
+    """Horner's form of ``coeffs`` (highest first) in z, as written: ``(c0 * z + c1) * z
+    - c2 ...`` (a negative coefficient after the first is subtracted)."""
+    acc = ir.f(coeffs[0])
+    for c in coeffs[1:]:
+        acc = ir.sub(ir.mul(acc, z), ir.f(-c)) if c < 0 else ir.add(ir.mul(acc, z), ir.f(c))
+    return acc
+
+
+def _signed(t, x, r):
+    """r with the sign bit of x."""
+    return ir.Select(ir.call("signbit", x), ir.Un(Op.NEG, r), r)
+
+
+def _unary(name, body, note=None) -> ir.Function:
+    return ir.Function(name, ((FLOAT, "x"),), FLOAT, tuple(body), note)
+
+
+def exps(t) -> ir.Function:
+    x, k, r, p, n, h = (Var(c) for c in ("x", "k", "r", "p", "n", "h"))
+
+    def pow2(e):
+        return ir.call("float_bits", ir.shl(ir.call("to_uint", ir.add(e, ir.i(127))), 23))
+    body = (Let("k", FLOAT, ir.call("floor", ir.add(ir.mul(ir.f(1.44269504088896341), x),
+                                                    ir.f(0.5)))),
+            Let("r", FLOAT, ir.sub(ir.sub(x, ir.mul(k, ir.f(0.693359375))),
+                                   ir.mul(k, ir.f(-2.12194440e-4)))),
+            Let("p", FLOAT, ir.add(ir.add(ir.mul(_poly(r, (
+                1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                1.6666665459e-1, 5.0000001201e-1)), ir.mul(r, r)), r), ir.f(1.0))),
+            Let("n", INT, ir.add(ir.call("to_int", k), Var("s"))),
+            Let("h", INT, ir.div(n, ir.i(2))),
+            Return(ir.mul(ir.mul(p, pow2(h)), pow2(ir.sub(n, h)))))
+    return ir.Function("vg_exps", ((FLOAT, "x"), (INT, "s")), FLOAT, body, (
+        "exp(x) * 2^s with one rounding, for |x| < 104 (Cephes expf: x = k ln2 + r, a "
+        "polynomial\nfor exp(r), then 2^(k + s) in two exact factors, so subnormal results "
+        "round once)."))
+
+
+def exp(t) -> ir.Function:
+    x = Var("x")
+    return _unary("vg_exp", (
+        If(ir.not_(ir.lt(ir.call("abs", x), ir.f(104.0))), (Return(ir.Select(
+            ir.gt(x, ir.f(0.0)), ir.call("vg_inf"),
+            ir.Select(ir.lt(x, ir.f(0.0)), ir.f(0.0), x))),)),
+        Return(ir.call("vg_exps", x, ir.i(0)))),
+        "exp to 1 ulp with subnormal results (the driver's is 3e-6 off for large |x| and "
+        "flushes\nsubnormals to 0).")
+
+
+def atan(t) -> ir.Function:
+    x, a, y, z = Var("x"), Var("a"), Var("y"), Var("z")
+    return _unary("vg_atan", (
+        If(_isnan(t, x), (Return(x),)),
+        Let("a", FLOAT, ir.call("abs", x), mutable=True),
+        Let("y", FLOAT, ir.f(0.0), mutable=True),
+        If(ir.gt(a, ir.f(2.414213562373095)),
+           (Assign(y, ir.f(1.5707963267948966)), Assign(a, ir.div(ir.f(-1.0), a))),
+           (If(ir.gt(a, ir.f(0.4142135623730950)),
+               (Assign(y, ir.f(0.7853981633974483)),
+                Assign(a, ir.div(ir.sub(a, ir.f(1.0)), ir.add(a, ir.f(1.0))))),),)),
+        Let("z", FLOAT, ir.mul(a, a)),
+        Assign(y, ir.add(ir.mul(ir.mul(_poly(z, (8.05374449538e-2, -1.38776856032e-1,
+                                                 1.99777106478e-1, -3.33329491539e-1)),
+                                       z), a), a), Op.ADD),
+        Return(_signed(t, x, y))),
+        "atan to 2 ulp (Cephes atanf): the driver's is 2e-5 off, and atan(NaN) is 0 there.")
+
+
+def atan2(t) -> ir.Function:
+    x, y, ax, ay, r = Var("x"), Var("y"), Var("ax"), Var("ay"), Var("r")
+    body = (
+        If(ir.or_(_isnan(t, x), _isnan(t, y)), (Return(ir.call("vg_nan")),)),
+        Let("ax", FLOAT, ir.call("abs", x)), Let("ay", FLOAT, ir.call("abs", y)),
+        Let("r", FLOAT, None),
+        If(ir.and_(_isinf(t, ax), _isinf(t, ay)), (Assign(r, ir.f(0.7853981633974483)),), (
+            If(ir.or_(ir.eq(ay, ir.f(0.0)), _isinf(t, ax)), (Assign(r, ir.f(0.0)),), (
+                If(ir.or_(ir.eq(ax, ir.f(0.0)), _isinf(t, ay)),
+                   (Assign(r, ir.f(1.5707963267948966)),),
+                   (Assign(r, ir.call("vg_atan", ir.div(ay, ax))),)),)),)),
+        If(ir.call("signbit", x),
+           (Assign(r, ir.sub(ir.f(3.1415927410e+00), ir.sub(r, ir.f(-8.7422776573e-08)))),)),
+        Return(_signed(t, y, r)))
+    return ir.Function("vg_atan2", ((FLOAT, "y"), (FLOAT, "x")), FLOAT, body,
+                       "atan2 with C's (numpy's) answers for zeros, infinities and NaN; pi - z "
+                       "in two parts.")
+
+
+def asin(t) -> ir.Function:
+    x, a, big, z, s, p, r = (Var(c) for c in ("x", "a", "big", "z", "s", "p", "r"))
+    return _unary("vg_asin", (
+        Let("a", FLOAT, ir.call("abs", x)),
+        If(ir.not_(ir.le(a, ir.f(1.0))), (Return(ir.call("vg_nan")),)),
+        If(ir.lt(a, ir.f(1e-4)), (Return(x),)),
+        Let("big", BOOL, ir.gt(a, ir.f(0.5))),
+        Let("z", FLOAT, ir.Select(big, ir.mul(ir.f(0.5), ir.sub(ir.f(1.0), a)), ir.mul(a, a))),
+        Let("s", FLOAT, ir.Select(big, ir.call("sqrt", z), a)),
+        Let("p", FLOAT, ir.add(ir.mul(ir.mul(_poly(z, (
+            4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2,
+            1.6666752422e-1)), z), s), s)),
+        Let("r", FLOAT, ir.Select(big, ir.sub(ir.f(1.5707963267948966), ir.add(p, p)), p)),
+        Return(ir.Select(ir.lt(x, ir.f(0.0)), ir.Un(Op.NEG, r), r))),
+        "asin to 2.5 ulp (Cephes asinf); NaN outside [-1, 1].")
+
+
+def acos(t) -> ir.Function:
+    x = Var("x")
+
+    def asin_half(v):
+        return ir.call("vg_asin", ir.call("sqrt", ir.mul(ir.f(0.5), v)))
+    return _unary("vg_acos", (
+        If(ir.not_(ir.le(ir.call("abs", x), ir.f(1.0))), (Return(ir.call("vg_nan")),)),
+        If(ir.lt(x, ir.f(-0.5)), (Return(ir.sub(ir.f(3.14159265358979), ir.mul(
+            ir.f(2.0), asin_half(ir.add(ir.f(1.0), x))))),)),
+        If(ir.gt(x, ir.f(0.5)),
+           (Return(ir.mul(ir.f(2.0), asin_half(ir.sub(ir.f(1.0), x)))),)),
+        Return(ir.sub(ir.f(1.5707963267948966), ir.call("vg_asin", x)))),
+        "acos through vg_asin (Cephes acosf).")
+
+
+def _hyperbolic(t, name, small, small_body, big_body, note) -> ir.Function:
+    """sinh and tanh: NaN stays NaN, ``small_body`` below ``small`` (a <= 1 for sinh),
+    ``big_body`` above, the sign of x."""
+    x, a = Var("x"), Var("a")
+    return _unary(name, (
+        Let("a", FLOAT, ir.call("abs", x)), Let("r", FLOAT, None),
+        If(_isnan(t, x), (Return(x),), (If(small(a), small_body(a), big_body(a)),)),
+        Return(_signed(t, x, Var("r")))), note)
+
+
+def sinh(t) -> ir.Function:
+    r, z, h = Var("r"), Var("z"), Var("h")
+    return _hyperbolic(
+        t, "vg_sinh", lambda a: ir.le(a, ir.f(1.0)),
+        lambda a: (Let("z", FLOAT, ir.mul(a, a)),
+                   Assign(r, ir.add(ir.mul(ir.mul(_poly(z, (
+                       2.03721912945e-4, 8.33028376239e-3, 1.66667160211e-1)), z), a), a))),
+        lambda a: (If(ir.lt(a, ir.f(104.0)),
+                      (Let("h", FLOAT, ir.call("vg_exps", a, ir.i(-1))),
+                       Assign(r, ir.sub(h, ir.div(ir.f(0.25), h)))),
+                      (Assign(r, ir.call("vg_inf")),)),),
+        "sinh: a polynomial below 1 (Cephes sinhf), e/2 - 1/(4 (e/2)) above, e/2 = exp(x) / 2 "
+        "in one\nrounding: finite up to 89.4, as numpy.")
+
+
+def cosh(t) -> ir.Function:
+    x, a, h = Var("x"), Var("a"), Var("h")
+    return _unary("vg_cosh", (
+        Let("a", FLOAT, ir.call("abs", x)),
+        If(_isnan(t, x), (Return(x),)),
+        If(ir.lt(a, ir.f(104.0)), (Let("h", FLOAT, ir.call("vg_exps", a, ir.i(-1))),
+                                   Return(ir.add(h, ir.div(ir.f(0.25), h))))),
+        Return(ir.call("vg_inf"))),
+        "cosh: e/2 + 1/(4 (e/2)), e/2 = exp(x) / 2 in one rounding (finite up to 89.4, as "
+        "numpy).")
+
+
+def tanh(t) -> ir.Function:
+    r, z = Var("r"), Var("z")
+    return _hyperbolic(
+        t, "vg_tanh", lambda a: ir.lt(a, ir.f(0.625)),
+        lambda a: (Let("z", FLOAT, ir.mul(a, a)),
+                   Assign(r, ir.add(ir.mul(ir.mul(_poly(z, (
+                       -5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
+                       1.33314422036e-1, -3.33332819422e-1)), z), a), a))),
+        lambda a: (If(ir.lt(a, ir.f(44.0)),
+                      (Assign(r, ir.sub(ir.f(1.0), ir.div(ir.f(2.0), ir.add(
+                          ir.call("vg_exps", ir.add(a, a), ir.i(0)), ir.f(1.0))))),),
+                      (Assign(r, ir.f(1.0)),)),),
+        "tanh: a polynomial below 0.625 (Cephes tanhf), 1 - 2 / (exp(2x) + 1) above; NaN "
+        "stays NaN.")
+
+
+def logpoly(t) -> ir.Function:
+    """(f, e, p) as a vec3: x = 2^e (1 + f), p the polynomial (both dialects return the
+    three as one value: WGSL has no out parameters)."""
+    x, s, bits, e, m, f, z = (Var(c) for c in ("x", "s", "bits", "e", "m", "f", "z"))
+    body = (
+        Let("x", FLOAT, Var("x0"), mutable=True), Let("s", FLOAT, ir.f(0.0), mutable=True),
+        If(ir.lt(x, ir.f(1.1754944e-38)),
+           (Assign(x, ir.f(16777216.0), Op.MUL), Assign(s, ir.f(-24.0)))),
+        Let("bits", UINT, ir.call("bits", x)),
+        Let("e", FLOAT, ir.add(ir.call("to_float", ir.sub(ir.call("to_int", ir.shr(bits, 23)),
+                                                          ir.i(126))), s), mutable=True),
+        Let("m", FLOAT, ir.call("float_bits", ir.bor(ir.band(bits, ir.hexu(0x007FFFFF)),
+                                                     ir.hexu(0x3F000000))),
+            comment="in [0.5, 1)"),
+        Let("f", FLOAT, None),
+        If(ir.lt(m, ir.f(0.70710678)),
+           (Assign(e, ir.f(1.0), Op.SUB), Assign(f, ir.sub(ir.add(m, m), ir.f(1.0)))),
+           (Assign(f, ir.sub(m, ir.f(1.0))),)),
+        Let("z", FLOAT, ir.mul(f, f)),
+        Let("p", FLOAT, ir.mul(ir.mul(_poly(f, (
+            7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+            1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+            3.3333331174e-1)), f), z)),
+        Return(ir.call("vec3", f, e, Var("p"))))
+    return ir.Function("vg_logpoly", ((FLOAT, "x0"),), "vec3", body, (
+        "x = 2^e * (1 + f) with f in [sqrt(.5) - 1, sqrt(2) - 1] exactly (subnormals scaled "
+        "by\n2^24 first); returns (f, e, the polynomial of log(1 + f) - f + f^2 / 2) (Cephes)."))
+
+
+def _log(t, name, y, value, note) -> ir.Function:
+    """log and log2 of the reduction (vg_logpoly): ``y(f, e, p)`` the correction,
+    ``value(f, e, y)`` the result; 0, infinities, negatives and NaN first."""
+    x = Var("x")
+    f, e, p = Var("q.x"), Var("q.y"), Var("q.z")
+    return _unary(name, (
+        If(ir.or_(ir.not_(ir.gt(x, ir.f(0.0))), _isinf(t, x)), (Return(ir.Select(
+            ir.eq(x, ir.f(0.0)), ir.Un(Op.NEG, ir.call("vg_inf")),
+            ir.Select(ir.gt(x, ir.f(0.0)), x, ir.call("vg_nan")))),)),
+        Let("q", "vec3", ir.call("vg_logpoly", x)),
+        Let("y", FLOAT, y(f, e, p)),
+        *value(f, e, Var("y"))), note)
+
+
+def log(t) -> ir.Function:
+    def half_f2(f):
+        return ir.mul(ir.f(0.5), ir.mul(f, f))
+    return _log(t, "vg_log",
+                lambda f, e, p: ir.sub(ir.sub(p, ir.mul(ir.f(2.12194440e-4), e)), half_f2(f)),
+                lambda f, e, y: (Return(ir.add(ir.add(f, y), ir.mul(ir.f(0.693359375), e))),),
+                "log with numpy's accuracy near 1 and for subnormals (the driver's is 1e-3 off "
+                "there).")
+
+
+def log2(t) -> ir.Function:
+    k = Var("k")
+    return _log(t, "vg_log2",
+                lambda f, e, p: ir.sub(p, ir.mul(ir.f(0.5), ir.mul(f, f))),
+                lambda f, e, y: (Let("k", FLOAT, ir.f(0.44269504088896340736)), Return(
+                    ir.add(ir.add(ir.add(ir.add(ir.mul(y, k), ir.mul(f, k)), y), f), e))),
+                "log2 as vg_log (Cephes log2f).")
+
+
+# float32 only, in the dialects without a C library (GLSL, WGSL)
+TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
+         "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
+         "vg_logpoly": logpoly, "vg_log": log, "vg_log2": log2}
+
+BUILDERS = {"vg_powi": powi, "vg_floordiv": floordiv, "vg_fmod": fmod,
+            "vg_ifloordiv": ifloordiv, "vg_imod": imod, "vg_min": nan_min, "vg_max": nan_max,
+            "vg_fmax": fmax, "vg_fmin": fmin, "vg_clamp": clamp}
+
+
+_CACHE: dict = {}
+
+
+def printed(t, names=None) -> dict:
+    """The built helpers' text in target ``t``, by name: those of ``names`` (a shader's
+    helpers, the ones its template emits), or with None every one the target has (C
+    keeps them all, static inline). The float32 twins print with the language's float32
+    target (OpenGL's doubles have none of these functions)."""
+    from ..targets import TARGETS, printer
+    every = dict(BUILDERS) if t.language == "c" else {**BUILDERS, **TWINS}
+    wanted = every if names is None else [n for n in names if n in every]
+    out = {}
+    for name in wanted:
+        key = (id(t), name)
+        if key not in _CACHE or _CACHE[key][0] is not t:
+            at = t if name in BUILDERS else TARGETS.get(t.language, {}).get("float32", t)
+            _CACHE[key] = (t, printer(at).text((every[name](at),)))
+        out[name] = _CACHE[key][1]
+    return out
