@@ -1263,21 +1263,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_c_vg_tend[vg_j] = vg_tend[l];
                         vg_c_vg_taken[vg_j] = vg_taken[l];
                     }
-                    double vg_blo[VG_W];
-                    double vg_bhi[VG_W];
-                    int vg_todo[VG_W];
+
+                    double vg_lo[VG_W];
+                    double vg_hi[VG_W];
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        vg_blo[vg_j] = 0.0;
-                        vg_bhi[vg_j] = 1.0;
-                        vg_todo[vg_j] = 1;
+                        vg_lo[vg_j] = ((double)(15)) * 0.0625;
+                        vg_hi[vg_j] = 1.0;
                     }
-                    // the samples theta = j / 16 first, each on every lane of the list: the bracket is
-                    // the first sub-interval whose end holds
-                    for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             double s_y = vg_c_s_y[vg_j];
                             double s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
@@ -1294,10 +1292,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)vg_f0;
                             const double vg_f1 = vg_c_vg_f1[vg_j];
                             (void)vg_f1;
-
-                            const double vg_mid = (double)vg_si * 0.0625;
+                            const double vg_mid = ((double)(vg_si)) * 0.0625;
                             const double tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             double q_y = s_y;
                             {
                                 double acc = 0.0;
@@ -1322,27 +1318,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
-                            if (vg_hold && vg_todo[vg_j]) {
-                                vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
-                                vg_bhi[vg_j] = vg_mid;
-                                vg_todo[vg_j] = 0;
+                            if (vg_hold && vg_hi[vg_j] == 1.0) {
+                                vg_lo[vg_j] = ((double)(vg_si - 1)) * 0.0625;
+                                vg_hi[vg_j] = vg_mid;
                             }
                         }
                     }
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (vg_todo[vg_j]) {
-                            vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
-                        }
-                    }
-                    for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
+                    for (int vg_b = 0; vg_b < 37; vg_b++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             double s_y = vg_c_s_y[vg_j];
                             double s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
@@ -1359,10 +1346,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)vg_f0;
                             const double vg_f1 = vg_c_vg_f1[vg_j];
                             (void)vg_f1;
-
-                            const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
+                            const double vg_mid = (vg_lo[vg_j] + vg_hi[vg_j]) * 0.5;
                             const double tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             double q_y = s_y;
                             {
                                 double acc = 0.0;
@@ -1387,21 +1372,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                             if (vg_hold) {
-                                vg_bhi[vg_j] = vg_mid;
+                                vg_hi[vg_j] = vg_mid;
                             } else {
-                                vg_blo[vg_j] = vg_mid;
+                                vg_lo[vg_j] = vg_mid;
                             }
                         }
                     }
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                         const int l = vg_on[vg_j];
-                        if (vg_bhi[vg_j] < vg_th[l]) {
-                            vg_th[l] = vg_bhi[vg_j];
+                        if (vg_hi[vg_j] < vg_th[l]) {
+                            vg_th[l] = vg_hi[vg_j];
                             vg_first[l] = 0;
                         }
                     }
@@ -1454,21 +1437,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_c_vg_tend[vg_j] = vg_tend[l];
                         vg_c_vg_taken[vg_j] = vg_taken[l];
                     }
-                    double vg_blo[VG_W];
-                    double vg_bhi[VG_W];
-                    int vg_todo[VG_W];
+
+                    double vg_lo[VG_W];
+                    double vg_hi[VG_W];
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        vg_blo[vg_j] = 0.0;
-                        vg_bhi[vg_j] = 1.0;
-                        vg_todo[vg_j] = 1;
+                        vg_lo[vg_j] = ((double)(15)) * 0.0625;
+                        vg_hi[vg_j] = 1.0;
                     }
-                    // the samples theta = j / 16 first, each on every lane of the list: the bracket is
-                    // the first sub-interval whose end holds
-                    for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             double s_y = vg_c_s_y[vg_j];
                             double s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
@@ -1485,10 +1466,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)vg_f0;
                             const double vg_f1 = vg_c_vg_f1[vg_j];
                             (void)vg_f1;
-
-                            const double vg_mid = (double)vg_si * 0.0625;
+                            const double vg_mid = ((double)(vg_si)) * 0.0625;
                             const double tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             double q_y = s_y;
                             {
                                 double acc = 0.0;
@@ -1513,27 +1492,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
-                            if (vg_hold && vg_todo[vg_j]) {
-                                vg_blo[vg_j] = (double)(vg_si - 1) * 0.0625;
-                                vg_bhi[vg_j] = vg_mid;
-                                vg_todo[vg_j] = 0;
+                            if (vg_hold && vg_hi[vg_j] == 1.0) {
+                                vg_lo[vg_j] = ((double)(vg_si - 1)) * 0.0625;
+                                vg_hi[vg_j] = vg_mid;
                             }
                         }
                     }
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (vg_todo[vg_j]) {
-                            vg_blo[vg_j] = (double)(16 - 1) * 0.0625;
-                        }
-                    }
-                    for (int vg_bi = 0; vg_non > 0 && vg_bi < 37; vg_bi++) {
+                    for (int vg_b = 0; vg_b < 37; vg_b++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const double t_n = vg_c_vg_ts[vg_j]; const double u_dt = vg_c_vg_use[vg_j]; const double vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             double s_y = vg_c_s_y[vg_j];
                             double s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
@@ -1550,10 +1520,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             (void)vg_f0;
                             const double vg_f1 = vg_c_vg_f1[vg_j];
                             (void)vg_f1;
-
-                            const double vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5;
+                            const double vg_mid = (vg_lo[vg_j] + vg_hi[vg_j]) * 0.5;
                             const double tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             double q_y = s_y;
                             {
                                 double acc = 0.0;
@@ -1578,21 +1546,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666666666666666 * vg_f1 + (-0.6666666666666666) * k1_v + (-0.6666666666666666) * k2_v + (-0.3333333333333333) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                             if (vg_hold) {
-                                vg_bhi[vg_j] = vg_mid;
+                                vg_hi[vg_j] = vg_mid;
                             } else {
-                                vg_blo[vg_j] = vg_mid;
+                                vg_lo[vg_j] = vg_mid;
                             }
                         }
                     }
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                         const int l = vg_on[vg_j];
-                        if (vg_bhi[vg_j] < vg_th[l]) {
-                            vg_th[l] = vg_bhi[vg_j];
+                        if (vg_hi[vg_j] < vg_th[l]) {
+                            vg_th[l] = vg_hi[vg_j];
                             vg_first[l] = 1;
                         }
                     }

@@ -1091,21 +1091,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_c_vg_tend[vg_j] = vg_tend[l];
                         vg_c_vg_taken[vg_j] = vg_taken[l];
                     }
-                    float vg_blo[VG_W];
-                    float vg_bhi[VG_W];
-                    int vg_todo[VG_W];
+
+                    float vg_lo[VG_W];
+                    float vg_hi[VG_W];
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        vg_blo[vg_j] = 0.0f;
-                        vg_bhi[vg_j] = 1.0f;
-                        vg_todo[vg_j] = 1;
+                        vg_lo[vg_j] = ((float)(15)) * 0.0625f;
+                        vg_hi[vg_j] = 1.0f;
                     }
-                    // the samples theta = j / 16 first, each on every lane of the list: the bracket is
-                    // the first sub-interval whose end holds
-                    for (int vg_si = 1; vg_non > 0 && vg_si < 16; vg_si++) {
+                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                    // no `if` around the condition: on a software renderer either costs far more than the trips)
+                    for (int vg_si = 1; vg_si < 16; vg_si++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const float t_n = vg_c_vg_ts[vg_j]; const float u_dt = vg_c_vg_use[vg_j]; const float vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             float s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
                             const float k0_v = vg_c_k0_v[vg_j];
@@ -1115,10 +1113,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
                             const float vg_f0 = vg_c_vg_f0[vg_j];
                             (void)vg_f0;
-
-                            const float vg_mid = (float)vg_si * 0.0625f;
+                            const float vg_mid = ((float)(vg_si)) * 0.0625f;
                             const float tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             float q_v = s_v;
                             {
                                 float acc = 0.0f;
@@ -1131,27 +1127,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666667f * vg_f0 + (-0.6666667f) * k1_v + (-0.6666667f) * k2_v + (-0.33333334f) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = q_v > 1.0f;  // line 23
-
-                            if (vg_hold && vg_todo[vg_j]) {
-                                vg_blo[vg_j] = (float)(vg_si - 1) * 0.0625f;
-                                vg_bhi[vg_j] = vg_mid;
-                                vg_todo[vg_j] = 0;
+                            if (vg_hold && vg_hi[vg_j] == 1.0f) {
+                                vg_lo[vg_j] = ((float)(vg_si - 1)) * 0.0625f;
+                                vg_hi[vg_j] = vg_mid;
                             }
                         }
                     }
-                    for (int vg_j = 0; vg_j < vg_non; vg_j++) {
-                        if (vg_todo[vg_j]) {
-                            vg_blo[vg_j] = (float)(16 - 1) * 0.0625f;
-                        }
-                    }
-                    for (int vg_bi = 0; vg_non > 0 && vg_bi < 17; vg_bi++) {
+                    for (int vg_b = 0; vg_b < 17; vg_b++) {
                         for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                             const int l = vg_on[vg_j];
                             const float t_n = vg_c_vg_ts[vg_j]; const float u_dt = vg_c_vg_use[vg_j]; const float vg_tn = vg_c_vg_tend[vg_j]; const int nstep = vg_c_vg_taken[vg_j];
-                            (void)t_n; (void)u_dt; (void)nstep; (void)vg_tn;
                             float s_v = vg_c_s_v[vg_j];
                             const int g_i = vg_c_g_i[vg_j];
                             const float k0_v = vg_c_k0_v[vg_j];
@@ -1161,10 +1148,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
                             const float vg_f0 = vg_c_vg_f0[vg_j];
                             (void)vg_f0;
-
-                            const float vg_mid = (vg_blo[vg_j] + vg_bhi[vg_j]) * 0.5f;
+                            const float vg_mid = (vg_lo[vg_j] + vg_hi[vg_j]) * 0.5f;
                             const float tt = t_n + vg_mid * u_dt;
-                            (void)tt;
                             float q_v = s_v;
                             {
                                 float acc = 0.0f;
@@ -1177,21 +1162,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 acc = acc + pw * (0.6666667f * vg_f0 + (-0.6666667f) * k1_v + (-0.6666667f) * k2_v + (-0.33333334f) * k3_v + k0_v);
                                 q_v = s_v + u_dt * acc;
                             }
-
                             bool vg_hold = false;
                             vg_hold = q_v > 1.0f;  // line 23
-
                             if (vg_hold) {
-                                vg_bhi[vg_j] = vg_mid;
+                                vg_hi[vg_j] = vg_mid;
                             } else {
-                                vg_blo[vg_j] = vg_mid;
+                                vg_lo[vg_j] = vg_mid;
                             }
                         }
                     }
                     for (int vg_j = 0; vg_j < vg_non; vg_j++) {
                         const int l = vg_on[vg_j];
-                        if (vg_bhi[vg_j] < vg_th[l]) {
-                            vg_th[l] = vg_bhi[vg_j];
+                        if (vg_hi[vg_j] < vg_th[l]) {
+                            vg_th[l] = vg_hi[vg_j];
                             vg_first[l] = 0;
                         }
                     }

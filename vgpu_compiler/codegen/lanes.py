@@ -14,8 +14,10 @@ from . import ir
 
 
 def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_") -> tuple:
-    """``registers``: the field's names, whose lane arrays are ``prefix + name``."""
-    arrays = {**{a: a for a in arrays}, **{r: prefix + r for r in registers}}
+    """``registers``: the field's names, whose lane arrays are ``prefix + name``;
+    ``arrays`` a dict: name -> its lane array's name."""
+    arrays = {**(dict(arrays) if isinstance(arrays, dict) else {a: a for a in arrays}),
+              **{r: prefix + r for r in registers}}
     at = ir.Var(lane)
 
     def expr(e):
@@ -165,3 +167,37 @@ def _type_of(name: str, stmts) -> str:
                 walk(getattr(s, attr, ()))
     walk(stmts)
     return found[0]
+
+
+def lane_list(stmts, arrays, head=(), count: str = "vg_non", at: str = "vg_j",
+              size: str = "VG_W") -> tuple:
+    """A trajectory's statements run on the lanes of a list (the C kernel's events: the
+    lanes ``vg_on[0 .. count)`` whose condition is to be located), the iterations outside
+    and the lanes inside, so that the lanes' dependency chains interleave (each lane does
+    the same arithmetic in the same order as alone). ``arrays``: the locals declared at
+    the top level that carry a lane's values from one loop to the next, made arrays over
+    the list's places (``name[at]``, declared first); a top-level ``Loop`` (its bounds
+    uniform) stays outside with its body a loop over the list, each other run of
+    statements one loop over the list; ``head``: the statements at the start of each such
+    loop's body (which bind the list's lane), where it reads more than the arrays."""
+    arrays = tuple(arrays)
+    types = {n: _type_of(n, stmts) for n in arrays}
+
+    def over(run) -> ir.Loop:
+        bound = tuple(head) if ir.names(run) - set(arrays) else ()  # (constants: no lane)
+        return ir.Loop(at, ir.i(0), ir.Var(count), bound + lane_arrays(run, arrays, lane=at))
+
+    out: list = [ir.Array(n, types[n], ir.Var(size)) for n in arrays]
+    run: list = []
+    for s in stmts:
+        if isinstance(s, (ir.Loop, ir.Comment)):
+            if run:
+                out.append(over(run))
+                run = []
+            out.append(ir.Loop(s.var, s.start, s.stop, (over(s.body),), s.step, s.comment)
+                       if isinstance(s, ir.Loop) else s)
+        else:
+            run.append(s)
+    if run:
+        out.append(over(run))
+    return tuple(out)

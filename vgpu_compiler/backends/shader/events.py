@@ -259,9 +259,11 @@ class PrintedEvents:
         from ...codegen.targets import printer
         return printer(self.dialect, {k: str(v) for k, v in splices.items()}).text(stmts, indent)
 
-    def _field(self):
+    def _field(self, ends=None):
+        """``ends``: the step's end state's names (vg_n<i>, a kernel of one trajectory)."""
         from ...codegen.build import locate
-        return locate.Field(q=tuple(self.q), ends=tuple(f"vg_n{i}" for i in range(len(self.q))),
+        ends = tuple(ends) if ends else tuple(f"vg_n{i}" for i in range(len(self.q)))
+        return locate.Field(q=tuple(self.q), ends=ends,
                             firsts=tuple(j for _, j in self.firsts))
 
     def locate_events(self, extension, holds, first: str = "vg_first", declared: bool = False,
@@ -272,6 +274,23 @@ class PrintedEvents:
         stmts = locate.events(len(self.events), self.bis_rest, self.noisy, first, declared)
         return self._print(stmts, {"extension": extension,
                                    **{f"hold{e}": h for e, h in enumerate(holds)}}, indent)
+
+    def locate_lanes(self, lane, extension, hold, up: str = "", indent: int = 0) -> str:
+        """C (a kernel of lane blocks): one condition's location (locate.bracket) on the
+        lanes of the list vg_on[0 .. vg_non), laid out by codegen/lanes.lane_list: the
+        samples and the halvings outside, the list's lanes inside, the bracket in the
+        arrays vg_lo/vg_hi over the list (vg_hi[vg_j]: the located theta). ``lane``: the
+        statements that bind lane l of the list (its scalars); ``extension``: q_* at theta
+        (vg_mid, or vg_fx with ``up``: the part [0, up[l]]); ``hold``: the condition on
+        q_* into vg_hold."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import locate
+        part = None if not up else ir.Index(up, ir.Var("l"))
+        stmts = lanes.lane_list(
+            locate.bracket(self.bis_rest, up=part), (locate.LO, locate.HI),
+            head=(ir.Let("l", ir.INT, ir.Index("vg_on", ir.Var("vg_j"))), ir.Splice("lane")))
+        return self._print(stmts, {"lane": lane, "extension": extension, "hold": hold},
+                           indent)
 
     def locate_declarations(self, first: str = "vg_first", indent: int = 0) -> str:
         from ...codegen.build import locate
@@ -285,20 +304,90 @@ class PrintedEvents:
         return self._print(stmts, {"start": start, "end": end, "extension": extension,
                                    **{f"cond{k}": c for k, c in enumerate(conds)}}, indent)
 
-    def first_hit(self, conds, start, indent: int = 0) -> str:
-        """A plain step's observers ``first``: vg_fh where one crossed (``start``: q_* =
-        the step's start state)."""
+    def locate_firsts_lanes(self, part: str, conds, start, end, extension, lane, listed,
+                            gather, indent: int = 0) -> str:
+        """C (a kernel of lane blocks): locate.firsts laid out over the block's lanes.
+        One loop over the lanes where ``part`` holds (a condition of the template, on
+        lane l) decides each lane's part of the step and its crossings (bit f of
+        vg_fhit[l]); then per observer f (one loop, the condition chosen by vg_f: one
+        location's code for all of them, the kernel's size bounded) its lanes in a list
+        (vg_on[0 .. vg_non)), the arrays the location reads gathered for them
+        (``gather``), its location (lanes.lane_list) and its time into vg_new<j>[l].
+        ``lane``/``listed``: the statements binding lane l (of the block / of the list);
+        ``end``/``extension``: q_* at theta vg_fu[l] / vg_fx."""
+        from ...codegen import ir, lanes
         from ...codegen.build import locate
-        return self._print(locate.first_hit(self._field()),
+        ends = tuple(f"vg_new{i}" for i in range(len(self.q)))
+        stmts = locate.firsts(self.dialect, self._field(ends), self.bis_rest, self.noisy)
+        n = len(self.firsts)
+        head, per = stmts[:-n], stmts[-n:]
+        block = {"vg_fu": "vg_fu", "vg_fte": "vg_fte", "vg_fhit": "vg_fhit",
+                 "vg_moved": "vg_moved", "vg_row": "vg_row", "vg_lstat": "vg_lstat",
+                 "vg_active": "A_act", **{e: e for e in ends}}
+        size, l, vf = ir.Var("VG_W"), ir.Var("l"), ir.Var("vg_f")
+        if self.noisy:              # (no location: each time at the part's end)
+            head, per = head + per, ()
+        out = [ir.Array(a, ir.FLOAT if a != "vg_fhit" else ir.INT, size)
+               for a in ("vg_fu", "vg_fte", "vg_fhit")]
+        out.append(ir.Loop("l", ir.i(0), size, (
+            ir.Assign(ir.Index("vg_fhit", l), ir.i(0)),
+            ir.If(ir.Var(part), (ir.Splice("lane"), *lanes.lane_arrays(head, block))))))
+        splices = {"start": start, "end": end, "extension": extension, "lane": lane,
+                   "listed": listed, "gather": gather,
+                   **{f"cond{k}": c for k, c in enumerate(conds)}}
+        text = self._print(tuple(out), splices, indent)
+        if not per:
+            return text
+
+        def chain(each):            # if (vg_f == 0) {..} else if (vg_f == 1) {..} ...
+            tail: tuple = ()
+            for k in reversed(range(n)):
+                tail = (ir.If(ir.eq(vf, ir.i(k)), each(k), tail),)
+            return tail
+        mask = ir.i(2 ** (n - 1))
+        for k in reversed(range(n - 1)):
+            mask = ir.Select(ir.eq(vf, ir.i(k)), ir.i(2 ** k), mask)
+        found = [lanes.lane_arrays(x.then, block) for x in per]
+        # the location of per[0] (every observer's is the same but its condition: cond0
+        # made the chain over vg_f), then each one's time into its state
+        hold = self._print(chain(lambda k: (ir.Splice(f"cond{k}"),)), splices, 0)
+        when = chain(lambda k: (ir.Assign(found[k][-1].target, found[k][-1].value),))
+        loop = ir.Loop("vg_f", ir.i(0), ir.i(n), (
+            ir.Let("vg_fm", ir.INT, mask),
+            ir.Array("vg_on", ir.INT, size),
+            ir.Let("vg_non", ir.INT, ir.i(0), mutable=True),
+            ir.Loop("l", ir.i(0), size, (ir.If(
+                ir.ne(ir.Bits(ir.Bit.AND, ir.Index("vg_fhit", l), ir.Var("vg_fm")), ir.i(0)), (
+                    ir.Assign(ir.Index("vg_on", ir.Var("vg_non")), l),
+                    ir.Assign(ir.Var("vg_non"), ir.add(ir.Var("vg_non"), ir.i(1))))),)),
+            ir.Splice("gather"),
+            *lanes.lane_list(found[0][:-1] + when, (locate.LO, locate.HI),
+                             head=(ir.Let("l", ir.INT, ir.Index("vg_on", ir.Var("vg_j"))),
+                                   ir.Splice("listed")))),
+            comment="per observer `first`: its lanes, its location")
+        return text + "\n" + self._print((loop,), {**splices, "cond0": hold}, indent)
+
+    def first_hit(self, conds, start, indent: int = 0, ends=None) -> str:
+        """A plain step's observers ``first``: vg_fh where one crossed (``start``: q_* =
+        the step's start state; ``ends``: names holding each state's NaN-ness at the
+        step's end, C: the start state's, constant over the step)."""
+        from ...codegen.build import locate
+        return self._print(locate.first_hit(self._field(ends)),
                            {"start": start, **{f"cond{k}": c for k, c in enumerate(conds)}},
                            indent)
 
-    def first_jump(self, after: bool, conds, indent: int = 0) -> str:
-        """At an event's time, before the events (``after`` false) or after them."""
+    def first_jump(self, after: bool, conds, indent: int = 0, lanes: bool = False) -> str:
+        """At an event's time, before the events (``after`` false) or after them.
+        ``lanes`` (C, in a loop over the block's lanes l): the step's end state is the
+        lane arrays vg_new<i>[l] (codegen/lanes.lane_arrays)."""
+        from ...codegen import lanes as _lanes
         from ...codegen.build import locate
         build = locate.jump_after if after else locate.jump_before
-        return self._print(build(self.dialect, self._field()),
-                           {f"cond{k}": c for k, c in enumerate(conds)}, indent)
+        ends = tuple(f"vg_new{i}" for i in range(len(self.q))) if lanes else None
+        stmts = build(self.dialect, self._field(ends))
+        if lanes:
+            stmts = _lanes.lane_arrays(stmts, ends)
+        return self._print(stmts, {f"cond{k}": c for k, c in enumerate(conds)}, indent)
 
 
 # A fixed-step method's kernel without a basin runs up to this many plain steps (the
