@@ -123,7 +123,6 @@ void main() {
     int vg_cnt0 = 0;
     float vg_tstop = 0.0;
     float vg_window = 0.0;
-
     if (vg_active) {
         s_y = b_state.v[lane];
         s_v = b_state.v[u_count + lane];
@@ -165,7 +164,7 @@ void main() {
             }
         }
         if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
+            while (vg_active && vg_next < u_nsave && ((u_dt < 0.0) ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
                 b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_y;
                 b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_v;
                 vg_next++;
@@ -440,7 +439,6 @@ void main() {
                 }
             }
         }
-
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
             float vg_ts = vg_again != 0 ? vg_t : u_t0 + float(vg_taken) * u_dt;
@@ -927,7 +925,6 @@ void main() {
             }
             }
         }
-
     }
 
     // --- store ---

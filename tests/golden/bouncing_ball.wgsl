@@ -207,7 +207,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     // --- events: previous conditions (bit e), own status, steps, events this step ---
     var vg_prev: i32 = 0;
     var vg_lstat: i32 = 0;
@@ -216,7 +216,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_cnt0: i32 = 0;
     var vg_tstop: f32 = 0.0;
     var vg_window: f32 = 0.0;
-
     if (vg_active) {
         s_y = b_state[lane];
         s_v = b_state[u_count + lane];
@@ -533,7 +532,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             let vg_tend: f32 = u_t0 + f32(vg_taken + 1) * u_dt;
             let vg_ts: f32 = select(u_t0 + f32(vg_taken) * u_dt, vg_t, vg_again != 0);
@@ -1020,7 +1018,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             }
             }
         }
-
     }
 
     // --- store ---

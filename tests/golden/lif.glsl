@@ -143,7 +143,6 @@ void main() {
     int vg_cnt0 = 0;
     float vg_tstop = 0.0;
     float vg_window = 0.0;
-
     if (vg_active) {
         s_v = b_state.v[lane];
         if (u_step0 != 0) {
@@ -181,7 +180,7 @@ void main() {
             }
         }
         if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
+            while (vg_active && vg_next < u_nsave && ((u_dt < 0.0) ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
                 b_hist.v[(vg_next * 1 + 0) * u_count + lane] = s_v;
                 vg_next++;
             }
@@ -392,7 +391,6 @@ void main() {
                 }
             }
         }
-
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
             float vg_ts = vg_again != 0 ? vg_t : u_t0 + float(vg_taken) * u_dt;
@@ -678,7 +676,6 @@ void main() {
             }
             }
         }
-
     }
 
     // --- store ---
