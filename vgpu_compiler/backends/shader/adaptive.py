@@ -115,6 +115,15 @@ class PrintedAdaptive:
                      + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
         return "\n\n".join(parts)
 
+    def fixed_step(self, k, indent: int = 0, **splices) -> str:
+        """A fixed-step method's step with events (codegen/build/adaptive.fixed_step), in
+        this dialect, with its template's pieces (``splices``)."""
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        stmts = adaptive.fixed_step(self.dialect, self._field(k), self._stages(k),
+                                    noise=bool(k.ev.noise_draws))
+        return printer(self.dialect, splices).text(stmts, indent)
+
     @staticmethod
     def _stages(k) -> tuple:
         from ...codegen.build import adaptive

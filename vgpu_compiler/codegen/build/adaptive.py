@@ -133,7 +133,17 @@ def save_dense(fd: Field) -> tuple:
         ir.While(cond, tuple(body))), comment="(uniform: a software renderer skips it)"),)
 
 
-def step_end(t, fd: Field, dtype: str, running: int) -> tuple:
+def ros_restart(fd: Field, sts: tuple) -> Block:
+    """A Rosenbrock method is not FSAL: F at the new state, the next step's stage 0."""
+    return Block((Let("t_n", FLOAT, Var("vg_tn")),
+                  Let("nstep", ir.INT, ir.add(Var("vg_taken"), i(1))),
+                  *((Let("tt", FLOAT, Var("t_n")),) if sts[0].time else ()),
+                  *(Let(y, FLOAT, Var(f"vg_n{j}"), precise=True) for j, y in enumerate(fd.trial)),
+                  ir.Splice("stage0")),
+                 comment="rodas4 is not FSAL: F at the new state, the next step's stage 0")
+
+
+def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
     """From the stages' k to the next step (see the module docstring)."""
     names = controller.Names(flux="vg_flux_due")
     tn = Var("vg_tn")
@@ -153,7 +163,7 @@ def step_end(t, fd: Field, dtype: str, running: int) -> tuple:
                                        (Assign(Var("vg_cut"), ir.Lit(False, BOOL)),)),
                                     ir.Splice("restart")), fsal + moved)]
     elif fd.ros:
-        ok += [ir.Splice("ros_restart"),
+        ok += [ros_restart(fd, sts),
                *(Assign(Var(st), Var(f"vg_n{j}")) for j, st in enumerate(fd.states)), *moved]
     else:
         ok += [*fsal, *moved]
@@ -222,7 +232,7 @@ def adaptive_attempt(t, fd: Field, sts: tuple, dtype: str, running: int,
     body = (Let("u_dt", FLOAT, use, comment="this trajectory's step (hides the uniform)"),
             Let("t_n", FLOAT, Var("vg_t")), Let("nstep", ir.INT, Var("vg_taken")),
             *stages(t, fd, sts, solve, frozen=fd.events),
-            *step_end(t, fd, dtype, running))
+            *step_end(t, fd, sts, dtype, running))
     return (Let("vg_use", FLOAT, ir.call("min", Var("vg_h"), Var("u_dtmax")), mutable=True),
             Let("vg_cut", BOOL, ir.Bin(ir.Op.GE, ir.add(Var("vg_t"), use),
                                        ir.sub(Var("u_t1"), Var("u_gap"))), mutable=fd.events),
@@ -415,3 +425,26 @@ def flux(fd: Field) -> tuple:
     return (Comment("--- flux: once, when the trajectory ends, on its final state ---"),
             If(Var("vg_flux_due"), (Let("nstep", ir.INT, Var("vg_taken")),
                                     Let("tt", FLOAT, t), ir.Splice("flux"))))
+
+
+def fixed_step(t, fd: Field, sts: tuple, noise: bool = False) -> tuple:
+    """A fixed-step method's step with events, from (t_n, state) over u_dt: the stages
+    (each with the events' frozen k), the end state vg_n<i> (``noise``: the increments
+    added, ``Splice("noise_add")``), stage 0's k kept in vg_f<i>, and F at the step's end
+    vg_tn = vg_tend (the next step's stage 0). ``Splice("step_start")``: F at the step's
+    start where the events read it."""
+    st0 = sts[0]
+    return (
+        ir.Splice("step_start"),
+        *stages(t, fd, sts, frozen=True),
+        *(Let(f"vg_n{j}", FLOAT, Raw(x), precise=True, mutable=noise or fd.firsts)
+          for j, x in enumerate(fd.update)),
+        ir.Splice("noise_add"),
+        *(Let(f"vg_f{j}", FLOAT, Var(k)) for j, k in enumerate(fd.k0)),
+        Let("vg_tn", FLOAT, Var("vg_tend")),
+        Block((Let("t_n", FLOAT, Var("vg_tn")),
+               *((Let("tt", FLOAT, Var("t_n")),) if st0.time else ()),
+               *(Let(y, FLOAT, Var(f"vg_n{j}"), precise=True) for j, y in enumerate(fd.trial)),
+               ir.Splice("stage0"), ir.Splice("frozen0")),
+              comment="F at the step's end: the interpolant's end slope, the next step's "
+                      "stage 0"))
