@@ -120,8 +120,8 @@ class PrintedAdaptive:
         this dialect, with its template's pieces (``splices``)."""
         from ...codegen.build import adaptive
         from ...codegen.targets import printer
-        stmts = adaptive.fixed_step(self.dialect, self._field(k), self._stages(k),
-                                    noise=bool(k.ev.noise_draws))
+        fd = self._field(k)
+        stmts = adaptive.fixed_step(self.dialect, fd, self._stages(k), noise=fd.noise)
         return printer(self.dialect, splices).text(stmts, indent)
 
     @staticmethod
@@ -153,7 +153,8 @@ class PrintedAdaptive:
             ros=bool(k.ros), basin=bool(k.has_basin), collapse=bool(k.collapse),
             observe=bool(k.observe), fixed=self.fixed, params=tuple(k.pt_params),
             init=tuple((x.target, x.expr, x.comment) for x in k.init or ()),
-            init_names=tuple(k.init_names) if k.uses_init else ())
+            init_names=tuple(k.init_names) if k.uses_init else (),
+            noise=bool(k.events and k.ev.noise_draws))
 
     def first_step(self, trial: str, folds: dict | None = None) -> str:
         """The first step (codegen/build/first_step.py) with ``trial``, the field's stage

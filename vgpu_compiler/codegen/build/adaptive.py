@@ -47,6 +47,7 @@ class Field:
     params: tuple[str, ...] = ()        # per-trajectory params' registers
     init: tuple[tuple[str, str, str], ...] = ()   # (register, value, note) set at the start
     init_names: tuple[str, ...] = ()    # the state at t0, kept (b_init): per state
+    noise: bool = False                 # (events) the step's noise increments added
 
 
 def weighted(terms: Terms):
@@ -403,10 +404,10 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
 def attempts(t, fd: Field, sts: tuple, dtype: str, running: int, solve=None) -> tuple:
     """The step attempts of this dispatch: at most u_attempts, while the trajectory runs
     (an adaptive one: and before u_pause). A fixed-step method with events takes its
-    steps in the template's ``Splice("fixed_lean")`` and ``Splice("fixed_events")``."""
+    plain steps in the template's ``Splice("fixed_lean")`` first, then fixed_events."""
     stop = If(ir.ne(Var("vg_status"), i(running)), (ir.Break(),))
     if fd.fixed and fd.events:
-        body = (stop, ir.Splice("fixed_lean"), ir.Splice("fixed_events"))
+        body = (stop, ir.Splice("fixed_lean"), *fixed_events(t, fd, sts, running, fd.noise))
     elif fd.fixed:
         body = (stop, *fixed_attempt(t, fd, sts, sts[0]))
     else:
@@ -448,3 +449,46 @@ def fixed_step(t, fd: Field, sts: tuple, noise: bool = False) -> tuple:
                ir.Splice("stage0"), ir.Splice("frozen0")),
               comment="F at the step's end: the interpolant's end slope, the next step's "
                       "stage 0"))
+
+
+def fixed_events(t, fd: Field, sts: tuple, running: int, noise: bool = False) -> tuple:
+    """Step vg_taken of a fixed-step method with events, or the rest of it after one: the
+    step (fixed_step), the events' pieces (``Splice("keep")``: the start kept, the end
+    located, the save_at times before it; ``restart``; ``save_step``; ``all_stopped``),
+    the update where no event moved the trajectory, the counters and the status. A rest
+    counts up in vg_again (the event log's key)."""
+    taken, again = Var("vg_taken"), Var("vg_again")
+    resting = ir.ne(again, i(0))
+    at = ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), Var("u_dt")))
+    end = ir.Bin(ir.Op.GE, taken, Var("u_steps"))
+    if fd.collapse:
+        end = ir.or_(end, Var("vg_collapsed"))
+    step = (
+        Let("u_dt", FLOAT, Var("vg_use"), comment="the step, or the rest of it (hides the "
+                                                  "uniform)"),
+        Let("t_n", FLOAT, Var("vg_ts")), Let("nstep", ir.INT, taken),
+        *fixed_step(t, fd, sts, noise),
+        ir.Splice("keep"),
+        Let("vg_stepped", BOOL, ir.Lit(True, BOOL), mutable=True),
+        If(Var("vg_moved"),
+           (ir.Splice("restart"), Assign(Var("vg_stepped"), Var("vg_atend")),
+            Assign(again, ir.Select(Var("vg_atend"), i(0), ir.add(again, i(1))),
+                   comment="(the rests of a step: the event log's key)")),
+           (*(Assign(Var(s), Var(f"vg_n{j}")) for j, s in enumerate(fd.states)),
+            Assign(Var("vg_t"), Var("vg_tn")))),
+        *((ir.Splice("observe"),) if fd.observe else ()),
+        If(Var("vg_stepped"), (Inc(taken), Assign(again, i(0)), ir.Splice("save_step"),
+                               *((ir.Splice("vote"),) if fd.collapse else ()),
+                               If(end, (_status(C.REACHED_END),)))),
+        ir.Splice("all_stopped"),
+        If(ir.ne(Var("vg_status"), i(running)),
+           (Assign(Var("vg_flux_due"), ir.Lit(True, BOOL)),)))
+    return (Block((
+        Let("vg_tend", FLOAT, ir.add(Var("u_t0"), ir.mul(
+            ir.call("to_float", ir.add(taken, i(1))), Var("u_dt")))),
+        Let("vg_ts", FLOAT, ir.Select(resting, Var("vg_t"), at)),
+        Let("vg_use", FLOAT, ir.Select(resting, ir.sub(Var("vg_tend"), Var("vg_t")),
+                                       Var("u_dt"))),
+        If(ir.eq(again, i(0)), (Assign(Var("vg_instep"), i(0)),)),
+        Block(step)), comment="step vg_taken of a fixed-step method with events, or the rest "
+                              "of it after one"),)
