@@ -123,7 +123,6 @@ void main() {
     int vg_cnt0 = 0;
     float vg_tstop = 0.0;
     float vg_window = 0.0;
-
     if (vg_active) {
         s_y = b_state.v[lane];
         s_v = b_state.v[u_count + lane];
@@ -165,7 +164,7 @@ void main() {
             }
         }
         if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-            while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
+            while (vg_active && vg_next < u_nsave && ((u_dt < 0.0) ? b_save.v[vg_next] >= vg_t : b_save.v[vg_next] <= vg_t)) {
                 b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_y;
                 b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_v;
                 vg_next++;
@@ -440,348 +439,310 @@ void main() {
                 }
             }
         }
-
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
-            float vg_ts = vg_again != 0 ? vg_t : u_t0 + float(vg_taken) * u_dt;
-            float vg_use = vg_again != 0 ? vg_tend - vg_t : u_dt;
+            float vg_ts = (vg_again != 0) ? vg_t : u_t0 + float(vg_taken) * u_dt;
+            float vg_use = (vg_again != 0) ? vg_tend - vg_t : u_dt;
             if (vg_again == 0) {
                 vg_instep = 0;
             }
             {
-            float u_dt = vg_use;  // the step, or the rest of it (hides the uniform)
-            float t_n = vg_ts;
-            int nstep = vg_taken;
-            float k1_y = 0.0;
-            float k1_v = 0.0;
-            float k2_y = 0.0;
-            float k2_v = 0.0;
-            float k3_y = 0.0;
-            float k3_v = 0.0;
-            {  // stage 1, c = 0.5
-                precise float y_v = s_v + (0.5 * u_dt) * k0_v;
-                if (vg_active) {
-                    k1_y = y_v;  // line 26: state y = h, v = 0
-                    k1_v = -p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k1_y = 0.0;
-                    k1_v = 0.0;
-                }
-            }
-            {  // stage 2, c = 0.5
-                precise float y_v = s_v + (0.5 * u_dt) * k1_v;
-                if (vg_active) {
-                    k2_y = y_v;  // line 26: state y = h, v = 0
-                    k2_v = -p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k2_y = 0.0;
-                    k2_v = 0.0;
-                }
-            }
-            {  // stage 3, c = 1.0
-                precise float y_v = s_v + u_dt * k2_v;
-                if (vg_active) {
-                    k3_y = y_v;  // line 26: state y = h, v = 0
-                    k3_v = -p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k3_y = 0.0;
-                    k3_v = 0.0;
-                }
-            }
-            precise float vg_n0 = s_y + u_dt * (0.16666667 * k0_y + 0.33333334 * k1_y + 0.33333334 * k2_y + 0.16666667 * k3_y);
-            precise float vg_n1 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
-            float vg_f0 = k0_y;
-            float vg_f1 = k0_v;
-            float vg_tn = vg_tend;
-            {  // F at the step's end: the interpolant's end slope, the next step's stage 0
-                float t_n = vg_tn;
-                precise float y_y = vg_n0;
-                precise float y_v = vg_n1;
-                if (vg_active) {
-                    k0_y = y_v;  // line 26: state y = h, v = 0
-                    k0_v = -p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k0_y = 0.0;
-                    k0_v = 0.0;
-                }
-            }
-            float vg_y0 = s_y;
-            float vg_y1 = s_v;
-            // --- events: every condition at the step's end ---
-            int vg_cend = 0;
-            {
-                float tt = vg_tn;
-                float q_y = vg_n0;
-                float q_v = vg_n1;
-                {
-                    bool vg_hold = false;
+                float u_dt = vg_use;  // the step, or the rest of it (hides the uniform)
+                float t_n = vg_ts;
+                int nstep = vg_taken;
+                float k1_y = 0.0;
+                float k1_v = 0.0;
+                float k2_y = 0.0;
+                float k2_v = 0.0;
+                float k3_y = 0.0;
+                float k3_v = 0.0;
+                {  // stage 1, c = 0.5
+                    precise float y_v = s_v + (0.5 * u_dt) * k0_v;
                     if (vg_active) {
-                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                        k1_y = y_v;  // line 26: state y = h, v = 0
+                        k1_v = -p_g;  // line 28: dv/dt = -g
                     }
-                    if (vg_hold) {
-                        vg_cend |= 1;
+                    if (vg_lstat != 0) {
+                        k1_y = 0.0;
+                        k1_v = 0.0;
                     }
                 }
-                {
-                    bool vg_hold = false;
+                {  // stage 2, c = 0.5
+                    precise float y_v = s_v + (0.5 * u_dt) * k1_v;
                     if (vg_active) {
-                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                        k2_y = y_v;  // line 26: state y = h, v = 0
+                        k2_v = -p_g;  // line 28: dv/dt = -g
                     }
-                    if (vg_hold) {
-                        vg_cend |= 2;
+                    if (vg_lstat != 0) {
+                        k2_y = 0.0;
+                        k2_v = 0.0;
                     }
                 }
-            }
-            int vg_trig = (vg_active && vg_lstat == 0) ? (vg_cend & ~vg_prev) : 0;
-            bool vg_moved = vg_trig != 0;
-            bool vg_atend = true;
-            if (vg_moved) {
-                // each condition that went false -> true: samples, then bisection on the step's extension
-                float vg_th = 2.0;
-                int vg_first = -1;
-                if ((vg_trig & 1) != 0) {
-                    float vg_lo = float(15) * 0.0625;
-                    float vg_hi = 1.0;
-                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
-                    // no `if` around the condition: on a software renderer either costs far more than the trips)
-                    for (int vg_si = 1; vg_si < 16; vg_si++) {
-                        float vg_mid = float(vg_si) * 0.0625;
-                        float tt = t_n + vg_mid * u_dt;
-                        float q_y = s_y;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        float q_v = s_v;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-                        }
-                        if (vg_hold && vg_hi == 1.0) {
-                            vg_lo = float(vg_si - 1) * 0.0625;
-                            vg_hi = vg_mid;
-                        }
+                {  // stage 3, c = 1.0
+                    precise float y_v = s_v + u_dt * k2_v;
+                    if (vg_active) {
+                        k3_y = y_v;  // line 26: state y = h, v = 0
+                        k3_v = -p_g;  // line 28: dv/dt = -g
                     }
-                    for (int vg_b = 0; vg_b < 17; vg_b++) {
-                        float vg_mid = (vg_lo + vg_hi) * 0.5;
-                        float tt = t_n + vg_mid * u_dt;
-                        float q_y = s_y;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        float q_v = s_v;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
+                    if (vg_lstat != 0) {
+                        k3_y = 0.0;
+                        k3_v = 0.0;
+                    }
+                }
+                precise float vg_n0 = s_y + u_dt * (0.16666667 * k0_y + 0.33333334 * k1_y + 0.33333334 * k2_y + 0.16666667 * k3_y);
+                precise float vg_n1 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
+                float vg_f0 = k0_y;
+                float vg_f1 = k0_v;
+                float vg_tn = vg_tend;
+                {  // F at the step's end: the interpolant's end slope, the next step's stage 0
+                    float t_n = vg_tn;
+                    precise float y_y = vg_n0;
+                    precise float y_v = vg_n1;
+                    if (vg_active) {
+                        k0_y = y_v;  // line 26: state y = h, v = 0
+                        k0_v = -p_g;  // line 28: dv/dt = -g
+                    }
+                    if (vg_lstat != 0) {
+                        k0_y = 0.0;
+                        k0_v = 0.0;
+                    }
+                }
+                float vg_y0 = s_y;
+                float vg_y1 = s_v;
+                // --- events: every condition at the step's end ---
+                int vg_cend = 0;
+                {
+                    float tt = vg_tn;
+                    float q_y = vg_n0;
+                    float q_v = vg_n1;
+                    {
                         bool vg_hold = false;
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
                         }
                         if (vg_hold) {
-                            vg_hi = vg_mid;
-                        } else {
-                            vg_lo = vg_mid;
+                            vg_cend |= 1;
                         }
                     }
-                    if (vg_hi < vg_th) {
-                        vg_th = vg_hi;
-                        vg_first = 0;
-                    }
-                }
-                if ((vg_trig & 2) != 0) {
-                    float vg_lo = float(15) * 0.0625;
-                    float vg_hi = 1.0;
-                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
-                    // no `if` around the condition: on a software renderer either costs far more than the trips)
-                    for (int vg_si = 1; vg_si < 16; vg_si++) {
-                        float vg_mid = float(vg_si) * 0.0625;
-                        float tt = t_n + vg_mid * u_dt;
-                        float q_y = s_y;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        float q_v = s_v;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold && vg_hi == 1.0) {
-                            vg_lo = float(vg_si - 1) * 0.0625;
-                            vg_hi = vg_mid;
-                        }
-                    }
-                    for (int vg_b = 0; vg_b < 17; vg_b++) {
-                        float vg_mid = (vg_lo + vg_hi) * 0.5;
-                        float tt = t_n + vg_mid * u_dt;
-                        float q_y = s_y;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        float q_v = s_v;
-                        {
-                            precise float acc = 0.0;
-                            precise float pw = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
+                    {
                         bool vg_hold = false;
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
                         }
                         if (vg_hold) {
-                            vg_hi = vg_mid;
-                        } else {
-                            vg_lo = vg_mid;
+                            vg_cend |= 2;
                         }
-                    }
-                    if (vg_hi < vg_th) {
-                        vg_th = vg_hi;
-                        vg_first = 1;
                     }
                 }
-                float vg_row = vg_th;
-                vg_atend = vg_row == 1.0;
-                float vg_tev = vg_atend ? vg_tn : t_n + vg_row * u_dt;
-                {
-                    float tt = vg_tev;
-                    float q_y = s_y;
-                    {
-                        precise float acc = 0.0;
-                        precise float pw = 1.0;
-                        pw = pw * vg_row;
-                        acc = acc + pw * (vg_f0);
-                        pw = pw * vg_row;
-                        acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                        pw = pw * vg_row;
-                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                        q_y = s_y + u_dt * acc;
-                    }
-                    float q_v = s_v;
-                    {
-                        precise float acc = 0.0;
-                        precise float pw = 1.0;
-                        pw = pw * vg_row;
-                        acc = acc + pw * (vg_f1);
-                        pw = pw * vg_row;
-                        acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                        pw = pw * vg_row;
-                        acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                        q_v = s_v + u_dt * acc;
-                    }
-                    if (vg_atend || vg_lstat != 0) {
-                        q_y = vg_lstat != 0 ? s_y : vg_n0;
-                        q_v = vg_lstat != 0 ? s_v : vg_n1;
-                    }
-                    bool vg_live = vg_active && vg_lstat == 0;
-                    int vg_fired = (vg_live && vg_first >= 0 && vg_th == vg_row) ? vg_first : -1;
-                    if (vg_fired == 0) {
-                        if (vg_instep >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat = 4;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
-                        } else {
-                            vg_instep++;
-                            float vg_v0_0 = 0.0;
-                            if (vg_active) {
-                                float vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * float(g_i)) / float(max((d_N - 1), 1)));
-                                vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
+                int vg_trig = (vg_active && vg_lstat == 0) ? (vg_cend & ~vg_prev) : 0;
+                bool vg_moved = vg_trig != 0;
+                bool vg_atend = true;
+                if (vg_moved) {
+                    // each condition that went false -> true: samples, then bisection on the step's extension
+                    float vg_th = 2.0;
+                    int vg_first = -1;
+                    if ((vg_trig & 1) != 0) {
+                        float vg_lo = float(15) * 0.0625;
+                        float vg_hi = 1.0;
+                        // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                        // no `if` around the condition: on a software renderer either costs far more than the trips)
+                        for (int vg_si = 1; vg_si < 16; vg_si++) {
+                            float vg_mid = float(vg_si) * 0.0625;
+                            float tt = t_n + vg_mid * u_dt;
+                            float q_y = s_y;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
                             }
-                            if (vg_active) {
-                                fx0_bounces(min(max(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+                            float q_v = s_v;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
                             }
-                            q_v = vg_v0_0;
-                            vg_cnt0++;
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold && vg_hi == 1.0) {
+                                vg_lo = float(vg_si - 1) * 0.0625;
+                                vg_hi = vg_mid;
+                            }
+                        }
+                        for (int vg_b = 0; vg_b < 17; vg_b++) {
+                            float vg_mid = (vg_lo + vg_hi) * 0.5;
+                            float tt = t_n + vg_mid * u_dt;
+                            float q_y = s_y;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            float q_v = s_v;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                vg_hi = vg_mid;
+                            } else {
+                                vg_lo = vg_mid;
+                            }
+                        }
+                        if (vg_hi < vg_th) {
+                            vg_th = vg_hi;
+                            vg_first = 0;
                         }
                     }
-                    if (vg_fired == 1) {
-                        if (vg_instep >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat = 4;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
-                        } else {
-                            vg_instep++;
-                            vg_lstat = 1;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
+                    if ((vg_trig & 2) != 0) {
+                        float vg_lo = float(15) * 0.0625;
+                        float vg_hi = 1.0;
+                        // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                        // no `if` around the condition: on a software renderer either costs far more than the trips)
+                        for (int vg_si = 1; vg_si < 16; vg_si++) {
+                            float vg_mid = float(vg_si) * 0.0625;
+                            float tt = t_n + vg_mid * u_dt;
+                            float q_y = s_y;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            float q_v = s_v;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold && vg_hi == 1.0) {
+                                vg_lo = float(vg_si - 1) * 0.0625;
+                                vg_hi = vg_mid;
+                            }
+                        }
+                        for (int vg_b = 0; vg_b < 17; vg_b++) {
+                            float vg_mid = (vg_lo + vg_hi) * 0.5;
+                            float tt = t_n + vg_mid * u_dt;
+                            float q_y = s_y;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            float q_v = s_v;
+                            {
+                                precise float acc = 0.0;
+                                precise float pw = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                vg_hi = vg_mid;
+                            } else {
+                                vg_lo = vg_mid;
+                            }
+                        }
+                        if (vg_hi < vg_th) {
+                            vg_th = vg_hi;
+                            vg_first = 1;
                         }
                     }
-                    // then every condition, in written order, on the state after
-                    if (vg_active && vg_lstat == 0 && (vg_prev & 1) == 0 && vg_fired != 0) {
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                    float vg_row = vg_th;
+                    vg_atend = vg_row == 1.0;
+                    float vg_tev = vg_atend ? vg_tn : t_n + vg_row * u_dt;
+                    {
+                        float tt = vg_tev;
+                        float q_y = s_y;
+                        {
+                            precise float acc = 0.0;
+                            precise float pw = 1.0;
+                            pw = pw * vg_row;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_row;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * vg_row;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            q_y = s_y + u_dt * acc;
                         }
-                        if (vg_hold) {
+                        float q_v = s_v;
+                        {
+                            precise float acc = 0.0;
+                            precise float pw = 1.0;
+                            pw = pw * vg_row;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * vg_row;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * vg_row;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+                        if (vg_atend || vg_lstat != 0) {
+                            q_y = vg_lstat != 0 ? s_y : vg_n0;
+                            q_v = vg_lstat != 0 ? s_v : vg_n1;
+                        }
+                        bool vg_live = vg_active && vg_lstat == 0;
+                        int vg_fired = (vg_live && vg_first >= 0 && vg_th == vg_row) ? vg_first : -1;
+                        if (vg_fired == 0) {
                             if (vg_instep >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat = 4;
                                 vg_tstop = tt;
@@ -800,13 +761,7 @@ void main() {
                                 vg_cnt0++;
                             }
                         }
-                    }
-                    if (vg_active && vg_lstat == 0 && (vg_prev & 2) == 0 && vg_fired != 1) {
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold) {
+                        if (vg_fired == 1) {
                             if (vg_instep >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat = 4;
                                 vg_tstop = tt;
@@ -818,116 +773,158 @@ void main() {
                                 vg_ltaken = vg_taken + 1;
                             }
                         }
+                        // then every condition, in written order, on the state after
+                        if (vg_active && vg_lstat == 0 && (vg_prev & 1) == 0 && vg_fired != 0) {
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                if (vg_instep >= 64) {  // more than 64 events in one step: status 4
+                                    vg_lstat = 4;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                } else {
+                                    vg_instep++;
+                                    float vg_v0_0 = 0.0;
+                                    if (vg_active) {
+                                        float vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * float(g_i)) / float(max((d_N - 1), 1)));
+                                        vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
+                                    }
+                                    if (vg_active) {
+                                        fx0_bounces(min(max(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+                                    }
+                                    q_v = vg_v0_0;
+                                    vg_cnt0++;
+                                }
+                            }
+                        }
+                        if (vg_active && vg_lstat == 0 && (vg_prev & 2) == 0 && vg_fired != 1) {
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                if (vg_instep >= 64) {  // more than 64 events in one step: status 4
+                                    vg_lstat = 4;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                } else {
+                                    vg_instep++;
+                                    vg_lstat = 1;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                }
+                            }
+                        }
+                        int vg_after = 0;
+                        {
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                vg_after |= 1;
+                            }
+                        }
+                        {
+                            bool vg_hold = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                vg_after |= 2;
+                            }
+                        }
+                        vg_prev = vg_after;
+                        s_y = q_y;
+                        s_v = q_v;
                     }
-                    int vg_after = 0;
-                    {
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-                        }
-                        if (vg_hold) {
-                            vg_after |= 1;
-                        }
-                    }
-                    {
-                        bool vg_hold = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold) {
-                            vg_after |= 2;
-                        }
-                    }
-                    vg_prev = vg_after;
-                    s_y = q_y;
-                    s_v = q_v;
+                    vg_t = vg_tev;
+                } else {
+                    vg_prev = vg_active ? vg_cend : vg_prev;
                 }
-                vg_t = vg_tev;
-            } else {
-                vg_prev = vg_active ? vg_cend : vg_prev;
-            }
-            if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                float vg_tup = vg_moved ? vg_t : vg_tn;
-                while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_tup : b_save.v[vg_next] <= vg_tup)) {
-                    float vg_s = b_save.v[vg_next];
-                    float theta = (vg_s - t_n) / u_dt;
-                    {
-                        precise float acc = 0.0;
-                        precise float pw = 1.0;
-                        pw = pw * theta;
-                        acc = acc + pw * (vg_f0);
-                        pw = pw * theta;
-                        acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                        pw = pw * theta;
-                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                        float vg_last = vg_moved ? s_y : vg_n0;
-                        float vg_v = theta == 1.0 ? vg_n0 : vg_y0 + u_dt * acc;
-                        b_hist.v[(vg_next * 2 + 0) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
-                    }
-                    {
-                        precise float acc = 0.0;
-                        precise float pw = 1.0;
-                        pw = pw * theta;
-                        acc = acc + pw * (vg_f1);
-                        pw = pw * theta;
-                        acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                        pw = pw * theta;
-                        acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                        float vg_last = vg_moved ? s_v : vg_n1;
-                        float vg_v = theta == 1.0 ? vg_n1 : vg_y1 + u_dt * acc;
-                        b_hist.v[(vg_next * 2 + 1) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
-                    }
-                    vg_next++;
-                }
-            }
-            bool vg_stepped = true;
-            if (vg_moved) {
-                {  // F at the state after the events: the next step's stage 0
-                    float t_n = vg_t;
-                    precise float y_y = s_y;
-                    precise float y_v = s_v;
-                    if (vg_active) {
-                        k0_y = y_v;  // line 26: state y = h, v = 0
-                        k0_v = -p_g;  // line 28: dv/dt = -g
-                    }
-                    if (vg_lstat != 0) {
-                        k0_y = 0.0;
-                        k0_v = 0.0;
-                    }
-                }
-                vg_stepped = vg_atend;
-                vg_again = vg_atend ? 0 : vg_again + 1;  // (the rests of a step: the event log's key)
-            } else {
-                s_y = vg_n0;
-                s_v = vg_n1;
-                vg_t = vg_tn;
-            }
-            if (vg_stepped) {
-                vg_taken++;
-                vg_again = 0;
-                if (u_every > 0) {  // (uniform: a software renderer skips it)
-                    if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
-                        b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_y;
-                        b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+                    float vg_tup = vg_moved ? vg_t : vg_tn;
+                    while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_tup : b_save.v[vg_next] <= vg_tup)) {
+                        float vg_s = b_save.v[vg_next];
+                        float theta = (vg_s - t_n) / u_dt;
+                        {
+                            precise float acc = 0.0;
+                            precise float pw = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            float vg_last = vg_moved ? s_y : vg_n0;
+                            float vg_v = theta == 1.0 ? vg_n0 : vg_y0 + u_dt * acc;
+                            b_hist.v[(vg_next * 2 + 0) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
+                        }
+                        {
+                            precise float acc = 0.0;
+                            precise float pw = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            float vg_last = vg_moved ? s_v : vg_n1;
+                            float vg_v = theta == 1.0 ? vg_n1 : vg_y1 + u_dt * acc;
+                            b_hist.v[(vg_next * 2 + 1) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
+                        }
                         vg_next++;
                     }
                 }
-                if (vg_taken >= u_steps) {
-                    vg_status = 0;
+                bool vg_stepped = true;
+                if (vg_moved) {
+                    {  // F at the state after the events: the next step's stage 0
+                        float t_n = vg_t;
+                        precise float y_y = s_y;
+                        precise float y_v = s_v;
+                        if (vg_active) {
+                            k0_y = y_v;  // line 26: state y = h, v = 0
+                            k0_v = -p_g;  // line 28: dv/dt = -g
+                        }
+                        if (vg_lstat != 0) {
+                            k0_y = 0.0;
+                            k0_v = 0.0;
+                        }
+                    }
+                    vg_stepped = vg_atend;
+                    vg_again = vg_atend ? 0 : vg_again + 1;  // (the rests of a step: the event log's key)
+                } else {
+                    s_y = vg_n0;
+                    s_v = vg_n1;
+                    vg_t = vg_tn;
                 }
-            }
-            {
-                bool vg_all = !vg_active || vg_lstat != 0;
-                if (vg_all && vg_status == -1) {
-                    vg_status = 0;
+                if (vg_stepped) {
+                    vg_taken++;
+                    vg_again = 0;
+                    if (u_every > 0) {  // (uniform: a software renderer skips it)
+                        if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                            b_hist.v[(vg_next * 2 + 0) * u_count + lane] = s_y;
+                            b_hist.v[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                            vg_next++;
+                        }
+                    }
+                    if (vg_taken >= u_steps) {
+                        vg_status = 0;
+                    }
                 }
-            }
-            if (vg_status != -1) {
-                vg_flux_due = true;
-            }
+                {
+                    bool vg_all = !vg_active || vg_lstat != 0;
+                    if (vg_all && vg_status == -1) {
+                        vg_status = 0;
+                    }
+                }
+                if (vg_status != -1) {
+                    vg_flux_due = true;
+                }
             }
         }
-
     }
 
     // --- store ---

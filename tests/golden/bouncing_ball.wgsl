@@ -207,7 +207,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     // --- events: previous conditions (bit e), own status, steps, events this step ---
     var vg_prev: i32 = 0;
     var vg_lstat: i32 = 0;
@@ -216,7 +216,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_cnt0: i32 = 0;
     var vg_tstop: f32 = 0.0;
     var vg_window: f32 = 0.0;
-
     if (vg_active) {
         s_y = b_state[lane];
         s_v = b_state[u_count + lane];
@@ -533,7 +532,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 }
             }
         }
-
         {  // step vg_taken of a fixed-step method with events, or the rest of it after one
             let vg_tend: f32 = u_t0 + f32(vg_taken + 1) * u_dt;
             let vg_ts: f32 = select(u_t0 + f32(vg_taken) * u_dt, vg_t, vg_again != 0);
@@ -542,339 +540,302 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_instep = 0;
             }
             {
-            let u_dt: f32 = vg_use;  // the step, or the rest of it (hides the uniform)
-            let t_n: f32 = vg_ts;
-            let nstep: i32 = vg_taken;
-            var k1_y: f32 = vg_zero;
-            var k1_v: f32 = vg_zero;
-            var k2_y: f32 = vg_zero;
-            var k2_v: f32 = vg_zero;
-            var k3_y: f32 = vg_zero;
-            var k3_v: f32 = vg_zero;
-            {  // stage 1, c = 0.5
-                let y_v: f32 = s_v + (0.5 * u_dt) * k0_v;
-                if (vg_active) {
-                    k1_y = y_v;  // line 26: state y = h, v = 0
-                    k1_v = - p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k1_y = 0.0;
-                    k1_v = 0.0;
-                }
-            }
-            {  // stage 2, c = 0.5
-                let y_v: f32 = s_v + (0.5 * u_dt) * k1_v;
-                if (vg_active) {
-                    k2_y = y_v;  // line 26: state y = h, v = 0
-                    k2_v = - p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k2_y = 0.0;
-                    k2_v = 0.0;
-                }
-            }
-            {  // stage 3, c = 1.0
-                let y_v: f32 = s_v + u_dt * k2_v;
-                if (vg_active) {
-                    k3_y = y_v;  // line 26: state y = h, v = 0
-                    k3_v = - p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k3_y = 0.0;
-                    k3_v = 0.0;
-                }
-            }
-            let vg_n0: f32 = s_y + u_dt * (0.16666667 * k0_y + 0.33333334 * k1_y + 0.33333334 * k2_y + 0.16666667 * k3_y);
-            let vg_n1: f32 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
-            let vg_f0: f32 = k0_y;
-            let vg_f1: f32 = k0_v;
-            let vg_tn: f32 = vg_tend;
-            {  // F at the step's end: the interpolant's end slope, the next step's stage 0
-                let t_n: f32 = vg_tn;
-                let y_y: f32 = vg_n0;
-                let y_v: f32 = vg_n1;
-                if (vg_active) {
-                    k0_y = y_v;  // line 26: state y = h, v = 0
-                    k0_v = - p_g;  // line 28: dv/dt = -g
-                }
-                if (vg_lstat != 0) {
-                    k0_y = 0.0;
-                    k0_v = 0.0;
-                }
-            }
-            let vg_y0: f32 = s_y;
-            let vg_y1: f32 = s_v;
-            // --- events: every condition at the step's end ---
-            var vg_cend: i32 = 0;
-            {
-                let tt: f32 = vg_tn;
-                var q_y: f32 = vg_n0;
-                var q_v: f32 = vg_n1;
-                {
-                    var vg_hold: bool = false;
+                let u_dt: f32 = vg_use;  // the step, or the rest of it (hides the uniform)
+                let t_n: f32 = vg_ts;
+                let nstep: i32 = vg_taken;
+                var k1_y: f32 = vg_zero;
+                var k1_v: f32 = vg_zero;
+                var k2_y: f32 = vg_zero;
+                var k2_v: f32 = vg_zero;
+                var k3_y: f32 = vg_zero;
+                var k3_v: f32 = vg_zero;
+                {  // stage 1, c = 0.5
+                    let y_v: f32 = s_v + (0.5 * u_dt) * k0_v;
                     if (vg_active) {
-                        vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                        k1_y = y_v;  // line 26: state y = h, v = 0
+                        k1_v = - p_g;  // line 28: dv/dt = -g
                     }
-                    if (vg_hold) {
-                        vg_cend |= 1;
+                    if (vg_lstat != 0) {
+                        k1_y = 0.0;
+                        k1_v = 0.0;
                     }
                 }
-                {
-                    var vg_hold: bool = false;
+                {  // stage 2, c = 0.5
+                    let y_v: f32 = s_v + (0.5 * u_dt) * k1_v;
                     if (vg_active) {
-                        vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                        k2_y = y_v;  // line 26: state y = h, v = 0
+                        k2_v = - p_g;  // line 28: dv/dt = -g
                     }
-                    if (vg_hold) {
-                        vg_cend |= 2;
+                    if (vg_lstat != 0) {
+                        k2_y = 0.0;
+                        k2_v = 0.0;
                     }
                 }
-            }
-            let vg_trig: i32 = select(0, vg_cend & ~vg_prev, vg_active && vg_lstat == 0);
-            var vg_moved: bool = vg_trig != 0;
-            var vg_atend: bool = true;
-            if (vg_moved) {
-                // each condition that went false -> true: samples, then bisection on the step's extension
-                var vg_th: f32 = 2.0;
-                var vg_efirst: i32 = -1;
-                if ((vg_trig & 1) != 0) {
-                    var vg_lo: f32 = f32(15) * 0.0625;
-                    var vg_hi: f32 = 1.0;
-                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
-                    // no `if` around the condition: on a software renderer either costs far more than the trips)
-                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
-                        let vg_mid: f32 = f32(vg_si) * 0.0625;
-                        let tt: f32 = t_n + vg_mid * u_dt;
-                        var q_y: f32 = s_y;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        var q_v: f32 = s_v;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-                        }
-                        if (vg_hold && vg_hi == 1.0) {
-                            vg_lo = f32(vg_si - 1) * 0.0625;
-                            vg_hi = vg_mid;
-                        }
+                {  // stage 3, c = 1.0
+                    let y_v: f32 = s_v + u_dt * k2_v;
+                    if (vg_active) {
+                        k3_y = y_v;  // line 26: state y = h, v = 0
+                        k3_v = - p_g;  // line 28: dv/dt = -g
                     }
-                    for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
-                        let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
-                        let tt: f32 = t_n + vg_mid * u_dt;
-                        var q_y: f32 = s_y;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        var q_v: f32 = s_v;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
+                    if (vg_lstat != 0) {
+                        k3_y = 0.0;
+                        k3_v = 0.0;
+                    }
+                }
+                let vg_n0: f32 = s_y + u_dt * (0.16666667 * k0_y + 0.33333334 * k1_y + 0.33333334 * k2_y + 0.16666667 * k3_y);
+                let vg_n1: f32 = s_v + u_dt * (0.16666667 * k0_v + 0.33333334 * k1_v + 0.33333334 * k2_v + 0.16666667 * k3_v);
+                let vg_f0: f32 = k0_y;
+                let vg_f1: f32 = k0_v;
+                let vg_tn: f32 = vg_tend;
+                {  // F at the step's end: the interpolant's end slope, the next step's stage 0
+                    let t_n: f32 = vg_tn;
+                    let y_y: f32 = vg_n0;
+                    let y_v: f32 = vg_n1;
+                    if (vg_active) {
+                        k0_y = y_v;  // line 26: state y = h, v = 0
+                        k0_v = - p_g;  // line 28: dv/dt = -g
+                    }
+                    if (vg_lstat != 0) {
+                        k0_y = 0.0;
+                        k0_v = 0.0;
+                    }
+                }
+                let vg_y0: f32 = s_y;
+                let vg_y1: f32 = s_v;
+                // --- events: every condition at the step's end ---
+                var vg_cend: i32 = 0;
+                {
+                    let tt: f32 = vg_tn;
+                    var q_y: f32 = vg_n0;
+                    var q_v: f32 = vg_n1;
+                    {
                         var vg_hold: bool = false;
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
                         }
                         if (vg_hold) {
-                            vg_hi = vg_mid;
-                        } else {
-                            vg_lo = vg_mid;
+                            vg_cend |= 1;
                         }
                     }
-                    if (vg_hi < vg_th) {
-                        vg_th = vg_hi;
-                        vg_efirst = 0;
-                    }
-                }
-                if ((vg_trig & 2) != 0) {
-                    var vg_lo: f32 = f32(15) * 0.0625;
-                    var vg_hi: f32 = 1.0;
-                    // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
-                    // no `if` around the condition: on a software renderer either costs far more than the trips)
-                    for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
-                        let vg_mid: f32 = f32(vg_si) * 0.0625;
-                        let tt: f32 = t_n + vg_mid * u_dt;
-                        var q_y: f32 = s_y;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        var q_v: f32 = s_v;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold && vg_hi == 1.0) {
-                            vg_lo = f32(vg_si - 1) * 0.0625;
-                            vg_hi = vg_mid;
-                        }
-                    }
-                    for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
-                        let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
-                        let tt: f32 = t_n + vg_mid * u_dt;
-                        var q_y: f32 = s_y;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f0);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                            q_y = s_y + u_dt * acc;
-                        }
-                        var q_v: f32 = s_v;
-                        {
-                            var acc: f32 = 0.0;
-                            var pw: f32 = 1.0;
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (vg_f1);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                            pw = pw * vg_mid;
-                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                            q_v = s_v + u_dt * acc;
-                        }
+                    {
                         var vg_hold: bool = false;
                         if (vg_active) {
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
                         }
                         if (vg_hold) {
-                            vg_hi = vg_mid;
-                        } else {
-                            vg_lo = vg_mid;
+                            vg_cend |= 2;
                         }
-                    }
-                    if (vg_hi < vg_th) {
-                        vg_th = vg_hi;
-                        vg_efirst = 1;
                     }
                 }
-                var vg_row: f32 = vg_th;
-                vg_atend = vg_row == 1.0;
-                let vg_tev: f32 = select(t_n + vg_row * u_dt, vg_tn, vg_atend);
-                {
-                    let tt: f32 = vg_tev;
-                    var q_y: f32 = s_y;
-                    {
-                        var acc: f32 = 0.0;
-                        var pw: f32 = 1.0;
-                        pw = pw * vg_row;
-                        acc = acc + pw * (vg_f0);
-                        pw = pw * vg_row;
-                        acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                        pw = pw * vg_row;
-                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                        q_y = s_y + u_dt * acc;
-                    }
-                    var q_v: f32 = s_v;
-                    {
-                        var acc: f32 = 0.0;
-                        var pw: f32 = 1.0;
-                        pw = pw * vg_row;
-                        acc = acc + pw * (vg_f1);
-                        pw = pw * vg_row;
-                        acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                        pw = pw * vg_row;
-                        acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                        q_v = s_v + u_dt * acc;
-                    }
-                    if (vg_atend || vg_lstat != 0) {
-                        q_y = select(vg_n0, s_y, vg_lstat != 0);
-                        q_v = select(vg_n1, s_v, vg_lstat != 0);
-                    }
-                    let vg_live: bool = vg_active && vg_lstat == 0;
-                    let vg_fired: i32 = select(-1, vg_efirst, vg_live && vg_efirst >= 0 && vg_th == vg_row);
-                    if (vg_fired == 0) {
-                        if (vg_instep >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat = 4;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
-                        } else {
-                            vg_instep++;
-                            var vg_v0_0: f32 = 0.0;
-                            if (vg_active) {
-                                let vg_ta0_0: f32 = p_e_lo + (((p_e_hi - p_e_lo) * f32(g_i)) / f32(max((d_N - 1), 1)));
-                                vg_v0_0 = select(((- vg_ta0_0) * q_v), 0.0, (((- q_v) * vg_ta0_0) < p_rest));  // line 29
+                let vg_trig: i32 = select(0, vg_cend & ~vg_prev, vg_active && vg_lstat == 0);
+                var vg_moved: bool = vg_trig != 0;
+                var vg_atend: bool = true;
+                if (vg_moved) {
+                    // each condition that went false -> true: samples, then bisection on the step's extension
+                    var vg_th: f32 = 2.0;
+                    var vg_efirst: i32 = -1;
+                    if ((vg_trig & 1) != 0) {
+                        var vg_lo: f32 = f32(15) * 0.0625;
+                        var vg_hi: f32 = 1.0;
+                        // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                        // no `if` around the condition: on a software renderer either costs far more than the trips)
+                        for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
+                            let vg_mid: f32 = f32(vg_si) * 0.0625;
+                            let tt: f32 = t_n + vg_mid * u_dt;
+                            var q_y: f32 = s_y;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
                             }
-                            if (vg_active) {
-                                fx0_bounces(min(max(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+                            var q_v: f32 = s_v;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
                             }
-                            q_v = vg_v0_0;
-                            vg_cnt0++;
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold && vg_hi == 1.0) {
+                                vg_lo = f32(vg_si - 1) * 0.0625;
+                                vg_hi = vg_mid;
+                            }
+                        }
+                        for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
+                            let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
+                            let tt: f32 = t_n + vg_mid * u_dt;
+                            var q_y: f32 = s_y;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            var q_v: f32 = s_v;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                vg_hi = vg_mid;
+                            } else {
+                                vg_lo = vg_mid;
+                            }
+                        }
+                        if (vg_hi < vg_th) {
+                            vg_th = vg_hi;
+                            vg_efirst = 0;
                         }
                     }
-                    if (vg_fired == 1) {
-                        if (vg_instep >= 64) {  // more than 64 events in one step: status 4
-                            vg_lstat = 4;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
-                        } else {
-                            vg_instep++;
-                            vg_lstat = 1;
-                            vg_tstop = tt;
-                            vg_ltaken = vg_taken + 1;
+                    if ((vg_trig & 2) != 0) {
+                        var vg_lo: f32 = f32(15) * 0.0625;
+                        var vg_hi: f32 = 1.0;
+                        // every sample theta = j / 16; the first that holds gives the bracket (no `break` and
+                        // no `if` around the condition: on a software renderer either costs far more than the trips)
+                        for (var vg_si: i32 = 1; vg_si < 16; vg_si++) {
+                            let vg_mid: f32 = f32(vg_si) * 0.0625;
+                            let tt: f32 = t_n + vg_mid * u_dt;
+                            var q_y: f32 = s_y;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            var q_v: f32 = s_v;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold && vg_hi == 1.0) {
+                                vg_lo = f32(vg_si - 1) * 0.0625;
+                                vg_hi = vg_mid;
+                            }
+                        }
+                        for (var vg_b: i32 = 0; vg_b < 17; vg_b++) {
+                            let vg_mid: f32 = (vg_lo + vg_hi) * 0.5;
+                            let tt: f32 = t_n + vg_mid * u_dt;
+                            var q_y: f32 = s_y;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f0);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                                q_y = s_y + u_dt * acc;
+                            }
+                            var q_v: f32 = s_v;
+                            {
+                                var acc: f32 = 0.0;
+                                var pw: f32 = 1.0;
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (vg_f1);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                                pw = pw * vg_mid;
+                                acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                                q_v = s_v + u_dt * acc;
+                            }
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                vg_hi = vg_mid;
+                            } else {
+                                vg_lo = vg_mid;
+                            }
+                        }
+                        if (vg_hi < vg_th) {
+                            vg_th = vg_hi;
+                            vg_efirst = 1;
                         }
                     }
-                    // then every condition, in written order, on the state after
-                    if (vg_active && vg_lstat == 0 && (vg_prev & 1) == 0 && vg_fired != 0) {
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                    var vg_row: f32 = vg_th;
+                    vg_atend = vg_row == 1.0;
+                    let vg_tev: f32 = select(t_n + vg_row * u_dt, vg_tn, vg_atend);
+                    {
+                        let tt: f32 = vg_tev;
+                        var q_y: f32 = s_y;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_row;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * vg_row;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * vg_row;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            q_y = s_y + u_dt * acc;
                         }
-                        if (vg_hold) {
+                        var q_v: f32 = s_v;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * vg_row;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * vg_row;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * vg_row;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            q_v = s_v + u_dt * acc;
+                        }
+                        if (vg_atend || vg_lstat != 0) {
+                            q_y = select(vg_n0, s_y, vg_lstat != 0);
+                            q_v = select(vg_n1, s_v, vg_lstat != 0);
+                        }
+                        let vg_live: bool = vg_active && vg_lstat == 0;
+                        let vg_fired: i32 = select(-1, vg_efirst, vg_live && vg_efirst >= 0 && vg_th == vg_row);
+                        if (vg_fired == 0) {
                             if (vg_instep >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat = 4;
                                 vg_tstop = tt;
@@ -893,13 +854,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                                 vg_cnt0++;
                             }
                         }
-                    }
-                    if (vg_active && vg_lstat == 0 && (vg_prev & 2) == 0 && vg_fired != 1) {
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold) {
+                        if (vg_fired == 1) {
                             if (vg_instep >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat = 4;
                                 vg_tstop = tt;
@@ -911,116 +866,158 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                                 vg_ltaken = vg_taken + 1;
                             }
                         }
+                        // then every condition, in written order, on the state after
+                        if (vg_active && vg_lstat == 0 && (vg_prev & 1) == 0 && vg_fired != 0) {
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                if (vg_instep >= 64) {  // more than 64 events in one step: status 4
+                                    vg_lstat = 4;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                } else {
+                                    vg_instep++;
+                                    var vg_v0_0: f32 = 0.0;
+                                    if (vg_active) {
+                                        let vg_ta0_0: f32 = p_e_lo + (((p_e_hi - p_e_lo) * f32(g_i)) / f32(max((d_N - 1), 1)));
+                                        vg_v0_0 = select(((- vg_ta0_0) * q_v), 0.0, (((- q_v) * vg_ta0_0) < p_rest));  // line 29
+                                    }
+                                    if (vg_active) {
+                                        fx0_bounces(min(max(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
+                                    }
+                                    q_v = vg_v0_0;
+                                    vg_cnt0++;
+                                }
+                            }
+                        }
+                        if (vg_active && vg_lstat == 0 && (vg_prev & 2) == 0 && vg_fired != 1) {
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                if (vg_instep >= 64) {  // more than 64 events in one step: status 4
+                                    vg_lstat = 4;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                } else {
+                                    vg_instep++;
+                                    vg_lstat = 1;
+                                    vg_tstop = tt;
+                                    vg_ltaken = vg_taken + 1;
+                                }
+                            }
+                        }
+                        var vg_after: i32 = 0;
+                        {
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
+                            }
+                            if (vg_hold) {
+                                vg_after |= 1;
+                            }
+                        }
+                        {
+                            var vg_hold: bool = false;
+                            if (vg_active) {
+                                vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
+                            }
+                            if (vg_hold) {
+                                vg_after |= 2;
+                            }
+                        }
+                        vg_prev = vg_after;
+                        s_y = q_y;
+                        s_v = q_v;
                     }
-                    var vg_after: i32 = 0;
-                    {
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-                        }
-                        if (vg_hold) {
-                            vg_after |= 1;
-                        }
-                    }
-                    {
-                        var vg_hold: bool = false;
-                        if (vg_active) {
-                            vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-                        }
-                        if (vg_hold) {
-                            vg_after |= 2;
-                        }
-                    }
-                    vg_prev = vg_after;
-                    s_y = q_y;
-                    s_v = q_v;
+                    vg_t = vg_tev;
+                } else {
+                    vg_prev = select(vg_prev, vg_cend, vg_active);
                 }
-                vg_t = vg_tev;
-            } else {
-                vg_prev = select(vg_prev, vg_cend, vg_active);
-            }
-            if (u_nsave > 0) {  // (uniform: a software renderer skips it)
-                let vg_tup: f32 = select(vg_tn, vg_t, vg_moved);
-                while (vg_active && vg_next < u_nsave && select(b_save[vg_next] <= vg_tup, b_save[vg_next] >= vg_tup, u_dt < 0.0)) {
-                    let vg_s: f32 = b_save[vg_next];
-                    let theta: f32 = (vg_s - t_n) / u_dt;
-                    {
-                        var acc: f32 = 0.0;
-                        var pw: f32 = 1.0;
-                        pw = pw * theta;
-                        acc = acc + pw * (vg_f0);
-                        pw = pw * theta;
-                        acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
-                        pw = pw * theta;
-                        acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
-                        let vg_last: f32 = select(vg_n0, s_y, vg_moved);
-                        let vg_v: f32 = select(vg_y0 + u_dt * acc, vg_n0, theta == 1.0);
-                        b_hist[(vg_next * 2 + 0) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
-                    }
-                    {
-                        var acc: f32 = 0.0;
-                        var pw: f32 = 1.0;
-                        pw = pw * theta;
-                        acc = acc + pw * (vg_f1);
-                        pw = pw * theta;
-                        acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
-                        pw = pw * theta;
-                        acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
-                        let vg_last: f32 = select(vg_n1, s_v, vg_moved);
-                        let vg_v: f32 = select(vg_y1 + u_dt * acc, vg_n1, theta == 1.0);
-                        b_hist[(vg_next * 2 + 1) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
-                    }
-                    vg_next++;
-                }
-            }
-            var vg_stepped: bool = true;
-            if (vg_moved) {
-                {  // F at the state after the events: the next step's stage 0
-                    let t_n: f32 = vg_t;
-                    let y_y: f32 = s_y;
-                    let y_v: f32 = s_v;
-                    if (vg_active) {
-                        k0_y = y_v;  // line 26: state y = h, v = 0
-                        k0_v = - p_g;  // line 28: dv/dt = -g
-                    }
-                    if (vg_lstat != 0) {
-                        k0_y = 0.0;
-                        k0_v = 0.0;
-                    }
-                }
-                vg_stepped = vg_atend;
-                vg_again = select(1, 0, vg_atend);
-            } else {
-                s_y = vg_n0;
-                s_v = vg_n1;
-                vg_t = vg_tn;
-            }
-            if (vg_stepped) {
-                vg_taken++;
-                vg_again = 0;
-                if (u_every > 0) {  // (uniform: a software renderer skips it)
-                    if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
-                        b_hist[(vg_next * 2 + 0) * u_count + lane] = s_y;
-                        b_hist[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                if (u_nsave > 0) {  // (uniform: a software renderer skips it)
+                    let vg_tup: f32 = select(vg_tn, vg_t, vg_moved);
+                    while (vg_active && vg_next < u_nsave && select(b_save[vg_next] <= vg_tup, b_save[vg_next] >= vg_tup, u_dt < 0.0)) {
+                        let vg_s: f32 = b_save[vg_next];
+                        let theta: f32 = (vg_s - t_n) / u_dt;
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f0);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f0 + k1_y + k2_y + 0.5 * k3_y + (-1.0) * k0_y);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
+                            let vg_last: f32 = select(vg_n0, s_y, vg_moved);
+                            let vg_v: f32 = select(vg_y0 + u_dt * acc, vg_n0, theta == 1.0);
+                            b_hist[(vg_next * 2 + 0) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
+                        }
+                        {
+                            var acc: f32 = 0.0;
+                            var pw: f32 = 1.0;
+                            pw = pw * theta;
+                            acc = acc + pw * (vg_f1);
+                            pw = pw * theta;
+                            acc = acc + pw * ((-1.5) * vg_f1 + k1_v + k2_v + 0.5 * k3_v + (-1.0) * k0_v);
+                            pw = pw * theta;
+                            acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
+                            let vg_last: f32 = select(vg_n1, s_v, vg_moved);
+                            let vg_v: f32 = select(vg_y1 + u_dt * acc, vg_n1, theta == 1.0);
+                            b_hist[(vg_next * 2 + 1) * u_count + lane] = select(vg_v, vg_last, vg_s == vg_tup);
+                        }
                         vg_next++;
                     }
                 }
-                if (vg_taken >= u_steps) {
-                    vg_status = 0;
+                var vg_stepped: bool = true;
+                if (vg_moved) {
+                    {  // F at the state after the events: the next step's stage 0
+                        let t_n: f32 = vg_t;
+                        let y_y: f32 = s_y;
+                        let y_v: f32 = s_v;
+                        if (vg_active) {
+                            k0_y = y_v;  // line 26: state y = h, v = 0
+                            k0_v = - p_g;  // line 28: dv/dt = -g
+                        }
+                        if (vg_lstat != 0) {
+                            k0_y = 0.0;
+                            k0_v = 0.0;
+                        }
+                    }
+                    vg_stepped = vg_atend;
+                    vg_again = select(vg_again + 1, 0, vg_atend);  // (the rests of a step: the event log's key)
+                } else {
+                    s_y = vg_n0;
+                    s_v = vg_n1;
+                    vg_t = vg_tn;
                 }
-            }
-            {
-                var vg_all: bool = !vg_active || vg_lstat != 0;
-                if (vg_all && vg_status == -1) {
-                    vg_status = 0;
+                if (vg_stepped) {
+                    vg_taken++;
+                    vg_again = 0;
+                    if (u_every > 0) {  // (uniform: a software renderer skips it)
+                        if (vg_active && vg_next < u_nsave && (vg_taken % u_every == 0 || vg_taken == u_steps)) {
+                            b_hist[(vg_next * 2 + 0) * u_count + lane] = s_y;
+                            b_hist[(vg_next * 2 + 1) * u_count + lane] = s_v;
+                            vg_next++;
+                        }
+                    }
+                    if (vg_taken >= u_steps) {
+                        vg_status = 0;
+                    }
                 }
-            }
-            if (vg_status != -1) {
-                vg_flux_due = true;
-            }
+                {
+                    var vg_all: bool = !vg_active || vg_lstat != 0;
+                    if (vg_all && vg_status == -1) {
+                        vg_status = 0;
+                    }
+                }
+                if (vg_status != -1) {
+                    vg_flux_due = true;
+                }
             }
         }
-
     }
 
     // --- store ---

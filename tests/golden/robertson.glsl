@@ -375,7 +375,6 @@ void main() {
                     }
                 }
             }
-
             {  // K_0: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                 vg_x[0] = k0_y1;
                 vg_x[1] = k0_y2;
@@ -401,7 +400,6 @@ void main() {
                 k0_y2 = vg_x[1];
                 k0_y3 = vg_x[2];
             }
-
             {  // stage 1, c = 0.386
                 precise float y_y1 = s_y1 + u_dt * (1.544 * k0_y1);
                 precise float y_y2 = s_y2 + u_dt * (1.544 * k0_y2);
@@ -439,7 +437,6 @@ void main() {
                     k1_y2 = vg_x[1];
                     k1_y3 = vg_x[2];
                 }
-
             }
             {  // stage 2, c = 0.21
                 precise float y_y1 = s_y1 + u_dt * (0.9466785 * k0_y1 + 0.25570118 * k1_y1);
@@ -478,7 +475,6 @@ void main() {
                     k2_y2 = vg_x[1];
                     k2_y3 = vg_x[2];
                 }
-
             }
             {  // stage 3, c = 0.63
                 precise float y_y1 = s_y1 + u_dt * (3.3148253 * k0_y1 + 2.8961241 * k1_y1 + 0.9986419 * k2_y1);
@@ -517,7 +513,6 @@ void main() {
                     k3_y2 = vg_x[1];
                     k3_y3 = vg_x[2];
                 }
-
             }
             {  // stage 4, c = 1.0
                 precise float y_y1 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1);
@@ -556,7 +551,6 @@ void main() {
                     k4_y2 = vg_x[1];
                     k4_y3 = vg_x[2];
                 }
-
             }
             {  // stage 5, c = 1.0
                 precise float y_y1 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1 + 1.0 * k4_y1);
@@ -595,7 +589,6 @@ void main() {
                     k5_y2 = vg_x[1];
                     k5_y3 = vg_x[2];
                 }
-
             }
             // the new state, and the error of the step (Hairer's norm)
             precise float vg_n0 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1 + 1.0 * k4_y1 + 1.0 * k5_y1);
@@ -603,17 +596,17 @@ void main() {
             precise float vg_n2 = s_y3 + u_dt * (1.2212245 * k0_y3 + 6.0191345 * k1_y3 + 12.537084 * k2_y3 + (-0.68788606) * k3_y3 + 1.0 * k4_y3 + 1.0 * k5_y3);
             precise float vg_e = 0.0;
             {
-                precise float e = u_dt * (k5_y1);
+                precise float e = u_dt * k5_y1;
                 precise float sc = u_atol + u_rtol * max(abs(s_y1), abs(vg_n0));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                precise float e = u_dt * (k5_y2);
+                precise float e = u_dt * k5_y2;
                 precise float sc = u_atol + u_rtol * max(abs(s_y2), abs(vg_n1));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                precise float e = u_dt * (k5_y3);
+                precise float e = u_dt * k5_y3;
                 precise float sc = u_atol + u_rtol * max(abs(s_y3), abs(vg_n2));
                 vg_e += (e / sc) * (e / sc);
             }
@@ -658,7 +651,6 @@ void main() {
                         k0_y3 = vg_t0_2;  // line 30: dy2/dt = k1 * y1 - k3 * y2 * y3 - k2 * y2^2
                     }
                 }
-
                 s_y1 = vg_n0;
                 s_y2 = vg_n1;
                 s_y3 = vg_n2;

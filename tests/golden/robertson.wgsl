@@ -304,7 +304,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
         s_y1 = b_state[lane];
         s_y2 = b_state[u_count + lane];
@@ -511,7 +511,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     }
                 }
             }
-
             {  // K_0: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                 vg_x[0] = k0_y1;
                 vg_x[1] = k0_y2;
@@ -537,7 +536,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 k0_y2 = vg_x[1];
                 k0_y3 = vg_x[2];
             }
-
             {  // stage 1, c = 0.386
                 let y_y1: f32 = s_y1 + u_dt * (1.544 * k0_y1);
                 let y_y2: f32 = s_y2 + u_dt * (1.544 * k0_y2);
@@ -575,7 +573,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k1_y2 = vg_x[1];
                     k1_y3 = vg_x[2];
                 }
-
             }
             {  // stage 2, c = 0.21
                 let y_y1: f32 = s_y1 + u_dt * (0.9466785 * k0_y1 + 0.25570118 * k1_y1);
@@ -614,7 +611,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k2_y2 = vg_x[1];
                     k2_y3 = vg_x[2];
                 }
-
             }
             {  // stage 3, c = 0.63
                 let y_y1: f32 = s_y1 + u_dt * (3.3148253 * k0_y1 + 2.8961241 * k1_y1 + 0.9986419 * k2_y1);
@@ -653,7 +649,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k3_y2 = vg_x[1];
                     k3_y3 = vg_x[2];
                 }
-
             }
             {  // stage 4, c = 1.0
                 let y_y1: f32 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1);
@@ -692,7 +687,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k4_y2 = vg_x[1];
                     k4_y3 = vg_x[2];
                 }
-
             }
             {  // stage 5, c = 1.0
                 let y_y1: f32 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1 + 1.0 * k4_y1);
@@ -731,7 +725,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k5_y2 = vg_x[1];
                     k5_y3 = vg_x[2];
                 }
-
             }
             // the new state, and the error of the step (Hairer's norm)
             let vg_n0: f32 = s_y1 + u_dt * (1.2212245 * k0_y1 + 6.0191345 * k1_y1 + 12.537084 * k2_y1 + (-0.68788606) * k3_y1 + 1.0 * k4_y1 + 1.0 * k5_y1);
@@ -739,17 +732,17 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
             let vg_n2: f32 = s_y3 + u_dt * (1.2212245 * k0_y3 + 6.0191345 * k1_y3 + 12.537084 * k2_y3 + (-0.68788606) * k3_y3 + 1.0 * k4_y3 + 1.0 * k5_y3);
             var vg_e: f32 = 0.0;
             {
-                let e: f32 = u_dt * (k5_y1);
+                let e: f32 = u_dt * k5_y1;
                 let sc: f32 = u_atol + u_rtol * max(abs(s_y1), abs(vg_n0));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                let e: f32 = u_dt * (k5_y2);
+                let e: f32 = u_dt * k5_y2;
                 let sc: f32 = u_atol + u_rtol * max(abs(s_y2), abs(vg_n1));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                let e: f32 = u_dt * (k5_y3);
+                let e: f32 = u_dt * k5_y3;
                 let sc: f32 = u_atol + u_rtol * max(abs(s_y3), abs(vg_n2));
                 vg_e += (e / sc) * (e / sc);
             }
@@ -794,7 +787,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         k0_y3 = vg_t0_2;  // line 30: dy2/dt = k1 * y1 - k3 * y2 * y3 - k2 * y2^2
                     }
                 }
-
                 s_y1 = vg_n0;
                 s_y2 = vg_n1;
                 s_y3 = vg_n2;

@@ -163,7 +163,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
         s_x = b_state[lane];
         s_y = b_state[u_count + lane];
@@ -267,11 +267,11 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     let theta: f32 = (b_save[vg_next] - t_n) / u_dt;
                     let th2: f32 = theta * theta;
                     {
-                        let v: f32 = (1.0 - 3.0 * th2 + 2.0 * th2 * theta) * s_x + (3.0 * th2 - 2.0 * th2 * theta) * vg_n0 + u_dt * ((theta - 2.0 * th2 + th2 * theta) * vg_f0 + (th2 * theta - th2) * k0_x);
+                        let v: f32 = ((1.0 - 3.0 * th2) + 2.0 * th2 * theta) * s_x + (3.0 * th2 - 2.0 * th2 * theta) * vg_n0 + u_dt * (((theta - 2.0 * th2) + th2 * theta) * vg_f0 + (th2 * theta - th2) * k0_x);
                         b_hist[(vg_next * 2 + 0) * u_count + lane] = select(select(v, vg_n0, theta == 1.0), s_x, theta == 0.0);
                     }
                     {
-                        let v: f32 = (1.0 - 3.0 * th2 + 2.0 * th2 * theta) * s_y + (3.0 * th2 - 2.0 * th2 * theta) * vg_n1 + u_dt * ((theta - 2.0 * th2 + th2 * theta) * vg_f1 + (th2 * theta - th2) * k0_y);
+                        let v: f32 = ((1.0 - 3.0 * th2) + 2.0 * th2 * theta) * s_y + (3.0 * th2 - 2.0 * th2 * theta) * vg_n1 + u_dt * (((theta - 2.0 * th2) + th2 * theta) * vg_f1 + (th2 * theta - th2) * k0_y);
                         b_hist[(vg_next * 2 + 1) * u_count + lane] = select(select(v, vg_n1, theta == 1.0), s_y, theta == 0.0);
                     }
                     vg_next++;

@@ -163,7 +163,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
         s_x = b_state[lane];
         s_y = b_state[u_count + lane];

@@ -249,7 +249,6 @@ void main() {
                     }
                 }
             }
-
             {  // K_0: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                 vg_x[0] = k0_x;
                 vg_x[1] = k0_y;
@@ -273,7 +272,6 @@ void main() {
                 k0_x = vg_x[0];
                 k0_y = vg_x[1];
             }
-
             {  // stage 1, c = 0.386
                 precise float y_x = s_x + u_dt * (1.544 * k0_x);
                 precise float y_y = s_y + u_dt * (1.544 * k0_y);
@@ -304,7 +302,6 @@ void main() {
                     k1_x = vg_x[0];
                     k1_y = vg_x[1];
                 }
-
             }
             {  // stage 2, c = 0.21
                 precise float y_x = s_x + u_dt * (0.9466785 * k0_x + 0.25570118 * k1_x);
@@ -336,7 +333,6 @@ void main() {
                     k2_x = vg_x[0];
                     k2_y = vg_x[1];
                 }
-
             }
             {  // stage 3, c = 0.63
                 precise float y_x = s_x + u_dt * (3.3148253 * k0_x + 2.8961241 * k1_x + 0.9986419 * k2_x);
@@ -368,7 +364,6 @@ void main() {
                     k3_x = vg_x[0];
                     k3_y = vg_x[1];
                 }
-
             }
             {  // stage 4, c = 1.0
                 precise float y_x = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x);
@@ -400,7 +395,6 @@ void main() {
                     k4_x = vg_x[0];
                     k4_y = vg_x[1];
                 }
-
             }
             {  // stage 5, c = 1.0
                 precise float y_x = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x + 1.0 * k4_x);
@@ -432,19 +426,18 @@ void main() {
                     k5_x = vg_x[0];
                     k5_y = vg_x[1];
                 }
-
             }
             // the new state, and the error of the step (Hairer's norm)
             precise float vg_n0 = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
             precise float vg_n1 = s_y + u_dt * (1.2212245 * k0_y + 6.0191345 * k1_y + 12.537084 * k2_y + (-0.68788606) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
             precise float vg_e = 0.0;
             {
-                precise float e = u_dt * (k5_x);
+                precise float e = u_dt * k5_x;
                 precise float sc = u_atol + u_rtol * max(abs(s_x), abs(vg_n0));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                precise float e = u_dt * (k5_y);
+                precise float e = u_dt * k5_y;
                 precise float sc = u_atol + u_rtol * max(abs(s_y), abs(vg_n1));
                 vg_e += (e / sc) * (e / sc);
             }
@@ -484,7 +477,6 @@ void main() {
                         k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25: dy/dt = mu * (1 - x^2) * y - x
                     }
                 }
-
                 s_x = vg_n0;
                 s_y = vg_n1;
                 vg_t = vg_tn;

@@ -163,7 +163,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
     var vg_status: i32 = -1;
     var vg_again: i32 = 0;
     var vg_next: i32 = 0;
-    var vg_paused: bool = false;  // a Simulation's advance reached u_pause
+    var vg_paused: bool = false;  // a Simulation's advance reached u_pause (adaptive_session.py)
     if (vg_active) {
         s_x = b_state[lane];
         s_y = b_state[u_count + lane];
@@ -328,7 +328,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     }
                 }
             }
-
             {  // K_0: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                 vg_x[0] = k0_x;
                 vg_x[1] = k0_y;
@@ -352,7 +351,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 k0_x = vg_x[0];
                 k0_y = vg_x[1];
             }
-
             {  // stage 1, c = 0.386
                 let y_x: f32 = s_x + u_dt * (1.544 * k0_x);
                 let y_y: f32 = s_y + u_dt * (1.544 * k0_y);
@@ -383,7 +381,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k1_x = vg_x[0];
                     k1_y = vg_x[1];
                 }
-
             }
             {  // stage 2, c = 0.21
                 let y_x: f32 = s_x + u_dt * (0.9466785 * k0_x + 0.25570118 * k1_x);
@@ -415,7 +412,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k2_x = vg_x[0];
                     k2_y = vg_x[1];
                 }
-
             }
             {  // stage 3, c = 0.63
                 let y_x: f32 = s_x + u_dt * (3.3148253 * k0_x + 2.8961241 * k1_x + 0.9986419 * k2_x);
@@ -447,7 +443,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k3_x = vg_x[0];
                     k3_y = vg_x[1];
                 }
-
             }
             {  // stage 4, c = 1.0
                 let y_x: f32 = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x);
@@ -479,7 +474,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k4_x = vg_x[0];
                     k4_y = vg_x[1];
                 }
-
             }
             {  // stage 5, c = 1.0
                 let y_x: f32 = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x + 1.0 * k4_x);
@@ -511,19 +505,18 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     k5_x = vg_x[0];
                     k5_y = vg_x[1];
                 }
-
             }
             // the new state, and the error of the step (Hairer's norm)
             let vg_n0: f32 = s_x + u_dt * (1.2212245 * k0_x + 6.0191345 * k1_x + 12.537084 * k2_x + (-0.68788606) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
             let vg_n1: f32 = s_y + u_dt * (1.2212245 * k0_y + 6.0191345 * k1_y + 12.537084 * k2_y + (-0.68788606) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
             var vg_e: f32 = 0.0;
             {
-                let e: f32 = u_dt * (k5_x);
+                let e: f32 = u_dt * k5_x;
                 let sc: f32 = u_atol + u_rtol * max(abs(s_x), abs(vg_n0));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                let e: f32 = u_dt * (k5_y);
+                let e: f32 = u_dt * k5_y;
                 let sc: f32 = u_atol + u_rtol * max(abs(s_y), abs(vg_n1));
                 vg_e += (e / sc) * (e / sc);
             }
@@ -563,7 +556,6 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                         k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25: dy/dt = mu * (1 - x^2) * y - x
                     }
                 }
-
                 s_x = vg_n0;
                 s_y = vg_n1;
                 vg_t = vg_tn;

@@ -101,7 +101,7 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select]
+Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select, "Raw"]
 
 
 # --- statements ----------------------------------------------------------------------
@@ -131,6 +131,7 @@ class If:
     cond: Expr
     then: tuple
     orelse: tuple = ()      # one If here prints as ``else if``
+    comment: str | None = None      # a note at the end of the head line
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,27 @@ class While:
     comment: str | None = None
 
 
+@dataclass(frozen=True)
+class Break:
+    """``break;`` out of the innermost loop."""
+
+
+@dataclass(frozen=True)
+class Inc:
+    """``target++;`` (an int counter)."""
+    target: Union[Var, Index]
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An expression printed elsewhere, in the kernel's dialect (a field's combination
+    of stage values, laid out by the field expressions' printer): printed as is, in
+    parentheses where it is an operand."""
+    text: str
+
+
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
-             While]
+             While, Break, Inc]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -311,14 +331,16 @@ def names(stmts) -> set[str]:
         elif isinstance(s, Stage):
             for x in s.setup:
                 stmt(x)
-        elif isinstance(s, Do):
-            expr(s.call)
-        elif isinstance(s, Return) and s.value is not None:
-            expr(s.value)
         elif isinstance(s, While):
             expr(s.cond)
             for x in s.body:
                 stmt(x)
+        elif isinstance(s, Inc):
+            expr(s.target)
+        elif isinstance(s, Do):
+            expr(s.call)
+        elif isinstance(s, Return) and s.value is not None:
+            expr(s.value)
 
     for s in stmts:
         stmt(s)

@@ -53,6 +53,8 @@ class Printer:
             return self.t.buffer_read.format(buffer=e.buffer, index=self.expr(e.index)), ATOM
         if isinstance(e, ir.Lit):
             return self._literal(e), ATOM
+        if isinstance(e, ir.Raw):
+            return e.text, SELECT_PREC
         if isinstance(e, ir.Call):
             args = [self.expr(a) for a in e.args]
             if e.fn == "to_float":          # an int to the working float (the cast)
@@ -126,7 +128,8 @@ class Printer:
             out.append(pad + self.t.declare_only.format(T=self.t.type(s.type), name=s.name)
                        + _note(s.comment))
         elif isinstance(s, ir.Let):
-            form = self.t.precise if s.precise else self.t.var if s.mutable else self.t.let
+            form = (self.t.precise_var if s.mutable else self.t.precise) if s.precise \
+                else self.t.var if s.mutable else self.t.let
             out.append(pad + form.format(T=self.t.type(s.type), name=s.name,
                                          value=self.expr(s.value)) + _note(s.comment))
         elif isinstance(s, ir.Assign) and s.op is Op.OR:
@@ -138,7 +141,7 @@ class Printer:
             out.append(f"{pad}{self.expr(s.target)} {op}= {self.expr(s.value)};"
                        + _note(s.comment))
         elif isinstance(s, ir.If):
-            out.append(f"{pad}if ({self.expr(s.cond)}) {{")
+            out.append(f"{pad}if ({self.expr(s.cond)}) {{" + _note(s.comment))
             self._body(s.then, n, out)
             orelse = s.orelse
             while len(orelse) == 1 and isinstance(orelse[0], ir.If):
@@ -186,14 +189,18 @@ class Printer:
                                          params=params))
             self._body(s.body, n, out)
             out.append(pad + "}")
-        elif isinstance(s, ir.Splice):
-            text = str(self.splices.get(s.name, ""))
-            if text.strip():
-                out.extend(_reindent(text, n))
         elif isinstance(s, ir.While):
             out.append(f"{pad}while ({self.expr(s.cond)}) {{" + _note(s.comment))
             self._body(s.body, n, out)
             out.append(pad + "}")
+        elif isinstance(s, ir.Break):
+            out.append(pad + "break;")
+        elif isinstance(s, ir.Inc):
+            out.append(f"{pad}{self.expr(s.target)}++;")
+        elif isinstance(s, ir.Splice):
+            text = str(self.splices.get(s.name, ""))
+            if text.strip():
+                out.extend(_reindent(text, n))
         else:
             raise TypeError(f"not a statement of codegen.ir: {s!r}")
 

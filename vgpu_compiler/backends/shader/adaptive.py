@@ -82,6 +82,80 @@ class PrintedAdaptive:
         from ...codegen.targets import printer
         return printer(self.dialect, {"extra": extra}).text(self.carry_ir["store"])
 
+    def main(self, k, indent: int = 4, **splices) -> str:
+        """The kernel's body (codegen/build/adaptive.py), in this dialect: the registers,
+        the carry between dispatches, the start, the step attempts (an adaptive method's:
+        the stages, the error norm, the controller, accept or reject; a fixed-step
+        method's run for save_at), the flux. ``splices``: the pieces its template prints
+        (each stage's block ``stage<i>``, the events' pieces, the observers, the
+        collapse vote, the basin's follow, the Rosenbrock Jacobian's block ``jac``)."""
+        from ...codegen import ir
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd, sts, t = self._field(k), self._stages(k), self.dialect
+        solve = None
+        if k.ros:
+            splices = {**splices, "ros_setup": k.ros.setup(splices.get("jac", "")),
+                       **{f"ros_solve{st.index}": k.ros.solve(st.index) for st in sts}}
+            solve = lambda s: (ir.Splice(f"ros_solve{s}"),)     # noqa: E731
+
+        def text(stmts, **extra) -> str:
+            return printer(t, {**splices, **extra}).text(stmts, indent)
+
+        head = [text(adaptive.registers(t, fd, RUNNING)),
+                text(self.carry_ir["load"], extra=splices.get("load_extra", ""))]
+        if k.has_basin:
+            head.append(text((ir.Splice("basin_follow"),)))
+        head.append(text(adaptive.start(t, fd, sts, self.first_ir, RUNNING)))
+        parts = ["\n".join(head),
+                 text(adaptive.attempts(t, fd, sts, k.dtype, RUNNING, solve))]
+        if k.flux:
+            parts.append(text(adaptive.flux(fd)))
+        parts.append(text((ir.Comment("--- store ---"),)) + "\n"
+                     + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
+        return "\n\n".join(parts)
+
+    def fixed_step(self, k, indent: int = 0, **splices) -> str:
+        """A fixed-step method's step with events (codegen/build/adaptive.fixed_step), in
+        this dialect, with its template's pieces (``splices``)."""
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        stmts = adaptive.fixed_step(self.dialect, fd, self._stages(k), noise=fd.noise)
+        return printer(self.dialect, splices).text(stmts, indent)
+
+    @staticmethod
+    def _stages(k) -> tuple:
+        from ...codegen.build import adaptive
+        return tuple(adaptive.StageText(
+            index=st.index, c=float(k.kernel.stages[st.index].c),
+            combos=tuple((x.target, x.expr) for x in st.combos),
+            time=st.time if "tt" in st.words else None) for st in k.stages)
+
+    def _field(self, k):
+        from ...codegen.build import adaptive
+        parts, n = k.adaptive, len(k.states)
+
+        def terms(comb, j):
+            return tuple((k.stage_k[s][j], w) for s, w in comb.terms)
+
+        est = {} if self.fixed else dict(
+            errors=tuple(terms(parts.error, j) for j in range(n)),
+            dense=tuple(tuple(terms(p, j) for p in parts.dense) for j in range(n)),
+            last=self.last, n_err=self.n_err, q=parts.q,
+            errors2=() if parts.error2 is None else tuple(terms(parts.error2, j)
+                                                          for j in range(n)))
+        return adaptive.Field(
+            states=tuple(s[0] for s in k.states), k0=tuple(k.stage_k[0]),
+            trial=tuple(s[1] for s in k.states), stage_k=tuple(map(tuple, k.stage_k)),
+            update=tuple(x.expr for x in k.update), **est,
+            saves=self.saves, events=bool(k.events), firsts=bool(k.events and k.ev.firsts),
+            ros=bool(k.ros), basin=bool(k.has_basin), collapse=bool(k.collapse),
+            observe=bool(k.observe), fixed=self.fixed, params=tuple(k.pt_params),
+            init=tuple((x.target, x.expr, x.comment) for x in k.init or ()),
+            init_names=tuple(k.init_names) if k.uses_init else (),
+            noise=bool(k.events and k.ev.noise_draws))
+
     def first_step(self, trial: str, folds: dict | None = None) -> str:
         """The first step (codegen/build/first_step.py) with ``trial``, the field's stage
         1 at the trial point as its template prints it; (C) laid out in lane loops, with

@@ -163,6 +163,7 @@ class Target:
     let: str = "{T} {name} = {value};"
     var: str = "{T} {name} = {value};"
     precise: str = "{T} {name} = {value};"
+    precise_var: str = "{T} {name} = {value};"   # a precise local assigned again later
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
     loop_down: str = "for (int {var} = {start}; {var} >= {stop}; {var}--) {{"
     loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"

@@ -15,7 +15,8 @@ FLOAT64_MISSING = frozenset({Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, 
 
 GLSL_FLOAT32 = Target(
     "glsl", "float32", "float", "", adaptive_lanes=2,
-    precise="precise {T} {name} = {value};", precise_array="precise {T} {name}[{size}];",
+    precise="precise {T} {name} = {value};", precise_var="precise {T} {name} = {value};",
+    precise_array="precise {T} {name}[{size}];",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "root": "vg_root({0}, {1})",              # templates/root.glsl.j2

@@ -72,6 +72,7 @@ WGSL = replace(
     let="let {name}: {T} = {value};",
     var="var {name}: {T} = {value};",
     precise="let {name}: {T} = {value};",       # (no `precise`: no fusing in WGSL)
+    precise_var="var {name}: {T} = {value};",
     array="var {name}: array<{T}, {size}>;", precise_array="var {name}: array<{T}, {size}>;",
     declare_only="var {name}: {T};",
     function="fn {name}({params}) -> {R} {{", function_void="fn {name}({params}) {{",
