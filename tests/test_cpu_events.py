@@ -485,3 +485,44 @@ def test_a_fixed_step_event_run_takes_its_method_s_attempts_per_call(cpu, monkey
     assert 10 <= calls <= 12            # 1000 steps, 100 a call (7 stages: 28 a call, 36)
     np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
     np.testing.assert_allclose(got.states, ref.states, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lanes", [64, 256])
+def test_every_call_moves_a_lane_whatever_its_attempts(cpu, lanes, monkeypatch):
+    """A call of a fixed-step event kernel with plain steps (fixed_lean) moves some lane on
+    whatever its budget and lanes per block. It hung with one attempt a call (64 lanes
+    and WORK_PER_CALL 320 for the ball, or 256 lanes and 2048): an attempt in which every
+    lane that went met an event in its step used the call's last attempt, fixed_events
+    never ran, and the next call (vg_pend is a call's own) found the same events again.
+    Each call here is counted and a run stops with an error past a bound (no hang)."""
+    from vgpu_compiler.backends.cpu import kernel, runner
+    monkeypatch.setattr(kernel, "LEAN_LANES", {"float32": lanes, "float64": lanes})
+    vgpu.clear_cache()
+    src = ball("rk4(dt = 0.01, steps = 1000)")
+    h0, kw = HEIGHTS, {"params": {"K": K + 3}}
+    ref, whole = both(src, h0, **kw)
+    bound = int(ref.steps_taken.sum() + 4 * ref.event_counts.sum()) + 10
+    calls = [0]
+    call = runner._Call._call
+
+    def counted(self, *a, **more):
+        calls[0] += 1
+        assert self.k.lanes == lanes
+        if calls[0] > bound:
+            raise RuntimeError(f"no progress: {calls[0]} calls of {more} attempts")
+        return call(self, *a, **more)
+
+    monkeypatch.setattr(runner._Call, "_call", counted)
+    for attempts in (1, 2, 3, 7):   # (rk4: 5 lane-stage evaluations an attempt)
+        monkeypatch.setattr(runner, "WORK_PER_CALL", attempts * lanes * 5)
+        calls[0] = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StatusWarning)
+            got = vgpu.solve(src, h0, backend="cpu", **kw)
+        assert calls[0] > ref.steps_taken.max() / attempts     # (the budget held)
+        np.testing.assert_array_equal(got.event_counts, ref.event_counts)
+        np.testing.assert_array_equal(got.steps_taken, ref.steps_taken)
+        np.testing.assert_array_equal(got.states, whole.states)
+        np.testing.assert_array_equal(got.t, whole.t)
+        np.testing.assert_array_equal(got.status, whole.status)
+    vgpu.clear_cache()

@@ -138,9 +138,13 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     backend that keeps them; returns how many were dropped: each backend's
     ``{"memory": n, "disk": n}`` under its name, ``memory`` and ``disk`` in all, and
     with ``disk`` the parser's tables and compiled templates (``startup``). Always
-    safe: kernels are rebuilt on demand."""
+    safe: kernels are rebuilt on demand. ``memory`` also forgets the prepared calls
+    (call/prepare.py), which hold the cpu backend's kernels: the next call compiles."""
     from .backends import cached
     out: dict = {}
+    if memory:
+        from .call import prepare
+        prepare.clear()
     totals = {"memory": 0} if memory else {}
     if disk:
         totals["disk"] = 0

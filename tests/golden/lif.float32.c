@@ -552,9 +552,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 vg_adv[l] = 0;
                 vg_more |= vg_go[l];
             }
-            int vg_q = 0;
+            // vg_q: the attempts in which a lane kept its step. An attempt in which no lane
+            // kept one (every lane that went has an event in its step) is not counted:
+            // fixed_events takes those steps in this same attempt of the call, so a call
+            // moves some lane on whatever its u_attempts (1 included) and the lanes per block
+            int vg_q = 0, vg_kept = 0;
             // the first attempt: a lane may take the rest of a step after an event
-            for (; vg_q < 1 && vg_q < vg_m && vg_more; vg_q++) {
+            for (int vg_f = 1; vg_f && vg_q < vg_m && vg_more; vg_f = 0) {
                 for (int l = 0; l < VG_W; l++) {
                     vg_tend[l] = u_t0 + (float)(vg_taken[l] + 1) * u_dt;
                     vg_ts[l] = vg_again[l] != 0 ? vg_t[l] : u_t0 + (float)vg_taken[l] * u_dt;
@@ -705,7 +709,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_adv[l] |= vg_keep;
                     vg_go[l] = vg_keep & (vg_taken[l] < vg_stop[l]);
                     vg_more |= vg_go[l];
+                    vg_kept |= vg_keep;
                 }
+                vg_q += vg_kept;
             }
             {
                 int vg_from[VG_W];  // the steps taken before these attempts
@@ -713,8 +719,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     vg_from[l] = vg_taken[l];
                 }
                 const float vg_dt = u_dt;
-                for (; vg_q < vg_m && vg_more; vg_q++) {
+                while (vg_q < vg_m && vg_more) {  // (vg_more: some lane kept its step and goes on)
                     vg_more = 0;
+                    vg_kept = 0;
                     for (int l = 0; l < VG_W; l++) {
                         const int vg_n = vg_taken[l];
                         const float vg_start = u_t0 + (float)vg_n * u_dt;
@@ -823,7 +830,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         vg_taken[l] += vg_keep;
                         vg_go[l] = vg_keep & (vg_taken[l] < vg_stop[l]);
                         vg_more |= vg_go[l];
+                        vg_kept |= vg_keep;
                     }
+                    vg_q += vg_kept;
                 }
                 for (int l = 0; l < VG_W; l++) {
                     if (vg_taken[l] != vg_from[l]) {  // a full step kept: its end, no events in it

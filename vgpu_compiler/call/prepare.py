@@ -189,6 +189,12 @@ def lookup(key: tuple, field: Field) -> Prepared | None:
     return hit if hit is not None and hit.template.field is field else None
 
 
+def clear() -> int:
+    """Forget every Prepared call (with what backends keep in its slots: the cpu
+    backend's kernels, dispatch._kernel); returns how many."""
+    return len(_memo.clear())
+
+
 def store(key: tuple, prepared: Prepared) -> Prepared:
     """Keep ``prepared`` (or the one another thread kept first) for its signature."""
     return _memo.put(key, prepared)

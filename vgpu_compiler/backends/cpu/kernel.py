@@ -9,8 +9,8 @@ Lanes per block: a basin's lanes with a basin; without one, ``LANES`` trajectori
 (a few of the CPU's widest vectors: the compiler unrolls across them), or
 ``ADAPTIVE_LANES`` for an adaptive method's kernel (templates/adaptive.c.j2: every
 stage's derivatives of every lane in local arrays); a fixed-step method's kernel with
-events (and no basin or noise) has ``LANES`` again: its plain steps (fixed_lean) are
-loops the compiler vectorises. A stepped kernel without events or a Jacobian whose local
+events (and no basin or noise) has ``LEAN_LANES`` (``LANES`` with a flux or large local
+arrays: _lean_lanes): its plain steps (fixed_lean) are loops the compiler vectorises. A stepped kernel without events or a Jacobian whose local
 arrays stay under ``WIDE_STACK`` has ``STEPPED_LANES`` (_stepped_lanes): every loop of its attempt,
 the controller's too, is vectorised, and one vector per block is one chain of dependent
 operations from stage to stage; a few vectors per block give the core independent work
@@ -42,6 +42,12 @@ LANES = {"float32": 64, "float64": 32}
 # attempt's lane loops (tsit5 Lorenz 262,144, one core, kernel: float32 64 -> 128 lanes
 # 62 -> 56 ms, 97 -> 88 ms with rho shuffled; float64 32 -> 64 lanes 173 -> 162 ms)
 STEPPED_LANES = {"float32": 128, "float64": 64}
+# a fixed-step kernel's lanes per block with events and plain steps (_lean_lanes): the
+# event code's block-wide loops and passes are shared by more lanes (100,000 LIF neurons,
+# one thread, 64 -> 256 lanes, alternating: 10,000 steps 0.39-0.42 s -> 0.36-0.38 s, the
+# high-rate population 0.080-0.088 s -> 0.074-0.079 s; 16 or 32 lanes 1.5-2.5x slower;
+# float64 not measured: LANES)
+LEAN_LANES = {"float32": 256, "float64": 32}
 ADAPTIVE_LANES = 16
 WIDE_STACK = 256 * 1024     # bytes of a block's per-lane local arrays for LANES lanes, at most
 MAX_BASIN = 4096            # lanes of a basin held in local arrays (the thread's stack)
@@ -175,7 +181,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
             printed.ev = _events.print_parts(printed, DIALECTS[dtype], adaptive.RUNNING)
             lean = bool(printed.ev.lean) and not noise
             if lean:                                # its lane loops are vectorised
-                lanes = LANES[dtype]
+                lanes = _lean_lanes(desc, field, dtype)
         k0 = desc.stage_k[0]
         extra = dict(   # the stage values of the first step's trial point, and of the new state
             trial=[{"target": y, "expr": f"{s} + u_dt * {k0[i]}"}
@@ -222,6 +228,20 @@ def _stepped_lanes(desc, field, dtype: str) -> int:
         if arrays * lanes * size <= WIDE_STACK:
             return lanes
     return ADAPTIVE_LANES
+
+
+def _lean_lanes(desc, field, dtype: str) -> int:
+    """Lanes per block of a fixed-step kernel with events and plain steps (fixed_lean):
+    LEAN_LANES[dtype] where the field deposits no flux (the event log's deposits are summed in
+    the order of each block's attempts, which the lanes per block may change) and its local arrays (about
+    64 of the event code's, and twice states x (stages + 4) of the steps' and the
+    location's copies, one value per lane) fit WIDE_STACK; else LANES[dtype]."""
+    if field.flux or any(ev.flux for ev in field.events):
+        return LANES[dtype]
+    arrays = 64 + 2 * len(desc.states) * (len(desc.stages) + 4) + len(desc.pt_params)
+    size = 4 if dtype == "float32" else 8
+    lanes = LEAN_LANES[dtype]
+    return lanes if arrays * lanes * size <= WIDE_STACK else LANES[dtype]
 
 
 def _reads_step(field) -> bool:
