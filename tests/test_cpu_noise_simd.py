@@ -86,10 +86,12 @@ def test_without_libmvec_the_noise_calls_the_scalar_functions(cpu, tmp_path):
 
 def _helpers() -> str:
     """helpers.c.j2 with the generator (codegen/build/noise.py, vg_philox_word included)."""
-    from vgpu_compiler.codegen.build import noise
+    from vgpu_compiler.codegen.build import helpers, noise
+    from vgpu_compiler.codegen.targets import TARGETS
     return kernel._environment().get_template("helpers.c.j2").render(
         F="float", noise=True, cuda=None,
-        k={"helpers": (), "noise_text": noise.printed("c", tests=True)})
+        k={"helpers": (), "noise_text": noise.printed("c", tests=True),
+           "built": helpers.printed(TARGETS["c"]["float32"])})
 
 
 def _generator(words32: bool):
@@ -98,7 +100,7 @@ def _generator(words32: bool):
     import ctypes
     helpers = _helpers()
     source = (("#define VG_PHILOX32\n" if words32 else "") +
-              "#include <math.h>\n#include <stdint.h>\n" + helpers + WORDS_C +
+              "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n" + helpers + WORDS_C +
               "void normals(float *z, const unsigned *g, int n, unsigned step, unsigned k0,\n"
               "             unsigned k1) {\n"
               "#pragma omp simd\n"
@@ -177,7 +179,7 @@ def test_the_drawn_first_normals_are_the_lane_loops_bit_for_bit(cpu):
     import ctypes
     from vgpu_compiler.noise.normal import key_of
     helpers = _helpers()
-    source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W 64\n" + helpers +
+    source = ("#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#define VG_W 64\n" + helpers +
               "void lanes(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
               "           unsigned k0, unsigned k1) {\n"
               "    for (int b = 0; b < n; b += VG_W) {\n"
@@ -206,7 +208,7 @@ def test_the_vector_philox_gives_the_lane_loops_normals_bit_for_bit(lanes, cpu):
     (float64); where the CPU has AVX-512 the vector path is the one compiled."""
     import ctypes
     helpers = _helpers()
-    source = ("#include <math.h>\n#include <stdint.h>\n#define VG_W %d\n" % lanes + helpers +
+    source = ("#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#define VG_W %d\n" % lanes + helpers +
               "#ifdef VG_PHILOX_X16\nint vector_path = 1;\n#else\nint vector_path = 0;\n#endif\n"
               "void blocks(float *z, const unsigned *tr, int n, unsigned s, unsigned k,\n"
               "            unsigned k0, unsigned k1) {\n"
