@@ -339,11 +339,13 @@ def test_cpu_philox_words_bit_for_bit():
     against vgpu.philox."""
     import ctypes
     from vgpu_compiler.backends.cpu import kernel, toolchain
-    from vgpu_compiler.codegen.build import noise
+    from vgpu_compiler.codegen.build import helpers as built_helpers, noise
+    from vgpu_compiler.codegen.targets import TARGETS
     helpers = kernel._environment().get_template("helpers.c.j2").render(
         F="float", noise=True, cuda=None,
-        k={"helpers": (), "noise_text": noise.printed("c", tests=True)})
-    source = ("#include <math.h>\n#include <stdint.h>\n" + helpers + WORDS_C)
+        k={"helpers": (), "noise_text": noise.printed("c", tests=True),
+           "built": built_helpers.printed(TARGETS["c"]["float32"])})
+    source = ("#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n" + helpers + WORDS_C)
     lib = toolchain.build(source, "philox-test")
     rng = np.random.default_rng(1)
     n = 256
