@@ -1,5 +1,5 @@
 """The host side of a run that the compiled backends share, written once (glsl and wgpu use it;
-the cpu backend, one C call per segment with no pacing, does not yet).
+the cpu backend, one C call per segment with no pacing, uses located.py only so far).
 
 A stage between ``call/`` (what a call is) and ``backends/`` (what runs it): it may
 import ``call`` and below, never a backend (tests/test_layering.py). Its modules:
@@ -18,4 +18,6 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
 - ``fixed.py``    the one fixed-step driver (glsl and wgpu) on the same ``Target``:
                   chunks, paced dispatches, saved steps (or the kernel's own history
                   buffer), progress, the read-back, deposits
+- ``located.py``  the one rule of a fixed-step Simulation with an observer ``first``
+                  (cpu's and the shaders' LocatedSession give their host part)
 """

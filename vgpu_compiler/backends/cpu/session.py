@@ -3,19 +3,19 @@ arrays the C kernel works on) stay alive between calls; an ``advance`` calls the
 kernel on steps ``[step0, step0 + nsteps)``, as runner.py's segments do.
 
 A field with an observer ``first`` runs, as dispatch.run runs it, the events' kernel
-(templates/events.c.j2, its buffers AdaptiveCall's): ``LocatedSession``. An advance
-sets its step count ``u_steps`` to ``step0 + nsteps`` and lets the trajectories that
-ended at ``step0`` run on (status running again); steps keep their numbers (``t_n =
-t0 + n * dt``), so the pieces take the steps of one run. Its kernel computes each
-step's stage 0 at the step's start (``kernel.plan``'s ``fresh``) instead of carrying F
-at the last step's end: set_state, set_params and a checkpoint (which holds no slope)
-change the state between calls. The flux on the state reached without a step (after
-set_state, set_params, a checkpoint) is the plain kernel's call of no step."""
+(templates/events.c.j2, its buffers AdaptiveCall's): ``LocatedSession``, runtime/
+located.py's rule. An advance sets its step count ``u_steps`` to ``step0 + nsteps`` and
+lets the trajectories that ended at ``step0`` run on (status running again), F at the
+state carried in ``b_ad``. Where F is not carried (set_state, set_params, set_input,
+another backend's checkpoint) the session goes on with the kernel that computes each
+step's stage 0 at the step's start (``kernel.plan``'s ``fresh``). The flux on the state
+reached without a step is the plain kernel's call of no step."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...call.session import Snapshot
+from ...runtime.located import Located
 from ...call.counters import COUNTERS
 from ...call.interrupt import held
 from ...errors import BackendError
@@ -134,31 +134,37 @@ def _set_input(run: _Call, name: str, array: np.ndarray) -> None:
     run.bound.inputs[name] = new
 
 
-class LocatedSession(Session):
-    """A fixed-step Simulation of a field with an observer ``first`` (the module's
-    docstring): the events' kernel, its trajectories resumed at each advance."""
+class LocatedSession(Located, Session):
+    """A fixed-step Simulation of a field with an observer ``first``: runtime/located.py's
+    rule over the events' kernel's arrays (AdaptiveCall), its trajectories resumed at each
+    advance (the module's docstring)."""
 
     def __init__(self, prepared, data):
         if prepared.template.field.collapse is not None:
             raise BackendError("a Simulation on cpu does not compute the observer first in "
                                "a basin with `collapse when` yet (vgpu.solve(..., "
                                "backend='cpu') does); use backend='numpy'")
-        self.fresh = False          # the kernel that computes each step's stage 0 (below)
+        self.fresh_kernel = False   # the kernel that computes each step's stage 0 (below)
         self.plain = None           # the plain kernel's call: flux without a step
         self.flux_from = None       # the call whose deposits are the outputs
         super().__init__(prepared, data)
+        self.held = True            # (host arrays: readable from the start)
+
+    @property
+    def bound(self):
+        return self.run.bound
 
     def _open(self, data) -> None:
         self.data = data
         bound = self.prepared.bound(data)
         slot = self.prepared.slots.setdefault("cpu", {})
         # solve's kernel (dispatch._kernel's key), or the one that needs no slope
-        key = (bound.dtype.name, bound.per_trajectory, True) + (("fresh",) if self.fresh
-                                                                else ())
+        key = (bound.dtype.name, bound.per_trajectory, True) + (("fresh",) if
+                                                                self.fresh_kernel else ())
         k = slot.get(key)
         if k is None:
             k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory,
-                                   dense=True, fresh=self.fresh)
+                                   dense=True, fresh=self.fresh_kernel)
         else:
             COUNTERS.add("memory_hits")
         self.run = run = AdaptiveCall(k, bound)
@@ -168,35 +174,40 @@ class LocatedSession(Session):
         self.plain = None
         self.flux_from = run
 
-    def advance(self, step0: int, nsteps: int) -> None:
-        """Steps [step0, step0 + nsteps): from the start (step0 = 0: the start values
-        made again, as every kernel's step 0 makes them), or every trajectory resumed at
-        step0; without a step past step0 only the flux on the state. An interrupted
-        advance goes back to the state before it (its trajectories are at steps of
-        their own part way)."""
-        run, total = self.run, step0 + nsteps
-        if step0 and not nsteps:
+    def _fresh_kernel(self) -> None:
+        if not self.fresh_kernel:
+            self.fresh_kernel = True
+            self._open(self.data)
+
+    def _input(self, name: str, array: np.ndarray) -> None:
+        self._fresh_kernel()            # (F at the state: of the old input)
+        _set_input(self.run, name, array)
+        self.plain = None
+
+    def _carries(self) -> bool:
+        return not self.fresh_kernel
+
+    def _run(self, step0: int, total: int) -> None:
+        """From the start (step0 = 0: the start values made again, as every kernel's step
+        0 makes them), or every trajectory resumed at step0; without a step past step0
+        only the flux on the state."""
+        run = self.run
+        if step0 and step0 == total:
             with held():
                 self._flux(step0)
-                self.step = step0
             return
-        before = self.snapshot(self.step)
         run.ints[run.role["steps"]] = total
-        try:
-            start = 0
-            if step0:
-                run.cnt[2][:] = RUNNING
-                start = 1
-            while True:
-                with held():
-                    run._call(start, 0, False, attempts=self.attempts)
-                start = 1
-                if not (run.cnt[2] == RUNNING).any():
-                    break
-        except BaseException:
-            self.restore(before)
-            raise
-        self.step, self.flux_from = total, run
+        start = 0
+        if step0:
+            run.cnt[2][:] = RUNNING
+            start = 1
+        while True:
+            with held():
+                run._call(start, 0, False, attempts=self.attempts)
+            start = 1
+            if not (run.cnt[2] == RUNNING).any():
+                break
+        self.flux_from = run
 
     def _flux(self, step: int) -> None:
         """The flux on the state held (no step): the plain kernel's call of no step."""
@@ -220,39 +231,28 @@ class LocatedSession(Session):
         plain._call(step, 0, True)
         self.flux_from = plain
 
-    def steps_taken(self) -> np.ndarray:
-        return np.full(self.run.bound.grid_shape, self.step, np.int32)
-
     def outputs(self) -> dict:
         return self.flux_from._outputs()
 
-    def snapshot(self, step: int) -> Snapshot:
-        """The state; with solve's kernel also F at it (b_ad's k0: the next step's stage
-        0), so a checkpoint resumes bit for bit."""
-        run, n = self.run, self.run.n
-        state = run.state.copy()
-        init = self.init.copy() if self.init is not None else state.copy()
-        slope = None if self.fresh else run.ad[2:].copy()
-        return Snapshot(step, state, init, np.full(n, step, np.int32), np.zeros(n, bool),
-                        slope=slope)
+    def _read(self):
+        """The state, start values and F at it (b_ad's k0: the next step's stage 0)."""
+        return self.run.state, self.init, self.run.ad[2:]
 
-    def restore(self, snap: Snapshot) -> None:
-        """The buffers of a run that ended at ``snap.step``: its state, start values, t,
-        step count; no event in the step (no `when`: no conditions carried). F at the
-        state is the snapshot's slope; without one (a change of the state or the values,
-        another backend's checkpoint) the session goes on with the kernel that computes
-        each step's stage 0 at its start (``fresh``: the same steps, to the rounding of
-        a function the compiler vectorises another way)."""
-        if snap.slope is None and not self.fresh:
-            self.fresh = True
-            self._open(self.data)
+    def _write(self, snap: Snapshot) -> None:
+        """The arrays of a run that ended at ``snap.step``: its state, start values, t,
+        step count; no event in the step (no `when`: no conditions carried). Without a
+        slope the session goes on with the kernel that computes each step's stage 0 at
+        its start (``fresh``: the same steps, to the rounding of a function the compiler
+        vectorises another way)."""
+        if snap.slope is None:
+            self._fresh_kernel()
         run = self.run
         dt = run.bound.dtype
         run.state[:] = snap.state
         if self.init is not None:
             self.init[:] = snap.init
         run.ad[:] = 0
-        if snap.slope is not None and not self.fresh:
+        if snap.slope is not None and not self.fresh_kernel:
             run.ad[2:] = snap.slope
         run.ad[0] = dt.type(run.bound.t0) + dt.type(snap.step) * dt.type(run.bound.dt)
         run.ad[1] = dt.type(run.bound.dt)
@@ -261,18 +261,4 @@ class LocatedSession(Session):
         run.cnt[2] = C.REACHED_END
         run.evi[:] = 0
         run.evf[:] = 0
-        self.step = snap.step
         self.flux_from = run
-
-    def set_data(self, data) -> None:
-        snap = self.snapshot(self.step)
-        snap.slope = None               # (F at the state: of the old values)
-        self._open(data)
-        self.restore(snap)
-
-    def set_input(self, name: str, array: np.ndarray) -> None:
-        snap = self.snapshot(self.step)
-        snap.slope = None               # (F at the state: of the old input)
-        self.restore(snap)
-        _set_input(self.run, name, array)
-        self.plain = None

@@ -1,5 +1,5 @@
 """A fixed-step Simulation of a field with an observer ``first`` on GLSL and WGSL (glsl/
-and wgpu/session.py open it): the rule of cpu's LocatedSession, over the events' kernel
+and wgpu/session.py open it): runtime/located.py's rule, over the events' kernel
 (templates/adaptive.*.j2, the field's dense variant: the kernel ``vgpu.solve`` runs) and
 runtime/adaptive.py's ``Target`` of the backend, on a private copy of the kernel whose
 buffers hold the run between calls (one chunk; a larger ensemble is a BackendError).
@@ -9,11 +9,8 @@ dispatches until no trajectory runs; its first dispatch (step0 > 0) has ``u_step
 the kernel sets every trajectory running again (ended at once where it is at u_steps:
 an advance of no step deposits only the flux on the state), its t, step and F at the
 state (``b_ad``: the next step's stage 0) as the last dispatch left them, so the pieces
-take the steps of one run bit for bit. A checkpoint carries F (``Snapshot.slope``);
-without one (set_state, set_params, set_input, another backend's checkpoint) the first
-dispatch has ``u_step0 = 3``: F computed at the state first, as a step's stage 0 is.
-An interrupted advance (its trajectories part way, at steps of their own) goes back to
-the state before it."""
+take the steps of one run bit for bit; where the session is ``fresh`` (no F carried)
+the first dispatch has ``u_step0 = 3``: F computed at the state first."""
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +23,7 @@ from ...call.session import Snapshot, pack_states
 from ...errors import BackendError
 from ...ir import controller as C
 from ...runtime.adaptive import accumulate
+from ...runtime.located import Located
 from ...runtime.pacing import Pacer
 from . import adaptive_host as host
 
@@ -43,9 +41,9 @@ RESUME, FRESH = 2, 3        # u_step0 of an advance's first dispatch (0: from th
 _ZERO4 = bytes(4)
 
 
-class LocatedSession:
-    """The session (call/session.py's fixed-step one). A backend gives ``_target(bound)``
-    (its Target on the session's private kernel), ``_lock()`` and ``close()``."""
+class LocatedSession(Located):
+    """The session over a backend's Target. A backend gives ``_target(bound)`` (its
+    Target on the session's private kernel), ``_lock()`` and ``close()``."""
 
     name = "shader"
 
@@ -55,7 +53,6 @@ class LocatedSession:
                                f"first in a basin with `collapse when` yet (vgpu.solve(..., "
                                f"backend='{self.name}') does); use backend='numpy'")
         self.prepared = prepared
-        self.fresh, self.ran, self.step = False, False, 0
         self._seen, self.pending = None, []
         self._bind(host.kernel_field(prepared.bound(data)))
         L = self.target.layout
@@ -77,37 +74,41 @@ class LocatedSession:
                           "b_hist": n_save * L.n_states * L.n * item, "b_save": n_save * item}
             self.target.begin(0, self.sizes, [])
 
+    def _open(self, data) -> None:
+        self._bind(host.kernel_field(self.prepared.bound(data)))
+
+    def _input(self, name: str, array: np.ndarray) -> None:
+        inputs = {**self.bound.inputs, name: np.ascontiguousarray(array, self.dtype)}
+        self._bind(dataclasses.replace(self.bound, inputs=inputs))
+
+    def _carries(self) -> bool:
+        return True
+
     # --- running -------------------------------------------------------------------------
-    def advance(self, step0: int, nsteps: int) -> None:
-        total, L, item = step0 + nsteps, self.target.layout, self.dtype.itemsize
-        before = self.snapshot(self.step) if self.ran else None
+    def _run(self, step0: int, total: int) -> None:
+        L = self.target.layout
         writes = self.pending + [(buffer, bytes(size)) for buffer, _, size in
                                  self.target.outputs]     # (the flux of this advance)
         if L.deposit_outputs:       # float64 flux: the deposit slots empty again
             writes.append(("b_dep", np.full(2 * len(L.deposit_outputs) * self.n, -1.0,
                                             self.dtype).tobytes()))
         mode = 0 if step0 == 0 else FRESH if self.fresh else RESUME
-        try:
-            with self._lock():
-                pacer = Pacer(self.target.first(0), self.target.cap, self.target.aim)
-                running = 1
-                while running:
-                    with held():
-                        got = self.target.trip({"u_step0": mode, "u_attempts": pacer.steps,
-                                                "u_logcap": 0, "u_steps": total}, {},
-                                               writes + [("b_run", _ZERO4)], [("b_run", 4)])
-                        self.target.check(got[0])
-                        running = int(np.frombuffer(got[1], np.uint32)[0])
-                        mode, writes, self.pending, self.ran = 1, [], [], True
-                        self._seen = None
-        except BaseException:
-            if before is not None:
-                self.restore(before)
-            raise
-        self.fresh, self.step, self._seen = False, total, None
+        with self._lock():
+            pacer = Pacer(self.target.first(0), self.target.cap, self.target.aim)
+            running = 1
+            while running:
+                with held():
+                    got = self.target.trip({"u_step0": mode, "u_attempts": pacer.steps,
+                                            "u_logcap": 0, "u_steps": total}, {},
+                                           writes + [("b_run", _ZERO4)], [("b_run", 4)])
+                    self.target.check(got[0])
+                    running = int(np.frombuffer(got[1], np.uint32)[0])
+                    mode, writes, self.pending, self.held = 1, [], [], True
+                    self._seen = None
+        self._seen = None
 
     # --- reading -------------------------------------------------------------------------
-    def _read(self) -> dict:
+    def _read(self):
         if self._seen is None:
             n, ns, item = self.n, self.ns, self.dtype.itemsize
             names = ["b_state", "b_ad"] + (["b_init"] if self._uses_init else [])
@@ -120,17 +121,15 @@ class LocatedSession:
                           "ad": raw["b_ad"].reshape(2 + ns, n)}
             if "b_init" in raw:
                 self._seen["init"] = raw["b_init"].reshape(ns, n)
-        return self._seen
+        seen = self._seen
+        return seen["state"], seen.get("init"), seen["ad"][2:]
 
     @property
     def _uses_init(self) -> bool:
         return bool(self.target.kernel.meta["uses_init"])
 
     def states(self) -> np.ndarray:
-        return pack_states(self._read()["state"], self.bound.grid_shape)
-
-    def steps_taken(self) -> np.ndarray:
-        return np.full(self.bound.grid_shape, self.step, np.int32)
+        return pack_states(self._read()[0], self.bound.grid_shape)
 
     def outputs(self) -> dict:
         L, t = self.target.layout, self.target
@@ -140,25 +139,15 @@ class LocatedSession:
                 raw = t.read([("b_dep", 2 * nd * self.n * self.dtype.itemsize)])[0]
             out = {k: np.zeros(s, self.dtype) for k, s in L.output_shapes.items()}
             accumulate(np.frombuffer(raw, self.dtype).reshape(nd, self.n, 2),
-                            L.deposit_outputs, out)
+                       L.deposit_outputs, out)
             return out
         with self._lock():
             got = t.read([(buffer, size) for buffer, _, size in t.outputs])
         return {name: np.frombuffer(raw, self.dtype).reshape(L.output_shapes[name]).copy()
                 for (_, name, _), raw in zip(t.outputs, got)}
 
-    def snapshot(self, step: int) -> Snapshot:
-        """The state, the start values, and F at the state (b_ad's rows after t and dt)
-        unless the next advance computes it (``fresh``)."""
-        raw = self._read()
-        state = raw["state"].copy()
-        init = raw["init"].copy() if "init" in raw else state.copy()
-        slope = None if self.fresh else raw["ad"][2:].copy()
-        return Snapshot(step, state, init, np.full(self.n, step, np.int32),
-                        np.zeros(self.n, bool), slope=slope)
-
     # --- changing ------------------------------------------------------------------------
-    def restore(self, snap: Snapshot) -> None:
+    def _write(self, snap: Snapshot) -> None:
         """The buffers of a run that ended at ``snap.step`` (written by the next
         dispatch; read until then from the snapshot): its state, start values, t, step,
         F at the state (the snapshot's slope; without one the next advance computes it),
@@ -167,7 +156,6 @@ class LocatedSession:
         ad = np.zeros((2 + self.ns, self.n), self.dtype)
         ad[0] = dt(b.t0) + dt(snap.step) * dt(b.dt)
         ad[1] = dt(b.dt)
-        self.fresh = snap.slope is None
         if not self.fresh:
             ad[2:] = snap.slope
         cnt = np.zeros((self.target.layout.counters, self.n), np.int32)
@@ -180,23 +168,6 @@ class LocatedSession:
             init = np.ascontiguousarray(snap.init, self.dtype)
             self.pending.append(("b_init", init.tobytes()))
             self._seen["init"] = init
-        self.step = snap.step
-
-    def _rebind(self, bound) -> None:
-        snap = self.snapshot(self.step)
-        snap.slope = None                   # (F at the state: of the old values)
-        self._bind(bound)
-        self.restore(snap)
-
-    def set_data(self, data) -> None:
-        self._rebind(host.kernel_field(self.prepared.bound(data)))
-
-    def set_input(self, name: str, array: np.ndarray) -> None:
-        inputs = {**self.bound.inputs, name: np.ascontiguousarray(array, self.dtype)}
-        self._rebind(dataclasses.replace(self.bound, inputs=inputs))
-
-    def alias_input(self, name, source, output) -> bool:
-        return False
 
     # --- the backend's part ----------------------------------------------------------------
     def _target(self, bound):
