@@ -313,7 +313,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }
             var vg_q: i32 = 0;
-            for (; vg_q < min(vg_m, select(0, 1, vg_again != 0)); vg_q++) {  // the rest of a step after an event
+            while (vg_q < min(vg_m, select(0, 1, vg_again != 0))) {  // the rest of a step after an event
                 let vg_tend: f32 = u_t0 + f32(vg_taken + 1) * u_dt;
                 let u_dt: f32 = vg_tend - vg_t;  // the rest of the step (hides the uniform)
                 let t_n: f32 = vg_t;
@@ -410,10 +410,11 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 vg_t = vg_tn;  // (F at a step's start reads it: step_start)
                 vg_again = 0;
                 vg_taken++;
+                vg_q++;
             }
             if (vg_again == 0) {
                 let vg_q0: i32 = vg_q;
-                for (; vg_q < vg_m; vg_q++) {
+                while (vg_q < vg_m) {
                     let vg_tend: f32 = u_t0 + f32(vg_taken + 1) * u_dt;
                     let t_n: f32 = u_t0 + f32(vg_taken) * u_dt;
                     let nstep: i32 = vg_taken;
@@ -507,6 +508,7 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                     s_y = vg_n0;
                     s_v = vg_n1;
                     vg_taken++;
+                    vg_q++;
                 }
                 if (vg_q > vg_q0) {  // plain steps taken: a new step, at t0 + n dt
                     vg_instep = 0;

@@ -225,7 +225,7 @@ void main() {
                 vg_m = min(vg_m, (vg_taken / u_every + 1) * u_every - vg_taken);
             }
             int vg_q = 0;
-            for (; vg_q < min(vg_m, vg_again != 0 ? 1 : 0); vg_q++) {  // the rest of a step after an event
+            while (vg_q < min(vg_m, (vg_again != 0) ? 1 : 0)) {  // the rest of a step after an event
                 float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
                 float u_dt = vg_tend - vg_t;  // the rest of the step (hides the uniform)
                 float t_n = vg_t;
@@ -287,7 +287,7 @@ void main() {
                         }
                     }
                 }
-                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && (u_dt < 0.0 ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                if ((vg_cend & ~vg_prev) != 0 || (vg_sv && ((u_dt < 0.0) ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                     k0_v = vg_f0;
                     break;
                 }
@@ -296,10 +296,11 @@ void main() {
                 vg_t = vg_tn;  // (F at a step's start reads it: step_start)
                 vg_again = 0;
                 vg_taken++;
+                vg_q++;
             }
             if (vg_again == 0) {
                 int vg_q0 = vg_q;
-                for (; vg_q < vg_m; vg_q++) {
+                while (vg_q < vg_m) {
                     float vg_tend = u_t0 + float(vg_taken + 1) * u_dt;
                     float t_n = u_t0 + float(vg_taken) * u_dt;
                     int nstep = vg_taken;
@@ -360,13 +361,14 @@ void main() {
                             }
                         }
                     }
-                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && (u_dt < 0.0 ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
+                    if ((vg_cend & ~vg_prev) != 0 || (vg_sv && ((u_dt < 0.0) ? vg_tsave >= vg_tn : vg_tsave <= vg_tn))) {  // an event in this step: fixed_events takes it (a save_at time in it too)
                         k0_v = vg_f0;
                         break;
                     }
                     vg_prev = vg_cend;
                     s_v = vg_n0;
                     vg_taken++;
+                    vg_q++;
                 }
                 if (vg_q > vg_q0) {  // plain steps taken: a new step, at t0 + n dt
                     vg_instep = 0;

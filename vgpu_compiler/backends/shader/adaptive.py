@@ -115,15 +115,6 @@ class PrintedAdaptive:
                      + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
         return "\n\n".join(parts)
 
-    def fixed_step(self, k, indent: int = 0, **splices) -> str:
-        """A fixed-step method's step with events (codegen/build/adaptive.fixed_step), in
-        this dialect, with its template's pieces (``splices``)."""
-        from ...codegen.build import adaptive
-        from ...codegen.targets import printer
-        fd = self._field(k)
-        stmts = adaptive.fixed_step(self.dialect, fd, self._stages(k), noise=fd.noise)
-        return printer(self.dialect, splices).text(stmts, indent)
-
     @staticmethod
     def _stages(k) -> tuple:
         from ...codegen.build import adaptive
@@ -154,7 +145,10 @@ class PrintedAdaptive:
             observe=bool(k.observe), fixed=self.fixed, params=tuple(k.pt_params),
             init=tuple((x.target, x.expr, x.comment) for x in k.init or ()),
             init_names=tuple(k.init_names) if k.uses_init else (),
-            noise=bool(k.events and k.ev.noise_draws))
+            noise=bool(k.events and k.ev.noise_draws),
+            lean=int(k.ev.lean or 0) if k.events and self.fixed else 0,
+            reads_start=bool(k.events and (k.ev.noise_draws or k.ev.reads_dt
+                                           or "nstep" in k.stages[0].words)))
 
     def first_step(self, trial: str, folds: dict | None = None) -> str:
         """The first step (codegen/build/first_step.py) with ``trial``, the field's stage

@@ -48,6 +48,8 @@ class Field:
     init: tuple[tuple[str, str, str], ...] = ()   # (register, value, note) set at the start
     init_names: tuple[str, ...] = ()    # the state at t0, kept (b_init): per state
     noise: bool = False                 # (events) the step's noise increments added
+    lean: int = 0                       # (fixed, events) plain steps before the event code
+    reads_start: bool = False           # (fixed, events) F at a step's start reads vg_t
 
 
 def weighted(terms: Terms):
@@ -404,10 +406,11 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
 def attempts(t, fd: Field, sts: tuple, dtype: str, running: int, solve=None) -> tuple:
     """The step attempts of this dispatch: at most u_attempts, while the trajectory runs
     (an adaptive one: and before u_pause). A fixed-step method with events takes its
-    plain steps in the template's ``Splice("fixed_lean")`` first, then fixed_events."""
+    plain steps first (fixed_lean), then fixed_events."""
     stop = If(ir.ne(Var("vg_status"), i(running)), (ir.Break(),))
     if fd.fixed and fd.events:
-        body = (stop, ir.Splice("fixed_lean"), *fixed_events(t, fd, sts, running, fd.noise))
+        body = (stop, *fixed_lean(t, fd, sts, running), *fixed_events(t, fd, sts, running,
+                                                                       fd.noise))
     elif fd.fixed:
         body = (stop, *fixed_attempt(t, fd, sts, sts[0]))
     else:
@@ -492,3 +495,87 @@ def fixed_events(t, fd: Field, sts: tuple, running: int, noise: bool = False) ->
         If(ir.eq(again, i(0)), (Assign(Var("vg_instep"), i(0)),)),
         Block(step)), comment="step vg_taken of a fixed-step method with events, or the rest "
                               "of it after one"),)
+
+
+def lean_step(t, fd: Field, sts: tuple, rest: bool) -> tuple:
+    """One plain step of fixed_lean (``rest``: the rest of a step after an event): the
+    step (fixed_step), the conditions at its end (``Splice("lean_q")``: q_* from vg_n<i>,
+    ``lean_conds``: into vg_cend, ``lean_firsts``: the observers `first`, into vg_fh);
+    a step with an event (or a save_at time in it) is left to fixed_events, from the
+    state before; else the update, the observers (``lean_observe``), the counters."""
+    taken, tn, dt = Var("vg_taken"), Var("vg_tn"), Var("u_dt")
+    if rest:
+        start = (Let("u_dt", FLOAT, ir.sub(Var("vg_tend"), Var("vg_t")),
+                     comment="the rest of the step (hides the uniform)"),
+                 Let("t_n", FLOAT, Var("vg_t")))
+    else:
+        start = (Let("t_n", FLOAT, ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), dt))),)
+    event = ir.ne(Raw("vg_cend & ~vg_prev"), i(0))
+    if fd.firsts:
+        event = ir.or_(event, ir.ne(Var("vg_fh"), i(0)))
+    event = ir.or_(event, ir.and_(Var("vg_sv"), _at_or_past(Var("vg_tsave"), tn)))
+    return (
+        Let("vg_tend", FLOAT, ir.add(Var("u_t0"), ir.mul(
+            ir.call("to_float", ir.add(taken, i(1))), dt))),
+        *start, Let("nstep", ir.INT, taken),
+        *fixed_step(t, fd, sts, fd.noise),
+        Let("vg_cend", ir.INT, i(0), mutable=True),
+        *((Let("vg_fh", ir.INT, i(0), mutable=True),) if fd.firsts else ()),
+        Block((Let("tt", FLOAT, tn), ir.Splice("lean_q"), ir.Splice("lean_conds"),
+               *((ir.Splice("lean_firsts"),) if fd.firsts else ()))),
+        If(event, (*(Assign(Var(k), Var(f"vg_f{j}")) for j, k in enumerate(fd.k0)),
+                   ir.Break()),
+           comment="an event in this step: fixed_events takes it (a save_at time in it too)"),
+        Assign(Var("vg_prev"), Var("vg_cend")),
+        *(Assign(Var(s), Var(f"vg_n{j}")) for j, s in enumerate(fd.states)),
+        *((ir.Splice("lean_observe"),) if fd.observe else ()),
+        *((Assign(Var("vg_t"), tn, comment="(F at a step's start reads it: step_start)"),)
+          if rest or fd.reads_start else ()),
+        *((Assign(Var("vg_again"), i(0)),) if rest else ()),
+        Inc(taken))
+
+
+def fixed_lean(t, fd: Field, sts: tuple, running: int) -> tuple:
+    """Plain steps (or the rest of one after an event) while no condition goes false ->
+    true (a fixed-step method with events, no basin): a software renderer runs an `if`
+    body on every lane, masked, so the event code (location, firing, the restart) runs
+    only after these, at most every ``fd.lean`` (shader/events.py's LEAN_STEPS) steps.
+    The same numbers as fixed_events' steps without an event: a step that triggers one
+    is left to it, from the state before. The loop stops at the next saved step
+    (save_every), saved after it (``Splice("save_step")``)."""
+    if not fd.lean:
+        return ()
+    taken, q, m, a = Var("vg_taken"), Var("vg_q"), Var("vg_m"), Var("vg_a")
+    every, steps = Var("u_every"), Var("u_steps")
+    ge = lambda x, y: ir.Bin(ir.Op.GE, x, y)    # noqa: E731
+
+    def trips(cond, rest: bool, comment=None):
+        return ir.While(cond, (*lean_step(t, fd, sts, rest), Inc(q)), comment=comment)
+
+    return (If(ir.eq(Var("vg_lstat"), i(0)), (
+        Let("vg_m", ir.INT, ir.call("min", ir.call("min", ir.sub(Var("u_attempts"), a),
+                                                    i(fd.lean)), ir.sub(steps, taken)),
+            mutable=True),
+        Let("vg_sv", BOOL, ir.and_(ir.gt(Var("u_nsave"), i(0)), ir.lt(Var("vg_next"),
+                                                                      Var("u_nsave"))),
+            comment="the next save_at time, if any"),
+        Let("vg_tsave", FLOAT, f(0.0), mutable=True),
+        If(Var("vg_sv"), (Assign(Var("vg_tsave"), Elem("b_save", Var("vg_next"))),)),
+        If(ir.gt(every, i(0)), (Assign(m, ir.call("min", m, ir.sub(ir.mul(
+            ir.add(ir.div(taken, every), i(1)), every), taken))),)),
+        Let("vg_q", ir.INT, i(0), mutable=True),
+        trips(ir.lt(q, ir.call("min", m, ir.Select(ir.ne(Var("vg_again"), i(0)), i(1), i(0)))),
+              True, "the rest of a step after an event"),
+        If(ir.eq(Var("vg_again"), i(0)), (
+            Let("vg_q0", ir.INT, q),
+            trips(ir.lt(q, m), False),
+            If(ir.gt(q, Var("vg_q0")), (
+                Assign(Var("vg_instep"), i(0)),
+                Assign(Var("vg_t"), ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken),
+                                                               Var("u_dt"))))),
+               comment="plain steps taken: a new step, at t0 + n dt"))),
+        If(ir.gt(q, i(0)), (
+            Assign(a, q, ir.Op.ADD), ir.Splice("save_step"),
+            If(ge(taken, steps), (_status(C.REACHED_END),
+                                  Assign(Var("vg_flux_due"), ir.Lit(True, BOOL)), ir.Break())),
+            If(ge(a, Var("u_attempts")), (ir.Break(),)))))),)
