@@ -81,6 +81,11 @@ def solve_quietly(src, h0, backend, **kw):
 
 def reference(src, h0=None, **kw):
     """The numpy reference of a call, computed once for every test and backend that makes
-    the same call (tests/once.py)."""
+    the same call (tests/once.py); a call without a dtype is the one with vgpu.solve's
+    default."""
+    import inspect
+
+    import vgpu
     from once import once
+    kw.setdefault("dtype", inspect.signature(vgpu.solve).parameters["dtype"].default)
     return once(solve_quietly, src, h0, "numpy", **kw)
