@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -66,3 +67,25 @@ def lif_period(current, tau: float = 0.02):
 def lif_count(current, t1: float, tau: float = 0.02):
     """Spikes in (0, t1] (exact multiples of the period are avoided by the sweeps)."""
     return np.floor(t1 / lif_period(current, tau)).astype(int)
+
+
+# --- the numpy reference of a call, once per test session -------------------------------------
+def solve_quietly(src, h0, backend, **kw):
+    """vgpu.solve without its StatusWarnings (the tests check the statuses)."""
+    import vgpu
+    from vgpu_compiler.errors import StatusWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StatusWarning)
+        return vgpu.solve(src, h0, backend=backend, **kw)
+
+
+def reference(src, h0=None, **kw):
+    """The numpy reference of a call, computed once for every test and backend that makes
+    the same call (tests/once.py); a call without a dtype is the one with vgpu.solve's
+    default."""
+    import inspect
+
+    import vgpu
+    from once import once
+    kw.setdefault("dtype", inspect.signature(vgpu.solve).parameters["dtype"].default)
+    return once(solve_quietly, src, h0, "numpy", **kw)

@@ -16,7 +16,7 @@ import vgpu
 from vgpu_compiler.backends.shader import events as shader_events
 from vgpu_compiler.errors import StatusWarning
 
-from event_fields import ball, lif
+from event_fields import ball, lif, reference
 
 HEIGHTS = np.array([1.0, 1.3, 1.9, 2.4, 0.7, 1.1, 3.0, 0.4, 2.2])
 
@@ -111,7 +111,7 @@ def _split(backend, monkeypatch):
 def test_plain_steps_change_no_number(backend, case, request, monkeypatch, fresh_kernels):
     request.getfixturevalue(backend)             # fails (not skips) on CI without it
     src, h0, kw = CASES[case]
-    ref = _solve(src, h0, "numpy", **kw)
+    ref = reference(src, h0, **kw)             # (once for the three backends)
     lean = _solve(src, h0, backend, **kw)
     assert ref.event_counts.sum() > 50
     np.testing.assert_array_equal(lean.event_counts, ref.event_counts)

@@ -7,9 +7,10 @@ collapse and flux, float32 and float64) with bounded dynamics, and the call
 that runs them. Every example runs on both backends; states, outputs,
 steps taken and histories must agree to float32 rounding.
 
-CI runs a fixed, derandomized set (95 programs on each backend, to keep CI under its
-time budget); ``pytest -m slow``
-and ``python -m benchmarks.reliability --programs N`` run many more.
+CI runs a fixed, derandomized set (38 programs on each backend: 10 of each feature
+group, 8 with everything, to keep CI under its time budget); ``pytest -m slow`` runs
+each group at its former size (95 programs a backend) and 1500 with every feature, and
+``python -m benchmarks.reliability --programs N`` runs many more.
 """
 from __future__ import annotations
 
@@ -32,15 +33,19 @@ def backend(request):
     return request.param
 
 
-CI = settings(max_examples=25, deadline=None, derandomize=True, database=None,
+CI = settings(max_examples=10, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck), print_blob=True)
 SLOW = settings(max_examples=int(os.environ.get("VGPU_SLOW_PROGRAMS", "1500")), deadline=None,
                 database=None, suppress_health_check=list(HealthCheck), print_blob=True)
 
+# The feature groups, each run on a few programs by default and at its full size
+# (the default run's former one) under -m slow.
+PLAIN, COUPLED, COLLAPSE = (), ("coupled", "grid2"), ("collapse", "flux", "grid2", "f64")
+
 
 @BACKENDS
 @CI
-@given(cases(features=()))
+@given(cases(features=PLAIN))
 def test_plain_fields_agree(backend, case):
     """States, params, inputs, lets, t, int index arithmetic, math functions; no basin."""
     compare(case, backend)
@@ -48,23 +53,56 @@ def test_plain_fields_agree(backend, case):
 
 @BACKENDS
 @CI
-@given(cases(features=("coupled", "grid2")))
+@given(cases(features=COUPLED))
 def test_coupled_fields_agree(backend, case):
     """Coupled values, neighbour reads under each edge rule, reductions, 1-D and 2-D basins."""
     compare(case, backend)
 
 
 @BACKENDS
-@settings(CI, max_examples=25)
-@given(cases(features=("collapse", "flux", "grid2", "f64")))
+@CI
+@given(cases(features=COLLAPSE))
 def test_collapse_flux_and_float64_fields_agree(backend, case):
     compare(case, backend)
 
 
 @BACKENDS
-@settings(CI, max_examples=20)
+@settings(CI, max_examples=8)
 @given(cases())
 def test_everything_together_agrees(backend, case):
+    compare(case, backend)
+
+
+# The same groups at their full size (25, 25, 25 and 20 derandomized programs a backend).
+@BACKENDS
+@pytest.mark.slow
+@settings(CI, max_examples=25)
+@given(cases(features=PLAIN))
+def test_plain_fields_agree_full(backend, case):
+    compare(case, backend)
+
+
+@BACKENDS
+@pytest.mark.slow
+@settings(CI, max_examples=25)
+@given(cases(features=COUPLED))
+def test_coupled_fields_agree_full(backend, case):
+    compare(case, backend)
+
+
+@BACKENDS
+@pytest.mark.slow
+@settings(CI, max_examples=25)
+@given(cases(features=COLLAPSE))
+def test_collapse_flux_and_float64_fields_agree_full(backend, case):
+    compare(case, backend)
+
+
+@BACKENDS
+@pytest.mark.slow
+@settings(CI, max_examples=20)
+@given(cases())
+def test_everything_together_agrees_full(backend, case):
     compare(case, backend)
 
 

@@ -16,6 +16,8 @@ from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.ir.embedded import ADAPTIVE, lean
 from vgpu_compiler.ir.step import step_program
 
+from once import once
+
 scipy_ivp = pytest.importorskip("scipy.integrate")
 solve_ivp = scipy_ivp.solve_ivp
 
@@ -229,6 +231,12 @@ def test_save_at_and_event_on_the_oscillator(name):
 
 
 # --- every backend against the reference ----------------------------------------------
+def _reference(src, h0, **kw):
+    """The numpy reference of a call, computed once for the backends that compare with it
+    (cpu and glsl share the float64 ones: tests/once.py)."""
+    return once(vgpu.solve, src, h0, backend="numpy", **kw)
+
+
 @pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
 @pytest.mark.parametrize("name", METHODS)
 def test_backends_match_numpy(name, backend, request):
@@ -247,8 +255,7 @@ def test_backends_match_numpy(name, backend, request):
     src = LORENZ.replace("METHOD", name)
     ts = np.linspace(0, 1, 9)
     for kw in ({}, {"save_at": ts}):
-        ref = vgpu.solve(src, h0, params={"rho": rho}, backend="numpy", dtype=dtype,
-                         rtol=tol, atol=tol, **kw)
+        ref = _reference(src, h0, params={"rho": rho}, dtype=dtype, rtol=tol, atol=tol, **kw)
         got = vgpu.solve(src, h0, params={"rho": rho}, backend=backend, dtype=dtype,
                          rtol=tol, atol=tol, **kw)
         assert (got.status == 0).all()
@@ -258,8 +265,7 @@ def test_backends_match_numpy(name, backend, request):
             loose = dict(close, atol=3e-2) if dtype == "float32" and name == "vern9" else close
             np.testing.assert_allclose(got.history, ref.history, **loose)
     ev = src.replace("solve", "stop when z > 20\n    solve")
-    ref = vgpu.solve(ev, h0, params={"rho": rho}, backend="numpy", dtype=dtype, rtol=tol,
-                     atol=tol)
+    ref = _reference(ev, h0, params={"rho": rho}, dtype=dtype, rtol=tol, atol=tol)
     got = vgpu.solve(ev, h0, params={"rho": rho}, backend=backend, dtype=dtype, rtol=tol,
                      atol=tol)
     np.testing.assert_array_equal(got.status, ref.status)

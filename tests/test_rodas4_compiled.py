@@ -21,6 +21,8 @@ from vgpu_compiler.errors import BackendError
 from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.ir import controller as C
 
+from once import once
+
 scipy_ivp = pytest.importorskip("scipy.integrate")
 solve_ivp = scipy_ivp.solve_ivp
 
@@ -46,7 +48,9 @@ def solve(src, backend, **kw):
 
 
 def both(src, backend, **kw):
-    return solve(src, "numpy", **kw), solve(src, backend, **kw)
+    """The numpy reference (computed once for every backend that compares with it:
+    tests/once.py) and the backend's run of the same call."""
+    return once(solve, src, "numpy", **kw), solve(src, backend, **kw)
 
 
 def same_run(ref, sol, rtol=1e-12, atol=1e-16):
