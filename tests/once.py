@@ -23,5 +23,22 @@ def once(fn, *args, **kw):
     """fn(*args, **kw), computed the first time these arguments come."""
     k = (fn.__module__, fn.__qualname__, key(args), key(kw))
     if k not in _RESULTS:
-        _RESULTS[k] = fn(*args, **kw)
+        _RESULTS[k] = _frozen(fn(*args, **kw))
     return _RESULTS[k]
+
+
+def _frozen(value, depth: int = 0):
+    """``value`` with every array in it read-only (a test that would change a shared
+    result fails there, instead of changing the next test's reference)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif depth < 3 and isinstance(value, dict):
+        for v in value.values():
+            _frozen(v, depth + 1)
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for v in value:
+            _frozen(v, depth + 1)
+    elif depth < 3 and hasattr(value, "__dict__"):
+        for v in vars(value).values():
+            _frozen(v, depth + 1)
+    return value

@@ -9,6 +9,7 @@ the reference's order, so most comparisons here are exact.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
