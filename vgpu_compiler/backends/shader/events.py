@@ -275,6 +275,10 @@ class PrintedEvents:
         return self._print(stmts, {"extension": extension,
                                    **{f"hold{e}": h for e, h in enumerate(holds)}}, indent)
 
+    def _lane_ends(self) -> tuple:
+        """C's step end state: the lane arrays vg_new<i> (indexed by codegen/lanes)."""
+        return tuple(f"vg_new{i}" for i in range(len(self.q)))
+
     def locate_lanes(self, lane, extension, hold, up: str = "", indent: int = 0) -> str:
         """C (a kernel of lane blocks): one condition's location (locate.bracket) on the
         lanes of the list vg_on[0 .. vg_non), laid out by codegen/lanes.lane_list: the
@@ -317,7 +321,7 @@ class PrintedEvents:
         ``end``/``extension``: q_* at theta vg_fu[l] / vg_fx."""
         from ...codegen import ir, lanes
         from ...codegen.build import locate
-        ends = tuple(f"vg_new{i}" for i in range(len(self.q)))
+        ends = self._lane_ends()
         stmts = locate.firsts(self.dialect, self._field(ends), self.bis_rest, self.noisy)
         n = len(self.firsts)
         head, per = stmts[:-n], stmts[-n:]
@@ -383,7 +387,7 @@ class PrintedEvents:
         from ...codegen import lanes as _lanes
         from ...codegen.build import locate
         build = locate.jump_after if after else locate.jump_before
-        ends = tuple(f"vg_new{i}" for i in range(len(self.q))) if lanes else None
+        ends = self._lane_ends() if lanes else None
         stmts = build(self.dialect, self._field(ends))
         if lanes:
             stmts = _lanes.lane_arrays(stmts, ends)
