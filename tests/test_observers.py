@@ -1040,6 +1040,7 @@ def test_adaptive_simulation_first(request, tmp_path, backend):
         if f64:
             np.testing.assert_array_equal(sim.steps_taken, ref.steps_taken)
     sim.save(tmp_path / "a.npz")
+    ref.save(tmp_path / "ref.npz")
     sim.advance(until=2.2).advance(until=3)
     back = vgpu.Simulation.load(tmp_path / "a.npz").advance(until=3)
     for a, b in zip(seen, seen[1:] + [sim.observed["cross"]]):
@@ -1051,6 +1052,13 @@ def test_adaptive_simulation_first(request, tmp_path, backend):
         np.testing.assert_array_equal(got.states, one.states)
         np.testing.assert_array_equal(got.steps_taken, one.steps_taken)
         np.testing.assert_array_equal(got.steps_rejected, one.steps_rejected)
+    if f64:             # the reference's checkpoint resumes here, its observers with it
+        there = vgpu.Simulation.load(tmp_path / "ref.npz", backend=backend).advance(until=3)
+        ref.advance(until=3)
+        assert there.backend == backend
+        for k, v in ref.observed.items():
+            np.testing.assert_allclose(there.observed[k], v, rtol=tol, atol=tol, err_msg=k)
+        np.testing.assert_array_equal(there.steps_taken, ref.steps_taken)
     np.testing.assert_allclose(one.observed["cross"], np.pi / 2 / w, rtol=1e-7 if f64 else 1e-5)
     np.testing.assert_allclose(one.observed["back"], np.where(3 * np.pi / 2 / w < 3,
                                                               3 * np.pi / 2 / w, np.nan),
