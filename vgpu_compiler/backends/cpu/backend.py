@@ -36,8 +36,6 @@ def _info() -> dict:
 
 def _open(prepared, data):
     if prepared.template.adaptive is not None:
-        from ..shader.located import refuse_adaptive
-        refuse_adaptive("cpu", prepared)
         from .adaptive_session import AdaptiveSession   # the controller in its buffers
         return AdaptiveSession(prepared, data)
     from .session import open_session   # a Simulation's buffers, kept between calls

@@ -7,8 +7,10 @@ as adaptive_run.py does, with ``u_pause = u`` and the one save time ``u``: a
 trajectory attempts while its t < u; an accepted step that ends after u writes the
 state at u from its continuous extension (``b_hist``, as save_at does) and is not
 kept, so the next advance takes the same step again and the steps are those of one
-run (the numpy reference's adaptive_session.py does the same). The first dispatch of
-an advance has ``u_step0 = 2``: the save index starts again. One storage block holds
+run (the numpy reference's adaptive_session.py does the same; with observers
+``first``, the events' kernel puts that step off too, before it locates them:
+codegen/build/adaptive.py's step_end). The first dispatch of an advance has
+``u_step0 = 2``: the save index starts again. One storage block holds
 the run (one chunk of plan.py); a larger ensemble is a BackendError.
 """
 from __future__ import annotations

@@ -141,6 +141,7 @@ class PrintedAdaptive:
             trial=tuple(s[1] for s in k.states), stage_k=tuple(map(tuple, k.stage_k)),
             update=tuple(x.expr for x in k.update), **est,
             saves=self.saves, events=bool(k.events), firsts=bool(k.events and k.ev.firsts),
+            when=bool(k.events and len(k.events)),
             ros=bool(k.ros), basin=bool(k.has_basin), collapse=bool(k.collapse),
             observe=bool(k.observe), fixed=self.fixed, params=tuple(k.pt_params),
             init=tuple((x.target, x.expr, x.comment) for x in k.init or ()),

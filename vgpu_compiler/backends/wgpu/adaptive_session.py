@@ -8,6 +8,10 @@ u`` and the one save time ``u``: a trajectory attempts while its t < u; an accep
 step that ends after u writes the state at u from its continuous extension
 (``b_hist``, as save_at does) and is not kept, so the next advance takes the same step
 again and the steps are those of one run (numpy's adaptive_session.py does the same).
+A field with observers ``first`` runs the events' kernel (a Simulation takes no
+``when``), which puts that step off the same way: its crossings are located when the
+next advance keeps it, as numpy's are (codegen/build/adaptive.py's step_end; C:
+templates/adaptive.c.j2).
 The first dispatch of an advance has ``u_step0 = 2``: the save index starts again.
 One chunk (runner._chunks) holds the run; a larger ensemble is a BackendError.
 """

@@ -77,8 +77,6 @@ def _software() -> bool:
 
 def _open(prepared, data):
     if prepared.template.adaptive is not None:
-        from ..shader.located import refuse_adaptive
-        refuse_adaptive("wgpu", prepared)
         from .adaptive_session import AdaptiveSession   # the controller in its buffers
         return AdaptiveSession(prepared, data)
     from ...ir.observers import firsts

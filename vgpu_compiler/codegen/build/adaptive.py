@@ -39,6 +39,7 @@ class Field:
     saves: bool = True                  # writes save_at states (no events: here)
     events: bool = False
     firsts: bool = False                # observers `first`: the new state is var (WGSL)
+    when: bool = False                  # (events) `when` blocks, not observers `first` only
     ros: bool = False                   # a Rosenbrock method (W singular; not FSAL)
     basin: bool = False
     collapse: bool = False
@@ -157,8 +158,10 @@ def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
                                               ir.add(Var("t_n"), Var("u_dt"))))]
     if fd.saves and not fd.events:
         ok += save_dense(fd)
-    ok.append(If(ir.gt(tn, Var("u_pause")), (Assign(Var("vg_paused"), ir.Lit(True, BOOL)),
-                                             ir.Break()),
+    pause = (Assign(Var("vg_paused"), ir.Lit(True, BOOL)), ir.Break())
+    if fd.saves and fd.events and not fd.when:      # a Simulation's (observers `first`):
+        pause = (*save_dense(fd), *pause)   # the state at u_pause, not the events' saves
+    ok.append(If(ir.gt(tn, Var("u_pause")), pause,
                  comment="the step covers u_pause: kept at the next advance"))
     if fd.events:
         ok += [ir.Splice("keep"),
