@@ -126,3 +126,6 @@ def test_a_dispatch_overhead_is_measured_and_not_let_starve_the_steps():
     assert paced(10, 1.01, 10, 0.1, None, overhead=1.0) == 1
     assert paced(10, 0.6, 10, 0.2, 7, overhead=0.5) == 7
     assert paced(100, 2.0, 100, 0.2, None, overhead=0.0) == paced(100, 2.0, 100, 0.2, None)
+    half = p.steps // 2                       # a noisy read: the estimate at most halves
+    p.record(half, half * per + 0.01)
+    assert p.overhead == pytest.approx(fixed / 2)

@@ -88,7 +88,8 @@ def overhead_of(a: tuple[int, float], b: tuple[int, float]) -> float | None:
 class Pacer:
     """Steps (or attempts) per dispatch: ``steps`` now, ``record`` after each dispatch;
     ``overhead``: the fixed seconds of a dispatch, as last estimated (overhead_of the
-    last two measured dispatches whose sizes tell it; 0 until then)."""
+    last two measured dispatches whose sizes tell it, falling at most by half a
+    dispatch; 0 until then)."""
 
     __slots__ = ("cap", "aim", "steps", "overhead", "last")
 
@@ -100,8 +101,11 @@ class Pacer:
     def record(self, steps: int, seconds: float) -> None:
         if steps > 0 and seconds > 0:
             if self.last is not None:
+                # at most halved a dispatch: a per-step cost that rose in between (events
+                # starting to fire) reads as a smaller overhead
                 est = overhead_of(self.last, (steps, seconds))
-                self.overhead = self.overhead if est is None else est
+                if est is not None:
+                    self.overhead = max(est, self.overhead / 2)
             self.last = (steps, seconds)
         self.steps = paced(steps, seconds, self.steps, self.aim, self.cap, self.overhead)
 
