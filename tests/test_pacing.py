@@ -3,7 +3,8 @@
 import pytest
 
 from vgpu_compiler.runtime import pacing
-from vgpu_compiler.runtime.pacing import Pacer, capped, first_steps, history_end, paced, segments
+from vgpu_compiler.runtime.pacing import (Pacer, capped, first_steps, history_end, overhead_of,
+                                          paced, segments)
 
 
 def _covered(segs, steps, start=0):
@@ -102,3 +103,29 @@ def test_history_end_walks_a_history_run_in_blocks_that_fit(steps, every, room, 
         ends.append(s1)
         s0 = s1
     assert ends[-1] == steps
+
+
+def test_a_dispatch_overhead_is_measured_and_not_let_starve_the_steps():
+    """A device whose dispatch costs 0.5 s whatever its steps, plus 1 ms a step (llvmpipe's
+    load and store of a million trajectories' carried state): aimed at 0.2 s, the old rule
+    fell to one step a dispatch (0.501 s a step); the Pacer finds the overhead from two
+    sizes and runs dispatches of (OVERHEAD_RATIO + 1) x 0.5 s, at most MAX_STRETCH x aim."""
+    fixed, per = 0.5, 1e-3
+    assert overhead_of((10, fixed + 10 * per), (40, fixed + 40 * per)) == pytest.approx(fixed)
+    assert overhead_of((10, 1.0), (11, 2.0)) is None           # sizes too close to tell
+    assert overhead_of((10, 1.0), (40, 0.5)) is None           # per-step time <= 0: noise
+    p = Pacer(33, None, 0.2)
+    for _ in range(12):
+        p.record(p.steps, fixed + p.steps * per)
+    assert p.overhead == pytest.approx(fixed)
+    goal = min((pacing.OVERHEAD_RATIO + 1) * fixed, pacing.MAX_STRETCH * 0.2)
+    assert goal > 3 * fixed
+    assert p.steps == pytest.approx((goal - fixed) / per, rel=0.01)
+    assert paced(1, fixed + per, 1, 0.2, None) == 1            # the rule without it: starved
+    # bounded: MAX_STRETCH x aim, and the cap, still hold; no overhead: the plain rule
+    assert paced(10, 1.01, 10, 0.1, None, overhead=1.0) == 1
+    assert paced(10, 0.6, 10, 0.2, 7, overhead=0.5) == 7
+    assert paced(100, 2.0, 100, 0.2, None, overhead=0.0) == paced(100, 2.0, 100, 0.2, None)
+    half = p.steps // 2                       # a noisy read: the estimate at most halves
+    p.record(half, half * per + 0.01)
+    assert p.overhead == pytest.approx(fixed / 2)
