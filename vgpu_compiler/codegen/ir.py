@@ -101,7 +101,15 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select, "Raw"]
+@dataclass(frozen=True)
+class UniformLoad:
+    """A workgroup (shared) variable read by every invocation alike, after a barrier
+    (``Barrier(load=True)`` before it): control flow on it stays uniform. WGSL's
+    ``workgroupUniformLoad`` is both; GLSL reads the variable after its barrier."""
+    name: str
+
+
+Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select, UniformLoad, "Raw"]
 
 
 # --- statements ----------------------------------------------------------------------
@@ -234,8 +242,20 @@ class Raw:
     text: str
 
 
+@dataclass(frozen=True)
+class Barrier:
+    """A workgroup barrier (memory included). ``load``: the one before a UniformLoad,
+    which a target whose uniform load synchronises itself (WGSL) leaves out."""
+    load: bool = False
+
+
+@dataclass(frozen=True)
+class Blank:
+    """An empty line between the sections of a kernel."""
+
+
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
-             While, Break, Inc]
+             While, Break, Inc, Barrier, Blank]
 
 
 # --- small constructors the builders read well with ---------------------------------

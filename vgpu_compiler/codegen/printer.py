@@ -55,6 +55,8 @@ class Printer:
             return self._literal(e), ATOM
         if isinstance(e, ir.Raw):
             return e.text, SELECT_PREC
+        if isinstance(e, ir.UniformLoad):
+            return self.t.uniform_load.format(e.name), ATOM
         if isinstance(e, ir.Call):
             args = [self.expr(a) for a in e.args]
             if e.fn == "to_float":          # an int to the working float (the cast)
@@ -195,6 +197,11 @@ class Printer:
             out.append(pad + "}")
         elif isinstance(s, ir.Break):
             out.append(pad + "break;")
+        elif isinstance(s, ir.Barrier):
+            if self.t.load_barrier or not s.load:
+                out.append(pad + self.t.barrier)
+        elif isinstance(s, ir.Blank):
+            out.append("")
         elif isinstance(s, ir.Inc):
             out.append(f"{pad}{self.expr(s.target)}++;")
         elif isinstance(s, ir.Splice):

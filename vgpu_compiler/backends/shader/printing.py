@@ -97,6 +97,12 @@ class PrintedKernel:
             raise AttributeError(name)
         return getattr(self.kernel, name)
 
+    def fixed_main(self, splices: dict) -> str:
+        """The fixed-step kernel's body (shader/fixed.py: codegen/build/fixed.py), in this
+        kernel's dialect, with the blocks its template printed (``splices``)."""
+        from . import fixed
+        return fixed.main(self, 4, **splices)
+
     @property
     def loop_words(self) -> frozenset[str]:
         """What the stages of the step loop read (t_n only through a stage's tt)."""

@@ -139,6 +139,10 @@ class Target:
     constant_decl: str = "const {T} {name} = {value};"   # a uniform fixed at compile time
     shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
     barrier: str = "barrier();"                     # workgroup barrier (memory included)
+    # a shared variable read alike by the workgroup after a barrier (ir.UniformLoad), and
+    # whether that barrier is printed (False: the load synchronises itself, WGSL's)
+    uniform_load: str = "{0}"
+    load_barrier: bool = True
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)

@@ -62,6 +62,7 @@ WGSL = replace(
     constant_decl="const {name}: {T} = {value};",
     shared_decl="var<workgroup> {name}: {T};",
     barrier="workgroupBarrier();",
+    uniform_load="workgroupUniformLoad(&{0})", load_barrier=False,
     atomic_add="atomicAdd(&{0}, {1})",
     atomic_cas="atomicCompareExchangeWeak(&{0}, {1}, {2})",
     template="field.wgsl.j2", adaptive_template="adaptive.wgsl.j2",
@@ -86,6 +87,7 @@ WGSL = replace(
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
               "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)",
+              "local_index": "vg_lidx",
               "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})",
               # the helpers built once (codegen/build/helpers.py)
               "to_uint": "u32({0})", "f32": "f32({0})", "cfmod": "vg_cfmod({0}, {1})",
