@@ -97,6 +97,30 @@ class PrintedKernel:
             raise AttributeError(name)
         return getattr(self.kernel, name)
 
+    def block_text(self, b, width: int = 0, hold: str = "", flux: bool = False) -> str:
+        """A printed block laid out (codegen/build/blocks.py: its coupled exchange, then
+        on the active lanes its temporaries and assignments), ``width`` in."""
+        from ...codegen.build import blocks
+        return self._print(blocks.block(self.dialect, b, self._basin(), hold, flux), width)
+
+    def observe_text(self, b, width: int, time: str, step: str, when: str = "") -> str:
+        """The step-end observers' block at ``time``, step ``step`` (blocks.observe)."""
+        from ...codegen.build import blocks
+        return self._print(blocks.observe(self.dialect, b, self._basin(), time, step, when),
+                           width)
+
+    def _basin(self):
+        from ...codegen.build import blocks
+        k = self.kernel
+        if not k.has_basin:
+            return blocks.Basin(reduction=k.reduction)
+        return blocks.Basin(reduction=k.reduction, pow2=k.pow2, size=k.basin_size,
+                            box=self.box)
+
+    def _print(self, stmts, width: int) -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(stmts, width) + "\n"
+
     def fixed_main(self, splices: dict) -> str:
         """The fixed-step kernel's body (shader/fixed.py: codegen/build/fixed.py), in this
         kernel's dialect, with the blocks its template printed (``splices``)."""

@@ -171,6 +171,7 @@ class Target:
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
     loop_down: str = "for (int {var} = {start}; {var} >= {stop}; {var}--) {{"
     loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"
+    loop_halve: str = "for (uint {var} = {start}; {var} > 0u; {var} >>= 1) {{"   # ir.Halve
     or_assign: str = "{0} = {0} || {1};"     # a flag or-ed in place (ir.Assign, op OR)
     array: str = "{T} {name}[{size}];"
     declare_only: str = "{T} {name};"       # a local without a value (ir.Let, value None)

@@ -82,6 +82,7 @@ WGSL = replace(
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
     loop_step="for (var {var}: i32 = {start}; {var} < {stop}; {var} += {step}) {{",
+    loop_halve="for (var {var}: u32 = {start}; {var} > 0u; {var} = {var} >> 1u) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
