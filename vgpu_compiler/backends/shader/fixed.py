@@ -1,7 +1,7 @@
 """The fixed-step kernel's body (codegen/build/fixed.py) for a printed kernel, in its
 dialect: what its template (field.glsl.j2, field.wgsl.j2) inserts after the prologue,
-with the blocks the template lays out itself (the stages', the observers', the
-collapse condition's, the flux's) as splices."""
+with the field's blocks (the stages', the observers', the collapse condition's, the
+flux's: codegen/build/blocks.py) spliced in."""
 from __future__ import annotations
 
 
@@ -28,8 +28,26 @@ def field(k):
         history=bool(k.history), guard=k.guard or "", guard_note=k.guard_note)
 
 
-def main(k, indent: int = 4, **splices) -> str:
+def splices(k) -> dict:
+    """The blocks the body splices in, laid out (codegen/build/blocks.py): each stage's
+    (``stage<i>``, its unchecked twin ``fast<i>``), the observers', the collapse
+    condition's (into vg_hold) and the flux's."""
+    out = {}
+    for st in k.stages:
+        out[f"stage{st.index}"] = k.block_text(st.block)
+        if st.fast is not None:
+            out[f"fast{st.index}"] = k.block_text(st.fast)
+    if k.observe:
+        out["observe"] = k.observe_text(k.observe, 0, f"u_t0 + {k.F}(n + 1) * u_dt", "n")
+    if k.collapse:
+        out["collapse"] = k.block_text(k.collapse, 0, "vg_hold")
+    if k.flux:
+        out["flux"] = k.block_text(k.flux, 0, "", True)
+    return out
+
+
+def main(k, indent: int = 4) -> str:
     """The body of the kernel ``k`` after its lane is known, printed in its dialect."""
     from ...codegen.build import fixed
     from ...codegen.targets import printer
-    return printer(k.dialect, splices).text(fixed.main(k.dialect, field(k)), indent)
+    return printer(k.dialect, splices(k)).text(fixed.main(k.dialect, field(k)), indent)

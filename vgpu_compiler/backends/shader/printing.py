@@ -121,11 +121,11 @@ class PrintedKernel:
         from ...codegen.targets import printer
         return printer(self.dialect).text(stmts, width) + "\n"
 
-    def fixed_main(self, splices: dict) -> str:
+    def fixed_main(self) -> str:
         """The fixed-step kernel's body (shader/fixed.py: codegen/build/fixed.py), in this
-        kernel's dialect, with the blocks its template printed (``splices``)."""
+        kernel's dialect."""
         from . import fixed
-        return fixed.main(self, 4, **splices)
+        return fixed.main(self, 4)
 
     @property
     def loop_words(self) -> frozenset[str]:
