@@ -109,6 +109,19 @@ class PrintedKernel:
         return self._print(blocks.observe(self.dialect, b, self._basin(), time, step, when),
                            width)
 
+    def vote_text(self, width: int = 0) -> str:
+        """An adaptive kernel's collapse vote on the new state (blocks.vote): at vg_t, step
+        vg_taken, into vg_collapsed."""
+        from ...codegen import ir
+        from ...codegen.build import blocks
+        b = self.collapse
+        cond = blocks.block(self.dialect, b, self._basin(), "vg_hold")
+        return self._print((
+            ir.Let("vg_collapsed", ir.BOOL, ir.Lit(False, ir.BOOL), mutable=True),
+            blocks.vote(b.words, ir.Var("vg_t"), ir.Var("vg_taken"), cond, "vg_collapsed",
+                        comment="collapse vote on the new state, t = the new time, step = "
+                                "the steps accepted")), width)
+
     def _basin(self):
         from ...codegen.build import blocks
         k = self.kernel

@@ -3,7 +3,7 @@ WGSL), once: the coupled exchange of a basin (its values on the active lanes, th
 shared arrays written, a barrier, the reductions: a tree over the basin's lanes or lane
 0's serial fold, in order), then on the active lanes the block's temporaries and its
 assignments (a collapse condition's into its flag ``hold``; a flux's calls); and the
-step-end observers around one. The expressions come printed (backends/shader/printing's
+step-end observers around one; the collapse vote of a basin. The expressions come printed (backends/shader/printing's
 PrintedBlock): ``Raw`` values and ``Line`` statements.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir
-from ..ir import FLOAT, INT, UINT, Assign, Block, Comment, If, Index, Let, Raw, Var, i
+from ..ir import BOOL, FLOAT, INT, UINT, Assign, Block, Comment, If, Index, Let, Raw, Var, i
 from .adaptive import _zero
 
 
@@ -94,3 +94,23 @@ def observe(t, b, basin: Basin, time: str, step: str, when: str = "") -> tuple:
             *block(t, b, basin))
     note = "observers: peak, trough"
     return (If(Raw(when), body, comment=note),) if when else (Block(body, comment=note),)
+
+
+def vote(words, tt, nstep, cond: tuple, into: str, then: tuple = (), comment: str = "") -> Block:
+    """The collapse vote on the new state (at ``tt``, step ``nstep``, declared where the
+    condition's ``words`` read them): each active lane's condition ``cond`` into vg_hold,
+    then the basin goes on while one lane holds (vg_vote, shared): ``into`` is whether
+    none does, after ``then`` (what follows the last barrier)."""
+    lidx0 = ir.eq(ir.call("local_index"), ir.Lit(0, UINT))
+    return Block((
+        *((Let("tt", FLOAT, tt),) if "tt" in words else ()),
+        *((Let("nstep", INT, nstep),) if "nstep" in words else ()),
+        Let("vg_hold", BOOL, ir.Lit(True, BOOL), mutable=True),
+        *cond,
+        ir.Barrier(),
+        If(lidx0, (Assign(Var("vg_vote"), i(0)),)),
+        ir.Barrier(),
+        If(ir.and_(Var("vg_active"), ir.not_(Var("vg_hold"))), (Assign(Var("vg_vote"), i(1)),)),
+        ir.Barrier(load=True),
+        *then,
+        Assign(Var(into), ir.eq(ir.UniformLoad("vg_vote"), i(0)))), comment=comment)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..ir import BOOL, FLOAT, INT, UINT, Assign, Block, Comment, Elem, If, Let, Raw, Var, i
+from . import blocks
 from .adaptive import _zero, init_state
 
 Assigns = tuple[tuple[str, str, str | None], ...]   # (target, printed value, note)
@@ -55,9 +56,9 @@ class Field:
     guard_note: str = ""
 
 
-def _row(r: int, n: str = "u_count"):
+def _row(r: int):
     """Row r of a buffer of rows of u_count: ``r * u_count + lane``."""
-    return ir.add(ir.mul(i(r), Var(n)), Var("lane"))
+    return ir.add(ir.mul(i(r), Var("u_count")), Var("lane"))
 
 
 def _t_at(n) -> ir.Bin:
@@ -95,21 +96,11 @@ def collapse_carry() -> tuple:
 
 
 def vote(fd: Field) -> Block:
-    """The collapse vote on the new state: the basin goes on while a lane holds."""
-    n1, lidx0 = ir.add(Var("n"), i(1)), ir.eq(ir.call("local_index"), ir.Lit(0, UINT))
-    return Block((
-        *((Let("tt", FLOAT, _t_at(n1)),) if "tt" in fd.collapse else ()),
-        *((Let("nstep", INT, n1),) if "nstep" in fd.collapse else ()),
-        Let("vg_hold", BOOL, ir.Lit(True, BOOL), mutable=True),
-        ir.Splice("collapse"),
-        ir.Barrier(),
-        If(lidx0, (Assign(Var("vg_vote"), i(0)),)),
-        ir.Barrier(),
-        If(ir.and_(Var("vg_active"), ir.not_(Var("vg_hold"))), (Assign(Var("vg_vote"), i(1)),)),
-        ir.Barrier(load=True),
-        Assign(Var("taken"), n1),
-        Assign(Var("done"), ir.eq(ir.UniformLoad("vg_vote"), i(0)))),
-        comment="collapse vote on the new state, t = t_(n+1), step = n + 1")
+    """The collapse vote on the new state (blocks.vote): t_(n+1), step n + 1."""
+    n1 = ir.add(Var("n"), i(1))
+    return blocks.vote(fd.collapse, _t_at(n1), n1, (ir.Splice("collapse"),), "done",
+                       then=(Assign(Var("taken"), n1),),
+                       comment="collapse vote on the new state, t = t_(n+1), step = n + 1")
 
 
 def save_history(fd: Field) -> If:
