@@ -6,9 +6,10 @@ observers, the collapse vote, the save_every history), the flux after the last s
 the store. With a guard (a condition on uniforms under which reads proven in range run
 unchecked) the loop comes twice, the unchecked copy first.
 
-What a template prints itself comes in as a ``Splice``: each stage's block (``stage<i>``,
-its unchecked twin ``fast<i>``), the observers (``observe``), the collapse condition
-(``collapse``: into vg_hold) and the flux (``flux``). The collapse vote synchronises the
+The field's blocks, laid out by blocks.py over the expressions the field printer wrote
+(backends/shader/fixed.splices), come in as a ``Splice``: each stage's (``stage<i>``,
+its unchecked twin ``fast<i>``), the observers' (``observe``), the collapse condition's
+(``collapse``: into vg_hold) and the flux's (``flux``). The collapse vote synchronises the
 workgroup: ``ir.Barrier`` and ``ir.UniformLoad`` (GLSL's barrier, then the shared word;
 WGSL's workgroupUniformLoad, its own barrier).
 """
