@@ -527,3 +527,23 @@ def test_a_while_loop_validates_as_wgsl(wgpu):
             + "\n@group(0) @binding(0) var<storage, read_write> b: array<i32>;\n"
             "@compute @workgroup_size(1)\nfn main() { b[0] = vg_bits(u32(b[1])); }\n")
     device.get().device.create_shader_module(code=code)
+
+
+def test_workgroup_synchronisation_in_each_spelling():
+    """A barrier, a uniform load of a shared word (GLSL: its barrier, then the word; WGSL:
+    workgroupUniformLoad, which is its own barrier) and a tree reduction's halving loop."""
+    stmts = (ir.Barrier(comment="every lane is done"),
+             ir.Barrier(load=True),
+             ir.Let("done", BOOL, ir.eq(ir.UniformLoad("vg_vote"), i(0)), mutable=True),
+             ir.Halve("w", 128, (ir.Let("i", ir.UINT, ir.call("local_index")), ir.Barrier())),
+             ir.Blank(), ir.Line("x = y;"))
+    glsl = printer(GLSL_FLOAT32).text(stmts).splitlines()
+    wgsl = printer(WGSL).text(stmts).splitlines()
+    assert glsl == ["barrier();  // every lane is done", "barrier();",
+                    "bool done = vg_vote == 0;",
+                    "for (uint w = 128u; w > 0u; w >>= 1) {",
+                    "    uint i = gl_LocalInvocationIndex;", "    barrier();", "}", "", "x = y;"]
+    assert wgsl == ["workgroupBarrier();  // every lane is done",
+                    "var done: bool = workgroupUniformLoad(&vg_vote) == 0;",
+                    "for (var w: u32 = 128u; w > 0u; w = w >> 1u) {",
+                    "    let i: u32 = vg_lidx;", "    workgroupBarrier();", "}", "", "x = y;"]

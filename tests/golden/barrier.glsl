@@ -69,7 +69,10 @@ void main() {
 
     // --- collapse status carried over from earlier dispatches ---
     if (gl_LocalInvocationIndex == 0u) {
-        vg_done = (u_step0 == 0) ? 0 : b_steps.v[u_count + lane];
+        vg_done = 0;
+        if (u_step0 != 0) {
+            vg_done = b_steps.v[u_count + lane];
+        }
     }
     barrier();
     bool done = vg_done != 0;

@@ -132,14 +132,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            vg_red0[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red0[vg_lidx] = c_c;
-            }
-            vg_red1[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red1[vg_lidx] = c_s;
-            }
+            vg_red0[vg_lidx] = select(0.0, c_c, vg_active);
+            vg_red1[vg_lidx] = select(0.0, c_s, vg_active);
             workgroupBarrier();
             // tree reduction over the basin's active lanes
             for (var w: u32 = 128u; w > 0u; w = w >> 1u) {
@@ -166,14 +160,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            vg_red0[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red0[vg_lidx] = c_c;
-            }
-            vg_red1[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red1[vg_lidx] = c_s;
-            }
+            vg_red0[vg_lidx] = select(0.0, c_c, vg_active);
+            vg_red1[vg_lidx] = select(0.0, c_s, vg_active);
             workgroupBarrier();
             // tree reduction over the basin's active lanes
             for (var w: u32 = 128u; w > 0u; w = w >> 1u) {
@@ -200,14 +188,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            vg_red0[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red0[vg_lidx] = c_c;
-            }
-            vg_red1[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red1[vg_lidx] = c_s;
-            }
+            vg_red0[vg_lidx] = select(0.0, c_c, vg_active);
+            vg_red1[vg_lidx] = select(0.0, c_s, vg_active);
             workgroupBarrier();
             // tree reduction over the basin's active lanes
             for (var w: u32 = 128u; w > 0u; w = w >> 1u) {
@@ -234,14 +216,8 @@ fn main(@builtin(local_invocation_id) vg_lid: vec3<u32>,
                 c_s = sin(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
                 c_c = cos(y_theta);  // line 28: coupled s = sin(theta), c = cos(theta)
             }
-            vg_red0[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red0[vg_lidx] = c_c;
-            }
-            vg_red1[vg_lidx] = 0.0;
-            if (vg_active) {
-                vg_red1[vg_lidx] = c_s;
-            }
+            vg_red0[vg_lidx] = select(0.0, c_c, vg_active);
+            vg_red1[vg_lidx] = select(0.0, c_s, vg_active);
             workgroupBarrier();
             // tree reduction over the basin's active lanes
             for (var w: u32 = 128u; w > 0u; w = w >> 1u) {

@@ -101,7 +101,15 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select, "Raw"]
+@dataclass(frozen=True)
+class UniformLoad:
+    """A workgroup (shared) variable read by every invocation alike, after a barrier
+    (``Barrier(load=True)`` before it): control flow on it stays uniform. WGSL's
+    ``workgroupUniformLoad`` is both; GLSL reads the variable after its barrier."""
+    name: str
+
+
+Expr = Union[Var, Index, Elem, Lit, Bin, Bits, Un, Call, Select, UniformLoad, "Raw"]
 
 
 # --- statements ----------------------------------------------------------------------
@@ -162,6 +170,7 @@ class Comment:
 class Do:
     """A call for its effect."""
     call: Call
+    comment: str | None = None      # a note at the end of the line
 
 
 @dataclass(frozen=True)
@@ -234,8 +243,37 @@ class Raw:
     text: str
 
 
+@dataclass(frozen=True)
+class Barrier:
+    """A workgroup barrier (memory included). ``load``: the one before a UniformLoad,
+    which a target whose uniform load synchronises itself (WGSL) leaves out."""
+    load: bool = False
+    comment: str | None = None      # a note at the end of the line
+
+
+@dataclass(frozen=True)
+class Halve:
+    """``for (uint var = start; var > 0u; var >>= 1)``: start, start / 2, ..., 1 (a tree
+    reduction's widths)."""
+    var: str
+    start: int
+    body: tuple
+
+
+@dataclass(frozen=True)
+class Line:
+    """A statement printed elsewhere, in the kernel's dialect (a field block's temporary,
+    a reduction's combine step): printed as is."""
+    text: str
+
+
+@dataclass(frozen=True)
+class Blank:
+    """An empty line between the sections of a kernel."""
+
+
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
-             While, Break, Inc]
+             While, Break, Inc, Barrier, Blank, Halve, Line]
 
 
 # --- small constructors the builders read well with ---------------------------------
@@ -325,7 +363,7 @@ def names(stmts) -> set[str]:
             expr(s.start), expr(s.stop)
             for x in s.body:
                 stmt(x)
-        elif isinstance(s, (Block, Function)):
+        elif isinstance(s, (Block, Function, Halve)):
             for x in s.body:
                 stmt(x)
         elif isinstance(s, Stage):

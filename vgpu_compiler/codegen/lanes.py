@@ -52,7 +52,7 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
         if isinstance(s, ir.Block):
             return replace(s, body=body(s.body))
         if isinstance(s, ir.Do):
-            return ir.Do(expr(s.call))
+            return replace(s, call=expr(s.call))
         if isinstance(s, ir.Return) and s.value is not None:
             return ir.Return(expr(s.value))
         if isinstance(s, ir.While):

@@ -55,6 +55,8 @@ class Printer:
             return self._literal(e), ATOM
         if isinstance(e, ir.Raw):
             return e.text, SELECT_PREC
+        if isinstance(e, ir.UniformLoad):
+            return self.t.uniform_load.format(e.name), ATOM
         if isinstance(e, ir.Call):
             args = [self.expr(a) for a in e.args]
             if e.fn == "to_float":          # an int to the working float (the cast)
@@ -167,7 +169,7 @@ class Printer:
         elif isinstance(s, ir.Comment):
             out.extend(f"{pad}// {line}" for line in s.text.splitlines())
         elif isinstance(s, ir.Do):
-            out.append(f"{pad}{self.expr(s.call)};")
+            out.append(f"{pad}{self.expr(s.call)};" + _note(s.comment))
         elif isinstance(s, ir.Return):
             value = "" if s.value is None else " " + self.expr(s.value)
             out.append(f"{pad}return{value};")
@@ -195,6 +197,17 @@ class Printer:
             out.append(pad + "}")
         elif isinstance(s, ir.Break):
             out.append(pad + "break;")
+        elif isinstance(s, ir.Barrier):
+            if self.t.load_barrier or not s.load:
+                out.append(pad + self.t.barrier + _note(s.comment))
+        elif isinstance(s, ir.Halve):
+            out.append(pad + self.t.loop_halve.format(var=s.var, start=self.t.uint(s.start)))
+            self._body(s.body, n, out)
+            out.append(pad + "}")
+        elif isinstance(s, ir.Line):
+            out.append(pad + s.text)
+        elif isinstance(s, ir.Blank):
+            out.append("")
         elif isinstance(s, ir.Inc):
             out.append(f"{pad}{self.expr(s.target)}++;")
         elif isinstance(s, ir.Splice):

@@ -97,6 +97,49 @@ class PrintedKernel:
             raise AttributeError(name)
         return getattr(self.kernel, name)
 
+    def block_text(self, b, width: int = 0, hold: str = "", flux: bool = False) -> str:
+        """A printed block laid out (codegen/build/blocks.py: its coupled exchange, then
+        on the active lanes its temporaries and assignments), ``width`` in."""
+        from ...codegen.build import blocks
+        return self._print(blocks.block(self.dialect, b, self._basin(), hold, flux), width)
+
+    def observe_text(self, b, width: int, time: str, step: str, when: str = "") -> str:
+        """The step-end observers' block at ``time``, step ``step`` (blocks.observe)."""
+        from ...codegen.build import blocks
+        return self._print(blocks.observe(self.dialect, b, self._basin(), time, step, when),
+                           width)
+
+    def vote_text(self, width: int = 0) -> str:
+        """An adaptive kernel's collapse vote on the new state (blocks.vote): at vg_t, step
+        vg_taken, into vg_collapsed."""
+        from ...codegen import ir
+        from ...codegen.build import blocks
+        b = self.collapse
+        cond = blocks.block(self.dialect, b, self._basin(), "vg_hold")
+        return self._print((
+            ir.Let("vg_collapsed", ir.BOOL, ir.Lit(False, ir.BOOL), mutable=True),
+            blocks.vote(b.words, ir.Var("vg_t"), ir.Var("vg_taken"), cond, "vg_collapsed",
+                        comment="collapse vote on the new state, t = the new time, step = "
+                                "the steps accepted")), width)
+
+    def _basin(self):
+        from ...codegen.build import blocks
+        k = self.kernel
+        if not k.has_basin:
+            return blocks.Basin(reduction=k.reduction)
+        return blocks.Basin(reduction=k.reduction, pow2=k.pow2, size=k.basin_size,
+                            box=self.box)
+
+    def _print(self, stmts, width: int) -> str:
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(stmts, width) + "\n"
+
+    def fixed_main(self) -> str:
+        """The fixed-step kernel's body (shader/fixed.py: codegen/build/fixed.py), in this
+        kernel's dialect."""
+        from . import fixed
+        return fixed.main(self, 4)
+
     @property
     def loop_words(self) -> frozenset[str]:
         """What the stages of the step loop read (t_n only through a stage's tt)."""

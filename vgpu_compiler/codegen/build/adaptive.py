@@ -345,23 +345,31 @@ def _end() -> tuple:
     return (_status(C.REACHED_END), Assign(Var("vg_flux_due"), ir.Lit(True, BOOL)))
 
 
+def init_state(states: tuple, init: tuple, init_names: tuple) -> tuple:
+    """The field's init on the first dispatch (``init``: (register, value, note)), and the
+    state at t0 kept in b_init (``init_names``: its registers, per state): written on the
+    first dispatch, read back on the later ones."""
+    step0, active = Var("u_step0"), Var("vg_active")
+    out: list = []
+    if init:
+        out.append(If(ir.and_(ir.eq(step0, i(0)), active),
+                      tuple(Assign(Var(x), Raw(v), comment=note) for x, v, note in init)))
+    if init_names:
+        row = [ir.add(ir.mul(i(j), Var("u_count")), Var("lane")) for j in range(len(states))]
+        out += [Let(x, FLOAT, Var(s), mutable=True) for x, s in zip(init_names, states)]
+        out.append(If(active, tuple(
+            If(ir.eq(step0, i(0)), (Assign(Elem("b_init", row[j]), Var(s)),),
+               (Assign(Var(x), Elem("b_init", row[j])),))
+            for j, (x, s) in enumerate(zip(init_names, states)))))
+    return tuple(out)
+
+
 def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
     """After the load: the field's init, the state at t0 kept (b_init), and on the first
     dispatch F at t0, the save_at times at t0, the events' conditions there and the
     first step (``first``: codegen/build/first_step.py's, ``Splice("trial")`` in it)."""
     step0, active = Var("u_step0"), Var("vg_active")
-    out: list = []
-    if fd.init:
-        out.append(If(ir.and_(ir.eq(step0, i(0)), active),
-                      tuple(Assign(Var(x), Raw(v), comment=note) for x, v, note in fd.init)))
-    if fd.init_names:
-        n = len(fd.states)
-        out += [Let(x, FLOAT, Var(s), mutable=True) for x, s in zip(fd.init_names, fd.states)]
-        row = [ir.add(ir.mul(i(j), Var("u_count")), Var("lane")) for j in range(n)]
-        out.append(If(active, tuple(
-            If(ir.eq(step0, i(0)), (Assign(Elem("b_init", row[j]), Var(s)),),
-               (Assign(Var(x), Elem("b_init", row[j])),))
-            for j, (x, s) in enumerate(zip(fd.init_names, fd.states)))))
+    out: list = list(init_state(fd.states, fd.init, fd.init_names))
     out.append(Let("vg_flux_due", BOOL, ir.Lit(False, BOOL), mutable=True))
     body: list = [
         Comment("--- the start: F there (FSAL), save_at times at t0, the first step ---"),

@@ -139,6 +139,10 @@ class Target:
     constant_decl: str = "const {T} {name} = {value};"   # a uniform fixed at compile time
     shared_decl: str = "shared {T} {name}{size};"   # workgroup memory; size "[n]" or ""
     barrier: str = "barrier();"                     # workgroup barrier (memory included)
+    # a shared variable read alike by the workgroup after a barrier (ir.UniformLoad), and
+    # whether that barrier is printed (False: the load synchronises itself, WGSL's)
+    uniform_load: str = "{0}"
+    load_barrier: bool = True
     atomic_add: str = "atomicAdd({0}, {1})"
     atomic_cas: str = "atomicCompSwap({0}, {1}, {2})"   # returns the old value
     template: str = "field.glsl.j2"                 # its main template (templates/)
@@ -167,6 +171,7 @@ class Target:
     loop: str = "for (int {var} = {start}; {var} < {stop}; {var}++) {{"
     loop_down: str = "for (int {var} = {start}; {var} >= {stop}; {var}--) {{"
     loop_step: str = "for (int {var} = {start}; {var} < {stop}; {var} += {step}) {{"
+    loop_halve: str = "for (uint {var} = {start}; {var} > 0u; {var} >>= 1) {{"   # ir.Halve
     or_assign: str = "{0} = {0} || {1};"     # a flag or-ed in place (ir.Assign, op OR)
     array: str = "{T} {name}[{size}];"
     declare_only: str = "{T} {name};"       # a local without a value (ir.Let, value None)

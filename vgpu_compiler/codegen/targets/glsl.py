@@ -21,6 +21,7 @@ GLSL_FLOAT32 = Target(
               "sqrt": "sqrt({0})", "isnan": "isnan({0})", "isinf": "isinf({0})",
               "root": "vg_root({0}, {1})",              # templates/root.glsl.j2
               "basin_fold": "vg_basin_fold({0}, {1})",
+              "local_index": "gl_LocalInvocationIndex",
               "mulhilo": "umulExtended({0}, {1}, {2}, {3})",
               "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})",
               # the helpers built once (codegen/build/helpers.py)

@@ -62,6 +62,7 @@ WGSL = replace(
     constant_decl="const {name}: {T} = {value};",
     shared_decl="var<workgroup> {name}: {T};",
     barrier="workgroupBarrier();",
+    uniform_load="workgroupUniformLoad(&{0})", load_barrier=False,
     atomic_add="atomicAdd(&{0}, {1})",
     atomic_cas="atomicCompareExchangeWeak(&{0}, {1}, {2})",
     template="field.wgsl.j2", adaptive_template="adaptive.wgsl.j2",
@@ -81,11 +82,13 @@ WGSL = replace(
     loop="for (var {var}: i32 = {start}; {var} < {stop}; {var}++) {{",
     loop_down="for (var {var}: i32 = {start}; {var} >= {stop}; {var}--) {{",
     loop_step="for (var {var}: i32 = {start}; {var} < {stop}; {var} += {step}) {{",
+    loop_halve="for (var {var}: u32 = {start}; {var} > 0u; {var} = {var} >> 1u) {{",
     builtins={"min": "min({0}, {1})", "max": "max({0}, {1})", "abs": "abs({0})",
               "sqrt": "sqrt({0})", "nonfinite": "vg_ad_bad({0})",
               "isnan": "vg_ad_isnan({0})",              # templates/adaptive.wgsl.j2
               "root": "vg_root({0}, {1})",      # templates/adaptive.wgsl.j2
               "basin_fold": "vg_basin_fold({0}, {1}, vg_lidx)",
+              "local_index": "vg_lidx",
               "sqrt32": "sqrt({0})", "log32": "log({0})", "cos32": "cos({0})",
               # the helpers built once (codegen/build/helpers.py)
               "to_uint": "u32({0})", "f32": "f32({0})", "cfmod": "vg_cfmod({0}, {1})",
