@@ -29,6 +29,34 @@ def test_a_missing_compiler_is_not_available_saying_why(monkeypatch):
     assert not ok and "VGPU_CC=/nonexistent/cc is not an executable" in why
 
 
+def test_auto_starts_the_probe_before_the_front_end_and_available_waits(monkeypatch):
+    """Without GPU device nodes a call on auto (or cpu) starts the compiler probe in the
+    background before it parses (it overlaps the front end); available() answers what
+    that probe found. With a GPU device node, auto starts nothing (ranking would start
+    a driver)."""
+    from vgpu_compiler import backends as registry
+    gate, ran = threading.Event(), []
+
+    def probe():
+        ran.append(threading.current_thread().name)
+        gate.wait(30)
+        return False, "the background probe's answer"
+    for name, value in (("_probe", probe), ("_available", []), ("_pending", [])):
+        monkeypatch.setattr(toolchain, name, value)
+    monkeypatch.setattr(registry, "_probing", set())
+    monkeypatch.setattr(registry, "no_gpu_devices", lambda: False)
+    registry.start_probe("auto")
+    assert not toolchain._pending and not ran       # a GPU machine: nothing started
+    monkeypatch.setattr(registry, "_probing", set())
+    monkeypatch.setattr(registry, "no_gpu_devices", lambda: True)
+    registry.start_probe("auto")
+    registry.start_probe("auto")
+    assert len(toolchain._pending) == 1 and toolchain._pending[0].is_alive()
+    gate.set()
+    assert toolchain.available() == (False, "the background probe's answer")
+    assert ran == ["vgpu-cpu-probe"]
+
+
 def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):
     monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
     h0 = RNG.normal(size=(100, 3)).astype(np.float32)

@@ -102,6 +102,8 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     text, filename = text_of(src)
     if progress is not None:
         _check_progress(progress)
+    if type(backend) is str:        # the backend's probe runs while the text is parsed
+        registry.start_probe(backend)
     prepared = selected = base = batch = None
     try:                            # (what Located does, without a context manager)
         selected = base = parsed(text, filename).select(field)
