@@ -1,7 +1,8 @@
 """``import vgpu`` loads numpy and VGPU's own modules, nothing heavy: the parser (lark),
 the templates (jinja2), the GPU drivers' bindings (moderngl, wgpu, cffi), the optional
 xarray, dask, tqdm, scipy, nor the modules of Fit, Simulation and Pipeline (loaded when
-first named), nor the tableaus of dop853, vern7 and vern9 (loaded when first looked up)."""
+first named), nor the tableaus of dop853, vern7 and vern9 (loaded when first looked up),
+nor the pipeline, the front end and the IR (loaded by the first call)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("lark", "jinja2", "moderngl", "wgpu", "cffi", "xarray", "dask", "distributed",
          "tqdm", "scipy", "platformdirs", "vgpu_compiler.fit",
          "vgpu_compiler.persistent.simulation", "vgpu_compiler.persistent.pipeline",
-         "vgpu_compiler.ir.dop853", "vgpu_compiler.ir.verner")
+         "vgpu_compiler.ir.dop853", "vgpu_compiler.ir.verner",
+         # the pipeline, the front end and the IR: imported by a program's first call
+         "vgpu_compiler.pipeline", "vgpu_compiler.frontend", "vgpu_compiler.ir.nodes")
 
 
 def _fresh(code: str) -> str:
