@@ -46,12 +46,16 @@ OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True,
 
 @lru_cache(maxsize=1)
 def parser() -> Lark:
-    """The LALR parser, made once per process: its tables from the disk cache
-    (parser_cache.py), or built from the grammar."""
+    """The LALR parser, made once per process: its tables those shipped beside the
+    grammar, or from the disk cache (parser_cache.py), or built from the grammar."""
     from . import parser_cache
     path = grammar_path() / "field.lark"
     text = path.read_text(encoding="utf-8")
-    return parser_cache.load_or_build(text, OPTIONS, BracketPostlex(), lambda: build(text))
+    return parser_cache.load_or_build(text, OPTIONS, BracketPostlex(), lambda: build(text),
+                                      ships=SHIPS)
+
+
+SHIPS = grammar_path()      # where the shipped tables are (None: not looked at)
 
 
 def build(text: str) -> Lark:
