@@ -8,8 +8,9 @@ moved by other load on the machine):
   python -c pass         the interpreter's own start, for scale
   import numpy           for scale (VGPU needs it)
   import vgpu
-  first run_field, cold  an empty cache folder: the parser built from the grammar, the
-                         templates compiled, the C compiler run (the probe and the kernel)
+  first run_field, cold  an empty cache folder: the parser's tables from the package
+                         (shipped beside the grammar), the templates compiled, the C
+                         compiler run (the probe, in the background, and the kernel)
   first run_field, warm  a second process on that folder: everything loaded from disk
   a new field            the parser and templates on disk, the kernel not (a field the
                          user has not run before): render and compile
@@ -138,7 +139,8 @@ print("RESULT " + json.dumps(T))
 # (label, what) of the phases, in the order a cold call meets them; nested ones indented
 PHASES = [("call", "the first run_field (modules already imported)"),
           ("parser", "  the parser (tables built / loaded)"),
-          ("probe", "  the cpu backend's probe (compiled / loaded)"),
+          ("probe", "  waiting for the cpu backend's probe (compiled / loaded, in the "
+                    "background since the call began)"),
           ("plan", "  describe + print the kernel"),
           ("key", "  the kernel's disk key"),
           ("render", "  render the C text"),
@@ -315,10 +317,10 @@ def run(cfg: Config, demo: bool = True) -> Result:
     load_after = loadavg()
     table.notes = [f"load average before {load_before}, after {load_after} (2 cores: other "
                    "work on the machine stretches wall times; CPU time less so)",
-                   "cold: an empty cache folder (parser tables, compiled templates, the "
-                   "compiler probe's and the kernel's libraries all made); warm: the same "
-                   "folder in the next process; new field: parser and templates on disk, "
-                   "the kernel compiled",
+                   "cold: an empty cache folder (compiled templates, the compiler "
+                   "probe's and the kernel's libraries all made; the parser's tables "
+                   "shipped with the package); warm: the same folder in the next process; "
+                   "new field: templates on disk, the kernel compiled",
                    "heavy modules a warm first call imported: "
                    + (", ".join(rows["warm"][0]["heavy"]) or "none")]
     phase_table = Table(f"Where the first call's time goes (timers, no profiler; median of "
