@@ -127,13 +127,13 @@ def test_a_new_grammar_or_lark_makes_a_new_file():
 
 def test_the_shipped_tables_are_the_grammars_and_parse_as_the_built_one(tmp_path):
     """The tables shipped beside the grammar are this grammar's (else: python -m
-    vgpu_compiler.frontend.parser_cache writes them again), parse and fail exactly as the
+    vgpu_compiler.frontend.parse writes them again), parse and fail exactly as the
     built parser, and a fresh process on an empty cache folder loads them: it builds
     nothing and writes nothing. A damaged shipped file is not used."""
     shipped = list(grammar_path().glob("field-*.tables"))
     assert [p.name.split("-")[-1] for p in shipped] == \
         [parser_cache.key(GRAMMAR, P.OPTIONS) + ".tables"], (
-        "grammar/field.lark changed: run `python -m vgpu_compiler.frontend.parser_cache`")
+        "grammar/field.lark changed: run `python -m vgpu_compiler.frontend.parse`")
     lark_version = shipped[0].name.split("-")[1]
     import lark
     if lark_version == lark.__version__:        # (under another lark they are not read)

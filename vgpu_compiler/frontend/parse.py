@@ -63,6 +63,14 @@ def build(text: str) -> Lark:
     return Lark(text, postlex=BracketPostlex(), **OPTIONS)
 
 
+def ship_tables():
+    """Write the parser's tables shipped beside the grammar (after a change to it:
+    ``python -m vgpu_compiler.frontend.parse``); their path."""
+    from . import parser_cache
+    text = (grammar_path() / "field.lark").read_text(encoding="utf-8")
+    return parser_cache.ship(text, OPTIONS, lambda: build(text), grammar_path())
+
+
 BOM = "\ufeff"
 
 
@@ -239,3 +247,7 @@ def _if_hint(exc: UnexpectedInput, src: str):
     col = ifs[-1].start() + 1 if ifs else tok.column
     width = len("if") if ifs else len(str(tok))
     return IF_HINT, Span(tok.line, col, tok.line, col + width)
+
+
+if __name__ == "__main__":          # python -m vgpu_compiler.frontend.parse
+    print(ship_tables())

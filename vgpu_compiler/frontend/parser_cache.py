@@ -19,7 +19,7 @@ cache folder builds nothing (0.1-0.3 s of a cold first call): found only when th
 grammar, lark's version and the options are the ones they were made from (the name
 says so), checked as a cache file is (it is read with the package's code, so it is
 trusted as that is); otherwise the cache folder and the build as above. Written by
-``python -m vgpu_compiler.frontend.parser_cache`` after a change to the grammar
+``python -m vgpu_compiler.frontend.parse`` after a change to the grammar
 (tests/test_startup_caches.py fails until then).
 """
 from __future__ import annotations
@@ -139,9 +139,3 @@ def ship(grammar_text: str, options: dict, build: Callable, where: Path) -> Path
     path.chmod(0o644)
     return path
 
-
-if __name__ == "__main__":          # python -m vgpu_compiler.frontend.parser_cache
-    from . import parse as _parse
-    from ..resources import grammar_path
-    _text = (grammar_path() / "field.lark").read_text(encoding="utf-8")
-    print(ship(_text, _parse.OPTIONS, lambda: _parse.build(_text), grammar_path()))
