@@ -4,8 +4,10 @@ test_glsl_equivalence.py and test_generated_programs.py.)"""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import platform
 import re
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -55,6 +57,35 @@ def test_auto_starts_the_probe_before_the_front_end_and_available_waits(monkeypa
     gate.set()
     assert toolchain.available() == (False, "the background probe's answer")
     assert ran == ["vgpu-cpu-probe"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_during_a_background_probe_probes_for_itself(monkeypatch):
+    """The probe thread does not survive a fork: the child neither waits for it nor
+    takes its lock, it probes itself."""
+    gate = threading.Event()
+
+    def parents_probe():
+        gate.wait(30)
+        return False, "the parent's probe"
+    monkeypatch.setattr(toolchain, "_probe", parents_probe)
+    for name in ("_available", "_pending"):
+        monkeypatch.setattr(toolchain, name, [])
+    toolchain.start_probe()
+    assert toolchain._pending[0].is_alive()
+    pid = os.fork()
+    if pid == 0:                        # the child: its own probe, within 20 s
+        code = 1
+        try:
+            signal.alarm(20)
+            toolchain._probe = lambda: (True, "the child's probe")
+            code = 0 if toolchain.available() == (True, "the child's probe") else 2
+        finally:
+            os._exit(code)
+    gate.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert toolchain.available() == (False, "the parent's probe")
 
 
 def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):
