@@ -8,17 +8,20 @@ moved by other load on the machine):
   python -c pass         the interpreter's own start, for scale
   import numpy           for scale (VGPU needs it)
   import vgpu
-  first run_field, cold  an empty cache folder: the parser built from the grammar, the
-                         templates compiled, the C compiler run (the probe and the kernel)
+  first run_field, cold  an empty cache folder: the parser's tables from the package
+                         (shipped beside the grammar), the templates compiled, the C
+                         compiler run (the probe, in the background, and the kernel)
   first run_field, warm  a second process on that folder: everything loaded from disk
   a new field            the parser and templates on disk, the kernel not (a field the
                          user has not run before): render and compile
   make demo, cold/warm   examples/demo.py's "first call (compile + run)" line
 
 The field is examples/lorenz.field, 100 trajectories, rk4, 300 steps (the run itself
-is well under a millisecond). One more process of each kind runs the first call under
-cProfile: its largest entries say where the time goes (cProfile slows Python down,
-so read them as shares).
+is well under a millisecond). Where the time goes: a cold and a warm process per
+repeat run the call with timers around its phases (the parser, the probe, the kernel's
+plan, key, render and compile: wall and CPU time, no profiler); `python -X importtime`
+splits `import vgpu` by module group; and one more process of each kind runs the call
+under cProfile (which slows Python down, so read its entries as shares).
 
     python -m benchmarks.first_call [--repeat 5] [--no-demo] [--quick] [--json out.json]
 
@@ -89,6 +92,63 @@ out["heavy"] = [m for m in ("lark", "jinja2", "moderngl", "wgpu", "cffi") if m i
 print("RESULT " + json.dumps(out))
 """
 
+# The same first call with timers around its phases (no profiler: the wall and CPU time
+# of each, as it runs). The modules timed are imported before the call (their import is
+# reported on its own, "imports"), so this process's call is not the headline figure.
+PHASES_CHILD = r"""
+import json, os, sys, time
+import numpy as np
+import vgpu
+w0, c0 = time.perf_counter(), time.process_time()
+from vgpu_compiler.frontend import parser_cache
+from vgpu_compiler.backends.cpu import kernel, library_cache, toolchain
+from vgpu_compiler.backends.shader import template
+T = {"imports": [time.perf_counter() - w0, time.process_time() - c0]}
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def g(*a, **k):
+        w, c, kids = time.perf_counter(), time.process_time(), os.times()
+        try:
+            return f(*a, **k)
+        finally:
+            after = os.times()
+            cell = T.setdefault(label, [0.0, 0.0])
+            cell[0] += time.perf_counter() - w
+            cell[1] += (time.process_time() - c + after.children_user + after.children_system
+                        - kids.children_user - kids.children_system)
+    setattr(owner, name, g)
+timed(parser_cache, "load_or_build", "parser")
+timed(toolchain, "available", "probe")
+timed(kernel, "plan", "plan")
+timed(kernel.Plan, "key", "key")
+timed(template, "environment", "jinja")
+timed(kernel.Plan, "render", "render")
+timed(toolchain, "_compile", "compiler")
+timed(library_cache, "load", "load")
+src = open(sys.argv[1]).read()
+n, steps = int(sys.argv[2]), int(sys.argv[3])
+h0 = np.tile(np.float32([1, 0, 0]), (n, 1))
+w, c, kids = time.perf_counter(), time.process_time(), os.times()
+vgpu.run_field(src, h0, params={"rho": np.linspace(0, 21, n).astype(np.float32)},
+               backend=sys.argv[4], dt=0.001, steps=steps)
+after = os.times()
+T["call"] = [time.perf_counter() - w, time.process_time() - c + after.children_user
+             + after.children_system - kids.children_user - kids.children_system]
+print("RESULT " + json.dumps(T))
+"""
+# (label, what) of the phases, in the order a cold call meets them; nested ones indented
+PHASES = [("call", "the first run_field (modules already imported)"),
+          ("parser", "  the parser (tables built / loaded)"),
+          ("probe", "  waiting for the cpu backend's probe (compiled / loaded, in the "
+                    "background since the call began)"),
+          ("plan", "  describe + print the kernel"),
+          ("key", "  the kernel's disk key"),
+          ("render", "  render the C text"),
+          ("jinja", "    of it: import Jinja2, make the environment"),
+          ("compiler", "  the C compiler (probe and kernel; its CPU time)"),
+          ("load", "  look up / load a library"),
+          ("imports", "imports of the timed modules (before the call)")]
+
 SCALE = {"python -c pass": "pass",
          "import numpy": "import numpy",
          "import vgpu": "import vgpu"}
@@ -112,6 +172,51 @@ def _child(cache: pathlib.Path, backend: str = "auto", profile: bool = False) ->
             return json.loads(line[7:])
     tail = (proc.stderr or proc.stdout).strip().splitlines()
     raise RuntimeError(tail[-1] if tail else f"child exited with {proc.returncode}")
+
+
+def _phases(cache: pathlib.Path, backend: str = "auto") -> dict:
+    proc = subprocess.run([sys.executable, "-c", PHASES_CHILD, str(FIELD), str(N), str(STEPS),
+                           backend], env=_env(cache), capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()
+    raise RuntimeError(tail[-1] if tail else f"child exited with {proc.returncode}")
+
+
+# -X importtime's self times of `import vgpu`, summed by group (first match wins)
+IMPORT_GROUPS = [("numpy", "numpy"), ("vgpu_compiler.ir", "VGPU's IR (ir/)"),
+                 ("vgpu_compiler.call", "VGPU's call layer (call/)"),
+                 ("vgpu_compiler", "VGPU, the rest (pipeline, errors, backends' registry...)"),
+                 ("vgpu", "VGPU, the rest (pipeline, errors, backends' registry...)"),
+                 ("", "the standard library, other packages")]
+
+
+def _importtime(cache: pathlib.Path) -> dict:
+    """`python -X importtime -c 'import vgpu'`: {group: self seconds}, and the five
+    largest of VGPU's modules by self time."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import vgpu"],
+                         env=_env(cache), capture_output=True, text=True, timeout=120, cwd=ROOT)
+    block, lines = [], []
+    for line in out.stderr.splitlines():
+        parts = line.split("|")
+        if not line.startswith("import time:") or len(parts) != 3 or "self" in parts[0]:
+            continue
+        name = parts[2][1:]
+        lines.append((int(parts[0].split(":")[1]), name.strip()))
+        if not name.startswith(" "):        # a top-level import: its block ends here
+            block, lines = (lines if name == "vgpu" else block), []
+    groups: dict[str, float] = {}
+    mine = []
+    for self_us, name in block:     # (site's imports, made before, are not counted)
+        label = next(lab for prefix, lab in IMPORT_GROUPS
+                     if name == prefix or name.startswith(prefix + ".") or not prefix)
+        groups[label] = groups.get(label, 0.0) + self_us / 1e6
+        if name.startswith("vgpu"):
+            mine.append((self_us / 1e6, name))
+    mine.sort(reverse=True)
+    return {"groups": groups, "largest": [[n, t] for t, n in mine[:5]]}
 
 
 def _wall(code: str, cache: pathlib.Path) -> float:
@@ -159,6 +264,8 @@ def run(cfg: Config, demo: bool = True) -> Result:
     rows: dict[str, list[dict]] = {k: [] for k in
                                    ("cold", "warm", "new field", "demo cold", "demo warm")}
     scale: dict[str, list[float]] = {k: [] for k in SCALE}
+    phases: dict[str, list[dict]] = {"cold": [], "warm": []}
+    imports: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="vgpu-first-call-") as tmp:
         tmp = pathlib.Path(tmp)
         for i in range(reps):
@@ -170,6 +277,10 @@ def run(cfg: Config, demo: bool = True) -> Result:
             for lib in (cache / "cpu").glob("field-*"):      # the kernel alone is new
                 lib.unlink()
             rows["new field"].append(_child(cache))
+            phase_cache = tmp / f"p{i}"
+            phases["cold"].append(_phases(phase_cache))
+            phases["warm"].append(_phases(phase_cache))
+            imports.append(_importtime(tmp / "scale"))
             if demo and i < 3:
                 demo = tmp / f"d{i}"
                 rows["demo cold"].append({"first_s": _demo(demo)})
@@ -182,8 +293,8 @@ def run(cfg: Config, demo: bool = True) -> Result:
         med, lo, hi = _stats(values)
         table.rows.append([f"{label} (whole process)", med, f"[{lo:.3f}, {hi:.3f}]", None,
                            None, None, None])
-    imports = [r["import_s"] for r in rows["cold"] + rows["warm"]]
-    med, lo, hi = _stats(imports)
+    import_s = [r["import_s"] for r in rows["cold"] + rows["warm"]]
+    med, lo, hi = _stats(import_s)
     table.rows.append(["import vgpu (timed inside)", med, f"[{lo:.3f}, {hi:.3f}]",
                        statistics.median(r["import_cpu_s"] for r in rows["cold"] + rows["warm"]),
                        None, None, None])
@@ -206,20 +317,41 @@ def run(cfg: Config, demo: bool = True) -> Result:
     load_after = loadavg()
     table.notes = [f"load average before {load_before}, after {load_after} (2 cores: other "
                    "work on the machine stretches wall times; CPU time less so)",
-                   "cold: an empty cache folder (parser tables, compiled templates, the "
-                   "compiler probe's and the kernel's libraries all made); warm: the same "
-                   "folder in the next process; new field: parser and templates on disk, "
-                   "the kernel compiled",
+                   "cold: an empty cache folder (compiled templates, the compiler "
+                   "probe's and the kernel's libraries all made; the parser's tables "
+                   "shipped with the package); warm: the same folder in the next process; "
+                   "new field: templates on disk, the kernel compiled",
                    "heavy modules a warm first call imported: "
                    + (", ".join(rows["warm"][0]["heavy"]) or "none")]
+    phase_table = Table(f"Where the first call's time goes (timers, no profiler; median of "
+                        f"{reps} processes each; CPU includes the compilers')",
+                        ["phase", "cold wall s", "cold CPU s", "warm wall s", "warm CPU s"])
+    for label, what in PHASES:
+        cells = []
+        for which in ("cold", "warm"):
+            got = [p[label] for p in phases[which] if label in p]
+            cells += ([statistics.median(g[0] for g in got), statistics.median(g[1] for g in got)]
+                      if got else [None, None])
+        phase_table.rows.append([what] + cells)
+    res.tables.append(phase_table)
+    import_table = Table(f"Where `import vgpu` goes (python -X importtime, self times summed; "
+                         f"median of {reps})", ["modules", "s"])
+    for label in dict.fromkeys(lab for _, lab in IMPORT_GROUPS):
+        import_table.rows.append([label, statistics.median(
+            m["groups"].get(label, 0.0) for m in imports)])
+    import_table.notes = ["VGPU's largest modules (self s, one run): " + ", ".join(
+        f"{n} {t:.4f}" for n, t in imports[0]["largest"]),
+        "-X importtime adds its own overhead: read the shares"]
+    res.tables.append(import_table)
     prof_table = Table("Where the first call's time goes (cProfile, cumulative s; one "
                        "process each)", ["function", "cold", "warm"])
     wanted = _profile_rows(profiles)
     prof_table.rows.extend(wanted)
     res.tables.append(prof_table)
-    res.data = {"processes": rows, "scale": scale, "profiles": profiles,
+    res.data = {"processes": rows, "scale": scale, "profiles": profiles, "phases": phases,
+                "importtime": imports,
                 "load": [load_before, load_after]}
-    med_import = statistics.median(imports)
+    med_import = statistics.median(import_s)
     res.targets += [
         Target(f"import vgpu at most {IMPORT_TARGET} s", med_import <= IMPORT_TARGET,
                f"{med_import:.3f} s (median)"),

@@ -4,8 +4,10 @@ test_glsl_equivalence.py and test_generated_programs.py.)"""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import platform
 import re
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -27,6 +29,63 @@ def test_a_missing_compiler_is_not_available_saying_why(monkeypatch):
     monkeypatch.setenv("VGPU_CC", "/nonexistent/cc")
     ok, why = toolchain._probe()
     assert not ok and "VGPU_CC=/nonexistent/cc is not an executable" in why
+
+
+def test_auto_starts_the_probe_before_the_front_end_and_available_waits(monkeypatch):
+    """Without GPU device nodes a call on auto (or cpu) starts the compiler probe in the
+    background before it parses (it overlaps the front end); available() answers what
+    that probe found. With a GPU device node, auto starts nothing (ranking would start
+    a driver)."""
+    from vgpu_compiler import backends as registry
+    gate, ran = threading.Event(), []
+
+    def probe():
+        ran.append(threading.current_thread().name)
+        gate.wait(30)
+        return False, "the background probe's answer"
+    for name, value in (("_probe", probe), ("_available", []), ("_pending", [])):
+        monkeypatch.setattr(toolchain, name, value)
+    monkeypatch.setattr(registry, "_probing", set())
+    monkeypatch.setattr(registry, "no_gpu_devices", lambda: False)
+    registry.start_probe("auto")
+    assert not toolchain._pending and not ran       # a GPU machine: nothing started
+    monkeypatch.setattr(registry, "_probing", set())
+    monkeypatch.setattr(registry, "no_gpu_devices", lambda: True)
+    registry.start_probe("auto")
+    registry.start_probe("auto")
+    assert len(toolchain._pending) == 1 and toolchain._pending[0].is_alive()
+    gate.set()
+    assert toolchain.available() == (False, "the background probe's answer")
+    assert ran == ["vgpu-cpu-probe"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_during_a_background_probe_probes_for_itself(monkeypatch):
+    """The probe thread does not survive a fork: the child neither waits for it nor
+    takes its lock, it probes itself."""
+    gate = threading.Event()
+
+    def parents_probe():
+        gate.wait(30)
+        return False, "the parent's probe"
+    monkeypatch.setattr(toolchain, "_probe", parents_probe)
+    for name in ("_available", "_pending"):
+        monkeypatch.setattr(toolchain, name, [])
+    toolchain.start_probe()
+    assert toolchain._pending[0].is_alive()
+    pid = os.fork()
+    if pid == 0:                        # the child: its own probe, within 20 s
+        code = 1
+        try:
+            signal.alarm(20)
+            toolchain._probe = lambda: (True, "the child's probe")
+            code = 0 if toolchain.available() == (True, "the child's probe") else 2
+        finally:
+            os._exit(code)
+    gate.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert toolchain.available() == (False, "the parent's probe")
 
 
 def test_the_disk_cache_keeps_the_library(monkeypatch, tmp_path):

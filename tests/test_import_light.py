@@ -1,7 +1,8 @@
 """``import vgpu`` loads numpy and VGPU's own modules, nothing heavy: the parser (lark),
 the templates (jinja2), the GPU drivers' bindings (moderngl, wgpu, cffi), the optional
 xarray, dask, tqdm, scipy, nor the modules of Fit, Simulation and Pipeline (loaded when
-first named)."""
+first named), nor the tableaus of dop853, vern7 and vern9 (loaded when first looked up),
+nor the pipeline, the front end and the IR (loaded by the first call)."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("lark", "jinja2", "moderngl", "wgpu", "cffi", "xarray", "dask", "distributed",
          "tqdm", "scipy", "platformdirs", "vgpu_compiler.fit",
-         "vgpu_compiler.persistent.simulation", "vgpu_compiler.persistent.pipeline")
+         "vgpu_compiler.persistent.simulation", "vgpu_compiler.persistent.pipeline",
+         "vgpu_compiler.ir.dop853", "vgpu_compiler.ir.verner",
+         # the pipeline, the front end and the IR: imported by a program's first call
+         "vgpu_compiler.pipeline", "vgpu_compiler.frontend", "vgpu_compiler.ir.nodes")
 
 
 def _fresh(code: str) -> str:
@@ -45,3 +49,20 @@ def test_the_lazy_names_are_there_when_named():
                  "except AttributeError as e:\n"
                  "    print(e)\n")
     assert "no_such_name" in out
+
+
+def test_the_lazy_tableaus_are_the_modules_own():
+    out = _fresh("import sys\n"
+                 "from vgpu_compiler.ir import embedded\n"
+                 "assert 'vgpu_compiler.ir.verner' not in sys.modules\n"
+                 "assert list(embedded.ADAPTIVE) == ['bs3', 'dopri5', 'tsit5', 'dop853', "
+                 "'vern7', 'vern9']\n"
+                 "v9 = embedded.ADAPTIVE['vern9']\n"
+                 "from vgpu_compiler.ir.verner import VERN7, VERN9\n"
+                 "from vgpu_compiler.ir.dop853 import DOP853\n"
+                 "assert v9 is VERN9 and embedded.ADAPTIVE['vern9'] is VERN9\n"
+                 "assert embedded.VERN7 is VERN7 and embedded.DOP853 is DOP853\n"
+                 "assert all(t.name == n for n, t in embedded.ADAPTIVE.items())\n"
+                 "print(len(embedded.ADAPTIVE), 'dop853' in embedded.ADAPTIVE, "
+                 "'rk4' in embedded.ADAPTIVE)\n")
+    assert out.split() == ["6", "True", "False"]

@@ -2,7 +2,8 @@
 backend never imports another backend. Every import is read from the source (ast):
 absolute and relative ones, and those inside functions.
 
-Stages, low to high: errors, spelling, resources, disk_cache < ir, noise < frontend < call <
+Stages, low to high: errors, spelling, resources, disk_cache, source (program text:
+Source, load, Located) < ir, noise < frontend < call <
 runtime (the host side every compiled backend shares) < backends < pipeline (one call:
 text to Solution) < persistent (Simulation, Pipeline: sessions over the pipeline),
 distributed < api < cli (a call given dask arrays goes from the API to distributed/,
@@ -25,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("vgpu_compiler", "vgpu")
-RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "ir": 1, "noise": 1, "frontend": 2, "codegen": 2,
+RANK = {"errors": 0, "spelling": 0, "resources": 0, "disk_cache": 0, "source": 0, "ir": 1, "noise": 1, "frontend": 2, "codegen": 2,
         "call": 3, "runtime": 4, "backends": 5, "pipeline": 6, "persistent": 7, "distributed": 7,
         "api": 8, "fit": 9, "cli": 9, "__main__": 9,
         "__init__": 0}

@@ -23,6 +23,9 @@ def test_data_folders_are_mapped_into_the_package():
     assert cfg["package-dir"] == {"vgpu_compiler.grammar": "grammar",
                                   "vgpu_compiler.templates": "templates"}
     assert any((ROOT / "grammar").glob("*.lark"))
+    exts = {"".join(p.suffixes[-1:]) for p in (ROOT / "grammar").iterdir()}
+    patterns = {pat.lstrip("*") for pat in cfg["package-data"]["vgpu_compiler.grammar"]}
+    assert exts <= patterns, f"grammar files not shipped: {exts - patterns}"
     exts = {p.suffix for p in (ROOT / "templates").iterdir()}
     patterns = {pat.lstrip("*") for pat in cfg["package-data"]["vgpu_compiler.templates"]}
     assert exts <= patterns, f"template files not shipped: {exts - patterns}"
@@ -47,6 +50,7 @@ def test_a_built_wheel_finds_its_grammar_and_templates(tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     assert (site / "vgpu_compiler" / "grammar" / "field.lark").is_file()
+    assert list((site / "vgpu_compiler" / "grammar").glob("field-*.tables"))   # the parser's
     assert (site / "vgpu_compiler" / "templates" / "base.glsl.j2").is_file()
     code = (
         "import numpy as np, vgpu, vgpu_compiler.resources as r\n"

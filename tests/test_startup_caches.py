@@ -125,10 +125,44 @@ def test_a_new_grammar_or_lark_makes_a_new_file():
     assert parser_cache.key(GRAMMAR, dict(P.OPTIONS, maybe_placeholders=True)) != one
 
 
+def test_the_shipped_tables_are_the_grammars_and_parse_as_the_built_one(tmp_path):
+    """The tables shipped beside the grammar are this grammar's (else: python -m
+    vgpu_compiler.frontend.parse writes them again), parse and fail exactly as the
+    built parser, and a fresh process on an empty cache folder loads them: it builds
+    nothing and writes nothing. A damaged shipped file is not used."""
+    shipped = list(grammar_path().glob("field-*.tables"))
+    assert [p.name.split("-")[-1] for p in shipped] == \
+        [parser_cache.key(GRAMMAR, P.OPTIONS) + ".tables"], (
+        "grammar/field.lark changed: run `python -m vgpu_compiler.frontend.parse`")
+    lark_version = shipped[0].name.split("-")[1]
+    import lark
+    if lark_version == lark.__version__:        # (under another lark they are not read)
+        loaded = parser_cache._load(shipped[0], P.BracketPostlex(), owned=False)
+        built = P.build(GRAMMAR)
+        for path in EXAMPLES:
+            text = path.read_text()
+            assert loaded.parse(text) == built.parse(text), path.name
+        for src in BAD:
+            assert _error(loaded, src) == _error(built, src)
+        code = ("from vgpu_compiler.frontend import parse as P\n"
+                "P.build = lambda text: (_ for _ in ()).throw(SystemExit('built'))\n"
+                "P.parser().parse(open(%r).read()); print('loaded')\n" % str(EXAMPLES[0]))
+        env = dict(os.environ, VGPU_CACHE_DIR=str(tmp_path / "empty"),
+                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.stdout.strip() == "loaded", out.stderr[-2000:]
+        assert not (tmp_path / "empty" / "parser").exists()
+    bad = tmp_path / shipped[0].name
+    bad.write_bytes(shipped[0].read_bytes()[:-100])
+    assert parser_cache._load(bad, P.BracketPostlex(), owned=False) is None
+
+
 def test_a_fresh_process_loads_the_tables(tmp_path):
-    """Two fresh processes: the first builds and writes the tables, the second loads them
-    (it never calls build)."""
+    """Two fresh processes (the shipped tables left aside): the first builds and writes
+    the tables, the second loads them (it never calls build)."""
     code = ("from vgpu_compiler.frontend import parse as P\n"
+            "P.SHIPS = None\n"
             "P.build = lambda text: (_ for _ in ()).throw(SystemExit('built'))\n"
             "P.parser().parse(open(%r).read()); print('loaded')\n" % str(EXAMPLES[0]))
     env = dict(os.environ, VGPU_CACHE_DIR=str(tmp_path),
@@ -137,7 +171,7 @@ def test_a_fresh_process_loads_the_tables(tmp_path):
                            text=True, timeout=120)
     assert "built" in first.stderr                      # nothing on disk yet
     subprocess.run([sys.executable, "-c", "from vgpu_compiler.frontend import parse as P; "
-                    "P.parser()"], env=env, check=True, timeout=120)
+                    "P.SHIPS = None; P.parser()"], env=env, check=True, timeout=120)
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=120)
     assert second.stdout.strip() == "loaded", second.stderr[-2000:]

@@ -11,15 +11,27 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ArgumentTypeError
-from .call.adaptive import overrides as adaptive_overrides
-from .call.batch import require_flat
 from .call.bound import Progress, Solution
 from .call.counters import COUNTERS
-from .distributed import ensemble
-from .pipeline import Located, Source, compile, load, parsed, solve_call, solve_window, text_of
+from .source import Located, Source, load, text_of
+
+# The pipeline (front end, IR, the call's checks) is imported when a call first needs
+# it: ``import vgpu`` loads none of it (tests/test_import_light.py).
 
 __all__ = ["run_field", "solve", "load", "compile", "Source", "solve_window", "cache_stats",
            "cache_info", "clear_cache", "evict"]
+
+
+def compile(src, field: str | None = None):
+    """Parse and check a program; returns the Compiled object with every stage kept."""
+    from .pipeline import compile as compile_program
+    return compile_program(src, field)
+
+
+def solve_window(*args, **kwargs):
+    """pipeline.solve_window (what a Dask worker runs)."""
+    from .pipeline import solve_window as window
+    return window(*args, **kwargs)
 
 
 def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
@@ -30,9 +42,10 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
     ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
     ``seed``: the key of a stochastic field's noise (an int in [0, 2^64)).
     Dask arrays for h0 or params, or ``chunks=``: a lazy dask array (distributed/)."""
+    from .pipeline import solve_call
     extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
              and dtmax is None and max_steps is None
-             else adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps))
+             else _overrides(t1, rtol, atol, dt0, dtmax, max_steps))
     if chunks is not None or _lazy(h0, params):
         return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
                             t0, None, chunks, extra, seed).states
@@ -54,7 +67,8 @@ def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, back
     the states with respect to them (ir/sensitivity.py). Dask arrays for h0 or params, or
     ``chunks=``: a Solution of lazy dask arrays (distributed/; ``progress`` is not
     available there)."""
-    extra = adaptive_overrides(t1, rtol, atol, dt0, dtmax, max_steps)
+    from .pipeline import solve_call
+    extra = _overrides(t1, rtol, atol, dt0, dtmax, max_steps)
     if save_at is not None:
         extra["save_at"] = save_at
     if sensitivities is not None:
@@ -80,10 +94,16 @@ def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, back
                   save_every, progress, extra, seed=seed)
 
 
+def _overrides(*args) -> dict:
+    from .call.adaptive import overrides
+    return overrides(*args)
+
+
 def _bar(src, field):
     """A progress bar labelled with the field's name (call/progress.py: tqdm, on stderr,
     drawn only on a terminal and only for runs longer than a moment)."""
     from .call.progress import bar
+    from .pipeline import parsed
     text, filename = text_of(src)
     with Located(text, filename):
         return bar(parsed(text, filename).select(field).name)
@@ -166,6 +186,7 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
     trajectory) narrow it to those kernels; None means all."""
     from .backends import cached
     from .call.bind import working_dtype
+    from .pipeline import parsed
     if isinstance(per_trajectory, str):
         per_trajectory = (per_trajectory,)
     if per_trajectory is not None and not (
@@ -203,6 +224,9 @@ def _lazy(h0, params) -> bool:
 
 def _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
                  save_every, chunks, extra=None, seed=0) -> Solution:
+    from .call.batch import require_flat
+    from .distributed import ensemble
+    from .pipeline import parsed
     text, filename = text_of(src)
     with Located(text, filename):
         require_flat(parsed(text, filename).select(field), h0, params,

@@ -33,6 +33,7 @@ from .call.counters import COUNTERS
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
 from . import backends as registry
+from .source import Located, Source, load, text_of     # (their home: import vgpu needs them)
 
 log = logging.getLogger("vgpu")
 
@@ -43,31 +44,6 @@ _fallback_lock = threading.Lock()
 if hasattr(os, "register_at_fork"):     # a parent thread may hold it at the fork
     os.register_at_fork(after_in_child=lambda: globals().__setitem__("_fallback_lock",
                                                                      threading.Lock()))
-
-
-class Source(str):
-    """Program text that remembers the file it came from (``vgpu.load``)."""
-
-    filename: str
-
-    def __new__(cls, text: str, filename: str = "<string>") -> "Source":
-        s = super().__new__(cls, text)
-        s.filename = filename
-        return s
-
-
-def load(path) -> Source:
-    """Read a ``.field`` file; errors in it will name the file."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentTypeError(f"load() takes the path of a .field file (a str or a path), "
-                                f"got {type(path).__name__}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise CallError(f"cannot read program file {os.fspath(path)!r}: {reason}") from None
-    return Source(text, os.fspath(path))
 
 
 def compile(src, field: str | None = None):
@@ -102,6 +78,8 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
     text, filename = text_of(src)
     if progress is not None:
         _check_progress(progress)
+    if type(backend) is str:        # the backend's probe runs while the text is parsed
+        registry.start_probe(backend)
     prepared = selected = base = batch = None
     try:                            # (what Located does, without a context manager)
         selected = base = parsed(text, filename).select(field)
@@ -161,32 +139,6 @@ def _out_of_memory(field, prepared) -> str:
     return (f"out of memory running field {field.name} on a grid of shape {prepared.grid_shape} "
             f"({n} trajectories, {gib:.2f} GiB of states alone): run fewer trajectories "
             f"per call")
-
-
-def text_of(src) -> tuple[str, str]:
-    if type(src) is str:            # the usual case, first: isinstance on an ABC is slow
-        return src, "<string>"
-    if isinstance(src, os.PathLike):
-        src = load(src)
-    if not isinstance(src, str):
-        raise ArgumentTypeError(f"the program must be text (a str, or vgpu.load(path)), "
-                                f"got {type(src).__name__}")
-    return str(src), getattr(src, "filename", "<string>")
-
-
-class Located:
-    """Attach the program text to any VgpuError raised inside (source errors print a caret)."""
-
-    def __init__(self, text: str, filename: str):
-        self.text, self.filename = text, filename
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, tb):
-        if isinstance(error, VgpuError) and error.source is None:
-            error.with_source(self.text, self.filename)
-        return False
 
 
 def parsed(text: str, filename: str):

@@ -100,6 +100,9 @@ class Backend:
     # has none (a Simulation on it is a BackendError, and auto moves on)
     open: Callable | None = None
     caches: Caches | None = None            # its kernel caches; None: it keeps none
+    # start_probe() begins what available() finds out in the background and returns at
+    # once (available() then waits for it): start_probe below, before a call's front end
+    start_probe: Callable[[], None] | None = None
     # a backend for hardware most machines lack (cuda): auto passes it without a warning
     # where it is not available (naming it explicitly still says why)
     absent_quietly: bool = False
@@ -202,6 +205,35 @@ def auto_order() -> tuple[Backend, ...]:
         rank = {b.name: (_group(b, soft), i) for i, b in enumerate(listed)}
         hit = _remember("auto", tuple(sorted(listed, key=lambda b: rank[b.name])), generation)
     return hit
+
+
+_probing: set = set()       # the backend= values start_probe has been given
+
+
+def start_probe(name: str) -> None:
+    """Start, in the background, the probe of the backend a call of ``backend=name``
+    will likely run on, so that it overlaps the call's front end (the cpu backend's C
+    compiler probe: 0.1 s with an empty cache). Only where knowing that backend costs no
+    device: ``auto`` on Linux without a GPU device node (no_gpu_devices: the built-in
+    GPU backends rank after cpu without starting) and no GPU backend registered at run
+    time; a backend named. Once per name and process; a hint only (available() probes
+    itself, and says why not)."""
+    if name in _probing:
+        return
+    _probing.add(name)
+    try:
+        if name == "auto":
+            if any(b.gpu for b in list(_extra.values())) or not no_gpu_devices():
+                return
+            backend = auto_order()[0]
+        elif name in _PACKAGES or name in _extra:
+            backend = get(name)
+        else:
+            return
+        if backend.start_probe is not None:
+            backend.start_probe()
+    except Exception:           # noqa: BLE001 - the call itself meets it, and says so
+        return
 
 
 def _group(backend: Backend, soft: Callable[[Backend], bool] | None = None) -> int:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field as _field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
 from ..errors import ArgumentTypeError, CallError, UnknownNameError
-from ..ir.nodes import Field
+if TYPE_CHECKING:               # (an annotation only: import vgpu loads no IR)
+    from ..ir.nodes import Field
 
 # progress(steps_done, steps_total): called by backends between chunks of steps.
 Progress = Optional[Callable[[int, int], None]]

@@ -46,17 +46,29 @@ OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True,
 
 @lru_cache(maxsize=1)
 def parser() -> Lark:
-    """The LALR parser, made once per process: its tables from the disk cache
-    (parser_cache.py), or built from the grammar."""
+    """The LALR parser, made once per process: its tables those shipped beside the
+    grammar, or from the disk cache (parser_cache.py), or built from the grammar."""
     from . import parser_cache
     path = grammar_path() / "field.lark"
     text = path.read_text(encoding="utf-8")
-    return parser_cache.load_or_build(text, OPTIONS, BracketPostlex(), lambda: build(text))
+    return parser_cache.load_or_build(text, OPTIONS, BracketPostlex(), lambda: build(text),
+                                      ships=SHIPS)
+
+
+SHIPS = grammar_path()      # where the shipped tables are (None: not looked at)
 
 
 def build(text: str) -> Lark:
     """The LALR parser, built from the grammar's text."""
     return Lark(text, postlex=BracketPostlex(), **OPTIONS)
+
+
+def ship_tables():
+    """Write the parser's tables shipped beside the grammar (after a change to it:
+    ``python -m vgpu_compiler.frontend.parse``); their path."""
+    from . import parser_cache
+    text = (grammar_path() / "field.lark").read_text(encoding="utf-8")
+    return parser_cache.ship(text, OPTIONS, lambda: build(text), grammar_path())
 
 
 BOM = "\ufeff"
@@ -235,3 +247,7 @@ def _if_hint(exc: UnexpectedInput, src: str):
     col = ifs[-1].start() + 1 if ifs else tok.column
     width = len("if") if ifs else len(str(tok))
     return IF_HINT, Span(tok.line, col, tok.line, col + width)
+
+
+if __name__ == "__main__":          # python -m vgpu_compiler.frontend.parse
+    print(ship_tables())

@@ -12,6 +12,15 @@ kernel caches' (disk_cache.trusted): the folder is made private (0700) when
 created, and a file is read only from a folder this user owns and no one else can
 write, and only when this user owns it; otherwise the parser is built and nothing is
 written. Writes go to a temporary file moved into place (disk_cache.write).
+
+The package ships the tables too, beside the grammar (``grammar/field-<lark's
+version>-<key>.tables``, the same format), so that even the first process on an empty
+cache folder builds nothing (0.1-0.3 s of a cold first call): found only when the
+grammar, lark's version and the options are the ones they were made from (the name
+says so), checked as a cache file is (it is read with the package's code, so it is
+trusted as that is); otherwise the cache folder and the build as above. Written by
+``python -m vgpu_compiler.frontend.parse`` after a change to the grammar
+(tests/test_startup_caches.py fails until then).
 """
 from __future__ import annotations
 
@@ -47,9 +56,22 @@ def key(grammar_text: str, options: dict) -> str:
     return h.hexdigest()[:32]
 
 
-def load_or_build(grammar_text: str, options: dict, postlex, build: Callable):
-    """The parser: from the disk file of (grammar, options), else ``build()`` (and then
-    written to that file). ``postlex`` is the parser's post-lexer (not stored)."""
+def shipped(grammar_text: str, options: dict, where: Path) -> Path:
+    """The name of the tables shipped in the folder ``where`` for (grammar, options)
+    under this lark."""
+    import lark
+    return where / f"field-{lark.__version__}-{key(grammar_text, options)}.tables"
+
+
+def load_or_build(grammar_text: str, options: dict, postlex, build: Callable,
+                  ships: Path | None = None):
+    """The parser: from the tables shipped in the folder ``ships`` (when they are this
+    grammar's), else from the disk file of (grammar, options), else ``build()`` (and
+    then written to that file). ``postlex`` is the parser's post-lexer (not stored)."""
+    if ships is not None:
+        parser = _load(shipped(grammar_text, options, ships), postlex, owned=False)
+        if parser is not None:
+            return parser
     where = folder()
     path = where / f"field-{key(grammar_text, options)}.tables"
     trusted = _trusted(where)
@@ -73,11 +95,13 @@ def _trusted(where: Path) -> bool:
     return False
 
 
-def _load(path: Path, postlex):
+def _load(path: Path, postlex, owned: bool = True):
+    """The parser of the tables in ``path``, or None (missing, damaged, refused; with
+    ``owned``, a file this user does not own)."""
     from lark import Lark
     try:
         with open(path, "rb") as fh:
-            if not dc.owned(os.fstat(fh.fileno())):
+            if owned and not dc.owned(os.fstat(fh.fileno())):
                 return None
             raw = fh.read()
     except OSError:
@@ -102,3 +126,16 @@ def _store(path: Path, parser) -> None:
     data = dict(data, options={k: v for k, v in data["options"].items() if k != "postlex"})
     body = marshal.dumps({"data": data, "memo": memo})     # ValueError: not plain data
     dc.write(path, HEADER + hashlib.sha256(body).digest() + body, ".tables")
+
+
+def ship(grammar_text: str, options: dict, build: Callable, where: Path) -> Path:
+    """Write the tables of (grammar, options) for the package into ``where``, in place of
+    any shipped before; their path."""
+    for old in where.glob("field-*.tables"):
+        old.unlink()
+    path = shipped(grammar_text, options, where)
+    parser = build()
+    _store(path, parser)
+    path.chmod(0o644)
+    return path
+

@@ -3,16 +3,18 @@
 Each method is an ``EmbeddedTableau`` (ir/pair.py says what its fields mean: the
 error weights, q, FSAL, the continuous extension, the dense-only stages, a second
 estimate and its norm): bs3, dopri5 and tsit5 here, dop853 in ir/dop853.py, vern7
-and vern9 in ir/verner.py; ``ADAPTIVE`` names them all.
+and vern9 in ir/verner.py; ``ADAPTIVE`` names them all (the last three are built when
+first looked up: their modules take 7-10 ms to import, which ``import vgpu`` and a call of
+another method need not pay).
 Every backend reads these numbers through ``ir.step``; none has its own copy.
 """
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from fractions import Fraction as Fr
 
-from .dop853 import DOP853
 from .pair import EmbeddedTableau, _d, hermite, lean  # noqa: F401  (the form, and its helpers)
-from .verner import VERN7, VERN9
 
 
 # Bogacki & Shampine, "A 3(2) pair of Runge-Kutta formulas", Appl. Math. Lett. 2 (1989)
@@ -118,8 +120,38 @@ TSIT5 = EmbeddedTableau(
             _d("65.09189467479367152629021928716553658"), _d("-34.87065786149660974")),
            (Fr(0), Fr(3, 2), Fr(-4), Fr(5, 2))))
 
-ADAPTIVE: dict[str, EmbeddedTableau] = {t.name: t for t in (BS3, DOPRI5, TSIT5, DOP853,
-                                                            VERN7, VERN9)}
+class _Methods(Mapping):
+    """name -> EmbeddedTableau: a tableau given, or ``(module, name)`` of one imported
+    when first looked up (then kept: the same object every time)."""
+
+    def __init__(self, entries: dict):
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> EmbeddedTableau:
+        got = self._entries[name]
+        if isinstance(got, tuple):
+            module, attr = got
+            got = self._entries[name] = getattr(
+                importlib.import_module(module, __package__), attr)
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+ADAPTIVE: Mapping[str, EmbeddedTableau] = _Methods({
+    "bs3": BS3, "dopri5": DOPRI5, "tsit5": TSIT5, "dop853": (".dop853", "DOP853"),
+    "vern7": (".verner", "VERN7"), "vern9": (".verner", "VERN9")})
+_LAZY = {"DOP853": "dop853", "VERN7": "vern7", "VERN9": "vern9"}
+
+
+def __getattr__(name: str):         # embedded.DOP853 etc., as before
+    if name in _LAZY:
+        return ADAPTIVE[_LAZY[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dense_coefficients(tab: EmbeddedTableau) -> tuple[tuple[Fr, ...], ...]:

@@ -115,15 +115,54 @@ def cpu_features() -> str:
 
 _available: list = []
 _lock = threading.Lock()
+_pending: list = []         # the thread of a probe start_probe began, until it is joined
+
+
+def _after_fork_in_child() -> None:
+    """A probe thread does not survive a fork: the child probes for itself."""
+    global _lock
+    _lock = threading.Lock()
+    _pending.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 NO_CPU_ENV = "VGPU_NO_CPU"
+
+
+def start_probe() -> None:
+    """Begin the probe in a background thread and return at once (the registry's
+    start_probe: a call that will likely run here starts it before its front end, so
+    that the compiler's 0.1 s on an empty cache overlaps the parse and the render);
+    ``available()`` waits for it. Nothing when already probed or started."""
+    if _available or _pending or os.environ.get(NO_CPU_ENV, "") not in ("", "0"):
+        return
+    with _lock:
+        if _available or _pending:
+            return
+        thread = threading.Thread(target=_probe_into, name="vgpu-cpu-probe")
+        _pending.append(thread)
+        thread.start()
+
+
+def _probe_into() -> None:
+    try:
+        result = _probe()
+    except Exception:           # noqa: BLE001 - available() probes again, and says why
+        return
+    with _lock:
+        if not _available:
+            _available.append(result)
 
 
 def available() -> tuple[bool, str]:
     """Is there a C compiler with OpenMP here (probed once)? ``VGPU_NO_CPU`` set: no."""
     if os.environ.get(NO_CPU_ENV, "") not in ("", "0"):
         return False, f"{NO_CPU_ENV} is set (unset it to use the cpu backend)"
+    for thread in list(_pending):       # (a background probe: its answer)
+        thread.join()
     with _lock:
         if not _available:
             _available.append(_probe())
