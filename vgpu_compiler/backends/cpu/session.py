@@ -16,6 +16,7 @@ import numpy as np
 
 from ...call.session import Snapshot
 from ...runtime.located import Located
+from ...runtime.session import HostRun
 from ...call.counters import COUNTERS
 from ...call.interrupt import held
 from ...errors import BackendError
@@ -34,7 +35,7 @@ def open_session(prepared, data):
     return Session(prepared, data)
 
 
-class Session:
+class Session(HostRun):
     def __init__(self, prepared, data):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
@@ -80,34 +81,17 @@ class Session:
     def states(self) -> np.ndarray:
         return self.run._pack()
 
-    def steps_taken(self) -> np.ndarray:
-        grid = self.run.bound.grid_shape
-        if self.run.steps_buf is None:
-            return np.full(grid, self.step, np.int32)
-        return self.run.steps_buf[:self.run.n].reshape(grid).copy()
-
     def outputs(self) -> dict:
         return self.run._outputs()
 
-    def snapshot(self, step: int) -> Snapshot:
-        run, n = self.run, self.run.n
-        state = run.state.copy()
-        init = self.init.copy() if self.init is not None else state.copy()
-        if run.steps_buf is not None:
-            taken, done = run.steps_buf[:n].copy(), run.steps_buf[n:2 * n] != 0
-        else:
-            taken, done = np.full(n, step, np.int32), np.zeros(n, bool)
-        return Snapshot(step, state, init, taken, done)
+    def _arrays(self) -> tuple:     # (checkpoints: runtime/session.HostRun)
+        run = self.run
+        steps = run.steps_buf
+        return run.state, self.init, None if steps is None else steps[:2 * run.n].reshape(2, run.n)
 
-    def restore(self, snap: Snapshot) -> None:
-        run, n = self.run, self.run.n
-        run.state[:] = snap.state
-        if self.init is not None:
-            self.init[:] = snap.init
-        if run.steps_buf is not None:
-            run.steps_buf[:n] = snap.taken
-            run.steps_buf[n:2 * n] = snap.done
-        self.step = snap.step
+    @property
+    def bound(self):
+        return self.run.bound
 
     def set_data(self, data) -> None:
         snap = self.snapshot(self.step)
@@ -149,10 +133,6 @@ class LocatedSession(Located, Session):
         self.flux_from = None       # the call whose deposits are the outputs
         super().__init__(prepared, data)
         self.held = True            # (host arrays: readable from the start)
-
-    @property
-    def bound(self):
-        return self.run.bound
 
     def _open(self, data) -> None:
         self.data = data

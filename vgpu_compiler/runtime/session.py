@@ -1,0 +1,58 @@
+"""The host half of a fixed-step Simulation session (call/session.py), written once for
+glsl, wgpu and cpu: the run's arrays on the host, their steps taken, checkpoints and
+restores.
+
+A backend's session gives ``_arrays()``: (state (n_states, N), the start values
+(n_states, N) or None, a collapse's counters (2, N): steps taken and done, or None),
+the host's arrays of the run, brought up to the device's by ``_sync()`` (a device that
+holds the run reads them back; nothing on cpu, whose kernel works on them); and
+``_restored()``: the device needs them from the host before its next dispatch. ``step``
+is the steps the run has taken, ``bound`` the call (its grid shape).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..call.session import Snapshot
+
+
+class HostRun:
+    """See the module."""
+
+    def _arrays(self) -> tuple:
+        raise NotImplementedError
+
+    def _sync(self) -> None:
+        pass
+
+    def _restored(self) -> None:
+        pass
+
+    def steps_taken(self) -> np.ndarray:
+        grid = self.bound.grid_shape
+        if self._arrays()[2] is None:
+            return np.full(grid, self.step, np.int32)
+        self._sync()
+        return self._arrays()[2][0].reshape(grid).copy()
+
+    def snapshot(self, step: int) -> Snapshot:
+        self._sync()
+        state, init, steps2 = self._arrays()
+        state = state.copy()
+        init = init.copy() if init is not None else state.copy()
+        if steps2 is not None:
+            taken, done = steps2[0].copy(), steps2[1] != 0
+        else:
+            n = state.shape[1]
+            taken, done = np.full(n, step, np.int32), np.zeros(n, bool)
+        return Snapshot(step, state, init, taken, done)
+
+    def restore(self, snap: Snapshot) -> None:
+        state, init, steps2 = self._arrays()
+        state[:] = snap.state
+        if init is not None:
+            init[:] = snap.init
+        if steps2 is not None:
+            steps2[0], steps2[1] = snap.taken, snap.done
+        self.step = snap.step
+        self._restored()
