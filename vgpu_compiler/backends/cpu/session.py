@@ -17,14 +17,13 @@ import numpy as np
 from ...call.session import Snapshot
 from ...runtime.located import Located
 from ...runtime.session import HostRun
-from ...call.counters import COUNTERS
 from ...call.interrupt import held
 from ...errors import BackendError
 from ...ir import controller as C
 from ...ir import observers as _observers
 from ..shader.adaptive import RUNNING
 from .adaptive_run import AdaptiveCall, attempts_per_call
-from .kernel import kernel
+from .dispatch import _kernel
 from .runner import WORK_PER_CALL, _Call
 
 
@@ -49,13 +48,7 @@ class Session(HostRun):
 
     def _open(self, data) -> None:
         bound = self.prepared.bound(data)
-        slot = self.prepared.slots.setdefault("cpu", {})
-        key = (bound.dtype.name, bound.per_trajectory)
-        k = slot.get(key)
-        if k is None:
-            k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory)
-        else:
-            COUNTERS.add("memory_hits")
+        k = _kernel(self.prepared, bound, dense=False)
         self.run = _Call(k, bound)
         roles = [b["role"] for b in k.meta["buffers"]]
         self.init = self.run.buffers[roles.index("init")] if "init" in roles else None
@@ -137,16 +130,8 @@ class LocatedSession(Located, Session):
     def _open(self, data) -> None:
         self.data = data
         bound = self.prepared.bound(data)
-        slot = self.prepared.slots.setdefault("cpu", {})
-        # solve's kernel (dispatch._kernel's key), or the one that needs no slope
-        key = (bound.dtype.name, bound.per_trajectory, True) + (("fresh",) if
-                                                                self.fresh_kernel else ())
-        k = slot.get(key)
-        if k is None:
-            k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory,
-                                   dense=True, fresh=self.fresh_kernel)
-        else:
-            COUNTERS.add("memory_hits")
+        # solve's kernel, or the one that needs no slope
+        k = _kernel(self.prepared, bound, dense=True, fresh=self.fresh_kernel)
         self.run = run = AdaptiveCall(k, bound)
         roles = [b["role"] for b in k.meta["buffers"]]
         self.init = run.buffers[roles.index("init")] if "init" in roles else None
@@ -195,13 +180,7 @@ class LocatedSession(Located, Session):
         if not run.bound.field.flux:
             return
         if self.plain is None:
-            bound = run.bound
-            slot = self.prepared.slots.setdefault("cpu", {})
-            key = (bound.dtype.name, bound.per_trajectory)
-            k = slot.get(key)
-            if k is None:
-                k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory)
-            self.plain = _Call(k, bound)
+            self.plain = _Call(_kernel(self.prepared, run.bound, dense=False), run.bound)
         plain = self.plain
         plain.state[:] = run.state
         roles = [b["role"] for b in plain.k.meta["buffers"]]
