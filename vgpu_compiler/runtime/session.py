@@ -1,6 +1,6 @@
-"""The host half of a fixed-step Simulation session (call/session.py), written once for
-glsl, wgpu and cpu: the run's arrays on the host, their steps taken, checkpoints and
-restores.
+"""Which Simulation session a compiled backend opens (``open_session``), and the host
+half of a fixed-step one (``HostRun``), written once for glsl, wgpu and cpu: the run's
+arrays on the host, their steps taken, checkpoints and restores.
 
 A backend's session gives ``_arrays()``: (state (n_states, N), the start values
 (n_states, N) or None, a collapse's counters (2, N): steps taken and done, or None),
@@ -11,9 +11,35 @@ is the steps the run has taken, ``bound`` the call (its grid shape).
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..call.session import Snapshot
+from ..errors import BackendError
+from ..ir.observers import firsts
+
+KINDS = ("adaptive", "located", "fixed")
+
+
+def open_session(name: str, package: str, sessions: dict, prepared, data):
+    """The Simulation session of ``prepared``, its kind decided here: "adaptive" (an
+    adaptive method's controller in the kernel's buffers: runtime/adaptive_session.py;
+    a field with an observer ``first`` is refused yet), "located" (a fixed-step method
+    of a field with ``first``: runtime/located.py's rule) or "fixed". ``sessions``:
+    the backend's class of each kind, "module.Class" in ``package`` (imported when
+    wanted: opening a session never loads another kind's device code)."""
+    t = prepared.template
+    if t.adaptive is not None:
+        if firsts(t.field):
+            raise BackendError(f"an adaptive Simulation on {name} does not compute the "
+                               f"observer first yet (vgpu.solve(..., backend='{name}') "
+                               f"does, and a fixed-step Simulation); use backend='numpy'")
+        kind = "adaptive"
+    else:
+        kind = "located" if firsts(t.field) else "fixed"
+    module, cls = sessions[kind].rsplit(".", 1)
+    return getattr(importlib.import_module(f"{package}.{module}"), cls)(prepared, data)
 
 
 class HostRun:

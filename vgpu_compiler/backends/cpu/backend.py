@@ -34,14 +34,13 @@ def _info() -> dict:
     return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
 
 
+_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
+             "fixed": "session.Session"}     # (runtime/session.open_session)
+
+
 def _open(prepared, data):
-    if prepared.template.adaptive is not None:
-        from ..shader.located import refuse_adaptive
-        refuse_adaptive("cpu", prepared)
-        from .adaptive_session import AdaptiveSession   # the controller in its buffers
-        return AdaptiveSession(prepared, data)
-    from .session import open_session   # a Simulation's buffers, kept between calls
-    return open_session(prepared, data)
+    from ...runtime.session import open_session
+    return open_session("cpu", __package__, _SESSIONS, prepared, data)
 
 
 BACKEND = Backend(

@@ -20,18 +20,10 @@ from ...runtime.session import HostRun
 from ...call.interrupt import held
 from ...errors import BackendError
 from ...ir import controller as C
-from ...ir import observers as _observers
 from ..shader.adaptive import RUNNING
 from .adaptive_run import AdaptiveCall, attempts_per_call
 from .dispatch import _kernel
 from .runner import WORK_PER_CALL, _Call
-
-
-def open_session(prepared, data):
-    """A fixed-step method's session: LocatedSession for a field with a ``first``."""
-    if _observers.firsts(prepared.template.field):
-        return LocatedSession(prepared, data)
-    return Session(prepared, data)
 
 
 class Session(HostRun):

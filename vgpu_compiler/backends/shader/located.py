@@ -27,16 +27,6 @@ from ...runtime.located import Located
 from ...runtime.pacing import Pacer
 from . import adaptive_host as host
 
-def refuse_adaptive(name: str, prepared) -> None:
-    """An adaptive Simulation of a field with ``first`` runs on numpy only so far (cpu,
-    glsl, wgpu: a BackendError; ``backend="auto"`` moves on)."""
-    from ...ir.observers import firsts
-    if firsts(prepared.template.field):
-        raise BackendError(f"an adaptive Simulation on {name} does not compute the observer "
-                           f"first yet (vgpu.solve(..., backend='{name}') does, and a "
-                           f"fixed-step Simulation); use backend='numpy'")
-
-
 RESUME, FRESH = 2, 3        # u_step0 of an advance's first dispatch (0: from the start)
 _ZERO4 = bytes(4)
 
