@@ -1,5 +1,6 @@
 """The host side of a run that the compiled backends share, written once (glsl and wgpu use it;
-the cpu backend, one C call per segment with no pacing, uses located.py only so far).
+the cpu backend, one C call per segment with no pacing, uses located.py, session.py and
+adaptive_session.py's Session).
 
 A stage between ``call/`` (what a call is) and ``backends/`` (what runs it): it may
 import ``call`` and below, never a backend (tests/test_layering.py). Its modules:
@@ -20,4 +21,9 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
                   buffer), progress, the read-back, deposits
 - ``located.py``  the one rule of a fixed-step Simulation with an observer ``first``
                   (cpu's and the shaders' LocatedSession give their host part)
+- ``adaptive_session.py``  an adaptive method's Simulation: its reads and
+                  checkpoints (glsl, wgpu, cpu) and, over the adaptive ``Target``,
+                  its paced advances (glsl, wgpu)
+- ``session.py``  the host half of a fixed-step Simulation (glsl, wgpu, cpu): steps
+                  taken, checkpoints and restores of its host arrays
 """

@@ -43,6 +43,10 @@ from .pacing import Pacer
 from .progress import Nesting
 
 LOG_FIRST = 1024            # records of the event log at first (it grows when it overflows)
+FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
+RUNNING = -1                # b_cnt status while a trajectory still steps
+PAUSED = -2                 # (C) still running, at a Simulation's until (adaptive_session)
+CNT_ROWS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
 _ZERO4 = bytes(4)
 
 

@@ -20,7 +20,8 @@ flux plus the events' (the reference's order of the two sums).
 With events the kernel also keeps a fixed-step method's ``save_every`` history
 (u_every: each saved step's end after its events, in b_hist) and an adaptive
 method's ``save_at`` values after each step's events; a slot a trajectory never
-reached (it stopped, or its basin collapsed) is its final state, filled here.
+reached (it stopped, or its basin collapsed) is its final state: the Solution is
+shader/adaptive_host.solution's, as on glsl and wgpu.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import numpy as np
 from ...call.bound import Progress, Solution, saved_steps
 from ...ir import controller as C
 from ..shader.adaptive import COUNTERS as ROWS, RUNNING
-from ..shader.adaptive_host import event_results
+from ..shader.adaptive_host import event_results, solution
 from ..shader.events import EVF_ROWS, evi_rows
 from . import runner
 from .runner import _Call
@@ -129,31 +130,11 @@ class AdaptiveCall(_Call):
                 progress(n - running, n)
             if not running:
                 break
-        grid = bound.grid_shape
         outputs = self._outputs()
         if bound.field.events:
             for o, v in self.ev_sums.items():
                 outputs[o] = (outputs[o] + v).astype(bound.dtype)
-        sol = Solution(states=self._pack(), outputs=outputs,
-                       steps_taken=self.cnt[0].reshape(grid).copy())
-        sol.steps_rejected = self.cnt[1].reshape(grid).copy()
-        sol.status = self.cnt[2].astype(np.int8).reshape(grid)
-        sol.t = self.ad[0].reshape(grid).copy()
-        if bound.save_at is not None or bound.save_every:
-            if bound.save_every:        # (fixed steps with events) the saved steps' ends
-                at = np.asarray(saved_steps(bound.steps, bound.save_every))
-                dt = bound.dtype
-                times = (dt.type(bound.t0) + at.astype(dt) * dt.type(bound.dt)).astype(dt)
-            else:
-                times = bound.save_at.astype(bound.dtype)
-            n_save = len(times)
-            hist = self.hist[:n_save]
-            for j in range(n_save):             # stopped early: repeat the final state
-                late = self.cnt[4] <= j
-                hist[j][:, late] = self.state[:, late]
-            sol.history = (np.stack([self._pack(hist[j]) for j in range(n_save)]) if n_save
-                           else np.zeros((0,) + sol.states.shape, bound.dtype))
-            sol.times = times
+        sol = solution(bound, self.state, outputs, self.ad, self.cnt, self.hist, self._pack)
         if bound.field.events:      # a stopped lane's own status, time (and steps)
             event_results(sol, bound, self.ad, self.cnt, self.evi, self.evf)
         return sol

@@ -10,11 +10,6 @@ def _available() -> tuple[bool, str]:
     return toolchain.available()
 
 
-def _start_probe() -> None:
-    from . import toolchain
-    toolchain.start_probe()
-
-
 def _run(prepared, data, progress=None):
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the kernel stores the history
@@ -39,12 +34,13 @@ def _info() -> dict:
     return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
 
 
+_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
+             "fixed": "session.Session"}     # (runtime/session.open_session)
+
+
 def _open(prepared, data):
-    if prepared.template.adaptive is not None:
-        from .adaptive_session import AdaptiveSession   # the controller in its buffers
-        return AdaptiveSession(prepared, data)
-    from .session import open_session   # a Simulation's buffers, kept between calls
-    return open_session(prepared, data)
+    from ...runtime.session import open_session
+    return open_session("cpu", __package__, _SESSIONS, prepared, data)
 
 
 BACKEND = Backend(
@@ -52,7 +48,6 @@ BACKEND = Backend(
     description="native CPU code: C vectorised across trajectories, OpenMP over the cores "
                 "(needs a C compiler)",
     available=_available,
-    start_probe=_start_probe,
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),

@@ -29,18 +29,20 @@ def run(prepared, data, progress: Progress = None, build=None, calls=None) -> So
 
 
 def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False,
-            build=None) -> CpuKernel:
+            build=None, fresh: bool = False, history: bool = False) -> CpuKernel:
     """The call's kernel, kept on the Prepared call (a fixed-step method with save_at:
     its kernel of templates/adaptive.c.j2, keyed apart; ``lean``: the method without its
-    dense-only stages, keyed apart where that is another field)."""
+    dense-only stages, keyed apart where that is another field; ``fresh``, ``history``:
+    kernel.kernel's variants, keyed apart). Every cpu call and session finds it here."""
     slot = prepared.slots.setdefault("cpu" if build is None else build.__module__, {})
     pt = bound.per_trajectory
     field = lean_field(bound.field) if lean else bound.field
-    key = (bound.dtype.name, pt, dense) if field is bound.field else \
-        (bound.dtype.name, pt, dense, "lean")
+    variants = {name: True for name, on in (("fresh", fresh), ("history", history)) if on}
+    key = (bound.dtype.name, pt, dense) + (("lean",) if field is not bound.field else ()) \
+        + tuple(variants)
     k = slot.get(key)
     if k is None:
-        k = slot[key] = (build or kernel)(field, bound.dtype.name, pt, dense)
+        k = slot[key] = (build or kernel)(field, bound.dtype.name, pt, dense, **variants)
     else:
         COUNTERS.add("memory_hits")
     return k

@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...call.bound import Progress, Solution, saved_steps
-from ...call.counters import COUNTERS
-from .kernel import kernel
+from .dispatch import _kernel
 from . import runner
 from .runner import _Call
 
@@ -27,14 +26,7 @@ class _HistoryCall(_Call):
 
 def run(prepared, data, progress: Progress = None) -> Solution:
     bound = prepared.bound(data)
-    slot = prepared.slots.setdefault("cpu_hist", {})
-    pt = bound.per_trajectory
-    key = (bound.dtype.name, pt)
-    k = slot.get(key)
-    if k is None:
-        k = slot[key] = kernel(bound.field, bound.dtype.name, pt, history=True)
-    else:
-        COUNTERS.add("memory_hits")
+    k = _kernel(prepared, bound, dense=False, history=True)
     steps, every = bound.steps, bound.save_every
     at = saved_steps(steps, every)
     n_states, n = len(bound.field.states), bound.n_trajectories

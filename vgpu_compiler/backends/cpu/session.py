@@ -16,25 +16,17 @@ import numpy as np
 
 from ...call.session import Snapshot
 from ...runtime.located import Located
-from ...call.counters import COUNTERS
+from ...runtime.session import HostRun
 from ...call.interrupt import held
 from ...errors import BackendError
 from ...ir import controller as C
-from ...ir import observers as _observers
 from ..shader.adaptive import RUNNING
 from .adaptive_run import AdaptiveCall, attempts_per_call
-from .kernel import kernel
+from .dispatch import _kernel
 from .runner import WORK_PER_CALL, _Call
 
 
-def open_session(prepared, data):
-    """A fixed-step method's session: LocatedSession for a field with a ``first``."""
-    if _observers.firsts(prepared.template.field):
-        return LocatedSession(prepared, data)
-    return Session(prepared, data)
-
-
-class Session:
+class Session(HostRun):
     def __init__(self, prepared, data):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
@@ -48,13 +40,7 @@ class Session:
 
     def _open(self, data) -> None:
         bound = self.prepared.bound(data)
-        slot = self.prepared.slots.setdefault("cpu", {})
-        key = (bound.dtype.name, bound.per_trajectory)
-        k = slot.get(key)
-        if k is None:
-            k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory)
-        else:
-            COUNTERS.add("memory_hits")
+        k = _kernel(self.prepared, bound, dense=False)
         self.run = _Call(k, bound)
         roles = [b["role"] for b in k.meta["buffers"]]
         self.init = self.run.buffers[roles.index("init")] if "init" in roles else None
@@ -80,34 +66,17 @@ class Session:
     def states(self) -> np.ndarray:
         return self.run._pack()
 
-    def steps_taken(self) -> np.ndarray:
-        grid = self.run.bound.grid_shape
-        if self.run.steps_buf is None:
-            return np.full(grid, self.step, np.int32)
-        return self.run.steps_buf[:self.run.n].reshape(grid).copy()
-
     def outputs(self) -> dict:
         return self.run._outputs()
 
-    def snapshot(self, step: int) -> Snapshot:
-        run, n = self.run, self.run.n
-        state = run.state.copy()
-        init = self.init.copy() if self.init is not None else state.copy()
-        if run.steps_buf is not None:
-            taken, done = run.steps_buf[:n].copy(), run.steps_buf[n:2 * n] != 0
-        else:
-            taken, done = np.full(n, step, np.int32), np.zeros(n, bool)
-        return Snapshot(step, state, init, taken, done)
+    def _arrays(self) -> tuple:     # (checkpoints: runtime/session.HostRun)
+        run = self.run
+        steps = run.steps_buf
+        return run.state, self.init, None if steps is None else steps[:2 * run.n].reshape(2, run.n)
 
-    def restore(self, snap: Snapshot) -> None:
-        run, n = self.run, self.run.n
-        run.state[:] = snap.state
-        if self.init is not None:
-            self.init[:] = snap.init
-        if run.steps_buf is not None:
-            run.steps_buf[:n] = snap.taken
-            run.steps_buf[n:2 * n] = snap.done
-        self.step = snap.step
+    @property
+    def bound(self):
+        return self.run.bound
 
     def set_data(self, data) -> None:
         snap = self.snapshot(self.step)
@@ -150,23 +119,11 @@ class LocatedSession(Located, Session):
         super().__init__(prepared, data)
         self.held = True            # (host arrays: readable from the start)
 
-    @property
-    def bound(self):
-        return self.run.bound
-
     def _open(self, data) -> None:
         self.data = data
         bound = self.prepared.bound(data)
-        slot = self.prepared.slots.setdefault("cpu", {})
-        # solve's kernel (dispatch._kernel's key), or the one that needs no slope
-        key = (bound.dtype.name, bound.per_trajectory, True) + (("fresh",) if
-                                                                self.fresh_kernel else ())
-        k = slot.get(key)
-        if k is None:
-            k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory,
-                                   dense=True, fresh=self.fresh_kernel)
-        else:
-            COUNTERS.add("memory_hits")
+        # solve's kernel, or the one that needs no slope
+        k = _kernel(self.prepared, bound, dense=True, fresh=self.fresh_kernel)
         self.run = run = AdaptiveCall(k, bound)
         roles = [b["role"] for b in k.meta["buffers"]]
         self.init = run.buffers[roles.index("init")] if "init" in roles else None
@@ -215,13 +172,7 @@ class LocatedSession(Located, Session):
         if not run.bound.field.flux:
             return
         if self.plain is None:
-            bound = run.bound
-            slot = self.prepared.slots.setdefault("cpu", {})
-            key = (bound.dtype.name, bound.per_trajectory)
-            k = slot.get(key)
-            if k is None:
-                k = slot[key] = kernel(bound.field, bound.dtype.name, bound.per_trajectory)
-            self.plain = _Call(k, bound)
+            self.plain = _Call(_kernel(self.prepared, run.bound, dense=False), run.bound)
         plain = self.plain
         plain.state[:] = run.state
         roles = [b["role"] for b in plain.k.meta["buffers"]]

@@ -76,16 +76,13 @@ def _software() -> bool:
     return bool(SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")))
 
 
+_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
+             "fixed": "session.Session"}     # (runtime/session.open_session)
+
+
 def _open(prepared, data):
-    if prepared.template.adaptive is not None:
-        from .adaptive_session import AdaptiveSession   # the controller in device buffers
-        return AdaptiveSession(prepared, data)
-    from ...ir.observers import firsts
-    if firsts(prepared.template.field):     # the events' kernel, resumed (shader/located.py)
-        from .session import LocatedSession
-        return LocatedSession(prepared, data)
-    from .session import Session    # a Simulation's private kernel, resident buffers
-    return Session(prepared, data)
+    from ...runtime.session import open_session
+    return open_session("glsl", __package__, _SESSIONS, prepared, data)
 
 
 BACKEND = Backend(

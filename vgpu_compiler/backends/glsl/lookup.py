@@ -47,24 +47,29 @@ def available() -> bool:
     return gl.available()
 
 
-def kernel_of_call(bound: Bound) -> GpuKernel | FieldView:
+def kernel_of_call(bound: Bound, history: bool = False) -> GpuKernel | FieldView:
     """The kernel for this call. Calls of one signature share their Prepared call
     (``bound.prepared``): a repeated call finds its kernel in its slot, checking that the
     memory cache still holds it (not evicted or cleared) and that VGPU_REDUCTION did not
-    change; the slot also keeps the field's identity (its disk key), digested once."""
+    change; the slot also keeps the field's identity (its disk key), digested once.
+    ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
-    # a field's dense variant (adaptive_host.kernel_field: save_at, a Simulation) is
-    # another kernel for the same call signature: a slot of its own
-    slot = "glsl-dense" if bound.field.solver.dense else "glsl"
+    # a field's dense variant (adaptive_host.kernel_field: save_at, a Simulation), or its
+    # history kernel, is another kernel for the same call signature: a slot of its own
+    slot = "glsl_hist" if history else "glsl-dense" if bound.field.solver.dense else "glsl"
     hit = slots.get(slot)
     if hit is not None and hit[0] == env and MEMORY.get(hit[2].key) is hit[2]:
         COUNTERS.add("memory_hits")
         return hit[1]
     dtype, pt = _DTYPE_NAMES[bound.dtype], tuple(sorted(bound.per_trajectory))
-    ident = hit[3] if hit is not None and hit[0] == env else _identity(bound.field, dtype,
-                                                                       pt, env)
-    kernel = kernel_for(bound.field, dtype, pt, shape_signature(bound), ident)
+    if hit is not None and hit[0] == env:
+        ident = hit[3]
+    else:
+        ident = _identity(bound.field, dtype, pt, env)
+        if history:
+            ident = (ident[0] + "-h",) + tuple(ident[1:])
+    kernel = kernel_for(bound.field, dtype, pt, shape_signature(bound), ident, history)
     slots[slot] = (env, kernel, kernel.base, ident)
     return kernel
 
@@ -135,17 +140,18 @@ def memory_key(key: str, shapes: tuple) -> str:
 
 
 def kernel_for(field: Field, dtype: str, pt: tuple[str, ...], shapes: tuple = (),
-               ident: tuple | None = None) -> GpuKernel | FieldView:
+               ident: tuple | None = None, history: bool = False) -> GpuKernel | FieldView:
     """The kernel of ``field`` (a GpuKernel, or a FieldView of one built from a text that
     differs only in positions); ``ident``: its ``identity``, if known."""
     key, fid, spans = ident or identity(field, dtype, pt)   # the GLSL text's key (disk)
-    kernel = _find_or_build(field, dtype, pt, shapes, key, fid, spans)
+    kernel = _find_or_build(field, dtype, pt, shapes, key, fid, spans, history=history)
     if kernel.meta.get("spans") != spans:
         return FieldView(kernel, _ErrorTable(field, dtype, pt, kernel.meta))
     return kernel
 
 
-def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuKernel:
+def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True,
+                   history=False) -> GpuKernel:
     mkey = memory_key(key, shapes)
     kernel = MEMORY.get(mkey)
     if kernel is not None:
@@ -158,7 +164,8 @@ def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuK
     else:
         from . import build, device_reduction, device_software
         source, desc = build(field, dtype=dtype, per_trajectory_params=pt,
-                             reduction=device_reduction(), software=device_software())
+                             reduction=device_reduction(), history=history,
+                             software=device_software())
         meta = dict(desc.meta(), spans=spans, dtype=dtype, pt=list(pt))
         DISK.store(key, source, meta)
     kernel = GpuKernel(mkey, source, meta)
@@ -170,8 +177,10 @@ def _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=True) -> GpuK
     except Exception as exc:       # a driver that rejects the shader: a compiler bug
         if found is not None:       # a stale or foreign disk entry: drop it, rebuild once
             DISK.evict(key)
-            return _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=False)
-        raise BackendError(f"the OpenGL driver rejected the shader of field "
+            return _find_or_build(field, dtype, pt, shapes, key, fid, spans, disk=False,
+                                  history=history)
+        what = "the history shader" if history else "the shader"
+        raise BackendError(f"the OpenGL driver rejected {what} of field "
                            f"`{field.name}`: {exc}") from None
     COUNTERS.add("compiles")
     return MEMORY.put(kernel)

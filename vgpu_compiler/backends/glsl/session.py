@@ -18,13 +18,14 @@ import numpy as np
 
 from ...call.counters import COUNTERS
 from ...call.interrupt import held
-from ...call.session import Snapshot, pack_states
+from ...call.session import pack_states
 from ...errors import BackendError
 from . import device as gl
 from .execute import (NO_ERROR, NO_ERROR_BYTES, _accumulate, _call_uniforms, _dispatch,
                       _forget, _prepare, _raise_error, _read_outputs, _set_uniforms,
                       bind_buffers)
 from ...runtime.pacing import Pacer, segments
+from ...runtime.session import HostRun
 from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .special import MAX_STEPS, program_for
@@ -45,7 +46,7 @@ def private_kernel(found) -> GpuKernel:
     return k
 
 
-class Session:
+class Session(HostRun):
     def __init__(self, prepared, data):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
@@ -217,13 +218,6 @@ class Session:
             return pack_states(state, call.bound.grid_shape)
         return pack_states(self.call.state, self.call.bound.grid_shape)
 
-    def steps_taken(self) -> np.ndarray:
-        grid = self.call.bound.grid_shape
-        if self.steps2 is None:
-            return np.full(grid, self.step, np.int32)
-        self._sync()
-        return self.steps2[0].reshape(grid).copy()
-
     def outputs(self) -> dict:
         call = self.call
         if call.deposits is None:
@@ -234,28 +228,16 @@ class Session:
         _accumulate(self.dep.reshape(len(self.dep), call.n, 2), call.meta, out)
         return out
 
-    def snapshot(self, step: int) -> Snapshot:
-        self._sync()
-        call = self.call
-        state = call.state.copy()
-        init = self.init.copy() if self.init is not None else state.copy()
-        if self.steps2 is not None:
-            taken, done = self.steps2[0].copy(), self.steps2[1] != 0
-        else:
-            taken, done = np.full(call.n, step, np.int32), np.zeros(call.n, bool)
-        return Snapshot(step, state, init, taken, done)
+    # --- changing (checkpoints: runtime/session.HostRun) ------------------------------
+    def _arrays(self) -> tuple:
+        return self.call.state, self.init, self.steps2
 
-    # --- changing ------------------------------------------------------------------------
-    def restore(self, snap: Snapshot) -> None:
-        call = self.call
-        call.state[:] = snap.state
-        if self.init is not None:
-            self.init[:] = snap.init
-        if self.steps2 is not None:
-            self.steps2[0] = snap.taken
-            self.steps2[1] = snap.done
-        self.step = snap.step
+    def _restored(self) -> None:
         self.dirty |= {"state", "params"}
+
+    @property
+    def bound(self):
+        return self.call.bound
 
     def set_data(self, data) -> None:
         """New param values of the same signature: scalars are uniforms (set at the next

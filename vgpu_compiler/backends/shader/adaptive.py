@@ -26,11 +26,8 @@ from ...ir import controller as C
 from ...ir import observers as _observers
 from ...ir.nodes import Field
 from ...ir.step import Combination, step_program
+from ...runtime.adaptive import CNT_ROWS as COUNTERS, PAUSED, RUNNING   # (b_cnt rows)
 from .kernel import Buffer, Kernel, Uniform
-
-RUNNING = -1                # b_cnt status while a trajectory still steps
-PAUSED = -2                 # (C) still running, at a Simulation's until (adaptive_session)
-COUNTERS = ("taken", "rejected", "status", "again", "next")     # b_cnt rows
 
 
 @dataclass(frozen=True)

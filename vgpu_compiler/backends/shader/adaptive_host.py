@@ -17,18 +17,16 @@ from typing import Callable
 import numpy as np
 
 from ...call.bound import Bound, Solution, saved_steps
-from ...call.session import Snapshot
 from ...errors import BackendError
 from ...ir import controller as C
 from ...ir.embedded import lean
 from ...ir.observers import firsts, located
 from ...ir.events import BISECTIONS, SAMPLE_HALVINGS, SAMPLES
-from ...runtime.adaptive import Finished, Layout
-from .adaptive import COUNTERS, RUNNING
+from ...runtime.adaptive import FIRST_ATTEMPTS, Finished, Layout
+from .adaptive import COUNTERS
 from .events import EVF_ROWS, EVI_ROWS, LOG_FIELDS, evi_rows, log_sums
 
-FIRST_ATTEMPTS = 16         # the least attempts of a chunk's first dispatch (then paced)
-FIRST_MOST = 256            # ... and the most it runs (first_attempts)
+FIRST_MOST = 256            # the most attempts of a chunk's first dispatch (first_attempts)
 _VARIANTS: dict = {}        # id(field) -> (field, its dense variant)
 
 
@@ -248,44 +246,3 @@ def event_results(sol: Solution, bound: Bound, ad, cnt, evi, evf) -> None:
                                cnt[0]).astype(np.int32).reshape(grid)
     sol.event_counts = np.ascontiguousarray(
         evi[len(EVI_ROWS):].T.reshape(grid + (bound.field.n_when,)), np.int32)
-
-
-# --- a Simulation's checkpoints (glsl, wgpu and cpu adaptive_session.py) ----------------
-def states_at(inside: np.ndarray, hist: np.ndarray, state: np.ndarray, field) -> np.ndarray:
-    """An adaptive Simulation's states at its ``until`` (n_states, N): the covering step's
-    continuous extension where ``inside`` (a running trajectory still before it), else
-    the state held; a step-end observer's row (peak, trough: ir/observers.py) is the value
-    held (the steps kept so far; the extension of a constant is it only to rounding)."""
-    at = np.where(inside, hist, state)
-    rows = [r.index for r in field.observer_rules]
-    if rows:
-        at[rows] = state[rows]
-    return at
-
-
-def controller_snapshot(step: int, state: np.ndarray, init: np.ndarray, ad: np.ndarray,
-                        cnt: np.ndarray, at: np.ndarray, until, running: np.ndarray,
-                        dtype) -> Snapshot:
-    """The checkpoint of an adaptive Simulation on a compiled backend, from its buffers
-    (rows, trajectories) each: ``ad`` the b_ad rows (t, dt, then the FSAL derivative),
-    ``cnt`` the b_cnt rows (adaptive.COUNTERS), ``at`` the states at ``until``;
-    ``running``: the trajectories that still step."""
-    ctl = {"until": np.asarray(until, dtype), "t": ad[0].copy(), "dt": ad[1].copy(),
-           "k0": ad[2:].copy(), "at": at, "taken": cnt[0].copy(),
-           "rejected": cnt[1].copy(), "status": np.where(running, 0, cnt[2]).astype(np.int8),
-           "again": cnt[3] != 0, "running": running}
-    return Snapshot(step, state.copy(), init.copy(), cnt[0].copy(), ~running, ctl)
-
-
-def controller_buffers(snap: Snapshot, n: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """(b_ad, b_cnt) of a checkpoint's controller, as the adaptive kernels hold them."""
-    ctl = snap.controller
-    if ctl is None:
-        raise BackendError("the checkpoint holds no adaptive controller")
-    ad = np.concatenate([np.asarray(ctl["t"], dtype)[None], np.asarray(ctl["dt"], dtype)[None],
-                         np.asarray(ctl["k0"], dtype)]).astype(dtype)
-    cnt = np.zeros((len(COUNTERS), n), np.int32)
-    cnt[0], cnt[1] = ctl["taken"], ctl["rejected"]
-    cnt[2] = np.where(np.asarray(ctl["running"], bool), RUNNING, ctl["status"])
-    cnt[3] = np.asarray(ctl["again"], bool)
-    return ad, cnt

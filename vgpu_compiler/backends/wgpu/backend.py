@@ -75,16 +75,13 @@ def _software() -> bool:
     return device.available() and device.software()
 
 
+_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
+             "fixed": "session.Session"}     # (runtime/session.open_session)
+
+
 def _open(prepared, data):
-    if prepared.template.adaptive is not None:
-        from .adaptive_session import AdaptiveSession   # the controller in its buffers
-        return AdaptiveSession(prepared, data)
-    from ...ir.observers import firsts
-    if firsts(prepared.template.field):     # the events' kernel, resumed (shader/located.py)
-        from .session import LocatedSession
-        return LocatedSession(prepared, data)
-    from .session import Session    # a Simulation's private buffers, kept between calls
-    return Session(prepared, data)
+    from ...runtime.session import open_session
+    return open_session("wgpu", __package__, _SESSIONS, prepared, data)
 
 
 BACKEND = Backend(

@@ -197,9 +197,12 @@ def reduction() -> str:
     return "serial" if dev.software() else "tree"
 
 
-def kernel_for(bound: Bound) -> Kernel:
+def kernel_for(bound: Bound, history: bool = False) -> Kernel:
+    """The call's kernel (memory, then disk, then built), kept in its Prepared's slot;
+    ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
     slots = bound.prepared.slots if bound.prepared is not None else {}
-    slot = "wgpu-dense" if bound.field.solver.dense else "wgpu"   # (glsl's kernel_of_call)
+    slot = "wgpu-hist" if history else \
+        "wgpu-dense" if bound.field.solver.dense else "wgpu"    # (glsl's kernel_of_call)
     hit = slots.get(slot)
     env = os.environ.get(REDUCTION_ENV)
     if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
@@ -209,7 +212,7 @@ def kernel_for(bound: Bound) -> Kernel:
     check_dtype(dtype, bound.field.span)
     pt = tuple(sorted(bound.per_trajectory))
     red = reduction()
-    key = identity(bound.field, dtype, pt, red)
+    key = identity(bound.field, dtype, pt, red) + ("-h" if history else "")
     shapes = (bound.grid_shape, tuple(sorted(bound.dims.items())),
               tuple((k, v.shape) for k, v in bound.inputs.items()),
               tuple(bound.output_shapes.items()))
@@ -222,7 +225,7 @@ def kernel_for(bound: Bound) -> Kernel:
             source, meta = found
         else:
             source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
-                                    reduction=red)
+                                    reduction=red, history=history)
             k = printed.kernel
             shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
                           + k.results + (8 if k.collapse is not None else 0)
@@ -236,7 +239,8 @@ def kernel_for(bound: Bound) -> Kernel:
                 kernel = Kernel(mkey, source, meta)
             except Exception as exc:        # naga refused the WGSL: a compiler bug
                 DISK.evict(key)
-                raise BackendError(f"wgpu rejected the WGSL of field `{bound.field.name}`: "
+                what = "the history WGSL" if history else "the WGSL"
+                raise BackendError(f"wgpu rejected {what} of field `{bound.field.name}`: "
                                    f"{exc}") from None
         kernel.field_id, kernel.dtype, kernel.pt = field_id(bound.field), dtype, pt
         COUNTERS.add("compiles")

@@ -13,11 +13,12 @@ import numpy as np
 from ... import spelling as S
 from ...call.counters import COUNTERS
 from ...call.interrupt import held
-from ...call.session import Snapshot, pack_states
+from ...call.session import pack_states
 from ...errors import BackendError
 from ...ir.step import step_program
 from ...noise.normal import key_of
 from ...runtime import pacing
+from ...runtime.session import HostRun
 from ..shader import located as _located
 from . import check_dtype
 from . import device as dev
@@ -27,7 +28,7 @@ from .runner import (FIRST_WORK, _chunks, _dispatch,
                      kernel_for)
 
 
-class Session:
+class Session(HostRun):
     def __init__(self, prepared, data):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
@@ -202,13 +203,6 @@ class Session:
         self._sync()
         return pack_states(self.state, self.bound.grid_shape)
 
-    def steps_taken(self) -> np.ndarray:
-        grid = self.bound.grid_shape
-        if self.steps2 is None:
-            return np.full(grid, self.step, np.int32)
-        self._sync()
-        return self.steps2[0].reshape(grid).copy()
-
     def outputs(self) -> dict:
         k, out = self.kernel, {}
         reads = [(k.buffers[b["name"]], size) for b, size in zip(self.outputs_meta,
@@ -222,24 +216,11 @@ class Session:
                     self.bound.output_shapes[b["array"]]).copy()
         return out
 
-    def snapshot(self, step: int) -> Snapshot:
-        self._sync()
-        state = self.state.copy()
-        init = self.init.copy() if self.init is not None else state.copy()
-        if self.steps2 is not None:
-            taken, done = self.steps2[0].copy(), self.steps2[1] != 0
-        else:
-            taken, done = np.full(self.n, step, np.int32), np.zeros(self.n, bool)
-        return Snapshot(step, state, init, taken, done)
+    # --- changing (checkpoints: runtime/session.HostRun) ------------------------------
+    def _arrays(self) -> tuple:
+        return self.state, self.init, self.steps2
 
-    # --- changing ------------------------------------------------------------------------
-    def restore(self, snap: Snapshot) -> None:
-        self.state[:] = snap.state
-        if self.init is not None:
-            self.init[:] = snap.init
-        if self.steps2 is not None:
-            self.steps2[0], self.steps2[1] = snap.taken, snap.done
-        self.step = snap.step
+    def _restored(self) -> None:
         self.dirty |= {"state", "params"}
 
     def set_data(self, data) -> None:
