@@ -65,14 +65,17 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
     return body(stmts)
 
 
-def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l") -> tuple:
+def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l",
+               uniform: bool = False) -> tuple:
     """A trajectory's statements laid out for a block of lanes: each run of per-lane
     statements becomes a loop over the lanes (``lane_arrays`` inside); what acts on the
     whole block stays outside, once: a ``Stage`` (its template's splice, which loops
     itself) and a basin fold (``v = basin_fold(v, ...)``: the splice ``fold v``). A local
     declared in one run and read in another becomes a lane array, declared first. An
     ``if`` on uniform values only (no lane's) stays outside with its branches laid out
-    the same way; a block holding a stage is opened (the loops give the scopes)."""
+    the same way; a block holding a stage is opened (the loops give the scopes).
+    ``uniform``: a statement that names no lane's value (a counter of the block's, as
+    the history's slot) stays outside too, once."""
     lane_names = set(arrays) | set(registers) | _declared(stmts)
 
     def collective(s):
@@ -98,6 +101,8 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
                 out.append(("once", once))
             elif isinstance(s, ir.If) and not ir.expr_names(s.cond) & lane_names:
                 out.append(("if", s))
+            elif uniform and not isinstance(s, ir.If) and not ir.names([s]) & lane_names:
+                out.append(("once", s))
             elif out and out[-1][0] == "lanes":
                 out[-1][1].append(s)
             else:
@@ -125,7 +130,8 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
                 scan(layout(x.orelse))
 
     scan(items)
-    every = tuple(arrays) + tuple(promoted)
+    every = {**(dict(arrays) if isinstance(arrays, dict) else {a: a for a in arrays}),
+             **{p: p for p in promoted}}
 
     def emit(its) -> tuple:
         out = []
@@ -133,7 +139,7 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
             if kind == "once":
                 out.append(x)
             elif kind == "if":
-                out.append(ir.If(x.cond, emit(layout(x.then)), emit(layout(x.orelse))))
+                out.append(replace(x, then=emit(layout(x.then)), orelse=emit(layout(x.orelse))))
             else:
                 body = lane_arrays(x, every, lane, registers)
                 out.append(ir.Loop(lane, ir.i(0), ir.Var(size), body))

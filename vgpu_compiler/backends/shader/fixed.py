@@ -51,3 +51,26 @@ def main(k, indent: int = 4) -> str:
     from ...codegen.build import fixed
     from ...codegen.targets import printer
     return printer(k.dialect, splices(k)).text(fixed.main(k.dialect, field(k)), indent)
+
+
+# the C kernel's lane arrays of a trajectory's builtins (templates/base.c.j2)
+C_ARRAYS = {"vg_active": "A_act", "lane": "A_lane"}
+
+
+def lane_parts(k) -> dict:
+    """(C) The pieces of the body the lane template (field.c.j2) inserts, laid out over a
+    block of lanes by codegen/lanes.lane_loops: ``history_start`` (the next saved step,
+    its slot), ``history`` (a saved step into b_hist, in the step loop) and ``store``."""
+    from ...codegen import lanes
+    from ...codegen.build import fixed
+    from ...codegen.targets import printer
+    fd = field(k)
+    p = printer(k.dialect)
+
+    def laid(stmts):
+        return p.text(lanes.lane_loops(stmts, C_ARRAYS, registers=fd.states, uniform=True))
+    out = {"store": laid(fixed.store(fd))}
+    if fd.history:
+        out["history_start"] = p.text(fixed.history_start())
+        out["history"] = laid((fixed.save_history(fd),))
+    return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir
-from ..ir import BOOL, FLOAT, INT, UINT, Assign, Block, Comment, Elem, If, Let, Raw, Var, i
+from ..ir import BOOL, FLOAT, INT, SLOT, UINT, Assign, Block, Comment, Elem, If, Let, Raw, Var, i
 from . import blocks
 from .adaptive import _zero, init_state
 
@@ -117,6 +117,15 @@ def save_history(fd: Field) -> If:
         comment="a saved step: into the history")
 
 
+def history_start() -> tuple:
+    """The next saved step of save_every and its slot in b_hist (a wide int: the index
+    reaches slots x states x trajectories)."""
+    return (Let("vg_save_at", INT, ir.mul(ir.add(ir.div(Var("u_step0"), Var("u_every")), i(1)),
+                                          Var("u_every")), mutable=True,
+                comment="the next saved step"),
+            Let("vg_slot", SLOT, i(0), mutable=True, comment="its slot in b_hist"))
+
+
 def step_loop(t, fd: Field, fast: bool) -> tuple:
     """The step loop (``fast``: the guard's copy, the stages' unchecked blocks)."""
     zero = _zero(t)
@@ -177,10 +186,7 @@ def main(t, fd: Field) -> tuple:
         out += [ir.Blank(), *collapse_carry()]
     out.append(ir.Blank())
     if fd.history:
-        out += [Let("vg_save_at", INT, ir.mul(ir.add(ir.div(Var("u_step0"), Var("u_every")), i(1)),
-                                              Var("u_every")), mutable=True,
-                    comment="the next saved step"),
-                Let("vg_slot", INT, i(0), mutable=True, comment="its slot in b_hist")]
+        out += history_start()
     if fd.guard:
         out.append(If(Raw(fd.guard), step_loop(t, fd, True), step_loop(t, fd, False),
                       comment=f"then {fd.guard_note}: those reads are unchecked"))
