@@ -194,7 +194,7 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
     if located:             # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = fresh or _reads_step(field)
     if not stepped:                 # field.c.j2: the body's pieces (codegen/build/fixed.py)
-        extra["fx"] = _fixed.lane_parts(printed)
+        extra["fx"] = _fixed.LaneParts(printed)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
         extra.update(_normals_first(printed, desc, dtype))
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"

@@ -57,20 +57,34 @@ def main(k, indent: int = 4) -> str:
 C_ARRAYS = {"vg_active": "A_act", "lane": "A_lane"}
 
 
-def lane_parts(k) -> dict:
+class LaneParts:
     """(C) The pieces of the body the lane template (field.c.j2) inserts, laid out over a
-    block of lanes by codegen/lanes.lane_loops: ``history_start`` (the next saved step,
-    its slot), ``history`` (a saved step into b_hist, in the step loop) and ``store``."""
-    from ...codegen import lanes
-    from ...codegen.build import fixed
-    from ...codegen.targets import printer
-    fd = field(k)
-    p = printer(k.dialect)
+    block of lanes by codegen/lanes.lane_loops, printed when the template asks (a disk hit
+    renders nothing; the disk key digests the field and the dialect: cpu/source_key.py):
+    ``history_start`` (the next saved step, its slot), ``steps`` (the step loop, a saved
+    step's history in it, with the template's lane loops spliced in) and ``store``."""
 
-    def laid(stmts):
-        return p.text(lanes.lane_loops(stmts, C_ARRAYS, registers=fd.states, uniform=True))
-    out = {"store": laid(fixed.store(fd))}
-    if fd.history:
-        out["history_start"] = p.text(fixed.history_start())
-        out["history"] = laid((fixed.save_history(fd),))
-    return out
+    def __init__(self, k):
+        self.fd = field(k)
+        self.dialect = k.dialect
+
+    def _laid(self, stmts, splices=None, indent: int = 0) -> str:
+        from ...codegen import lanes
+        from ...codegen.targets import printer
+        return printer(self.dialect, splices).text(
+            lanes.lane_loops(stmts, C_ARRAYS, registers=self.fd.states, uniform=True), indent)
+
+    def history_start(self) -> str:
+        from ...codegen.build import fixed
+        return self._laid(fixed.history_start())
+
+    def steps(self, lanes: str, lanes_fast: str = "", vote: str = "") -> str:
+        """The step loop(s), with the template's lane loops of a step (``lanes``, the
+        guard's ``lanes_fast``) and collapse vote (``vote``) spliced in."""
+        from ...codegen.build import fixed
+        return self._laid(fixed.steps(self.dialect, self.fd, lanes=True),
+                          {"lanes": lanes, "lanes_fast": lanes_fast, "vote": vote}, 4)
+
+    def store(self) -> str:
+        from ...codegen.build import fixed
+        return self._laid(fixed.store(self.fd))

@@ -126,10 +126,22 @@ def history_start() -> tuple:
             Let("vg_slot", SLOT, i(0), mutable=True, comment="its slot in b_hist"))
 
 
-def step_loop(t, fd: Field, fast: bool) -> tuple:
-    """The step loop (``fast``: the guard's copy, the stages' unchecked blocks)."""
+def step_loop(t, fd: Field, fast: bool, lanes: bool = False) -> tuple:
+    """The step loop (``fast``: the guard's copy, the stages' unchecked blocks). ``lanes``
+    (C: a block of lanes, codegen/lanes.lane_loops): a step's lane loops, from the stages
+    to the observers, are the splice ``lanes`` (``lanes_fast``: the guard's copy) and the
+    collapse vote ``vote`` (the template lays out their binding of a lane's scalars)."""
     zero = _zero(t)
     n = Var("n")
+    if lanes:
+        return (Comment(f"--- the step loop: {len(fd.stages)}-stage explicit Runge-Kutta ---"),
+                ir.Loop("n", Var("u_step0"), ir.add(Var("u_step0"), Var("u_nsteps")), (
+                    *((If(Var("done"), (ir.Break(),)),) if fd.collapse is not None else ()),
+                    *((Let("t_n", FLOAT, _t_at(n)),) if "tt" in fd.loop_words else ()),
+                    *((Let("nstep", INT, n),) if "nstep" in fd.loop_words else ()),
+                    ir.Splice("lanes_fast" if fast else "lanes"),
+                    *((ir.Splice("vote"),) if fd.collapse is not None else ()),
+                    *((save_history(fd),) if fd.history else ()))))
     head = (f"{fd.noise} (the drift step, then the noise)" if fd.noise
             else f"{len(fd.stages)}-stage explicit Runge-Kutta")
     stages = tuple(Block((
@@ -152,6 +164,14 @@ def step_loop(t, fd: Field, fast: bool) -> tuple:
         *((save_history(fd),) if fd.history else ()))
     return (Comment(f"--- the step loop: {head} ---"),
             ir.Loop("n", Var("u_step0"), ir.add(Var("u_step0"), Var("u_nsteps")), body))
+
+
+def steps(t, fd: Field, lanes: bool = False) -> tuple:
+    """The step loop; with a guard, its unchecked copy first (``lanes``: step_loop's)."""
+    if fd.guard:
+        return (If(Raw(fd.guard), step_loop(t, fd, True, lanes), step_loop(t, fd, False, lanes),
+                   comment=f"then {fd.guard_note}: those reads are unchecked"),)
+    return step_loop(t, fd, False, lanes)
 
 
 def flux(fd: Field) -> tuple:
@@ -187,11 +207,7 @@ def main(t, fd: Field) -> tuple:
     out.append(ir.Blank())
     if fd.history:
         out += history_start()
-    if fd.guard:
-        out.append(If(Raw(fd.guard), step_loop(t, fd, True), step_loop(t, fd, False),
-                      comment=f"then {fd.guard_note}: those reads are unchecked"))
-    else:
-        out += step_loop(t, fd, False)
+    out += steps(t, fd)
     if fd.flux is not None:
         out += [ir.Blank(), *flux(fd)]
     out += [ir.Blank(), *store(fd)]
