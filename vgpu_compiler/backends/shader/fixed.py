@@ -62,7 +62,8 @@ class LaneParts:
     block of lanes by codegen/lanes.lane_loops, printed when the template asks (a disk hit
     renders nothing; the disk key digests the field and the dialect: cpu/source_key.py):
     ``history_start`` (the next saved step, its slot), ``steps`` (the step loop, a saved
-    step's history in it, with the template's lane loops spliced in) and ``store``."""
+    step's history in it, with the template's lane loops spliced in), ``flux`` (its
+    uniform head, the template's lane loop spliced in) and ``store``."""
 
     def __init__(self, k):
         self.fd = field(k)
@@ -84,6 +85,11 @@ class LaneParts:
         from ...codegen.build import fixed
         return self._laid(fixed.steps(self.dialect, self.fd, lanes=True),
                           {"lanes": lanes, "lanes_fast": lanes_fast, "vote": vote}, 4)
+
+    def flux(self, lanes: str) -> str:
+        """The flux after the last step, with the template's lane loop (``lanes``)."""
+        from ...codegen.build import fixed
+        return self._laid(fixed.flux(self.fd), {"flux": lanes}, 4)
 
     def store(self) -> str:
         from ...codegen.build import fixed
