@@ -193,10 +193,10 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
         lanes = 1
     if located:             # derivatives that read `step`: F at a step's end, twice
         extra["reads_step"] = fresh or _reads_step(field)
-    if not stepped:                 # field.c.j2: the body's pieces (codegen/build/fixed.py)
-        extra["fx"] = _fixed.LaneParts(printed)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
         extra.update(_normals_first(printed, desc, dtype))
+    # field.c.j2: the body's pieces (codegen/build/fixed.py); adaptive.c.j2 its noise step
+    extra["fx"] = _fixed.LaneParts(printed)
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     arguments = dict(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,

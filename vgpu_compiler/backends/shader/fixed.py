@@ -63,7 +63,8 @@ class LaneParts:
     renders nothing; the disk key digests the field and the dialect: cpu/source_key.py):
     ``history_start`` (the next saved step, its slot), ``steps`` (the step loop, a saved
     step's history in it, with the template's lane loops spliced in), ``flux`` (its
-    uniform head, the template's lane loop spliced in) and ``store``."""
+    uniform head, the template's lane loop spliced in) and ``store``; and inside a lane
+    loop of the template, its scalars bound, ``update`` and ``noise_step``."""
 
     def __init__(self, k):
         self.fd = field(k)
@@ -90,6 +91,18 @@ class LaneParts:
         """The flux after the last step, with the template's lane loop (``lanes``)."""
         from ...codegen.build import fixed
         return self._laid(fixed.flux(self.fd), {"flux": lanes}, 4)
+
+    def update(self) -> str:
+        """(Inside the template's lane loop, a lane's scalars bound) the new state."""
+        from ...codegen.build import fixed
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(fixed.update(self.fd))
+
+    def noise_step(self) -> str:
+        """(Inside the template's lane loop) the noise draws and their update."""
+        from ...codegen.build import fixed
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(fixed.noise_step(self.fd))
 
     def store(self) -> str:
         from ...codegen.build import fixed

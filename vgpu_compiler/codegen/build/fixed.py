@@ -117,6 +117,17 @@ def save_history(fd: Field) -> If:
         comment="a saved step: into the history")
 
 
+def update(fd: Field) -> tuple:
+    """A lane's new state after the drift step (its stages' k)."""
+    return tuple(Assign(Var(x), Raw(v)) for x, v, _ in fd.update)
+
+
+def noise_step(fd: Field) -> tuple:
+    """A lane's noise after the drift step: the draws dW, then the state's update."""
+    return (*(Let(x, FLOAT, Raw(v), comment=note) for x, v, note in fd.noise_draws),
+            *(Assign(Var(x), Raw(v), comment=note) for x, v, note in fd.noise_update))
+
+
 def history_start() -> tuple:
     """The next saved step of save_every and its slot in b_hist (a wide int: the index
     reaches slots x states x trajectories)."""
@@ -156,9 +167,8 @@ def step_loop(t, fd: Field, fast: bool, lanes: bool = False) -> tuple:
         *(Let(name, FLOAT, zero, mutable=True) for ks in fd.stage_k for name in ks),
         *(Let(name, FLOAT, zero, mutable=True) for name in fd.noise_vars),
         *stages,
-        *(Assign(Var(x), Raw(v)) for x, v, _ in fd.update),
-        *(Let(x, FLOAT, Raw(v), comment=note) for x, v, note in fd.noise_draws),
-        *(Assign(Var(x), Raw(v), comment=note) for x, v, note in fd.noise_update),
+        *update(fd),
+        *noise_step(fd),
         *((ir.Splice("observe"),) if fd.observe else ()),
         *((vote(fd),) if fd.collapse is not None else ()),
         *((save_history(fd),) if fd.history else ()))
