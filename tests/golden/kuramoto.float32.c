@@ -333,12 +333,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        const float t_n = u_t0 + (float)n * u_dt;
-        const int nstep = n;
-        (void)t_n; (void)nstep;
         {  // stage 0, c = 0
-            const float tt = t_n;
-            (void)tt;
             // coupled values of every lane, then the basin reductions (serial, in lane order)
             #pragma omp simd
             for (int l = 0; l < VG_W; l++) {
@@ -382,8 +377,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
         }
         {  // stage 1, c = 1/2
-            const float tt = t_n + 0.5f * u_dt;
-            (void)tt;
             // coupled values of every lane, then the basin reductions (serial, in lane order)
             #pragma omp simd
             for (int l = 0; l < VG_W; l++) {
@@ -428,8 +421,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
         }
         {  // stage 2, c = 1/2
-            const float tt = t_n + 0.5f * u_dt;
-            (void)tt;
             // coupled values of every lane, then the basin reductions (serial, in lane order)
             #pragma omp simd
             for (int l = 0; l < VG_W; l++) {
@@ -474,8 +465,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
         }
         {  // stage 3, c = 1
-            const float tt = t_n + 1.0f * u_dt;
-            (void)tt;
             // coupled values of every lane, then the basin reductions (serial, in lane order)
             #pragma omp simd
             for (int l = 0; l < VG_W; l++) {

@@ -307,9 +307,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        const float t_n = u_t0 + (float)n * u_dt;
-        const int nstep = n;
-        (void)t_n; (void)nstep;
 #pragma omp simd
         for (int l = 0; l < VG_W; l++) {
             float s_x = A_s_x[l];
@@ -330,8 +327,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             float k3_y;
             float k3_z;
             {  // stage 0, c = 0
-                const float tt = t_n;
-                (void)tt;
                 const float y_x = s_x;
                 const float y_y = s_y;
                 const float y_z = s_z;
@@ -341,8 +336,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 1, c = 1/2
-                const float tt = t_n + 0.5f * u_dt;
-                (void)tt;
                 const float y_x = s_x + (0.5f * u_dt) * k0_x;
                 const float y_y = s_y + (0.5f * u_dt) * k0_y;
                 const float y_z = s_z + (0.5f * u_dt) * k0_z;
@@ -352,8 +345,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 2, c = 1/2
-                const float tt = t_n + 0.5f * u_dt;
-                (void)tt;
                 const float y_x = s_x + (0.5f * u_dt) * k1_x;
                 const float y_y = s_y + (0.5f * u_dt) * k1_y;
                 const float y_z = s_z + (0.5f * u_dt) * k1_z;
@@ -363,8 +354,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 3, c = 1
-                const float tt = t_n + 1.0f * u_dt;
-                (void)tt;
                 const float y_x = s_x + u_dt * k2_x;
                 const float y_y = s_y + u_dt * k2_y;
                 const float y_z = s_z + u_dt * k2_z;

@@ -254,9 +254,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        const float t_n = u_t0 + (float)n * u_dt;
-        const int nstep = n;
-        (void)t_n; (void)nstep;
         for (int l = 0; l < VG_W; l++) {
             float s_y = A_s_y[l];
             float s_observed_low = A_s_observed_low[l];
@@ -276,8 +273,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             float k3_observed_low;
             float k3_observed_area;
             {  // stage 0, c = 0
-                const float tt = t_n;
-                (void)tt;
                 const float y_y = s_y;
                 k0_y = -y_y;  // line 4
                 k0_observed_low = 0.0f;  // line 5
@@ -285,8 +280,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 1, c = 1/2
-                const float tt = t_n + 0.5f * u_dt;
-                (void)tt;
                 const float y_y = s_y + (0.5f * u_dt) * k0_y;
                 k1_y = -y_y;  // line 4
                 k1_observed_low = 0.0f;  // line 5
@@ -294,8 +287,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 2, c = 1/2
-                const float tt = t_n + 0.5f * u_dt;
-                (void)tt;
                 const float y_y = s_y + (0.5f * u_dt) * k1_y;
                 k2_y = -y_y;  // line 4
                 k2_observed_low = 0.0f;  // line 5
@@ -303,8 +294,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             }
             {  // stage 3, c = 1
-                const float tt = t_n + 1.0f * u_dt;
-                (void)tt;
                 const float y_y = s_y + u_dt * k2_y;
                 k3_y = -y_y;  // line 4
                 k3_observed_low = 0.0f;  // line 5

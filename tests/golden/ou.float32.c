@@ -560,9 +560,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     }
     // --- the step loop: 1-stage explicit Runge-Kutta ---
     for (int n = u_step0; n < u_step0 + u_nsteps; n++) {
-        const float t_n = u_t0 + (float)n * u_dt;
-        const int nstep = n;
-        (void)t_n; (void)nstep;
         float vg_zk[1][VG_W];  // this step's normals, noise k of lane l
         vg_normals(vg_zk[0], vg_trajs, (unsigned)n, 0u, u_key0, u_key1);
 #pragma omp simd
@@ -573,8 +570,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             float k0_x;
             float vg_g_0_x;
             {  // stage 0, c = 0
-                const float tt = t_n;
-                (void)tt;
                 const float y_x = s_x;
                 k0_x = p_theta * (p_mu - y_x);  // line 23
                 vg_g_0_x = p_sigma;  // line 21

@@ -26,6 +26,7 @@ FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"   # neutral types (float
 # and a uint literal printed in hex
 WORD, U64, HEX = "word", "u64", "hex"
 F64 = "f64"     # a double where the target has one (``"f64" in Target.types``)
+SLOT = "slot"   # an index into a buffer that may pass 2^31 where the target has wider ints (C: long)
 
 
 # --- expressions ---------------------------------------------------------------------

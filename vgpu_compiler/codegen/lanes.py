@@ -65,15 +65,21 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
     return body(stmts)
 
 
-def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l") -> tuple:
+def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l",
+               uniform: bool = False) -> tuple:
     """A trajectory's statements laid out for a block of lanes: each run of per-lane
     statements becomes a loop over the lanes (``lane_arrays`` inside); what acts on the
     whole block stays outside, once: a ``Stage`` (its template's splice, which loops
     itself) and a basin fold (``v = basin_fold(v, ...)``: the splice ``fold v``). A local
     declared in one run and read in another becomes a lane array, declared first. An
     ``if`` on uniform values only (no lane's) stays outside with its branches laid out
-    the same way; a block holding a stage is opened (the loops give the scopes)."""
-    lane_names = set(arrays) | set(registers) | _declared(stmts)
+    the same way; a block holding a stage is opened (the loops give the scopes).
+    ``uniform``: a statement that names no lane's value (a counter of the block's, as
+    the history's slot, a splice) stays outside too, once, and so does a local whose
+    value names none (a step's t_n) and a loop with uniform bounds, its body laid out the
+    same way."""
+    lane_names = set(arrays) | set(registers) | (_lane_locals(stmts, set(arrays) | set(registers))
+                                                 if uniform else _declared(stmts))
 
     def collective(s):
         if isinstance(s, ir.Stage):
@@ -98,6 +104,11 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
                 out.append(("once", once))
             elif isinstance(s, ir.If) and not ir.expr_names(s.cond) & lane_names:
                 out.append(("if", s))
+            elif uniform and isinstance(s, ir.Loop) and not (
+                    ir.expr_names(s.start) | ir.expr_names(s.stop)) & lane_names:
+                out.append(("loop", s))
+            elif uniform and not isinstance(s, ir.If) and not ir.names([s]) & lane_names:
+                out.append(("once", s))
             elif out and out[-1][0] == "lanes":
                 out[-1][1].append(s)
             else:
@@ -123,9 +134,12 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
             elif kind == "if":
                 scan(layout(x.then))
                 scan(layout(x.orelse))
+            elif kind == "loop":
+                scan(layout(x.body))
 
     scan(items)
-    every = tuple(arrays) + tuple(promoted)
+    every = {**(dict(arrays) if isinstance(arrays, dict) else {a: a for a in arrays}),
+             **{p: p for p in promoted}}
 
     def emit(its) -> tuple:
         out = []
@@ -133,7 +147,9 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
             if kind == "once":
                 out.append(x)
             elif kind == "if":
-                out.append(ir.If(x.cond, emit(layout(x.then)), emit(layout(x.orelse))))
+                out.append(replace(x, then=emit(layout(x.then)), orelse=emit(layout(x.orelse))))
+            elif kind == "loop":
+                out.append(replace(x, body=emit(layout(x.body))))
             else:
                 body = lane_arrays(x, every, lane, registers)
                 out.append(ir.Loop(lane, ir.i(0), ir.Var(size), body))
@@ -141,6 +157,40 @@ def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l")
 
     decls = tuple(ir.Array(n, t, ir.Var(size)) for n, t in promoted.items())
     return decls + emit(items)
+
+
+def _lane_locals(stmts, lane: set[str]) -> set[str]:
+    """The locals that hold a lane's values: declared or assigned from one (or from a
+    printed expression, ``ir.Raw``, which may read any) or without a value."""
+    lets: list = []
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, (ir.Let, ir.Assign)):
+                lets.append(s)
+            for attr in ("then", "orelse", "body", "setup"):
+                walk(getattr(s, attr, ()))
+    walk(stmts)
+    out: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for s in lets:
+            name = s.name if isinstance(s, ir.Let) else \
+                s.target.name if isinstance(s.target, ir.Var) else None
+            if name is None or name in out or name in lane:
+                continue
+            if s.value is None or _raw(s.value) or ir.expr_names(s.value) & (lane | out):
+                out.add(name)
+                grew = True
+    return out
+
+
+def _raw(e) -> bool:
+    if isinstance(e, ir.Raw):
+        return True
+    return any(_raw(x) for x in (getattr(e, a, None) for a in ("a", "b", "cond", "index"))
+               if x is not None) or any(_raw(x) for x in getattr(e, "args", ()))
 
 
 def _declared(stmts) -> set[str]:

@@ -238,7 +238,9 @@ def _balanced(text: str) -> bool:
 
 
 def _reindent(text: str, n: int) -> list[str]:
+    """(A preprocessor line, C's ``#pragma``, stays at column 0.)"""
     lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    body = [line for line in lines if line]
+    body = [line for line in lines if line and not line.startswith("#")]
     cut = min((len(line) - len(line.lstrip()) for line in body), default=0)
-    return [" " * n + line[cut:] if line else "" for line in lines]
+    return [line if line.startswith("#") else " " * n + line[cut:] if line else ""
+            for line in lines]

@@ -31,6 +31,7 @@ from ...errors import BackendError
 from ..shader import adaptive, lower, printing, rosenbrock, template
 from ...ir import observers as _observers
 from ..shader import events as _events
+from ..shader import fixed as _fixed
 from ..shader import noise as _noise
 from . import source_key, toolchain
 from .dialect import DIALECTS
@@ -194,6 +195,8 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
         extra["reads_step"] = fresh or _reads_step(field)
     if noise and not stepped:       # field.c.j2: a step's normals, every lane's, before its lanes
         extra.update(_normals_first(printed, desc, dtype))
+    # field.c.j2: the body's pieces (codegen/build/fixed.py); adaptive.c.j2 its noise step
+    extra["fx"] = _fixed.LaneParts(printed)
     name = printed.dialect.adaptive_template if stepped else "field.c.j2"
     arguments = dict(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,

@@ -37,7 +37,9 @@ HERE = Path(__file__).resolve().parent
 # the Python that shapes the text besides the printed pieces: this backend's kernel module
 # (its arguments and the text's last rewrite) and the template environment (filters, tests)
 RENDERERS = (HERE / "kernel.py", HERE.parent / "shader" / "template.py",
-             HERE.parent / "shader" / "lanes.py")
+             HERE.parent / "shader" / "lanes.py",
+             # the statement printer and its lane layout (printed while rendering)
+             HERE.parents[1] / "codegen" / "printer.py", HERE.parents[1] / "codegen" / "lanes.py")
 _ATOMS = (str, int, bool, type(None))
 
 

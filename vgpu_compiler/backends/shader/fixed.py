@@ -51,3 +51,59 @@ def main(k, indent: int = 4) -> str:
     from ...codegen.build import fixed
     from ...codegen.targets import printer
     return printer(k.dialect, splices(k)).text(fixed.main(k.dialect, field(k)), indent)
+
+
+# the C kernel's lane arrays of a trajectory's builtins (templates/base.c.j2)
+C_ARRAYS = {"vg_active": "A_act", "lane": "A_lane"}
+
+
+class LaneParts:
+    """(C) The pieces of the body the lane template (field.c.j2) inserts, laid out over a
+    block of lanes by codegen/lanes.lane_loops, printed when the template asks (a disk hit
+    renders nothing; the disk key digests the field and the dialect: cpu/source_key.py):
+    ``history_start`` (the next saved step, its slot), ``steps`` (the step loop, a saved
+    step's history in it, with the template's lane loops spliced in), ``flux`` (its
+    uniform head, the template's lane loop spliced in) and ``store``; and inside a lane
+    loop of the template, its scalars bound, ``update`` and ``noise_step``."""
+
+    def __init__(self, k):
+        self.fd = field(k)
+        self.dialect = k.dialect
+
+    def _laid(self, stmts, splices=None, indent: int = 0) -> str:
+        from ...codegen import lanes
+        from ...codegen.targets import printer
+        return printer(self.dialect, splices).text(
+            lanes.lane_loops(stmts, C_ARRAYS, registers=self.fd.states, uniform=True), indent)
+
+    def history_start(self) -> str:
+        from ...codegen.build import fixed
+        return self._laid(fixed.history_start())
+
+    def steps(self, lanes: str, lanes_fast: str = "", vote: str = "") -> str:
+        """The step loop(s), with the template's lane loops of a step (``lanes``, the
+        guard's ``lanes_fast``) and collapse vote (``vote``) spliced in."""
+        from ...codegen.build import fixed
+        return self._laid(fixed.steps(self.dialect, self.fd, lanes=True),
+                          {"lanes": lanes, "lanes_fast": lanes_fast, "vote": vote}, 4)
+
+    def flux(self, lanes: str) -> str:
+        """The flux after the last step, with the template's lane loop (``lanes``)."""
+        from ...codegen.build import fixed
+        return self._laid(fixed.flux(self.fd), {"flux": lanes}, 4)
+
+    def update(self) -> str:
+        """(Inside the template's lane loop, a lane's scalars bound) the new state."""
+        from ...codegen.build import fixed
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(fixed.update(self.fd))
+
+    def noise_step(self) -> str:
+        """(Inside the template's lane loop) the noise draws and their update."""
+        from ...codegen.build import fixed
+        from ...codegen.targets import printer
+        return printer(self.dialect).text(fixed.noise_step(self.fd))
+
+    def store(self) -> str:
+        from ...codegen.build import fixed
+        return self._laid(fixed.store(self.fd))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir
-from ..ir import BOOL, FLOAT, INT, UINT, Assign, Block, Comment, Elem, If, Let, Raw, Var, i
+from ..ir import BOOL, FLOAT, INT, SLOT, UINT, Assign, Block, Comment, Elem, If, Let, Raw, Var, i
 from . import blocks
 from .adaptive import _zero, init_state
 
@@ -117,10 +117,42 @@ def save_history(fd: Field) -> If:
         comment="a saved step: into the history")
 
 
-def step_loop(t, fd: Field, fast: bool) -> tuple:
-    """The step loop (``fast``: the guard's copy, the stages' unchecked blocks)."""
+def update(fd: Field) -> tuple:
+    """A lane's new state after the drift step (its stages' k)."""
+    return tuple(Assign(Var(x), Raw(v)) for x, v, _ in fd.update)
+
+
+def noise_step(fd: Field) -> tuple:
+    """A lane's noise after the drift step: the draws dW, then the state's update."""
+    return (*(Let(x, FLOAT, Raw(v), comment=note) for x, v, note in fd.noise_draws),
+            *(Assign(Var(x), Raw(v), comment=note) for x, v, note in fd.noise_update))
+
+
+def history_start() -> tuple:
+    """The next saved step of save_every and its slot in b_hist (a wide int: the index
+    reaches slots x states x trajectories)."""
+    return (Let("vg_save_at", INT, ir.mul(ir.add(ir.div(Var("u_step0"), Var("u_every")), i(1)),
+                                          Var("u_every")), mutable=True,
+                comment="the next saved step"),
+            Let("vg_slot", SLOT, i(0), mutable=True, comment="its slot in b_hist"))
+
+
+def step_loop(t, fd: Field, fast: bool, lanes: bool = False) -> tuple:
+    """The step loop (``fast``: the guard's copy, the stages' unchecked blocks). ``lanes``
+    (C: a block of lanes, codegen/lanes.lane_loops): a step's lane loops, from the stages
+    to the observers, are the splice ``lanes`` (``lanes_fast``: the guard's copy) and the
+    collapse vote ``vote`` (the template lays out their binding of a lane's scalars)."""
     zero = _zero(t)
     n = Var("n")
+    if lanes:
+        return (Comment(f"--- the step loop: {len(fd.stages)}-stage explicit Runge-Kutta ---"),
+                ir.Loop("n", Var("u_step0"), ir.add(Var("u_step0"), Var("u_nsteps")), (
+                    *((If(Var("done"), (ir.Break(),)),) if fd.collapse is not None else ()),
+                    *((Let("t_n", FLOAT, _t_at(n)),) if "tt" in fd.loop_words else ()),
+                    *((Let("nstep", INT, n),) if "nstep" in fd.loop_words else ()),
+                    ir.Splice("lanes_fast" if fast else "lanes"),
+                    *((ir.Splice("vote"),) if fd.collapse is not None else ()),
+                    *((save_history(fd),) if fd.history else ()))))
     head = (f"{fd.noise} (the drift step, then the noise)" if fd.noise
             else f"{len(fd.stages)}-stage explicit Runge-Kutta")
     stages = tuple(Block((
@@ -135,14 +167,21 @@ def step_loop(t, fd: Field, fast: bool) -> tuple:
         *(Let(name, FLOAT, zero, mutable=True) for ks in fd.stage_k for name in ks),
         *(Let(name, FLOAT, zero, mutable=True) for name in fd.noise_vars),
         *stages,
-        *(Assign(Var(x), Raw(v)) for x, v, _ in fd.update),
-        *(Let(x, FLOAT, Raw(v), comment=note) for x, v, note in fd.noise_draws),
-        *(Assign(Var(x), Raw(v), comment=note) for x, v, note in fd.noise_update),
+        *update(fd),
+        *noise_step(fd),
         *((ir.Splice("observe"),) if fd.observe else ()),
         *((vote(fd),) if fd.collapse is not None else ()),
         *((save_history(fd),) if fd.history else ()))
     return (Comment(f"--- the step loop: {head} ---"),
             ir.Loop("n", Var("u_step0"), ir.add(Var("u_step0"), Var("u_nsteps")), body))
+
+
+def steps(t, fd: Field, lanes: bool = False) -> tuple:
+    """The step loop; with a guard, its unchecked copy first (``lanes``: step_loop's)."""
+    if fd.guard:
+        return (If(Raw(fd.guard), step_loop(t, fd, True, lanes), step_loop(t, fd, False, lanes),
+                   comment=f"then {fd.guard_note}: those reads are unchecked"),)
+    return step_loop(t, fd, False, lanes)
 
 
 def flux(fd: Field) -> tuple:
@@ -177,15 +216,8 @@ def main(t, fd: Field) -> tuple:
         out += [ir.Blank(), *collapse_carry()]
     out.append(ir.Blank())
     if fd.history:
-        out += [Let("vg_save_at", INT, ir.mul(ir.add(ir.div(Var("u_step0"), Var("u_every")), i(1)),
-                                              Var("u_every")), mutable=True,
-                    comment="the next saved step"),
-                Let("vg_slot", INT, i(0), mutable=True, comment="its slot in b_hist")]
-    if fd.guard:
-        out.append(If(Raw(fd.guard), step_loop(t, fd, True), step_loop(t, fd, False),
-                      comment=f"then {fd.guard_note}: those reads are unchecked"))
-    else:
-        out += step_loop(t, fd, False)
+        out += history_start()
+    out += steps(t, fd)
     if fd.flux is not None:
         out += [ir.Blank(), *flux(fd)]
     out += [ir.Blank(), *store(fd)]

@@ -108,7 +108,7 @@ class Target:
     unary: dict = field(default_factory=lambda: dict(UNARY))
     types: dict = field(default_factory=lambda: {"int": "int", "uint": "uint", "bool": "bool",
                                                  "word": "uint", "f64": "double",
-                                                 "vec3": "vec3"})
+                                                 "vec3": "vec3", "slot": "int"})
     select: str = "({0} ? {1} : {2})"
     cast: str = "{F}({0})"               # an int to the working float
     declare: str = "{T} {name} = {value};"   # a field expression's local with its value

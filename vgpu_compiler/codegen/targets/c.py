@@ -35,7 +35,7 @@ C_FLOAT32 = replace(
     GLSL_FLOAT32, language="c", suffix="f", float_ops=C_FLOAT_OPS, int_ops=C_INT_OPS,
     types={"int": "int", "uint": "unsigned", "bool": "bool",
            "word": "vg_word", "u64": "uint64_t",
-           "f64": "double"},   # (vg_word: templates/helpers.c.j2)
+           "f64": "double", "slot": "long"},   # (vg_word: templates/helpers.c.j2)
     cast="(({F})({0}))", buffer_read="{buffer}[{index}]", index3="{0}, {1}, {2}",
     uniform_decl="{T} {name};", constant_decl="const {T} {name} = {value};",
     shared_decl="{T} {name}{size};", barrier="", template="field.c.j2",

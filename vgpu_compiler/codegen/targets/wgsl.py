@@ -51,7 +51,7 @@ WGSL = replace(
     GLSL_FLOAT32, language="wgsl", F="f32", suffix="",
     int_ops=INT, float_ops=FLOAT, unary=UNARY_WGSL, binary=BINARY_WGSL,
     types={"int": "i32", "uint": "u32", "bool": "bool", "word": "u32",
-           "vec3": "vec3<f32>"},
+           "vec3": "vec3<f32>", "slot": "i32"},
     select="select({2}, {1}, {0})", lazy_select=True,
     cast="f32({0})", declare="let {name}: {T} = {value};",
     buffer_read="{buffer}[{index}]",
