@@ -157,6 +157,7 @@ field lin {
     observe bar = average(y1)
     observe hi = peak(y2)
     observe lo = trough(y1)
+    observe half = first(y1 < 0.5)
     solve %s(t1 = 1, rtol = 1e-6, atol = 1e-8)
 }"""
 
@@ -165,12 +166,13 @@ field lin {
 @pytest.mark.parametrize("method", ["rodas4", "rodas5p", "rosenbrock23"])
 def test_stiff_observer_kernels_compile_with_nvrtc(nvrtc, method, dtype):
     """peak, trough, integral and average with a stiff method (the observers' rows of W
-    solved after the states'): the CUDA text compiles, and is the C text."""
+    solved after the states'), and first (the events' kernel, no `when`): the CUDA text
+    compiles, and is the C text."""
     from vgpu_compiler.ir import observers
     text = STIFF_OBSERVING.replace("%s", method)
     field = observers.lower(compile_program(text, "stiff.field").program.fields[0]).field
     cuda = source.source(field, dtype)[0]
-    assert "the observers' rows" in cuda
+    assert "the observers' rows" in cuda and "vg_fhit" in cuda     # (first located)
     assert len(nvrtc.compile(cuda, "sm_90", "stiff.cu")) > 1000
     assert _kernel_lines(cuda) == _kernel_lines(c_kernel.source(field, dtype)[0])
 

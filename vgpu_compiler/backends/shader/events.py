@@ -86,20 +86,20 @@ MAX_EVENTS = 30             # a lane's previous conditions are the bits of one i
 
 def check(field: Field, backend: str) -> None:
     """What the compiled backends' events do not cover, as a BackendError naming
-    ``backend`` at the field's first event: a stiff method with events (or an observer
-    ``first``, located as they are), more than MAX_EVENTS."""
-    if not field.events and not _observers.firsts(field):
+    ``backend`` at the field's first event: a stiff method with events (``when``; its
+    observers ``first`` alone run, located on its dense output in the events' kernel),
+    more than MAX_EVENTS."""
+    if not field.events:
         return
     if field.jacobian is not None:
-        why = (f"{field.solver.method} with events yet" if field.events else
-               f"observer `first` with {field.solver.method} yet")
+        why = f"{field.solver.method} with events (`when`) yet"
     elif len(field.events) > MAX_EVENTS:
         why = f"more than {MAX_EVENTS} events ({len(field.events)})"
     else:
         return
     raise BackendError(f"the {backend} backend has no {why} (field `{field.name}`); use "
                        f"{S.setting('backend', 'numpy')}",
-                       span=field.events[0].span if field.events else None)
+                       span=field.events[0].span)
 
 
 def _where(span) -> str:

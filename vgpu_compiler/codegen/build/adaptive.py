@@ -163,16 +163,18 @@ def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
         pause = (*save_dense(fd), *pause)   # the state at u_pause, not the events' saves
     ok.append(If(ir.gt(tn, Var("u_pause")), pause,
                  comment="the step covers u_pause: kept at the next advance"))
+    if fd.ros:      # not FSAL: F at the new state
+        kept = (ros_restart(fd, sts),
+                *(Assign(Var(st), Var(f"vg_n{j}")) for j, st in enumerate(fd.states)), *moved)
+    else:
+        kept = fsal + moved
     if fd.events:
         ok += [ir.Splice("keep"),
                If(Var("vg_moved"), (If(ir.not_(Var("vg_atend")),
                                        (Assign(Var("vg_cut"), ir.Lit(False, BOOL)),)),
-                                    ir.Splice("restart")), fsal + moved)]
-    elif fd.ros:
-        ok += [ros_restart(fd, sts),
-               *(Assign(Var(st), Var(f"vg_n{j}")) for j, st in enumerate(fd.states)), *moved]
+                                    ir.Splice("restart")), kept)]
     else:
-        ok += [*fsal, *moved]
+        ok += kept
     if fd.observe:
         ok.append(ir.Splice("observe"))
     ok += [Inc(Var("vg_taken")), Assign(Var("vg_again"), i(0))]
