@@ -981,22 +981,60 @@ def test_adaptive_simulation_peak_trough(request, tmp_path, backend):
     np.testing.assert_array_equal(plain.steps_rejected, sim.steps_rejected)
 
 
-def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
-    src = """
+COLLAPSING = """
 field ring {
     grid i < N
-    basin l < 2
+    basin l < 4
     coupled u = x
-    state x = float(i)
-    dx/dt = -x + u[l]
-    collapse when x < 0.5
-    observe small = first(x < 1)
-    solve rk4(dt = 0.01, steps = 30)
+    output tot[2]
+    state x = float(i) * 0.1 + 0.05
+    dx/dt = -x + 0.5 * (u[l - 1] + u[l + 1]) - x * x * x + 0.3 * exp(-t) * (1.5 - t)
+    observe hot = first(x > 0.3 + 0.05 * float(i))
+    observe top = peak(x)
+    flux tot[0] += x + t
+    collapse when x < 0.45 - 0.005 * float(i) and t > 1.0
+    solve rk4(dt = 0.01, steps = 300)
 }
 """
-    with pytest.raises(BackendError, match="Simulation on cpu does not compute the observer "
-                                           "first in a basin with `collapse when`"):
-        vgpu.Simulation(src, backend="cpu", dims={"N": 4})
+
+
+@pytest.mark.parametrize("backend", ["cpu", "glsl", "wgpu"])
+def test_simulation_first_in_collapsing_basins(request, tmp_path, backend):
+    """first(COND) with `collapse when` in a Simulation: the basins collapse at steps of
+    their own (one at the end of the first advance exactly: the kernel marks it, its
+    step size 0, and the next advances keep it ended, its flux at its own steps);
+    advances in pieces (one of no step) and a checkpoint resumed on the backend and on
+    numpy give one run's observers, states, flux and steps_taken bit for bit, and those
+    are the numpy reference's (to float32's rounding on the shaders)."""
+    _needs(request, backend)
+    kw = {"dims": {"N": 12}, "dtype": _dtype(backend)}
+    ref = vgpu.solve(COLLAPSING, backend="numpy", **kw)
+    one = vgpu.solve(COLLAPSING, backend=backend, **kw)
+    taken = ref.steps_taken
+    assert len(set(taken.tolist())) == 3 and taken.max() < 300
+    k = int(taken[4])                   # basin 1 collapses at the end of the first piece
+    assert (~np.isnan(ref.observed["hot"])).sum() >= 3
+    sim = vgpu.Simulation(COLLAPSING, backend=backend, **kw).advance(k)
+    sim.save(tmp_path / "c.npz")
+    np.testing.assert_array_equal(sim.steps_taken, np.minimum(taken, k))
+    sim.advance(0).advance(30).advance(300 - k - 30)
+    back = vgpu.Simulation.load(tmp_path / "c.npz").advance(300 - k)
+    there = vgpu.Simulation.load(tmp_path / "c.npz", backend="numpy").advance(300 - k)
+    assert (sim.backend, back.backend, there.backend) == (backend, backend, "numpy")
+    tol = 1e-5 if backend != "cpu" else 1e-12
+    for got in (sim, back, there):
+        for x, v in one.observed.items():
+            np.testing.assert_array_equal(got.observed[x], v, err_msg=x)
+            np.testing.assert_allclose(got.observed[x], ref.observed[x], rtol=tol,
+                                       atol=tol, err_msg=x)
+        np.testing.assert_array_equal(got.states, one.states)
+        np.testing.assert_array_equal(got.outputs["tot"], one.outputs["tot"])
+        np.testing.assert_array_equal(got.steps_taken, taken)
+    np.testing.assert_allclose(one.states, ref.states, rtol=tol, atol=tol)
+    np.testing.assert_allclose(one.outputs["tot"], ref.outputs["tot"], rtol=tol)
+
+
+def test_simulation_refuses_step_end_observers_where_not_computed(cpu):
     with pytest.raises(BackendError, match="an adaptive Simulation on cpu does not compute "
                                            "the observer first yet"):
         vgpu.Simulation(OSC % ADAPTIVE, backend="cpu", dims={"N": 2})
