@@ -20,16 +20,12 @@ CASES = [(b, d) for b in GPU for d in DTYPES[b]]
 
 
 def _same(backend, sol, plain):
-    """The run is the one without observers: bit for bit, except the states on wgpu. There
-    a field with a `first` runs the events kernel (templates/adaptive.wgsl.j2), the one
-    without it the plain kernel (or the plain steps before the event code), and WGSL has
-    no `precise`: lavapipe contracts the plain kernel's arithmetic its own way (its states
-    differ from numpy's by an ulp or a few; the events kernel's are numpy's)."""
-    if backend != "wgpu":
-        return _same_run(sol, plain)
-    for name in ("steps_taken", "status", "t", "steps_rejected", "event_counts"):
-        np.testing.assert_array_equal(getattr(sol, name), getattr(plain, name), err_msg=name)
-    np.testing.assert_allclose(sol.states, plain.states, rtol=1e-5, atol=1e-5)
+    """The run is the one without observers, bit for bit, on wgpu too: the field with a
+    `first` runs the events kernel, the one without it the plain kernel (or the plain
+    steps before the event code), and WGSL has no `precise`; lavapipe contracts both the
+    same way in these fields (measured: identical states; both can be an ulp off numpy's,
+    as the plain kernel is)."""
+    return _same_run(sol, plain)
 
 
 def _solve(src, backend, **kw):
