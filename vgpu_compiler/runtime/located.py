@@ -12,6 +12,13 @@ a slope) leaves the session ``fresh``: the next advance computes F at the state 
 a step's stage 0 is. An interrupted advance (its trajectories part way, at steps of
 their own) goes back to the state before it.
 
+In a basin with ``collapse when`` a collapsed basin ends (status reached end) at the
+steps it took, and the kernel sets its step size to 0 (a fixed step's is otherwise dt):
+an advance resumes only the trajectories whose step size is not 0 (the shaders' kernel
+at its first dispatch, cpu's host), the others deposit their flux at the state, time and
+steps of their collapse; a snapshot holds each one's steps and whether it collapsed
+(``taken``, ``done``), and a restore writes them back.
+
 A backend gives (its own host structures: cpu's arrays of the C call, the shaders'
 runtime/adaptive.py ``Target``):
 
@@ -20,6 +27,8 @@ runtime/adaptive.py ``Target``):
 - ``_run(step0, total)``: run to step ``total`` (``step0 == 0``: from the start; else
   resumed, F computed first where ``self.fresh``), every call done whole (``held``);
 - ``_read()`` -> ``(state, init or None, slope)`` on the host, ``(n_states, N)`` each;
+- ``_counts()`` -> ``(taken, done)`` on the host, ``(N,)`` each: the steps each
+  trajectory took and whether its basin collapsed (its step size 0);
 - ``_write(snapshot)``: the buffers of a run that ended at ``snapshot.step`` (its slope,
   or none: the session is fresh);
 - ``_carries()``: the buffers hold F after a run (cpu's kernel that computes each step's
@@ -58,8 +67,8 @@ class Located:
         state, init, slope = self._read()
         state = state.copy()
         init = init.copy() if init is not None else state.copy()
-        n = state.shape[1]
-        return Snapshot(step, state, init, np.full(n, step, np.int32), np.zeros(n, bool),
+        taken, done = self._counts()
+        return Snapshot(step, state, init, np.array(taken, np.int32), np.array(done, bool),
                         slope=None if self.fresh else slope.copy())
 
     def restore(self, snap: Snapshot) -> None:
@@ -82,7 +91,16 @@ class Located:
         self._change(lambda: self._input(name, array))
 
     def steps_taken(self) -> np.ndarray:
-        return np.full(self.bound.grid_shape, self.step, np.int32)
+        if self.bound.field.collapse is None:
+            return np.full(self.bound.grid_shape, self.step, np.int32)
+        return np.array(self._counts()[0], np.int32).reshape(self.bound.grid_shape)
+
+    def times(self, taken: np.ndarray, done: np.ndarray):
+        """Rows t and step size of a run's ``b_ad`` at these steps: ``t0 + taken * dt``
+        (as the kernel computes a step's time), dt, or 0 where the basin collapsed."""
+        dt, b = self.bound.dtype.type, self.bound
+        t = dt(b.t0) + np.asarray(taken).astype(self.bound.dtype) * dt(b.dt)
+        return t, np.where(done, dt(0), dt(b.dt)).astype(self.bound.dtype)
 
     def alias_input(self, name, source, output) -> bool:
         return False

@@ -5,11 +5,12 @@ kernel on steps ``[step0, step0 + nsteps)``, as runner.py's segments do.
 A field with an observer ``first`` runs, as dispatch.run runs it, the events' kernel
 (templates/events.c.j2, its buffers AdaptiveCall's): ``LocatedSession``, runtime/
 located.py's rule. An advance sets its step count ``u_steps`` to ``step0 + nsteps`` and
-lets the trajectories that ended at ``step0`` run on (status running again), F at the
-state carried in ``b_ad``. Where F is not carried (set_state, set_params, set_input,
-another backend's checkpoint) the session goes on with the kernel that computes each
-step's stage 0 at the step's start (``kernel.plan``'s ``fresh``). The flux on the state
-reached without a step is the plain kernel's call of no step."""
+its first call (``u_step0 = 2``, templates/adaptive.c.j2) lets the trajectories that
+ended at ``step0`` run on (status running again; one already at ``u_steps``, or whose
+basin collapsed, ends at once with its flux on the state), F at the state carried in
+``b_ad``. Where F is not carried (set_state, set_params, set_input, another backend's
+checkpoint) the session goes on with the kernel that computes each step's stage 0 at
+the step's start (``kernel.plan``'s ``fresh``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -109,13 +110,7 @@ class LocatedSession(Located, Session):
     advance (the module's docstring)."""
 
     def __init__(self, prepared, data):
-        if prepared.template.field.collapse is not None:
-            raise BackendError("a Simulation on cpu does not compute the observer first in "
-                               "a basin with `collapse when` yet (vgpu.solve(..., "
-                               "backend='cpu') does); use backend='numpy'")
         self.fresh_kernel = False   # the kernel that computes each step's stage 0 (below)
-        self.plain = None           # the plain kernel's call: flux without a step
-        self.flux_from = None       # the call whose deposits are the outputs
         super().__init__(prepared, data)
         self.held = True            # (host arrays: readable from the start)
 
@@ -128,8 +123,6 @@ class LocatedSession(Located, Session):
         roles = [b["role"] for b in k.meta["buffers"]]
         self.init = run.buffers[roles.index("init")] if "init" in roles else None
         self.attempts = attempts_per_call(bound.field, run.nslots)
-        self.plain = None
-        self.flux_from = run
 
     def _fresh_kernel(self) -> None:
         if not self.fresh_kernel:
@@ -139,51 +132,30 @@ class LocatedSession(Located, Session):
     def _input(self, name: str, array: np.ndarray) -> None:
         self._fresh_kernel()            # (F at the state: of the old input)
         _set_input(self.run, name, array)
-        self.plain = None
 
     def _carries(self) -> bool:
         return not self.fresh_kernel
 
     def _run(self, step0: int, total: int) -> None:
         """From the start (step0 = 0: the start values made again, as every kernel's step
-        0 makes them), or every trajectory resumed at step0; without a step past step0
-        only the flux on the state."""
+        0 makes them), or every trajectory resumed at step0 (the kernel's u_step0 = 2: on
+        to ``total``; one already there, or whose basin collapsed, ends at once with its
+        flux on the state)."""
         run = self.run
-        if step0 and step0 == total:
-            with held():
-                self._flux(step0)
-            return
         run.ints[run.role["steps"]] = total
-        start = 0
-        if step0:
-            run.cnt[2][:] = RUNNING
-            start = 1
+        start = 2 if step0 else 0
         while True:
             with held():
                 run._call(start, 0, False, attempts=self.attempts)
             start = 1
             if not (run.cnt[2] == RUNNING).any():
                 break
-        self.flux_from = run
-
-    def _flux(self, step: int) -> None:
-        """The flux on the state held (no step): the plain kernel's call of no step."""
-        run = self.run
-        if not run.bound.field.flux:
-            return
-        if self.plain is None:
-            self.plain = _Call(_kernel(self.prepared, run.bound, dense=False), run.bound)
-        plain = self.plain
-        plain.state[:] = run.state
-        roles = [b["role"] for b in plain.k.meta["buffers"]]
-        if "init" in roles:
-            plain.buffers[roles.index("init")][:] = (self.init if self.init is not None
-                                                     else run.state)
-        plain._call(step, 0, True)
-        self.flux_from = plain
 
     def outputs(self) -> dict:
-        return self.flux_from._outputs()
+        return self.run._outputs()
+
+    def _counts(self):
+        return self.run.cnt[0], self.run.ad[1] == 0
 
     def _read(self):
         """The state, start values and F at it (b_ad's k0: the next step's stage 0)."""
@@ -198,18 +170,16 @@ class LocatedSession(Located, Session):
         if snap.slope is None:
             self._fresh_kernel()
         run = self.run
-        dt = run.bound.dtype
         run.state[:] = snap.state
         if self.init is not None:
             self.init[:] = snap.init
         run.ad[:] = 0
         if snap.slope is not None and not self.fresh_kernel:
             run.ad[2:] = snap.slope
-        run.ad[0] = dt.type(run.bound.t0) + dt.type(snap.step) * dt.type(run.bound.dt)
-        run.ad[1] = dt.type(run.bound.dt)
+        taken = snap.taken if run.bound.field.collapse is not None else snap.step
+        run.ad[0], run.ad[1] = self.times(np.broadcast_to(taken, run.n), snap.done)
         run.cnt[:] = 0
-        run.cnt[0] = snap.step
+        run.cnt[0] = taken
         run.cnt[2] = C.REACHED_END
         run.evi[:] = 0
         run.evf[:] = 0
-        self.flux_from = run

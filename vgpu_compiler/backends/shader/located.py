@@ -38,10 +38,6 @@ class LocatedSession(Located):
     name = "shader"
 
     def __init__(self, prepared, data):
-        if prepared.template.field.collapse is not None:
-            raise BackendError(f"a Simulation on {self.name} does not compute the observer "
-                               f"first in a basin with `collapse when` yet (vgpu.solve(..., "
-                               f"backend='{self.name}') does); use backend='numpy'")
         self.prepared = prepared
         self._seen, self.pending = None, []
         self._bind(host.kernel_field(prepared.bound(data)))
@@ -101,18 +97,23 @@ class LocatedSession(Located):
     def _read(self):
         if self._seen is None:
             n, ns, item = self.n, self.ns, self.dtype.itemsize
-            names = ["b_state", "b_ad"] + (["b_init"] if self._uses_init else [])
+            names = ["b_state", "b_ad", "b_cnt"] + (["b_init"] if self._uses_init else [])
             sizes = {"b_state": ns * n * item, "b_ad": (2 + ns) * n * item,
-                     "b_init": ns * n * item}
+                     "b_cnt": self.target.layout.counters * n * 4, "b_init": ns * n * item}
             with self._lock():
                 got = self.target.read([(x, sizes[x]) for x in names])
-            raw = {x: np.frombuffer(g, self.dtype).copy() for x, g in zip(names, got)}
+            raw = {x: np.frombuffer(g, np.int32 if x == "b_cnt" else self.dtype).copy()
+                   for x, g in zip(names, got)}
             self._seen = {"state": raw["b_state"].reshape(ns, n),
-                          "ad": raw["b_ad"].reshape(2 + ns, n)}
+                          "ad": raw["b_ad"].reshape(2 + ns, n), "taken": raw["b_cnt"][:n]}
             if "b_init" in raw:
                 self._seen["init"] = raw["b_init"].reshape(ns, n)
         seen = self._seen
         return seen["state"], seen.get("init"), seen["ad"][2:]
+
+    def _counts(self):
+        self._read()
+        return self._seen["taken"], self._seen["ad"][1] == 0
 
     @property
     def _uses_init(self) -> bool:
@@ -142,18 +143,18 @@ class LocatedSession(Located):
         dispatch; read until then from the snapshot): its state, start values, t, step,
         F at the state (the snapshot's slope; without one the next advance computes it),
         the counters of steps that all reached u_steps."""
-        dt, b = self.dtype.type, self.bound
+        taken = np.broadcast_to(snap.taken if self.bound.field.collapse is not None
+                                else snap.step, self.n)
         ad = np.zeros((2 + self.ns, self.n), self.dtype)
-        ad[0] = dt(b.t0) + dt(snap.step) * dt(b.dt)
-        ad[1] = dt(b.dt)
+        ad[0], ad[1] = self.times(taken, snap.done)
         if not self.fresh:
             ad[2:] = snap.slope
         cnt = np.zeros((self.target.layout.counters, self.n), np.int32)
-        cnt[0], cnt[2] = snap.step, C.REACHED_END
+        cnt[0], cnt[2] = taken, C.REACHED_END
         state = np.ascontiguousarray(snap.state, self.dtype)
         self.pending = [("b_state", state.tobytes()), ("b_ad", ad.tobytes()),
                         ("b_cnt", cnt.tobytes())]
-        self._seen = {"state": state, "ad": ad}
+        self._seen = {"state": state, "ad": ad, "taken": cnt[0].copy()}
         if self._uses_init:
             init = np.ascontiguousarray(snap.init, self.dtype)
             self.pending.append(("b_init", init.tobytes()))

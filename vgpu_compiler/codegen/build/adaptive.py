@@ -401,11 +401,13 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
     out.append(If(ir.eq(step0, i(0)), tuple(body)))
     if fd.fixed and fd.events and fd.firsts:
         taken, steps = Var("vg_taken"), Var("u_steps")
+        live = ir.lt(taken, steps)
+        if fd.collapse:         # (a collapsed basin's step size is 0: _collapsed)
+            live = ir.and_(live, ir.ne(Var("vg_h"), f(0.0)))
         out += [
             If(ir.Bin(ir.Op.GE, step0, i(2)), (
-                Assign(Var("vg_status"), ir.Select(ir.lt(taken, steps), i(running),
-                                                   i(C.REACHED_END))),
-                Assign(Var("vg_flux_due"), ir.Bin(ir.Op.GE, taken, steps))),
+                Assign(Var("vg_status"), ir.Select(live, i(running), i(C.REACHED_END))),
+                Assign(Var("vg_flux_due"), ir.not_(live))),
                comment="a Simulation's advance (shader/located.py): every trajectory on to "
                        "u_steps"),
             If(ir.eq(step0, i(3)), (Block((
@@ -495,7 +497,8 @@ def fixed_events(t, fd: Field, sts: tuple, running: int, noise: bool = False) ->
         *((ir.Splice("observe"),) if fd.observe else ()),
         If(Var("vg_stepped"), (Inc(taken), Assign(again, i(0)), ir.Splice("save_step"),
                                *((ir.Splice("vote"),) if fd.collapse else ()),
-                               If(end, (_status(C.REACHED_END),)))),
+                               If(end, (_status(C.REACHED_END),)),
+                               *(_collapsed() if fd.collapse else ()))),
         ir.Splice("all_stopped"),
         If(ir.ne(Var("vg_status"), i(running)),
            (Assign(Var("vg_flux_due"), ir.Lit(True, BOOL)),)))
@@ -508,6 +511,13 @@ def fixed_events(t, fd: Field, sts: tuple, running: int, noise: bool = False) ->
         If(ir.eq(again, i(0)), (Assign(Var("vg_instep"), i(0)),)),
         Block(step)), comment="step vg_taken of a fixed-step method with events, or the rest "
                               "of it after one"),)
+
+
+def _collapsed() -> tuple:
+    """A fixed step whose basin collapsed: its step size (otherwise u_dt, read nowhere) 0,
+    so that a Simulation's advance keeps it ended (start: u_step0 >= 2)."""
+    return (If(Var("vg_collapsed"), (Assign(Var("vg_h"), f(0.0)),),
+               comment="its basin collapsed: no step left"),)
 
 
 def lean_step(t, fd: Field, sts: tuple, rest: bool) -> tuple:
