@@ -129,7 +129,29 @@ static inline __attribute__((always_inline)) double vg_exp(double x) {
     return x != x ? x : u;
 }
 
-static inline double vg_log(double x) { return log(x); }
+static inline __attribute__((always_inline)) double vg_log(double x) {
+    const int sub = x < 2.2250738585072014e-308;                 // (and 0, negatives)
+    union { double f; uint64_t u; } v = { sub ? x * 18014398509481984.0 : x };   // 2^54
+    uint32_t hx = (uint32_t)(v.u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
+    const int k = (int)(hx >> 20) - 0x3ff - (sub ? 54 : 0);
+    hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
+    v.u = (uint64_t)hx << 32 | (v.u & 0xffffffffu);
+    const double f = v.f - 1.0;
+    const double hfsq = 0.5 * f * f;
+    const double s = f / (2.0 + f);
+    const double z = s * s, w = z * z;
+    const double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01
+                                                          + w * 1.531383769920937332e-01));
+    const double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
+                           + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    const double R = t2 + t1, dk = (double)k;
+    double r = s * (hfsq + R) + dk * 1.90821492927058770002e-10 - hfsq + f
+               + dk * 6.93147180369123816490e-01;
+    r = x == (double)INFINITY ? x : r;
+    r = x == 0.0 ? -(double)INFINITY : r;
+    return x < 0.0 || x != x ? (double)NAN : r;
+}
+
 static inline double vg_log2(double x) { return log2(x); }
 static inline double vg_atan2(double y, double x) { return atan2(y, x); }
 

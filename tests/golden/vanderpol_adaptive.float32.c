@@ -127,7 +127,24 @@ static inline __attribute__((always_inline)) float vg_exp(float x) {
     return x != x ? x : u;
 }
 
-static inline float vg_log(float x) { return logf(x); }
+static inline __attribute__((always_inline)) float vg_log(float x) {
+    const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
+    union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
+    uint32_t ix = v.u + (0x3f800000u - 0x3f3504f3u);
+    const int k = (int)(ix >> 23) - 0x7f - (sub ? 25 : 0);
+    v.u = (ix & 0x007fffffu) + 0x3f3504f3u;
+    const float f = v.f - 1.0f;
+    const float s = f / (2.0f + f);
+    const float z = s * s, w = z * z;
+    const float t1 = w * (0xccce13.0p-25f + w * 0xf89e26.0p-26f);
+    const float t2 = z * (0xaaaaaa.0p-24f + w * 0x91e9ee.0p-25f);
+    const float R = t2 + t1, hfsq = 0.5f * f * f, dk = (float)k;
+    float r = s * (hfsq + R) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
+    r = x == (float)INFINITY ? x : r;
+    r = x == 0.0f ? -(float)INFINITY : r;
+    return x < 0.0f || x != x ? (float)NAN : r;
+}
+
 static inline float vg_log2(float x) { return log2f(x); }
 static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
 
