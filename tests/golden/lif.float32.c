@@ -39,6 +39,7 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     && !defined(VG_NO_LIBMVEC)
 #if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
 #define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#define VG_LIBMVEC 1        /* (vg_log: libmvec's where there is one) */
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
@@ -127,6 +128,9 @@ static inline __attribute__((always_inline)) float vg_exp(float x) {
     return x != x ? x : u;
 }
 
+#ifdef VG_LIBMVEC
+static inline float vg_log(float x) { return logf(x); }
+#else
 static inline __attribute__((always_inline)) float vg_log(float x) {
     const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
     union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
@@ -144,6 +148,7 @@ static inline __attribute__((always_inline)) float vg_log(float x) {
     r = x == 0.0f ? -(float)INFINITY : r;
     return x < 0.0f || x != x ? (float)NAN : r;
 }
+#endif
 
 static inline float vg_log2(float x) { return log2f(x); }
 static inline float vg_atan2(float y, float x) { return atan2f(y, x); }

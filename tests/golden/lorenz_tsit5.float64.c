@@ -39,6 +39,7 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     && !defined(VG_NO_LIBMVEC)
 #if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
 #define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#define VG_LIBMVEC 1        /* (vg_log: libmvec's where there is one) */
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
@@ -129,6 +130,9 @@ static inline __attribute__((always_inline)) double vg_exp(double x) {
     return x != x ? x : u;
 }
 
+#ifdef VG_LIBMVEC
+static inline double vg_log(double x) { return log(x); }
+#else
 static inline __attribute__((always_inline)) double vg_log(double x) {
     const int sub = x < 2.2250738585072014e-308;                 // (and 0, negatives)
     union { double f; uint64_t u; } v = { sub ? x * 18014398509481984.0 : x };   // 2^54
@@ -151,6 +155,7 @@ static inline __attribute__((always_inline)) double vg_log(double x) {
     r = x == 0.0 ? -(double)INFINITY : r;
     return x < 0.0 || x != x ? (double)NAN : r;
 }
+#endif
 
 static inline double vg_log2(double x) { return log2(x); }
 static inline double vg_atan2(double y, double x) { return atan2(y, x); }

@@ -39,6 +39,7 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     && !defined(VG_NO_LIBMVEC)
 #if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
 #define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#define VG_LIBMVEC 1        /* (vg_log: libmvec's where there is one) */
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
@@ -127,6 +128,9 @@ static inline __attribute__((always_inline)) float vg_exp(float x) {
     return x != x ? x : u;
 }
 
+#ifdef VG_LIBMVEC
+static inline float vg_log(float x) { return logf(x); }
+#else
 static inline __attribute__((always_inline)) float vg_log(float x) {
     const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
     union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
@@ -144,6 +148,7 @@ static inline __attribute__((always_inline)) float vg_log(float x) {
     r = x == 0.0f ? -(float)INFINITY : r;
     return x < 0.0f || x != x ? (float)NAN : r;
 }
+#endif
 
 static inline float vg_log2(float x) { return log2f(x); }
 static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
@@ -290,6 +295,51 @@ typedef uint64_t vg_word;
 #else
 typedef uint32_t vg_word;
 #endif
+// The normal's log and cos (Box-Muller's, float32 in every dtype): libmvec's where there is
+// one (faster than the inline code: docs/performance.md, section 14), else inline
+// arithmetic, so that the lane loop of the normals has no call. vg_cos32 is cos for
+// |x| < 2^28 (Box-Muller's argument is in (0, 2 pi]): FreeBSD's cosf without its branches,
+// in double precision (x - n pi/2 with pi/2 in two parts, exact for |n| < 2^28; the
+// kernels __kernel_cosdf / __kernel_sindf, error below 2^-34 on [-pi/4, pi/4]), rounded once.
+#ifdef VG_LIBMVEC
+static inline float vg_log32(float x) { return logf(x); }
+#else
+static inline __attribute__((always_inline)) float vg_log32(float x) {
+    const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
+    union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
+    uint32_t ix = v.u + (0x3f800000u - 0x3f3504f3u);
+    const int k = (int)(ix >> 23) - 0x7f - (sub ? 25 : 0);
+    v.u = (ix & 0x007fffffu) + 0x3f3504f3u;
+    const float f = v.f - 1.0f;
+    const float s = f / (2.0f + f);
+    const float z = s * s, w = z * z;
+    const float t1 = w * (0xccce13.0p-25f + w * 0xf89e26.0p-26f);
+    const float t2 = z * (0xaaaaaa.0p-24f + w * 0x91e9ee.0p-25f);
+    const float R = t2 + t1, hfsq = 0.5f * f * f, dk = (float)k;
+    float r = s * (hfsq + R) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
+    r = x == (float)INFINITY ? x : r;
+    r = x == 0.0f ? -(float)INFINITY : r;
+    return x < 0.0f || x != x ? (float)NAN : r;
+}
+#endif
+
+#ifdef VG_LIBMVEC
+static inline float vg_cos32(float x) { return cosf(x); }
+#else
+static inline __attribute__((always_inline)) float vg_cos32(float x) {
+    const double d = x;
+    const double fn = (d * 6.36619772367581382433e-01 + 6755399441055744.0) - 6755399441055744.0;
+    const int n = (int)fn;
+    const double r = (d - fn * 1.57079631090164184570e+00) - fn * 1.58932547735281966916e-08;
+    const double z = r * r, w = z * z;
+    const double c = ((1.0 + z * -0x1ffffffd0c5e81.0p-54) + w * 0x155553e1053a42.0p-57)
+                     + (w * z) * (-0x16c087e80f1e27.0p-62 + z * 0x199342e0ee5069.0p-68);
+    const double s = (r + (z * r) * (-0x15555554cbac77.0p-55 + z * 0x111110896efbb2.0p-59))
+                     + (z * r) * w * (-0x1a00f9e2cae774.0p-65 + z * 0x16cd878c3b46a7.0p-71);
+    const double v = (n & 1) ? s : c;                       // cos, -sin, -cos, sin
+    return (float)(((n + 1) & 2) ? -v : v);
+}
+#endif
 // vg_normal's u1 (returned) and u2 (through the pointer): the lane loop's first phase
 static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zero, unsigned key0, unsigned key1, float *u2) {
     vg_word vg_c0 = i;
@@ -396,7 +446,7 @@ static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zer
 
 // ... and its second
 static inline float vg_box_muller(float u1, float u2) {
-    return sqrtf((-2.0f) * logf(u1)) * cosf(6.2831855f * u2);
+    return sqrtf((-2.0f) * vg_log32(u1)) * vg_cos32(6.2831855f * u2);
 }
 
 // The standard normal of the noise counter (i, n, k, zero) under the key (key0, key1), in float32

@@ -53,7 +53,7 @@ C_FLOAT32 = replace(
               "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
               "pow_libm": "vg_pow_libm({0}, {1})",      # templates/adaptive.c.j2
               "u64": "((uint64_t){0})", "word": "((vg_word)({0}))",
-              "sqrt32": "sqrtf({0})", "log32": "logf({0})", "cos32": "cosf({0})",
+              "sqrt32": "sqrtf({0})", "log32": "vg_log32({0})", "cos32": "vg_cos32({0})",
               # the helpers built once (codegen/build/helpers.py): C's fmod is libm's
               "to_f64": "((double)({0}))", "to_uint": "((unsigned)({0}))",
               "f32": "((float)({0}))", "floor": "vg_floor({0})", "signbit": "signbit({0})",
