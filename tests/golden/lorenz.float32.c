@@ -43,6 +43,7 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
+#define VG_LIBMVEC35 1      /* (vg_tanh: libmvec's tanhf where there is one) */
 #endif
 #endif
 #ifndef VG_SIMD
@@ -103,7 +104,6 @@ static inline float vg_acos(float x) { return acosf(x); }
 static inline float vg_atan(float x) { return atanf(x); }
 static inline float vg_sinh(float x) { return sinhf(x); }
 static inline float vg_cosh(float x) { return coshf(x); }
-static inline float vg_tanh(float x) { return tanhf(x); }
 static inline __attribute__((always_inline)) float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
     union { uint32_t u; float f; } v = { (uint32_t)(q + 127) << 23 };
     return v.f;
@@ -152,6 +152,21 @@ static inline __attribute__((always_inline)) float vg_log(float x) {
 
 static inline float vg_log2(float x) { return log2f(x); }
 static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
+#ifdef VG_LIBMVEC35
+static inline float vg_tanh(float x) { return tanhf(x); }
+#else
+static inline __attribute__((always_inline)) float vg_tanh(float x) {
+    const float ax = fabsf(x), z = x * x;
+    float p = VG_FMAF(-5.70498872745e-3f, z, 2.06390887954e-2f);
+    p = VG_FMAF(p, z, -5.37397155531e-2f);
+    p = VG_FMAF(p, z, 1.33314422036e-1f);
+    p = VG_FMAF(p, z, -3.33332819422e-1f);
+    const float small = VG_FMAF(p * z, ax, ax);
+    const float big = 1.0f - 2.0f / (vg_exp(ax + ax) + 1.0f);
+    return copysignf(ax < 0.625f ? small : big, x);
+}
+#endif
+
 
 // min/max propagate NaN (numpy's minimum/maximum).
 static inline float vg_min(float a, float b) {

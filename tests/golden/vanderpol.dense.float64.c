@@ -43,6 +43,7 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
+#define VG_LIBMVEC35 1      /* (vg_tanh: libmvec's tanhf where there is one) */
 #endif
 #endif
 #ifndef VG_SIMD
@@ -103,7 +104,6 @@ static inline double vg_acos(double x) { return acos(x); }
 static inline double vg_atan(double x) { return atan(x); }
 static inline double vg_sinh(double x) { return sinh(x); }
 static inline double vg_cosh(double x) { return cosh(x); }
-static inline double vg_tanh(double x) { return tanh(x); }
 static inline __attribute__((always_inline)) double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
     union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
     return v.f;
@@ -159,6 +159,17 @@ static inline __attribute__((always_inline)) double vg_log(double x) {
 
 static inline double vg_log2(double x) { return log2(x); }
 static inline double vg_atan2(double y, double x) { return atan2(y, x); }
+static inline __attribute__((always_inline)) double vg_tanh(double x) {
+    const double ax = fabs(x), z = x * x;
+    const double p = VG_FMA(VG_FMA(-9.64399179425052238628e-1, z, -9.92877231001918586564e1), z,
+                            -1.61468768441708447952e3);
+    const double q = VG_FMA(VG_FMA(z + 1.12811678491632931402e2, z, 2.23548839060100448583e3),
+                            z, 4.84406305325125486048e3);
+    const double small = VG_FMA(z * (p / q), ax, ax);
+    const double big = 1.0 - 2.0 / (vg_exp(ax + ax) + 1.0);
+    return copysign(ax < 0.625 ? small : big, x);
+}
+
 
 // min/max propagate NaN (numpy's minimum/maximum).
 static inline double vg_min(double a, double b) {
