@@ -5,8 +5,8 @@ A cast is ``((float)(x))``, storage buffers are plain pointers, the error index 
 three ints, and every float function goes through a ``vg_*`` helper of
 templates/helpers.c.j2: the C library's function of the working dtype (libmvec's SIMD
 variant on x86-64 glibc; float32 ``tan`` in double precision, rounded once), or inline
-arithmetic where that is faster (``exp``; float64 ``tanh``; ``log``, ``tanh`` and the
-normal's ``log``/``cos`` where there is no libmvec variant): this
+arithmetic where that is faster (``exp``; float64 ``tanh``; ``log``, ``tanh``, float32
+``sin``/``cos`` and the normal's ``log``/``cos`` where there is no libmvec variant): this
 backend has no GLSL limits, so float64 has every function. min/max/sign/clamp propagate
 NaN as numpy does; int ``//`` and ``%`` are Python's, an error by zero, exactly as in
 GLSL. Compiled without ``-ffast-math`` and with ``-ffp-contract=off``, so the compiler
