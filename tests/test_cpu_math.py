@@ -222,9 +222,9 @@ def test_the_inline_exp_at_its_edges(dtype, cpu, monkeypatch, tmp_path):
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_inline_log_at_its_edges(dtype, cpu, monkeypatch, tmp_path):
-    """helpers.c.j2's log (where there is no libmvec) on random bit patterns (every positive exponent, subnormals
-    too, scaled before the reduction), around 1 and sqrt(2)/2 (where the reduction
-    turns), and numpy's log exactly at 0, -0, negatives, inf, -inf and NaN: within
+    """helpers.c.j2's log (where there is no libmvec) on random bit patterns (every
+    positive exponent, subnormals too, scaled before the reduction), around 1 and
+    sqrt(2)/2 (where the reduction turns), and numpy's log exactly at 0, -0, negatives, inf, -inf and NaN: within
     0.8 ulp of the exact value (measured: 0.77 in float32, 0.76 in float64)."""
     monkeypatch.setenv("VGPU_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv(toolchain.LIBMVEC_ENV, "0")

@@ -236,11 +236,11 @@ def test_the_vector_philox_gives_the_lane_loops_normals_bit_for_bit(lanes, cpu):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_the_normals_log_and_cos_on_their_arguments(cpu, monkeypatch):
+def test_the_normals_log_and_cos_on_their_arguments(cpu):
     """vg_log32 and vg_cos32 (without libmvec: the inline code) on the arguments Box-Muller
-    gives them: log of u1 = (j + 0.5) 2^-23 and cos of 2 pi u2 (rounded to float32, as every backend computes it), every
-    eighth j of the 2^23 and both ends, within 0.9 ulp of the exact value (long double;
-    measured on every third: log 0.83, cos 0.51)."""
+    gives them: log of u1 = (j + 0.5) 2^-23 and cos of 2 pi u2 (rounded to float32, as
+    every backend computes it), every eighth j of the 2^23 and both ends, within 0.9 ulp
+    of the exact value (long double; measured on every third: log 0.83, cos 0.51)."""
     import ctypes
     from vgpu_compiler.noise.normal import SCALE, TWO_PI
     lib = toolchain.build(
