@@ -39,9 +39,11 @@ static void vg_fail(unsigned id, int a, int b, int c) {
     && !defined(VG_NO_LIBMVEC)
 #if __GLIBC_PREREQ(2, 22)       /* (a separate #if: other C libraries lack the macro) */
 #define VG_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+#define VG_LIBMVEC 1        /* (vg_log: libmvec's where there is one) */
 #endif
 #if __GLIBC_PREREQ(2, 35)
 #define VG_SIMD35 VG_SIMD
+#define VG_LIBMVEC35 1      /* (vg_tanh: libmvec's tanhf where there is one) */
 #endif
 #endif
 #ifndef VG_SIMD
@@ -102,7 +104,6 @@ static inline double vg_acos(double x) { return acos(x); }
 static inline double vg_atan(double x) { return atan(x); }
 static inline double vg_sinh(double x) { return sinh(x); }
 static inline double vg_cosh(double x) { return cosh(x); }
-static inline double vg_tanh(double x) { return tanh(x); }
 static inline __attribute__((always_inline)) double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
     union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
     return v.f;
@@ -129,9 +130,46 @@ static inline __attribute__((always_inline)) double vg_exp(double x) {
     return x != x ? x : u;
 }
 
+#ifdef VG_LIBMVEC
 static inline double vg_log(double x) { return log(x); }
+#else
+static inline __attribute__((always_inline)) double vg_log(double x) {
+    const int sub = x < 2.2250738585072014e-308;                 // (and 0, negatives)
+    union { double f; uint64_t u; } v = { sub ? x * 18014398509481984.0 : x };   // 2^54
+    uint32_t hx = (uint32_t)(v.u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
+    const int k = (int)(hx >> 20) - 0x3ff - (sub ? 54 : 0);
+    hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
+    v.u = (uint64_t)hx << 32 | (v.u & 0xffffffffu);
+    const double f = v.f - 1.0;
+    const double hfsq = 0.5 * f * f;
+    const double s = f / (2.0 + f);
+    const double z = s * s, w = z * z;
+    const double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01
+                                                          + w * 1.531383769920937332e-01));
+    const double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
+                           + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    const double R = t2 + t1, dk = (double)k;
+    double r = s * (hfsq + R) + dk * 1.90821492927058770002e-10 - hfsq + f
+               + dk * 6.93147180369123816490e-01;
+    r = x == (double)INFINITY ? x : r;
+    r = x == 0.0 ? -(double)INFINITY : r;
+    return x < 0.0 || x != x ? (double)NAN : r;
+}
+#endif
+
 static inline double vg_log2(double x) { return log2(x); }
 static inline double vg_atan2(double y, double x) { return atan2(y, x); }
+static inline __attribute__((always_inline)) double vg_tanh(double x) {
+    const double ax = fabs(x), z = x * x;
+    const double p = VG_FMA(VG_FMA(-9.64399179425052238628e-1, z, -9.92877231001918586564e1), z,
+                            -1.61468768441708447952e3);
+    const double q = VG_FMA(VG_FMA(z + 1.12811678491632931402e2, z, 2.23548839060100448583e3),
+                            z, 4.84406305325125486048e3);
+    const double small = VG_FMA(z * (p / q), ax, ax);
+    const double big = 1.0 - 2.0 / (vg_exp(ax + ax) + 1.0);
+    return copysign(ax < 0.625 ? small : big, x);
+}
+
 
 // min/max propagate NaN (numpy's minimum/maximum).
 static inline double vg_min(double a, double b) {

@@ -201,6 +201,8 @@ typedef uint64_t vg_word;
 #else
 typedef uint32_t vg_word;
 #endif
+static inline float vg_log32(float x) { return logf(x); }
+static inline float vg_cos32(float x) { return cosf(x); }
 // vg_normal's u1 (returned) and u2 (through the pointer): the lane loop's first phase
 static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zero, unsigned key0, unsigned key1, float *u2) {
     vg_word vg_c0 = i;
@@ -307,7 +309,7 @@ static inline float vg_uniforms(unsigned i, unsigned n, unsigned k, unsigned zer
 
 // ... and its second
 static inline float vg_box_muller(float u1, float u2) {
-    return sqrtf((-2.0f) * logf(u1)) * cosf(6.2831855f * u2);
+    return sqrtf((-2.0f) * vg_log32(u1)) * vg_cos32(6.2831855f * u2);
 }
 
 // The standard normal of the noise counter (i, n, k, zero) under the key (key0, key1), in float32

@@ -4,7 +4,9 @@ table (targets/glsl.py) with C's spellings.
 A cast is ``((float)(x))``, storage buffers are plain pointers, the error index is
 three ints, and every float function goes through a ``vg_*`` helper of
 templates/helpers.c.j2: the C library's function of the working dtype (libmvec's SIMD
-variant on x86-64 glibc; float32 ``tan`` in double precision, rounded once): this
+variant on x86-64 glibc; float32 ``tan`` in double precision, rounded once), or inline
+arithmetic where that is faster (``exp``; float64 ``tanh``; ``log``, ``tanh``, float32
+``sin``/``cos`` and the normal's ``log``/``cos`` where there is no libmvec variant): this
 backend has no GLSL limits, so float64 has every function. min/max/sign/clamp propagate
 NaN as numpy does; int ``//`` and ``%`` are Python's, an error by zero, exactly as in
 GLSL. Compiled without ``-ffast-math`` and with ``-ffp-contract=off``, so the compiler
@@ -53,7 +55,7 @@ C_FLOAT32 = replace(
               "pow": {"float32": "powf({0}, {1})", "float64": "pow({0}, {1})"},
               "pow_libm": "vg_pow_libm({0}, {1})",      # templates/adaptive.c.j2
               "u64": "((uint64_t){0})", "word": "((vg_word)({0}))",
-              "sqrt32": "sqrtf({0})", "log32": "logf({0})", "cos32": "cosf({0})",
+              "sqrt32": "sqrtf({0})", "log32": "vg_log32({0})", "cos32": "vg_cos32({0})",
               # the helpers built once (codegen/build/helpers.py): C's fmod is libm's
               "to_f64": "((double)({0}))", "to_uint": "((unsigned)({0}))",
               "f32": "((float)({0}))", "floor": "vg_floor({0})", "signbit": "signbit({0})",
