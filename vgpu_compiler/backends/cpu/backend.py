@@ -10,6 +10,11 @@ def _available() -> tuple[bool, str]:
     return toolchain.available()
 
 
+def _start_probe() -> None:
+    from . import toolchain
+    toolchain.start_probe()
+
+
 def _run(prepared, data, progress=None):
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the kernel stores the history
@@ -48,6 +53,7 @@ BACKEND = Backend(
     description="native CPU code: C vectorised across trajectories, OpenMP over the cores "
                 "(needs a C compiler)",
     available=_available,
+    start_probe=_start_probe,
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),
