@@ -39,13 +39,9 @@ def _info() -> dict:
     return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
 
 
-_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
-             "fixed": "session.Session"}     # (runtime/session.open_session)
-
-
 def _open(prepared, data):
     from ...runtime.session import open_session
-    return open_session("cpu", __package__, _SESSIONS, prepared, data)
+    return open_session(__package__, prepared, data)
 
 
 BACKEND = Backend(
