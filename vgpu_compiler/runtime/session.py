@@ -18,16 +18,19 @@ import numpy as np
 from ..call.session import Snapshot
 from ..ir.observers import firsts
 
-KINDS = ("adaptive", "located", "fixed")
+# the class of each kind, "module.Class" in a backend's package (every compiled one's names)
+SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
+            "fixed": "session.Session"}
 
 
-def open_session(name: str, package: str, sessions: dict, prepared, data):
+def open_session(package: str, prepared, data, sessions: dict = SESSIONS):
     """The Simulation session of ``prepared``, its kind decided here: "adaptive" (an
     adaptive method's controller in the kernel's buffers: runtime/adaptive_session.py,
     a field's ``first`` in its events' kernel), "located" (a fixed-step method
     of a field with ``first``: runtime/located.py's rule) or "fixed". ``sessions``:
     the backend's class of each kind, "module.Class" in ``package`` (imported when
-    wanted: opening a session never loads another kind's device code)."""
+    wanted: opening a session never loads another kind's device code; SESSIONS names
+    glsl's, wgpu's and cpu's)."""
     t = prepared.template
     if t.adaptive is not None:
         kind = "adaptive"

@@ -10,6 +10,11 @@ def _available() -> tuple[bool, str]:
     return toolchain.available()
 
 
+def _start_probe() -> None:
+    from . import toolchain
+    toolchain.start_probe()
+
+
 def _run(prepared, data, progress=None):
     from ..shader.history import fits
     if fits(prepared.template):         # save_every: the kernel stores the history
@@ -34,13 +39,9 @@ def _info() -> dict:
     return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
 
 
-_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
-             "fixed": "session.Session"}     # (runtime/session.open_session)
-
-
 def _open(prepared, data):
     from ...runtime.session import open_session
-    return open_session("cpu", __package__, _SESSIONS, prepared, data)
+    return open_session(__package__, prepared, data)
 
 
 BACKEND = Backend(
@@ -48,6 +49,7 @@ BACKEND = Backend(
     description="native CPU code: C vectorised across trajectories, OpenMP over the cores "
                 "(needs a C compiler)",
     available=_available,
+    start_probe=_start_probe,
     run=_run,
     open=_open,
     dtypes=("float32", "float64"),

@@ -75,13 +75,9 @@ def _software() -> bool:
     return device.available() and device.software()
 
 
-_SESSIONS = {"adaptive": "adaptive_session.AdaptiveSession", "located": "session.LocatedSession",
-             "fixed": "session.Session"}     # (runtime/session.open_session)
-
-
 def _open(prepared, data):
     from ...runtime.session import open_session
-    return open_session("wgpu", __package__, _SESSIONS, prepared, data)
+    return open_session(__package__, prepared, data)
 
 
 BACKEND = Backend(
