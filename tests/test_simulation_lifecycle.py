@@ -115,13 +115,8 @@ def _sigint_in(backend, sim, monkeypatch, nth: int, adaptive: bool = False) -> l
         monkeypatch.setattr(target, name, wrap(getattr(target, name)))
     elif backend == "cpu":
         monkeypatch.setattr(session.run, "_call", wrap(session.run._call))
-    elif adaptive:      # glsl, wgpu: runtime/adaptive_session.py on the backend's Target
+    else:       # glsl, wgpu: runtime/fixed_session.py (adaptive_session.py) on the Target
         monkeypatch.setattr(session.target, "trip", wrap(session.target.trip))
-    elif backend == "glsl":
-        monkeypatch.setattr(session, "_trip", wrap(session._trip))
-    else:
-        from vgpu_compiler.backends.wgpu import session as wgpu_session
-        monkeypatch.setattr(wgpu_session, "_dispatch", wrap(wgpu_session._dispatch))
     return calls
 
 

@@ -26,4 +26,6 @@ import ``call`` and below, never a backend (tests/test_layering.py). Its modules
                   its paced advances (glsl, wgpu)
 - ``session.py``  the host half of a fixed-step Simulation (glsl, wgpu, cpu): steps
                   taken, checkpoints and restores of its host arrays
+- ``fixed_session.py``  the fixed-step Simulation of glsl and wgpu over the fixed-step
+                  ``Target``: uploads of what changed, paced advances, reads
 """

@@ -27,8 +27,8 @@ and queue) and backends/glsl/device.py (``GlDevice``, over the GL context, one t
 to it per operation). The drivers do not call these single operations yet: the
 adaptive and fixed-step drivers (runtime/adaptive.py, runtime/fixed.py) run on a
 backend's ``Target``, whose batched ``trip`` (writes, one dispatch with the kernel's own
-uniforms, reads) is one trip to the device; glsl's sessions batch a dispatch's GL calls
-into one trip too, wgpu's keep their own pipelines and bind groups, and the cpu backend calls its library with
+uniforms, reads) is one trip to the device (the Simulation sessions run on it too:
+fixed_session.py, adaptive_session.py), and the cpu backend calls its library with
 host arrays (one C call per dispatch, no device buffers).
 """
 from __future__ import annotations

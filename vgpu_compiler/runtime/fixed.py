@@ -172,6 +172,18 @@ def run(target, progress=None) -> Finished:
     return Finished(state, taken, deposits if deposits is not None else outputs, history, saved)
 
 
+def start_state(bound) -> np.ndarray | None:
+    """The given initial states as (n_states, N) in the working dtype (the states with a
+    start expression left 0: the kernel computes them), or None when none are given."""
+    if bound.h0 is None:
+        return None
+    f, n = bound.field, bound.n_trajectories
+    state = np.zeros((len(f.states), n), bound.dtype)
+    free = np.asarray(bound.h0, bound.dtype).reshape(n, -1)
+    state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
+    return state
+
+
 def segment(s0: int, s1: int, steps: int) -> dict:
     """The uniforms of the dispatch that runs steps [s0, s1) of ``steps``."""
     return {"u_step0": s0, "u_nsteps": s1 - s0,

@@ -22,9 +22,9 @@ The result never depends on where the integration is split: the state waits in i
 buffer, exactly. ``segments`` and ``history_end`` say where the splits fall (every
 saved step ends a dispatch; a history block ends one when its buffer is full).
 
-Used by the adaptive and fixed-step drivers (adaptive.py, fixed.py, for glsl and wgpu),
-glsl's and wgpu's session.py and adaptive_session.py; an adaptive run paces attempts the
-same way it paces steps.
+Used by the adaptive and fixed-step drivers (adaptive.py, fixed.py, for glsl and wgpu)
+and the Simulation sessions (fixed_session.py, adaptive_session.py, shader/located.py);
+an adaptive run paces attempts the same way it paces steps.
 """
 from __future__ import annotations
 

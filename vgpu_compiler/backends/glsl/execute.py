@@ -25,7 +25,6 @@ from . import device as gl
 from ...call.bound import Bound, Progress, Solution
 from ...noise.normal import key_of
 from ...runtime import fixed
-from ...runtime.adaptive import accumulate
 from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
@@ -104,24 +103,33 @@ class Target:
     def read(self, reads: list) -> list:
         return gl.call(_read, self.kernel, reads)
 
+    # (on the GL thread; session.py's Target changes them)
+    def _opening(self, ctx, shared: bool) -> list:
+        """The writes a chunk's first trip carries before the driver's: the run's
+        (``shared``: its first chunk) and the chunk's own."""
+        out = _shared_writes(ctx, self.kernel, self.call, self.plan) if shared else []
+        return out + _chunk_writes(ctx, self.kernel, self.call, self.chunk)
+
+    def _run(self, ctx, writes: list) -> np.ndarray:
+        return _dispatch(ctx, self.kernel, self.chunk, self.uniforms, writes)
+
 
 def _trip(ctx, t: Target, sizes: dict, writes: list, reads: list) -> list:
     """One dispatch on the GL thread: the chunk's first writes (and the run's) when it
     starts, then ``writes``, the dispatch, the error slot and ``reads``."""
-    kernel, call, plan = t.kernel, t.call, t.plan
+    kernel = t.kernel
     try:
         out = []
         if t.pending is not None:
             shared, first_sizes, first_writes = t.pending
-            out = _shared_writes(ctx, kernel, call, plan) if shared else []
-            out += _chunk_writes(ctx, kernel, call, t.chunk)
+            out = t._opening(ctx, shared)
             sizes = {**first_sizes, **sizes}
             writes = first_writes + writes
             t.pending = None
         for name, nbytes in sizes.items():
             kernel.ensure(ctx, name, nbytes)
         out += [(kernel.ensure(ctx, name, len(data)), data) for name, data in writes]
-        err = _dispatch(ctx, kernel, t.chunk, t.uniforms, out)
+        err = t._run(ctx, out)
         return [err.tobytes()] + _read(ctx, kernel, reads)
     except BaseException:           # stopped part way (a second Ctrl-C): trust no cached
         _forget(kernel)             # GL state of the kernel's next run
@@ -166,12 +174,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
     f = bound.field
     dtype = bound.dtype
     n = bound.n_trajectories
-    state = None                # without h0 the kernel starts every state itself
-    if bound.h0 is not None:
-        state = np.zeros((len(f.states), n), dtype)
-        free = np.asarray(bound.h0, dtype).reshape(n, -1)
-        rows = [k for k, s in enumerate(f.states) if s.init is None]
-        state[rows] = free.T
+    state = fixed.start_state(bound)    # None: the kernel starts every state itself
     params = np.zeros((len(plan.pt), n), dtype) if plan.pt else None
     for k, name in enumerate(plan.pt):
         params[k] = np.asarray(bound.params[name], dtype).reshape(n)
@@ -217,15 +220,22 @@ def _shared_writes(ctx, kernel, call: _Call, plan: Plan) -> list:
     inputs = call.bound.inputs
     writes = [(kernel.ensure(ctx, buffer, inputs[name].nbytes), inputs[name])
               for buffer, name in plan.inputs]   # bind made them C-ordered, of the dtype
+    if call.deposits is None:
+        writes += [(kernel.ensure(ctx, buffer, size), bytes(size))
+                   for buffer, _, size in plan.outputs]
+    return writes + run_buffers(ctx, kernel, plan)
+
+
+def run_buffers(ctx, kernel, plan: Plan) -> list:
+    """The output buffers and the error slot made, the slot reset only after an error
+    was flagged (or at first): [(buffer, data)]."""
     for buffer, _, size in plan.outputs:
-        buf = kernel.ensure(ctx, buffer, size)
-        if call.deposits is None:
-            writes.append((buf, bytes(size)))
+        kernel.ensure(ctx, buffer, size)
     err = kernel.ensure(ctx, "b_err", 16)
-    if kernel.err_dirty:            # reset only after an error was flagged (or at first)
-        writes.append((err, NO_ERROR_BYTES))
+    if kernel.err_dirty:
         kernel.err_dirty = False
-    return writes
+        return [(err, NO_ERROR_BYTES)]
+    return []
 
 
 def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
@@ -295,38 +305,7 @@ def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarra
     return err
 
 
-def _read_state(kernel, call: _Call, count: int) -> np.ndarray:
-    raw = kernel.buffers["b_state"].read(call.n_states * count * call.item)
-    return np.frombuffer(raw, call.bound.dtype).reshape(call.n_states, count)
-
-
-def _read_chunk(kernel, call: _Call, chunk: Chunk) -> dict:
-    """What a chunk's run leaves behind: states, steps taken (collapse), deposits (flux)."""
-    count, meta = chunk.b - chunk.a, call.meta
-    raw = {"state": _read_state(kernel, call, count)}
-    if meta["collapse"]:
-        raw["steps"] = np.frombuffer(kernel.buffers["b_steps"].read(count * 4), np.int32)
-    if meta["n_deposits"]:
-        size = 2 * meta["n_deposits"] * count * call.item
-        raw["dep"] = np.frombuffer(kernel.buffers["b_dep"].read(size), call.bound.dtype)
-    return raw
-
-
-def _read_outputs(kernel, call: _Call, plan: Plan) -> dict:
-    if call.deposits is not None:   # float64 flux: summed on the host from the deposits
-        return {}
-    shapes = call.bound.output_shapes
-    return {name: np.frombuffer(kernel.buffers[buffer].read(size) if size else b"",
-                                call.bound.dtype).reshape(shapes[name]).copy()
-            for buffer, name, size in plan.outputs}
-
-
 # --- results -----------------------------------------------------------------------------
-def _accumulate(dep: np.ndarray, meta: dict, outputs: dict) -> None:
-    """float64 flux: deposits (flat index, value) summed in trajectory order."""
-    accumulate(dep, meta["deposit_outputs"], outputs)
-
-
 def _raise_error(err: np.ndarray, call: _Call) -> None:
     raise_error(err, call.meta, call.bound)
 

@@ -9,6 +9,7 @@ import numpy as np
 from ...call.bound import Bound
 from ...call.session import pack_states
 from ...call.interrupt import held
+from ...runtime.fixed import start_state as _initial  # noqa: F401 (runner, fast)
 from ..shader.faults import NO_ERROR, raise_error as _raise_error
 
 _NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
@@ -70,18 +71,6 @@ def _read(kernel, queue, enc, reads) -> list:
 def _pack(state: np.ndarray, bound: Bound) -> np.ndarray:
     """(n_states, N) -> the grid's layout (call/session.pack_states)."""
     return pack_states(state, bound.grid_shape)
-
-
-def _initial(bound: Bound) -> np.ndarray | None:
-    """The given initial states as (states, trajectories) f32 (the states with a start
-    expression left 0: the kernel computes them), or None when none are given."""
-    if bound.h0 is None:
-        return None
-    f, n = bound.field, bound.n_trajectories
-    state = np.zeros((len(f.states), n), np.float32)
-    free = np.asarray(bound.h0, np.float32).reshape(n, -1)
-    state[[k for k, s in enumerate(f.states) if s.init is None]] = free.T
-    return state
 
 
 def _mapped(staging, size: int) -> bytes:

@@ -422,14 +422,20 @@ def _uniform_values(kernel: Kernel, bound: Bound):
 
 def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     """A fixed-step run of ``bound`` on ``kernel``: runtime/fixed.py's driver on a Target."""
-    target = Target(kernel, bound)
+    return fixed.solution(bound, fixed.run(fixed_target(kernel, bound), progress))
+
+
+def fixed_target(kernel: Kernel, bound: Bound, cls=None, chunks=None) -> "Target":
+    """The fixed-step driver's Target (``cls``: Target or a session's) of ``bound`` on
+    ``kernel``: its layout, chunks (``_chunks`` unless given), loop cap and first sizes."""
+    target = (cls or Target)(kernel, bound)
     target.layout = fixed.layout(bound, kernel.meta)
     target.cap = cap = _loop_cap(kernel.meta)
-    target.chunks = _chunks(kernel, bound)
+    target.chunks = _chunks(kernel, bound) if chunks is None else chunks
     stages = len(step_program(bound.field.solver.tableau).stages)
     target.first = lambda ci: _first_steps(target.chunks[ci][1] - target.chunks[ci][0],
                                            stages, cap)
-    return fixed.solution(bound, fixed.run(target, progress))
+    return target
 
 
 class Target:
@@ -444,7 +450,7 @@ class Target:
     def __init__(self, kernel: Kernel, bound: Bound):
         self.kernel, self.bound, meta = kernel, bound, kernel.meta
         self.state = _initial(bound)
-        self.values, self.put = _setup(kernel, bound)
+        self.values, self.put = self._start(kernel, bound)
         self.aim = pacing.target(dev.software())
         self.outputs = [(x["name"], x["array"], 4 * int(np.prod(bound.output_shapes[x["array"]])))
                         for x in meta["buffers"] if x["role"] == "output"]
@@ -457,14 +463,32 @@ class Target:
         """The largest storage buffer (a history's buffer is at most that)."""
         return dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
 
-    def begin(self, ci: int, sizes: dict, writes: list) -> None:
-        (a, b), kernel, bound, meta = self.chunks[ci], self.kernel, self.bound, self.kernel.meta
-        count, n_states, queue = b - a, len(bound.field.states), dev.get().device.queue
-        self.put("u_count", count)
-        # the chunk's place in the whole grid (a window of it: call/window.py): rows with a
-        # basin, trajectories without
-        self.put("u_origin", a // self.row + bound.origin if meta["has_basin"]
+    _start = staticmethod(_setup)   # (values, put): a run's inputs and outputs written
+
+    def _place(self, ci: int) -> tuple[int, int]:
+        """Chunk ``ci``'s count, its place in the whole grid (rows with a basin,
+        trajectories without; a window's place: call/window.py) and its workgroups."""
+        (a, b), bound = self.chunks[ci], self.bound
+        self.put("u_count", b - a)
+        self.put("u_origin", a // self.row + bound.origin if self.kernel.meta["has_basin"]
                  else a + bound.first_trajectory)
+        self.groups = _groups(self.kernel, bound, a, b)
+        return a, b
+
+    def _made(self, sizes: dict, writes: list) -> None:
+        """Buffers of ``sizes`` made, ``writes`` (name, bytes) written (an empty one:
+        its buffer made)."""
+        kernel, queue = self.kernel, dev.get().device.queue
+        for name, size in sizes.items():
+            kernel.ensure(name, size)
+        for name, data in writes:
+            buf = kernel.ensure(name, len(data))
+            if len(data):
+                queue.write_buffer(buf, 0, data)
+
+    def begin(self, ci: int, sizes: dict, writes: list) -> None:
+        (a, b), kernel, bound, meta = self._place(ci), self.kernel, self.bound, self.kernel.meta
+        count, n_states, queue = b - a, len(bound.field.states), dev.get().device.queue
         buf = kernel.ensure("b_state", n_states * count * 4)
         if self.state is not None:
             queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
@@ -474,11 +498,7 @@ class Target:
             p = np.stack([np.asarray(bound.params[name], np.float32).reshape(-1)[a:b]
                           for name in self.pt])
             queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
-        for name, size in sizes.items():
-            kernel.ensure(name, size)
-        for name, data in writes:
-            queue.write_buffer(kernel.ensure(name, len(data)), 0, data)
-        self.groups = _groups(kernel, bound, a, b)
+        self._made(sizes, writes)
 
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
         kernel, d = self.kernel, dev.get()
