@@ -17,8 +17,10 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
+# -n auto: one pytest worker per core; --dist loadfile keeps each file on one worker, so a
+# module's fixtures (a compiled kernel, a benchmark run) are made once.
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
