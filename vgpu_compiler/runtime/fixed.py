@@ -184,6 +184,15 @@ def start_state(bound) -> np.ndarray | None:
     return state
 
 
+def param_rows(bound, names) -> np.ndarray | None:
+    """The per-trajectory params ``names`` as (params, N) rows in the working dtype (the
+    kernels' b_params), or None when there are none."""
+    if not names:
+        return None
+    n = bound.n_trajectories
+    return np.stack([np.asarray(bound.params[p], bound.dtype).reshape(n) for p in names])
+
+
 def segment(s0: int, s1: int, steps: int) -> dict:
     """The uniforms of the dispatch that runs steps [s0, s1) of ``steps``."""
     return {"u_step0": s0, "u_nsteps": s1 - s0,

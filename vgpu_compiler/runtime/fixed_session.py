@@ -35,7 +35,7 @@ from ..call.counters import COUNTERS
 from ..call.interrupt import held
 from ..call.session import pack_states
 from .adaptive import accumulate
-from .fixed import start_state
+from .fixed import param_rows, start_state
 from .pacing import Pacer, segments
 from .session import HostRun
 
@@ -69,10 +69,7 @@ class FixedSession(HostRun):
         self.step = 0
 
     def _params(self, bound) -> np.ndarray | None:
-        pt, n = self.target.pt, self.target.layout.n
-        if not pt:
-            return None
-        return np.stack([np.asarray(bound.params[p], bound.dtype).reshape(n) for p in pt])
+        return param_rows(bound, self.target.pt)
 
     def _rows(self) -> list:
         """(buffer, host array, what makes it dirty): the run's arrays as the kernel

@@ -175,9 +175,7 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
     dtype = bound.dtype
     n = bound.n_trajectories
     state = fixed.start_state(bound)    # None: the kernel starts every state itself
-    params = np.zeros((len(plan.pt), n), dtype) if plan.pt else None
-    for k, name in enumerate(plan.pt):
-        params[k] = np.asarray(bound.params[name], dtype).reshape(n)
+    params = fixed.param_rows(bound, plan.pt)
     deposits = {name: np.zeros(shape, dtype) for name, shape in bound.output_shapes.items()
                 } if meta["n_deposits"] else None
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params,
@@ -291,13 +289,18 @@ def _dispatch(ctx, kernel, chunk: Chunk, uniforms: dict, writes=()) -> np.ndarra
         _set_uniforms(kernel, chunk.uniforms)
         kernel.chunk_uniforms = chunk.uniforms
     _set_uniforms(kernel, uniforms)
-    prog = kernel.program
+    return launch(ctx, kernel, kernel.program, chunk.groups, writes)
+
+
+def launch(ctx, kernel, program, groups, writes=()) -> np.ndarray:
+    """``writes``, then ``program`` (the kernel's, or its specialised one: session.py) on
+    ``kernel``'s buffers over ``groups``; returns the error slot."""
     # Binding points are global state: bind again unless this kernel's buffers, as they are
     # now, were the last bound (a repeated call of one kernel skips it).
     bind_buffers(kernel)
     for buf, data in writes:
         buf.write(data)
-    prog.run(*chunk.groups)
+    program.run(*groups)
     ctx.memory_barrier()
     err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
     if err[0] != NO_ERROR:

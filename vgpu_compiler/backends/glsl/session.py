@@ -14,7 +14,7 @@ from ...errors import BackendError
 from ...runtime import fixed
 from ...runtime.fixed_session import FixedSession
 from . import device as gl
-from .execute import NO_ERROR, Target, bind_buffers, run_buffers, _set_uniforms
+from .execute import Target, launch, run_buffers, _set_uniforms
 from .kernel_cache import GpuKernel
 from .plan import plan_for
 from .special import MAX_STEPS, program_for
@@ -68,7 +68,8 @@ class _Target(Target):
         special = program_for(ctx, self.kernel, ints)
         if special is None:
             return super()._run(ctx, writes)
-        return _dispatch_special(ctx, self.kernel, special, self.chunk, u, writes)
+        _set_uniforms(special, u)
+        return launch(ctx, self.kernel, special.program, self.chunk.groups, writes)
 
 
 class Session(FixedSession):
@@ -160,20 +161,6 @@ class Session(FixedSession):
 
     def close(self) -> None:
         self._free()
-
-
-def _dispatch_special(ctx, kernel, special, chunk, uniforms: dict, writes) -> np.ndarray:
-    """execute._dispatch with a specialised program (its int uniforms are constants)."""
-    _set_uniforms(special, uniforms)
-    bind_buffers(kernel)
-    for buf, data in writes:
-        buf.write(data)
-    special.program.run(*chunk.groups)
-    ctx.memory_barrier()
-    err = np.frombuffer(kernel.buffers["b_err"].read(16), np.uint32)
-    if err[0] != NO_ERROR:
-        kernel.err_dirty = True
-    return err
 
 
 def _release(kernel: GpuKernel, aliased=(), borrowers=()) -> None:

@@ -9,7 +9,6 @@ import numpy as np
 from ...call.bound import Bound
 from ...call.session import pack_states
 from ...call.interrupt import held
-from ...runtime.fixed import start_state as _initial  # noqa: F401 (runner, fast)
 from ..shader.faults import NO_ERROR, raise_error as _raise_error
 
 _NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()

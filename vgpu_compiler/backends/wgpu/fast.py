@@ -17,7 +17,8 @@ from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from ...noise.normal import key_of
 from . import device as dev
-from .dispatch import _dispatch, _initial, _pack, _pack_uniforms, _raise_error
+from ...runtime.fixed import param_rows, start_state
+from .dispatch import _dispatch, _pack, _pack_uniforms, _raise_error
 
 
 class OneDispatch:
@@ -84,13 +85,12 @@ class OneDispatch:
                 queue.write_buffer(buf, 0, arr.tobytes() or bytes(16))
             for (buf, _, _, _), zero in zip(self.outputs, self.zeros):
                 queue.write_buffer(buf, 0, zero)
-            state = _initial(bound)
+            state = start_state(bound)
             if state is not None:
                 queue.write_buffer(self.state, 0, state.tobytes())
             if self.pt:
-                p = np.stack([np.asarray(bound.params[name], np.float32).reshape(n)
-                              for name in self.pt])
-                queue.write_buffer(kernel.buffers["b_params"], 0, p.tobytes())
+                queue.write_buffer(kernel.buffers["b_params"], 0,
+                                   param_rows(bound, self.pt).tobytes())
             got = _dispatch(kernel, device, queue, packed, self.group, self.groups, reads)
         COUNTERS.add("dispatches")
         _raise_error(np.frombuffer(got[0], np.uint32), kernel.meta, bound)

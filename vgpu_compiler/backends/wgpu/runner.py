@@ -42,7 +42,7 @@ from .disk_cache import DISK
 from .fast import OneDispatch
 from ...runtime import fixed, pacing
 from ...runtime.progress import Nesting
-from .dispatch import _dispatch, _initial, _pack_uniforms, _raise_error, _read
+from .dispatch import _dispatch, _pack_uniforms, _raise_error, _read
 
 LOOP_LIMIT = 65535
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
@@ -449,7 +449,7 @@ class Target:
 
     def __init__(self, kernel: Kernel, bound: Bound):
         self.kernel, self.bound, meta = kernel, bound, kernel.meta
-        self.state = _initial(bound)
+        self.state = fixed.start_state(bound)
         self.values, self.put = self._start(kernel, bound)
         self.aim = pacing.target(dev.software())
         self.outputs = [(x["name"], x["array"], 4 * int(np.prod(bound.output_shapes[x["array"]])))
