@@ -268,6 +268,43 @@ def _explicit_steps(dtype):
                       **tols).steps_taken[0]
 
 
+# a table read at a position that depends on the state (the read's index does): rk4's
+# steps of the joined field are the derivative of rk4's steps (Runge-Kutta methods
+# commute with differentiation), so central differences of the same steps check it
+RECORDED = """
+field recorded {
+    input dose[H]
+    param k = 0.3
+    param c0 = 0.5
+    state c = c0
+    dc/dt = interp(dose, t + 0.5 * c) - k * c
+    solve rk4(dt = 0.02, steps = 500)
+}
+"""
+DOSE = np.random.default_rng(1).uniform(0, 2, 24)
+RATES = np.array([0.1, 0.3, 1.0])
+
+
+@functools.lru_cache(maxsize=None)
+def _differences():
+    def end(k, c0):
+        return vgpu.solve(RECORDED, params={"k": k, "c0": c0}, inputs={"dose": DOSE},
+                          dims={"N": 3}, backend="numpy", dtype="float64").states.reshape(3)
+    e = 1e-6
+    return np.stack([(end(RATES + e, 0.5) - end(RATES - e, 0.5)) / (2 * e),
+                     (end(RATES, 0.5 + e) - end(RATES, 0.5 - e)) / (2 * e)], axis=-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sensitivities_through_a_position_that_reads_the_state(request, backend):
+    _needs(request, backend)
+    dtype = "float32" if backend == "wgpu" else "float64"
+    sol = vgpu.solve(RECORDED, params={"k": RATES}, inputs={"dose": DOSE}, dims={"N": 3},
+                     backend=backend, dtype=dtype, sensitivities=["k", "init(c)"])
+    tol = 1e-7 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(sol.sensitivities[:, 0, :], _differences(), rtol=tol, atol=tol)
+
+
 # --- misuse ----------------------------------------------------------------------------------
 def _field(body: str) -> str:
     return ("field f {\n    input A[M], B[2, M]\n    output H[3]\n    param p = 1\n"

@@ -363,3 +363,22 @@ def test_adaptive_methods_and_save_at_run_on_wgpu_but_not_in_float64(wgpu):
     assert saved.history.shape == (3, 4, 3)
     with pytest.raises(BackendError, match="wgpu.*float64"):
         vgpu.solve(DECAY_ADAPTIVE, h0, backend="wgpu", dtype="float64")
+
+
+def test_every_input_read_counts_against_lavapipes_loop_limit(wgpu):
+    """Found porting a dosing model: each call of an input's loader reaches vg_fail's
+    compare-exchange loop, which llvmpipe's limiter (65,535 trips per invocation and
+    dispatch) counts though no lane fails, so a field reading its input 10 times per
+    step stopped silently after 5,957 of 8,000 steps. The loads count in the kernel's
+    loop trips (Dialect.guarded_trips), and the run splits its dispatches."""
+    from vgpu_compiler.backends.wgpu import lower as lower_wgsl
+    src = ("field f {\n    input A[M]\n    state x = 0\n    dx/dt = "
+           + " + ".join(f"A[{i}]" for i in range(10))
+           + "\n    solve euler(dt = 0.001, steps = 8000)\n}\n")
+    field = compile_program(src, "f.field").select(None)
+    assert lower_wgsl(field).meta()["loop_trips_per_step"] == 1 + 10
+    A = np.full(10, 0.1)
+    ref = vgpu.solve(src, inputs={"A": A}, dims={"N": 2}, backend="numpy", dtype="float32")
+    got = vgpu.solve(src, inputs={"A": A}, dims={"N": 2}, backend="wgpu")
+    np.testing.assert_array_equal(got.states, ref.states)
+    assert abs(float(got.states[0]) - 8.0) < 1e-3

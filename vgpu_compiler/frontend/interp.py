@@ -35,7 +35,7 @@ def expand(array: str, lead: tuple[N.Expr, ...], u: N.Expr, extent: N.Expr,
         return N.Apply(op, tuple(args), typ, span)
 
     def read(k):
-        return N.Load(array, lead + (k,), F, span)
+        return N.Load(array, lead + (k,), F, span, interp=True)
 
     zero_f, one_i = N.Const(0.0, F), N.Const(1, I)
     last = app(Op.SUB, (extent, one_i), I)

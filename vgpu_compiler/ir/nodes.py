@@ -126,18 +126,24 @@ class Sym(metaclass=Interned):
 
 @dataclass(frozen=True)
 class Load(metaclass=Interned):
-    """``A[e1, ...]``: read an input. Out of range is a ProgramIndexError at ``span``."""
+    """``A[e1, ...]``: read an input. Out of range is a ProgramIndexError at ``span``.
+
+    ``interp``: a read of ``interp``'s expansion (frontend/interp.py), whose last index is
+    ``floor(u)``: piecewise constant in ``u`` while the interpolation it is part of is
+    continuous, so sensitivities may differentiate through it (a read does not vary)."""
 
     array: str
     index: tuple["Expr", ...]
     type: Type = Type.FLOAT
     span: Span | None = _span()
+    interp: bool = field(default=False, repr=False)
 
     __hash__ = _cached_hash
     __reduce__ = _reduce
 
     def _intern_key(self) -> tuple:
-        return (self.array, self.type, _uids(self.index), self.span)     # can raise: per span
+        return (self.array, self.type, _uids(self.index), self.span,     # can raise: per span
+                self.interp)
 
 
 @dataclass(frozen=True)

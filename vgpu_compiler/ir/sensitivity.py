@@ -154,13 +154,15 @@ def _reads_param(e: Expr, p: str) -> bool:
 
 def _check_indices(field: Field, roots: list, names: tuple[Name, ...]) -> None:
     """No index on the differentiated path may read a state or a differentiated param
-    (its derivative is not defined: the read is piecewise constant)."""
+    (its derivative is not defined: the read is piecewise constant). ``interp``'s
+    position is the exception: its reads' last index is ``floor(u)``, and the
+    interpolation they make is continuous, its derivative the segment's slope."""
     varying = {("state", s.name) for s in field.states}
     varying |= {("param", n.param) for n in names if n.param}
     varying |= {("init", s.name) for s in field.states}
     for node in walk(*roots):
         if isinstance(node, Load):
-            for sym in walk(*node.index):
+            for sym in walk(*(node.index[:-1] if node.interp else node.index)):
                 if isinstance(sym, Sym) and (sym.kind.value, sym.name) in varying:
                     raise SensitivityError(
                         f"sensitivities: the index of `{node.array}[...]` reads `{sym.name}`, "

@@ -206,7 +206,7 @@ class _Printing:
             per_step.update(dict(b.calls if b else ()))
         if ros is not None:             # the Jacobian's block runs once per attempt
             per_step.update(dict(ros.jac.calls))
-        trips = lambda calls: sum(d.loop_helpers[h] * n for h, n in calls.items())  # noqa: E731
+        trips = lambda calls: sum(_trips(h, d) * n for h, n in calls.items())  # noqa: E731
         return PrintedKernel(
             k, d, F=d.F, zero=d.float_literal(0.0), lanes=1, lane_names=frozenset(),
             buffers=tuple(dataclasses.replace(b, type=d.type(b.type)) for b in k.buffers),
@@ -231,7 +231,7 @@ class _Printing:
             loop_trips_per_step=(1 + k.reduce_trips_per_step + trips(per_step)
                                  + (ros.trips if ros else 0)),
             loop_trips_once=k.reduce_trips_once + trips(once),
-            helper_loops=tuple((h, d.loop_helpers[h], per_step.get(h, 0), once.get(h, 0))
+            helper_loops=tuple((h, _trips(h, d), per_step.get(h, 0), once.get(h, 0))
                                for h in sorted(set(per_step) | set(once))))
 
     # --- the step -------------------------------------------------------------------
@@ -338,9 +338,20 @@ def _with_words(block: PrintedBlock, d: Dialect) -> PrintedBlock:
         w for t in texts for w in _IDENTIFIER.findall(t)), calls=_calls(texts, d))
 
 
+_GUARDED = re.compile(r"(ld|fx[0-9]+)[_X]")    # an input's loader, a flux's adder (mangle)
+
+
+def _trips(h: str, d: Dialect) -> int:
+    """The most loop trips of one call of ``h``: a helper with a loop, a loader, an adder."""
+    if h in d.loop_helpers:
+        return d.loop_helpers[h]
+    return d.guarded_trips[0 if h.startswith("ld") else 1] if _GUARDED.match(h) else 0
+
+
 def _calls(texts, d: Dialect) -> tuple[tuple[str, int], ...]:
-    """(helper, calls) for each helper with a loop that the texts call."""
-    n = Counter(w for t in texts for w in _IDENTIFIER.findall(t) if w in d.loop_helpers)
+    """(helper, calls) for each helper with a loop that the texts call, loaders and
+    adders with one included (Dialect.guarded_trips)."""
+    n = Counter(w for t in texts for w in _IDENTIFIER.findall(t) if _trips(w, d))
     return tuple(sorted(n.items()))
 
 

@@ -127,6 +127,10 @@ class Target:
     helper_prefix: str = "vg_"
     helper_deps: dict = field(default_factory=lambda: dict(HELPER_DEPS))
     loop_helpers: dict = field(default_factory=lambda: dict(LOOP_HELPERS))
+    # the loop trips of one call of an input's loader and of a flux's adder (GLSL's
+    # compare-and-swap loop: a SIMD group's lanes add in turn, llvmpipe's vectors at most
+    # 16 wide), which llvmpipe's limiter counts even where no lane runs the loop
+    guarded_trips: tuple = (0, 16)
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
     observe: dict = field(default_factory=lambda: dict(OBSERVE))
     index_ops: dict = field(default_factory=lambda: dict(INDEX_OPS))
