@@ -678,9 +678,10 @@ def run_both(src: str, compiled, steps: int = 2, gpu: str = "glsl") -> str | Non
             if k2 != "BackendError" or "no events" not in b.message:
                 return f"field {fld.name}: {gpu} has no events but gave {k2} ({b})"
             continue
-        if fld.jacobian is not None and ("stiff" not in backends.get(gpu).features
-                                         or fld.events) and k1 != k2:
-            # rodas4 not printed yet (or not with events): a clear refusal that names it
+        feats = backends.get(gpu).features
+        if fld.jacobian is not None and ("stiff" not in feats or (
+                fld.events and "stiff_events" not in feats)) and k1 != k2:
+            # rodas4 not printed (or not with events): a clear refusal that names it
             if k2 != "BackendError" or "rodas4" not in b.message:
                 return f"field {fld.name}: {gpu} has no rodas4 but gave {k2} ({b})"
             continue

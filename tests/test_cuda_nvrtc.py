@@ -158,21 +158,25 @@ field lin {
     observe hi = peak(y2)
     observe lo = trough(y1)
     observe half = first(y1 < 0.5)
+    %s
     solve %s(t1 = 1, rtol = 1e-6, atol = 1e-8)
 }"""
+STIFF_EVENTS = "when y1 < 0.25 { y1 = 1 }\n    stop when y2 > 0.5"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("method", ["rodas4", "rodas5p", "rosenbrock23"])
 def test_stiff_observer_kernels_compile_with_nvrtc(nvrtc, method, dtype):
     """peak, trough, integral and average with a stiff method (the observers' rows of W
-    solved after the states'), and first (the events' kernel, no `when`): the CUDA text
+    solved after the states'), and first (the events' kernel; float32 without `when`,
+    float64 with `when` and `stop when`: a stopped lane's K zeroed): the CUDA text
     compiles, and is the C text."""
     from vgpu_compiler.ir import observers
-    text = STIFF_OBSERVING.replace("%s", method)
+    text = STIFF_OBSERVING % (STIFF_EVENTS if dtype == "float64" else "", method)
     field = observers.lower(compile_program(text, "stiff.field").program.fields[0]).field
     cuda = source.source(field, dtype)[0]
     assert "the observers' rows" in cuda and "vg_fhit" in cuda     # (first located)
+    assert ("a stopped lane's K is zero" in cuda) == (dtype == "float64")
     assert len(nvrtc.compile(cuda, "sm_90", "stiff.cu")) > 1000
     assert _kernel_lines(cuda) == _kernel_lines(c_kernel.source(field, dtype)[0])
 

@@ -1,4 +1,5 @@
-"""Source errors of events (line, column, caret) and the backends that refuse them."""
+"""Source errors of events (line, column, caret), and every backend runs them (a stiff
+method with events: tests/test_events_stiff.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 
 import vgpu
 from vgpu_compiler import backends
-from vgpu_compiler.errors import BackendError, DeclarationError, NameError_, SyntaxError_
+from vgpu_compiler.errors import DeclarationError, NameError_, SyntaxError_
 
 from conftest import COMPILED_BACKENDS
 
@@ -91,25 +92,3 @@ def test_every_backend_runs_events(backend, request):
     np.testing.assert_array_equal(sol.steps_taken, ref.steps_taken)
     np.testing.assert_allclose(sol.t, ref.t, rtol=1e-6)
     np.testing.assert_allclose(sol.t, 0.5, rtol=1e-5)     # x = t crosses 0.5 there
-
-
-@pytest.mark.parametrize("backend", COMPILED_BACKENDS)
-def test_rodas4_with_events_is_refused_off_numpy(backend, request):
-    """rodas4 with a `when` block runs on the reference only: each compiled backend
-    refuses it at the event, naming itself, and auto ends on numpy with the same counts."""
-    request.getfixturevalue(backend)
-    src = """field f {
-        state x = 1
-        dx/dt = -x
-        when x < 0.5 { x = 1 }
-        solve rodas4(t1 = 2, rtol = 1e-6, atol = 1e-8)
-    }"""
-    with pytest.raises(BackendError, match=f"the {backend if backend != 'glsl' else 'GLSL'} "
-                                           "backend has no rodas4 with events") as err:
-        vgpu.solve(src, dims={"N": 2}, backend=backend)
-    assert (err.value.line, err.value.column) == (4, 9)
-    ref = vgpu.solve(src, dims={"N": 2}, backend="numpy")
-    sol = vgpu.solve(src, dims={"N": 2}, backend="auto")
-    assert sol.backend == "numpy"
-    np.testing.assert_array_equal(sol.event_counts, ref.event_counts)
-    assert (ref.event_counts[:, 0] == 2).all()          # 1 -> 0.5 at t = ln 2, twice by t = 2

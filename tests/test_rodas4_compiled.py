@@ -241,27 +241,6 @@ def test_dF_dt_float32(backend):
     np.testing.assert_allclose(sol.states, ref.states, rtol=1e-3, atol=1e-7)
 
 
-EVENTS = """
-field ball {
-    param g = 9.81
-    state y = 1, v = 0
-    dy/dt = v
-    dv/dt = -g
-    when y < 0 and v < 0 { v = -0.9 * v }
-    solve rodas4(t1 = 2, rtol = 1e-9, atol = 1e-9)
-}
-"""
-
-
-@pytest.mark.parametrize("backend", COMPILED)
-def test_rodas4_with_events_is_refused_clearly(backend):
-    with pytest.raises(BackendError) as e:
-        solve(EVENTS, backend, dtype="float32")
-    msg = e.value.message
-    assert "events" in msg and "backend='numpy'" in msg
-    assert "rodas4" in msg or backend in ("cpu", "wgpu")    # these have no events at all
-
-
 def test_wgpu_float64_is_refused():
     with pytest.raises(BackendError, match="no float64"):
         solve(VDP, "wgpu", dtype="float64")

@@ -54,7 +54,7 @@ BACKEND = Backend(
     open=_open,
     dtypes=("float32", "float64"),
     features=frozenset({"observe_peak", "observe_first", "history", "flux", "reductions",
-                        "progress", "events", "stiff",
+                        "progress", "events", "stiff", "stiff_events",
                         "adaptive", "noise", "save_at", "float64_functions"}),
     caches=Caches(clear=_clear, info=_info, disk=("cpu",)),    # (no evict: keyed by C text)
 )

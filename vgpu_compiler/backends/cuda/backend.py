@@ -50,7 +50,7 @@ BACKEND = Backend(
     # observers: the cpu backend's (its kernels' hidden states and located `first`,
     # dispatch.run's choice of kernel and its runners), the kernel printed as CUDA
     features=frozenset({"gpu", "history", "flux", "reductions", "progress", "events",
-                        "stiff", "adaptive", "noise", "save_at", "float64_functions",
+                        "stiff", "stiff_events", "adaptive", "noise", "save_at", "float64_functions",
                         "observe_peak", "observe_first"}),
     absent_quietly=True,
     caches=Caches(clear=_clear, info=_info, disk=("cuda",)),   # (no evict: keyed by text)

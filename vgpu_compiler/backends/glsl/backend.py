@@ -89,6 +89,7 @@ BACKEND = Backend(
     open=_open,
     dtypes=("float32", "float64"),
     features=frozenset({"observe_peak", "observe_first", "gpu", "history", "flux", "reductions", "progress", "events", "stiff",
+                        "stiff_events",
                         "adaptive", "noise", "save_at"}),
     software=_software,
     caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("glsl",)),

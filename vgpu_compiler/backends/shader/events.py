@@ -86,17 +86,10 @@ MAX_EVENTS = 30             # a lane's previous conditions are the bits of one i
 
 def check(field: Field, backend: str) -> None:
     """What the compiled backends' events do not cover, as a BackendError naming
-    ``backend`` at the field's first event: a stiff method with events (``when``; its
-    observers ``first`` alone run, located on its dense output in the events' kernel),
-    more than MAX_EVENTS."""
-    if not field.events:
+    ``backend`` at the field's first event: more than MAX_EVENTS."""
+    if len(field.events) <= MAX_EVENTS:
         return
-    if field.jacobian is not None:
-        why = f"{field.solver.method} with events (`when`) yet"
-    elif len(field.events) > MAX_EVENTS:
-        why = f"more than {MAX_EVENTS} events ({len(field.events)})"
-    else:
-        return
+    why = f"more than {MAX_EVENTS} events ({len(field.events)})"
     raise BackendError(f"the {backend} backend has no {why} (field `{field.name}`); use "
                        f"{S.setting('backend', 'numpy')}",
                        span=field.events[0].span)

@@ -30,8 +30,10 @@ the stack, its own zeroing and scaling loops, the LU and solves printed). The ma
 is zeroed explicitly every attempt (WGSL: naga does not zero again a ``var`` declared
 inside a loop); the loops' iterations (``PrintedRosenbrock.trips``:
 ``lu_trips``/``solve_trips`` of the builder) join the kernel's ``loop_trips_per_step``
-(llvmpipe's and lavapipe's loop limiter). Events with rodas4 are not printed yet:
-the backends refuse them (numpy runs them). A field joined with its sensitivities
+(llvmpipe's and lavapipe's loop limiter). With events (the events' kernel), a lane
+stopped by `stop when` (in a basin that runs on) has each K_s zeroed after its solve,
+as the reference's frozen lanes, and after an event F at the state after it is the
+events' restart's (not this F at the step's end). A field joined with its sensitivities
 (``field.error_states``, ir/sensitivity.py) factors only the top-left ``m x m`` block
 (its own states' W) and solves each sensitivity column with it after subtracting its
 ``dW/dh`` product, as the reference's ``block_solve``: the states' numbers are those of

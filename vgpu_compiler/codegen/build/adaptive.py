@@ -215,11 +215,16 @@ def _zero(t):
 def stages(t, fd: Field, sts: tuple, solve=None, frozen: bool = False) -> tuple:
     """Stages 1.. of an attempt: their k zeroed, then each in a block (``solve``: the
     Rosenbrock stage solve after each, a function of the stage's index; ``frozen``:
-    the events' frozen k after each, ``Splice("frozen<index>")``)."""
+    the events' frozen k after each, ``Splice("frozen<index>")``; with ``solve`` also
+    after stage 0's where the field has a `when` (a lane it stops in a basin that runs
+    on: its K_0 zero, as the reference's, though its F is not: a Rosenbrock method
+    takes F at the new state, not the last stage's zeroed k))."""
     out: list = [Let(name, FLOAT, _zero(t), mutable=True)
                  for st in sts[1:] for name in fd.stage_k[st.index]]
     if solve is not None:
         out += [ir.Splice("ros_setup"), *solve(0)]
+        if frozen and fd.when:
+            out.append(ir.Splice("frozen0"))
     for st in sts[1:]:
         body = [*((Let("tt", FLOAT, Raw(st.time)),) if st.time else ()),
                 *(Let(y, FLOAT, Raw(x), precise=True) for y, x in st.combos),
