@@ -1,6 +1,6 @@
 """Events on the GLSL backend, against the numpy reference (and closed forms).
 
-Everything runs inside the shader (templates/events.glsl.j2): the conditions,
+Everything runs inside the shader (codegen/build/events.py): the conditions,
 the bisection, the events, flux at each firing, the partial steps. numpy and
 GLSL must agree on event counts and located times.
 """

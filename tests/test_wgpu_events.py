@@ -1,4 +1,4 @@
-"""Events on the wgpu backend (templates/events.wgsl.j2), against the numpy reference
+"""Events on the wgpu backend (codegen/build/events.py), against the numpy reference
 in float32 (WGSL has no float64) and the closed forms.
 
 Everything runs inside the WGSL shader, as on GLSL (test_events_glsl.py): the

@@ -24,7 +24,7 @@ def emit(path: Path, reduction: str = "tree") -> str:
     return emit_wgsl(field, source=src, reduction=reduction)
 
 
-EVENTS = {"lif", "bouncing_ball"}        # `when` blocks: templates/events.wgsl.j2
+EVENTS = {"lif", "bouncing_ball"}        # `when` blocks: codegen/build/events.py
 STIFF: set[str] = set()                 # rodas4 examples refused: none now
 
 

@@ -739,8 +739,8 @@ void main() {
                             q_v = s_v + u_dt * acc;
                         }
                         if (vg_atend || vg_lstat != 0) {
-                            q_y = vg_lstat != 0 ? s_y : vg_n0;
-                            q_v = vg_lstat != 0 ? s_v : vg_n1;
+                            q_y = (vg_lstat != 0) ? s_y : vg_n0;
+                            q_v = (vg_lstat != 0) ? s_v : vg_n1;
                         }
                         bool vg_live = vg_active && vg_lstat == 0;
                         int vg_fired = (vg_live && vg_first >= 0 && vg_th == vg_row) ? vg_first : -1;
@@ -848,7 +848,7 @@ void main() {
                 }
                 if (u_nsave > 0) {  // (uniform: a software renderer skips it)
                     float vg_tup = vg_moved ? vg_t : vg_tn;
-                    while (vg_active && vg_next < u_nsave && (u_dt < 0.0 ? b_save.v[vg_next] >= vg_tup : b_save.v[vg_next] <= vg_tup)) {
+                    while (vg_active && vg_next < u_nsave && ((u_dt < 0.0) ? b_save.v[vg_next] >= vg_tup : b_save.v[vg_next] <= vg_tup)) {
                         float vg_s = b_save.v[vg_next];
                         float theta = (vg_s - t_n) / u_dt;
                         {
@@ -861,8 +861,8 @@ void main() {
                             pw = pw * theta;
                             acc = acc + pw * (0.6666667 * vg_f0 + (-0.6666667) * k1_y + (-0.6666667) * k2_y + (-0.33333334) * k3_y + k0_y);
                             float vg_last = vg_moved ? s_y : vg_n0;
-                            float vg_v = theta == 1.0 ? vg_n0 : vg_y0 + u_dt * acc;
-                            b_hist.v[(vg_next * 2 + 0) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
+                            float vg_v = (theta == 1.0) ? vg_n0 : vg_y0 + u_dt * acc;
+                            b_hist.v[(vg_next * 2 + 0) * u_count + lane] = (vg_s == vg_tup) ? vg_last : vg_v;
                         }
                         {
                             precise float acc = 0.0;
@@ -874,8 +874,8 @@ void main() {
                             pw = pw * theta;
                             acc = acc + pw * (0.6666667 * vg_f1 + (-0.6666667) * k1_v + (-0.6666667) * k2_v + (-0.33333334) * k3_v + k0_v);
                             float vg_last = vg_moved ? s_v : vg_n1;
-                            float vg_v = theta == 1.0 ? vg_n1 : vg_y1 + u_dt * acc;
-                            b_hist.v[(vg_next * 2 + 1) * u_count + lane] = vg_s == vg_tup ? vg_last : vg_v;
+                            float vg_v = (theta == 1.0) ? vg_n1 : vg_y1 + u_dt * acc;
+                            b_hist.v[(vg_next * 2 + 1) * u_count + lane] = (vg_s == vg_tup) ? vg_last : vg_v;
                         }
                         vg_next++;
                     }

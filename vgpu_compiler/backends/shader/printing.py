@@ -97,6 +97,11 @@ class PrintedKernel:
             raise AttributeError(name)
         return getattr(self.kernel, name)
 
+    def event_text(self):
+        """The events' pieces in this dialect (event_text.EventText: adaptive_body.j2's ev)."""
+        from .event_text import EventText
+        return EventText(self)
+
     def block_text(self, b, width: int = 0, hold: str = "", flux: bool = False) -> str:
         """A printed block laid out (codegen/build/blocks.py: its coupled exchange, then
         on the active lanes its temporaries and assignments), ``width`` in."""

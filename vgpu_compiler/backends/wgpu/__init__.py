@@ -5,7 +5,7 @@ mapping, in no language), ``print_kernel`` with the WGSL dialect (dialect.py), a
 ``render_kernel`` through templates/field.wgsl.j2. WGSL has no float64: a float64
 call is a BackendError naming the backend (``auto`` moves on to GLSL or numpy).
 Events (``when``, ``stop when``) run in the adaptive template, a fixed-step method's
-too (templates/events.wgsl.j2, shader/events.py), as on GLSL; ``shader/events.check``
+too (codegen/build/events.py, shader/events.py), as on GLSL; ``shader/events.check``
 names what they do not cover.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def lower(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
         if not adaptive_method and not located:
             return print_kernel(kernel, DIALECTS[dtype])
         # bs3, dopri5, tsit5 (and save_at): templates/adaptive.wgsl.j2, shader/adaptive.py;
-        # events (templates/events.wgsl.j2, shader/events.py): a fixed-step method's in
+        # events (codegen/build/events.py, shader/events.py): a fixed-step method's in
         # the same template (its dense variant, adaptive_host.kernel_field)
         kernel = adaptive.extend(kernel, field)
         if field.jacobian is not None:   # rodas4: the Jacobian, W's LU, the stage solves

@@ -5,7 +5,7 @@ bracket [(j - 1) / SAMPLES, j / SAMPLES] (none: the last sub-interval), then ``h
 bisections of it; the located theta is the bracket's upper end. No ``break`` and no ``if``
 around the condition: on a software renderer either costs more than the trips.
 
-The pieces a kernel of one trajectory per invocation (GLSL, WGSL: events.*.j2) places,
+The pieces a kernel of one trajectory per invocation (GLSL, WGSL: build/events.py) places,
 the condition and the extension being its template's (``Splice``):
 
 - ``bracket``: the location of one condition, into ``vg_lo``/``vg_hi``. ``up`` (an

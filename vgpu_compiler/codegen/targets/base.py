@@ -131,6 +131,7 @@ class Target:
     # compare-and-swap loop: a SIMD group's lanes add in turn, llvmpipe's vectors at most
     # 16 wide), which llvmpipe's limiter counts even where no lane runs the loop
     guarded_trips: tuple = (0, 16)
+    event_first: str = "vg_first"   # the earliest event's variable (codegen/build/events.py)
     reduce_combine: dict = field(default_factory=lambda: dict(REDUCE_COMBINE))
     observe: dict = field(default_factory=lambda: dict(OBSERVE))
     index_ops: dict = field(default_factory=lambda: dict(INDEX_OPS))

@@ -59,6 +59,7 @@ WGSL = replace(
     index3="vec3<i32>({0}, {1}, {2})",
     helper_deps=HELPER_DEPS, loop_helpers=LOOP_HELPERS,
     guarded_trips=(1, 17),      # vg_fail's compare-exchange loop in both, then the add's
+    event_first="vg_efirst",    # (vg_first: the first step's struct there)
     uniform_decl="var<private> {name}: {T};",
     constant_decl="const {name}: {T} = {value};",
     shared_decl="var<workgroup> {name}: {T};",
