@@ -28,6 +28,7 @@ from .call.sensitivities import split as split_sensitivities
 from .call.observers import split as split_observers
 from .ir import observers, sensitivity
 from .call.counters import COUNTERS
+from .call import replay
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
 from . import backends as registry
@@ -98,6 +99,9 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
                                  t0, save_every, extra, save_at, seed, window)
         if window is None:          # (a Dask run's blocks: said once, on the client)
             warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
+            if not full and batch is None and lowered is None and joined is None \
+                    and progress is None and type(backend) is str and backend != "auto":
+                replay.note(text, filename, prepared)   # (a run_field being recorded)
         sol = _run(prepared, data, backend, progress)
         if lowered is not None:
             complete_status(sol, prepared.template)     # (average reads sol.t)

@@ -193,7 +193,10 @@ def lookup(key: tuple, field: Field) -> Prepared | None:
 
 def clear() -> int:
     """Forget every Prepared call (with what backends keep in its slots: the cpu
-    backend's kernels, dispatch._kernel); returns how many."""
+    backend's kernels, dispatch._kernel) and every replay made of one (call/replay.py);
+    returns how many Prepared calls."""
+    from . import replay
+    replay.clear()
     return len(_memo.clear())
 
 
