@@ -54,25 +54,22 @@ SMALL = 1 << 14
 _ones = np.ones(0)
 
 
-def _sum(flat: np.ndarray) -> float:
-    """The sum of a 1-D float array (NaN with a NaN, inf with an inf: IEEE in both)."""
-    global _ones
-    ones = _ones
-    if ones.size != flat.size or ones.dtype is not flat.dtype:
-        if flat.size > SMALL:
-            return np.add.reduce(flat)
-        ones = _ones = np.ones(flat.size, flat.dtype)
-    return flat.dot(ones)
-
-
 def warn_nonfinite(states, grid_shape: tuple[int, ...], stacklevel: int) -> None:
     """One warning counting the trajectories whose final state is NaN or infinite
     (``stacklevel`` as warnings.warn takes it here: 1 is this function)."""
+    global _ones
     if type(states) is not np.ndarray:
         states = np.asarray(states)
-    if states.dtype.kind == "f" and math.isfinite(_sum(states.reshape(-1))):
-        return      # the usual case, cheaply: a NaN or inf makes the sum one (an overflow
-                    # of finite values too, which the exact check below then clears)
+    # The usual case, cheaply: a NaN or inf makes the sum one (an overflow of finite
+    # values too, which the exact check below then clears).
+    if states.dtype.kind == "f":
+        flat, ones = states.reshape(-1), _ones
+        if ones.size != flat.size or ones.dtype is not flat.dtype:
+            ones = None if flat.size > SMALL else np.ones(flat.size, flat.dtype)
+            if ones is not None:
+                _ones = ones
+        if math.isfinite(np.add.reduce(flat) if ones is None else flat.dot(ones)):
+            return
     bad = ~np.isfinite(states)
     if states.ndim > len(grid_shape):
         bad = bad.any(axis=-1)
