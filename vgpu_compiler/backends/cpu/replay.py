@@ -2,8 +2,9 @@
 of a fixed-step run that was one kernel call (runner.py), kept with its buffers and
 uniforms. A replay writes the new arrays into those buffers (call/replay.Plan), resets
 what the kernel writes to what ``_Call`` starts it with (the states zero but h0's rows,
-the start values zero, no error), makes that kernel call again (``_Call._dispatch``:
-its serial or OpenMP launch, its run-time error) and packs the states as solve does.
+the start values zero, no error), makes that kernel call again (``_Call._launcher``'s:
+its serial or OpenMP launch, its count, its run-time error) and packs the states as
+solve does.
 
 Only where that is the same run: the kernel reads and writes no other buffer than
 those (no flux, outputs, collapse, history, events or adaptive steps: ``Replay.of``),
@@ -29,7 +30,7 @@ class Replay:
     def __init__(self, call: _Call):
         self.call = c = call
         meta, bound = c.k.meta, c.bound
-        self.inputs, self.init = {}, None
+        self.inputs, self.rows, self.init = {}, {}, None
         for i, b in enumerate(meta["buffers"]):
             if b["role"] == "input":    # (the full path's may be the caller's own array)
                 own = c.buffers[i] = np.array(c.buffers[i], copy=True)
@@ -43,7 +44,7 @@ class Replay:
         # the call's Bound without the caller's arrays (errors read the inputs' shapes)
         c.bound = dataclasses.replace(bound, h0=None, inputs=dict(self.inputs), params={
             k: None if isinstance(v, np.ndarray) else v for k, v in bound.params.items()})
-        self.args = c.dispatched            # (fu, iu, work) of its one kernel call
+        self.launch = c.dispatched          # its one kernel call (_Call._launcher)
         self.backend = get("cpu")
         self.pack = c.packer()
 
@@ -68,7 +69,7 @@ class Replay:
     def param_slot(self, name: str):
         """(uniforms, index) of a scalar param's value, or None if the kernel reads none."""
         i = self.call.param_slot.get(name)
-        return None if i is None else (self.args[0], i)
+        return None if i is None else (self.launch.uniforms[0], i)
 
     def run(self, h0) -> np.ndarray | None:
         """The states of the call again (its arrays written: call/replay.Plan); None where
@@ -83,5 +84,5 @@ class Replay:
         if self.init is not None:
             self.init.fill(0)
         c.err[0] = NO_ERROR         # (a fault writes the index words with the id)
-        c._dispatch(*self.args)
+        self.launch()
         return self.pack()

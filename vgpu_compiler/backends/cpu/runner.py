@@ -39,7 +39,6 @@ if hasattr(os, "register_at_fork"):
 
 
 class _Call:
-    _at = (None, None)      # _launch: the uniforms' arrays of the last call, their addresses
     ndispatched = 0         # kernel calls made (_dispatch)
 
     def values(self) -> dict:
@@ -142,30 +141,44 @@ class _Call:
         self.state[self.free] = h0.reshape(self.n, self.nfree).T
 
     def _dispatch(self, fu: np.ndarray, iu: np.ndarray, work: int) -> None:
-        """One kernel call with these uniforms (``work``: its lane-steps at most), its
-        run-time error raised; the last one's arguments kept (``dispatched``: what a
-        replay calls again, replay.py) and counted (``ndispatched``)."""
-        COUNTERS.add("dispatches")
-        self._work = work
-        self.dispatched = (fu, iu, work)
+        """One kernel call with these uniforms (``work``: its lane-steps at most): the
+        call ``_launcher`` makes, kept (``dispatched``: what a replay calls again,
+        replay.py) and counted (``ndispatched``)."""
+        self.dispatched = launch = self._launcher(fu, iu, work)
         self.ndispatched += 1
-        self._launch(fu, iu)
-        if self.err[0] != NO_ERROR:
-            _raise_error(self.err, self.k.meta, self.bound)
+        launch()
 
-    def _launch(self, fu: np.ndarray, iu: np.ndarray) -> None:
-        """One kernel call over every block (backends/cuda/device.py: on a GPU); a small
-        one (``_work`` lane-steps, SERIAL_WORK) on the calling thread. The pointers go as
-        ctypes objects (kernel.py sets no argtypes: 0.3 us less a call)."""
-        at = self._at
-        if at[0] is not fu or at[1] is not iu:      # (a replay's: the same arrays again)
-            at = self._at = (fu, iu, ctypes.c_void_p(fu.ctypes.data),
-                             ctypes.c_void_p(iu.ctypes.data))
-        if _omp["forked"] or self.nblocks <= 1 or self._work <= SERIAL_WORK:
-            self.k.serial(at[2], at[3], self.ptrs, self.nblocks)
+    def _launcher(self, fu: np.ndarray, iu: np.ndarray, work: int):
+        """The kernel call over every block with these uniforms, as a function of no
+        argument: counted, its run-time error raised. A small one (``work`` lane-steps,
+        SERIAL_WORK, or one block) runs on the calling thread; a runner whose kernel
+        runs elsewhere has its own ``_launch(fu, iu)`` (backends/cuda/device.py: on a
+        GPU). The pointers go as ctypes objects (kernel.py sets no argtypes: 0.3 us
+        less a call)."""
+        err, meta, add = self.err, self.k.meta, COUNTERS.add
+        elsewhere = getattr(self, "_launch", None)
+        if elsewhere is not None:
+            def kernel():
+                elsewhere(fu, iu)
         else:
-            _omp["used"] = True
-            self.k.fn(at[2], at[3], self.ptrs, self.nblocks)
+            a, b = ctypes.c_void_p(fu.ctypes.data), ctypes.c_void_p(iu.ctypes.data)
+            serial, parallel, ptrs, nblocks = self.k.serial, self.k.fn, self.ptrs, self.nblocks
+            small = nblocks <= 1 or work <= SERIAL_WORK
+
+            def kernel():
+                if small or _omp["forked"]:
+                    serial(a, b, ptrs, nblocks)
+                else:
+                    _omp["used"] = True
+                    parallel(a, b, ptrs, nblocks)
+
+        def launch():
+            add("dispatches")
+            kernel()
+            if err[0] != NO_ERROR:
+                _raise_error(err, meta, self.bound)
+        launch.uniforms = (fu, iu)      # (alive while the call is: the kernel reads them)
+        return launch
 
     def solve(self, progress: Progress) -> Solution:
         bound, dt = self.bound, self.bound.dtype
