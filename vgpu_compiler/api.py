@@ -185,7 +185,8 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     ``{"memory": n, "disk": n}`` under its name, ``memory`` and ``disk`` in all, and
     with ``disk`` the parser's tables and compiled templates (``startup``). Always
     safe: kernels are rebuilt on demand. ``memory`` also forgets the prepared calls
-    (call/prepare.py), which hold the cpu backend's kernels: the next call compiles."""
+    (call/prepare.py), which hold the cpu backend's kernels: the next call compiles,
+    and the replays of repeated calls (call/replay.py)."""
     from .backends import cached
     out: dict = {}
     if memory:
@@ -207,7 +208,8 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
 
 
 def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
-    """Drop one field's kernels (every shape, memory and disk); True if any was cached.
+    """Drop one field's kernels (every shape, memory and disk), and every replay of a
+    repeated call (call/replay.py); True if any kernel was cached.
     ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
     trajectory) narrow it to those kernels; None means all."""
     from .backends import cached
