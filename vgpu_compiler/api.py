@@ -42,16 +42,42 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
     ``t1, rtol, atol, dt0, dtmax, max_steps``: an adaptive method's arguments;
     ``seed``: the key of a stochastic field's noise (an int in [0, 2^64)).
     Dask arrays for h0 or params, or ``chunks=``: a lazy dask array (distributed/)."""
-    from .pipeline import solve_call
     extra = (None if t1 is None and rtol is None and atol is None and dt0 is None
              and dtmax is None and max_steps is None
              else _overrides(t1, rtol, atol, dt0, dtmax, max_steps))
+    key = None
+    if chunks is None and extra is None:    # a repeated small call: its plan, if it has one
+        replay = _replay or _replay_module()            # (call/replay.py)
+        key = replay.key(src, field, backend, dtype, dt, steps, t0, seed)
+        plan = None if key is None else replay.lookup(key)
+        if plan is not None:
+            states = plan.run(h0, params, inputs, dims)
+            if states is not None:
+                if states is not replay.BUSY:
+                    return states
+                key = None      # (another thread's replay: this call runs in full)
     if chunks is not None or _lazy(h0, params):
         return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
                             t0, None, chunks, extra, seed).states
+    from .pipeline import solve_call
+    if key is not None:         # the full call, recorded: a plan for the next ones
+        with replay.recording(key, h0, params, inputs, dims):
+            sol = solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
+                             t0, None, None, extra, full=False, seed=seed)
+        return sol.states
     sol = solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
                  extra, full=False, seed=seed)
     return sol.states
+
+
+_replay = None
+
+
+def _replay_module():
+    global _replay
+    from .call import replay
+    _replay = replay
+    return replay
 
 
 def solve(src, h0=None, *, params=None, inputs=None, dims=None, field=None, backend="auto",
@@ -159,7 +185,8 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     ``{"memory": n, "disk": n}`` under its name, ``memory`` and ``disk`` in all, and
     with ``disk`` the parser's tables and compiled templates (``startup``). Always
     safe: kernels are rebuilt on demand. ``memory`` also forgets the prepared calls
-    (call/prepare.py), which hold the cpu backend's kernels: the next call compiles."""
+    (call/prepare.py), which hold the cpu backend's kernels: the next call compiles,
+    and the replays of repeated calls (call/replay.py)."""
     from .backends import cached
     out: dict = {}
     if memory:
@@ -181,7 +208,8 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
 
 
 def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
-    """Drop one field's kernels (every shape, memory and disk); True if any was cached.
+    """Drop one field's kernels (every shape, memory and disk), and every replay of a
+    repeated call (call/replay.py); True if any kernel was cached.
     ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
     trajectory) narrow it to those kernels; None means all."""
     from .backends import cached
@@ -194,6 +222,8 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
             and all(isinstance(p, str) for p in per_trajectory)):
         raise ArgumentTypeError(f"per_trajectory must be the names of params (str), "
                                 f"got {per_trajectory!r}")
+    from .call import replay
+    replay.clear()          # (the replays of every call: a plan holds its kernel)
     text, filename = text_of(src)
     with Located(text, filename):
         selected = parsed(text, filename).select(field)

@@ -11,18 +11,16 @@ they print the line with a caret. ``solve_window`` is what a Dask worker runs
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
-import warnings
 
 import numpy as np
 
 from . import spelling as S
-from .errors import ArgumentTypeError, BackendError, CallError, NonFiniteWarning, VgpuError
+from .errors import ArgumentTypeError, BackendError, CallError, VgpuError
 from .call.batch import flatten, unflatten
 from .call.bind import prepare
-from .call.status import complete_status, warn_status
+from .call.status import complete_status, warn_nonfinite, warn_status
 from .call.tolerance import warn_tolerance
 from .call.bound import Solution
 from .call import labelled
@@ -30,6 +28,7 @@ from .call.sensitivities import split as split_sensitivities
 from .call.observers import split as split_observers
 from .ir import observers, sensitivity
 from .call.counters import COUNTERS
+from .call import replay
 from .call.lru import LRU
 from .call.empty import is_empty, solution as empty_solution
 from . import backends as registry
@@ -100,6 +99,9 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
                                  t0, save_every, extra, save_at, seed, window)
         if window is None:          # (a Dask run's blocks: said once, on the client)
             warn_tolerance(prepared.template, stacklevel=3)     # the caller of vgpu.solve
+            if not full and batch is None and lowered is None and joined is None \
+                    and progress is None and type(backend) is str and backend != "auto":
+                replay.note(text, filename, prepared)   # (a run_field being recorded)
         sol = _run(prepared, data, backend, progress)
         if lowered is not None:
             complete_status(sol, prepared.template)     # (average reads sol.t)
@@ -121,7 +123,7 @@ def solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, 
         if error.source is None:
             error.with_source(text, filename)
         raise
-    _warn_nonfinite(sol, prepared.grid_shape)
+    warn_nonfinite(sol.states, prepared.grid_shape, stacklevel=4)     # (the API's caller)
     if prepared.template.adaptive is not None or prepared.template.field.events:
         warn_status(sol, prepared.grid_shape)
     sol.state_names = base.state_names
@@ -259,18 +261,3 @@ def _check_progress(progress) -> None:
         raise ArgumentTypeError(f"progress must be None, True or a function "
                                 f"progress(done, total), "
                                 f"got {type(progress).__name__} {progress!r}")
-
-
-def _warn_nonfinite(sol: Solution, grid_shape: tuple[int, ...]) -> None:
-    states = np.asarray(sol.states)
-    if states.dtype.kind == "f" and math.isfinite(np.add.reduce(states, None)):
-        return      # the usual case, cheaply: a NaN or inf makes the sum one (an overflow
-                    # of finite values too, which the exact check below then clears)
-    bad = ~np.isfinite(states)
-    if states.ndim > len(grid_shape):
-        bad = bad.any(axis=-1)
-    count = int(bad.sum())
-    if count:
-        total = int(np.prod(grid_shape))
-        warnings.warn(f"{count} of {total} trajectories became NaN or infinite",
-                      NonFiniteWarning, stacklevel=4)

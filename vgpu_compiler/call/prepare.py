@@ -74,8 +74,10 @@ def signature(field: Field, h0, params, inputs, dims, dtype, dt, steps, t0,
         return None
     if type(dtype) is not str and not isinstance(dtype, np.dtype):
         return None
+    # (steps and save_every with their types: 2.0 == 2, but bind takes only an int)
     parts: list = [id(field), dtype, dt if type(dt) is not float else _exact(dt), steps,
-                   t0 if type(t0) is not float else _exact(t0), save_every]
+                   type(steps), t0 if type(t0) is not float else _exact(t0), save_every,
+                   type(save_every)]
     for given in (inputs, params, dims):
         if given is None:
             parts.append(None)
@@ -191,7 +193,10 @@ def lookup(key: tuple, field: Field) -> Prepared | None:
 
 def clear() -> int:
     """Forget every Prepared call (with what backends keep in its slots: the cpu
-    backend's kernels, dispatch._kernel); returns how many."""
+    backend's kernels, dispatch._kernel) and every replay made of one (call/replay.py);
+    returns how many Prepared calls."""
+    from . import replay
+    replay.clear()
     return len(_memo.clear())
 
 

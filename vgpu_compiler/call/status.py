@@ -6,11 +6,12 @@ reject no step: their backends leave ``status``, ``t``, ``steps_rejected`` (and
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 
-from ..errors import StatusWarning
+from ..errors import NonFiniteWarning, StatusWarning
 from ..ir import controller as C
 from .bound import Bound, Solution
 
@@ -45,3 +46,35 @@ def warn_status(sol: Solution, grid_shape: tuple[int, ...]) -> None:
     warnings.warn(f"{bad} of {status.size} trajectories ended early ({', '.join(parts)}); "
                   f"each keeps its last accepted state, see Solution.status and .t",
                   StatusWarning, stacklevel=4)
+
+
+# A small state array's sum is its dot with ones (BLAS: 0.4 us for 256 float32, numpy's
+# add.reduce 0.8-1.2 us): the ones of the last size and dtype, for SMALL values at most
+SMALL = 1 << 14
+_ones = np.ones(0)
+
+
+def warn_nonfinite(states, grid_shape: tuple[int, ...], stacklevel: int) -> None:
+    """One warning counting the trajectories whose final state is NaN or infinite
+    (``stacklevel`` as warnings.warn takes it here: 1 is this function)."""
+    global _ones
+    if type(states) is not np.ndarray:
+        states = np.asarray(states)
+    # The usual case, cheaply: a NaN or inf makes the sum one (an overflow of finite
+    # values too, which the exact check below then clears).
+    if states.dtype.kind == "f":
+        flat, ones = states.reshape(-1), _ones
+        if ones.size != flat.size or ones.dtype is not flat.dtype:
+            ones = None if flat.size > SMALL else np.ones(flat.size, flat.dtype)
+            if ones is not None:
+                _ones = ones
+        if math.isfinite(np.add.reduce(flat) if ones is None else flat.dot(ones)):
+            return
+    bad = ~np.isfinite(states)
+    if states.ndim > len(grid_shape):
+        bad = bad.any(axis=-1)
+    count = int(bad.sum())
+    if count:
+        total = int(np.prod(grid_shape))
+        warnings.warn(f"{count} of {total} trajectories became NaN or infinite",
+                      NonFiniteWarning, stacklevel=stacklevel)

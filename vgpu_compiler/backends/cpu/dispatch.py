@@ -3,11 +3,13 @@ a fixed-step method (runner.py) or of an adaptive method or save_at (adaptive_ru
 from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
+from ...call import replay as _replay
 from ...call.counters import COUNTERS
 from ...ir import observers as _observers
 from ..shader.adaptive_host import lean_field
 from .adaptive_run import AdaptiveCall
 from .kernel import CpuKernel, kernel
+from .replay import Replay
 from .runner import _Call
 
 
@@ -25,7 +27,11 @@ def run(prepared, data, progress: Progress = None, build=None, calls=None) -> So
     fixed, adaptive = calls or (_Call, AdaptiveCall)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
         return adaptive(k, bound).solve(progress)
-    return fixed(k, bound).solve(progress)
+    call = fixed(k, bound)
+    sol = call.solve(progress)
+    if calls is None:   # a run_field being recorded: this call, to replay (replay.py)
+        _replay.offer(lambda: Replay.of(call))
+    return sol
 
 
 def _kernel(prepared, bound: Bound, dense: bool, lean: bool = False,

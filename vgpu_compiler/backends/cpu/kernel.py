@@ -76,6 +76,7 @@ class CpuKernel:
     fn: object              # vg_kernel(const double *, const int *, void **, int)
     lib: object
     serial: object = None   # vg_kernel_serial: the same on the calling thread alone
+    raw: tuple | None = None    # (fn, serial) without argtypes: ctypes pointers only
 
 
 _memory: dict[str, CpuKernel] = {}
@@ -303,7 +304,12 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     for f in (fn, serial):
         f.restype = None
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    out = CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial)
+    # the same two entry points without argtypes, for runner._launcher, which passes
+    # ctypes pointers and an int (ctypes converts no argument list: 0.3 us less a call)
+    raw = (lib["vg_kernel"], lib["vg_kernel_serial"])
+    for f in raw:
+        f.restype = None
+    out = CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial, raw)
     with _lock:
         if len(_memory) >= MEMORY_CAPACITY:
             _memory.pop(next(iter(_memory)))

@@ -39,6 +39,8 @@ if hasattr(os, "register_at_fork"):
 
 
 class _Call:
+    ndispatched = 0         # kernel calls made (_dispatch)
+
     def values(self) -> dict:
         """The value of each uniform role that is not the grid's, a dim or a param."""
         b = self.bound
@@ -55,10 +57,12 @@ class _Call:
             self.nblocks = -(-n // k.lanes)
         self.nslots = self.nblocks * k.lanes
         self.state = np.zeros((len(f.states), n), dt)
+        # the rows of the states without a start expression (h0's), a slice where they lead
         free = [i for i, s in enumerate(f.states) if s.init is None]
+        self.free = slice(0, len(free)) if free == list(range(len(free))) else free
+        self.nfree = len(free)
         if free:
-            h0 = bound.h0.reshape(n, len(free))
-            self.state[free] = h0.T
+            self.load_h0(bound.h0)
         meta = k.meta
         self.floats, self.ints = [], []
         # a window of a larger grid (Bound.origin, when the call has one): the grid
@@ -68,6 +72,7 @@ class _Call:
             origin = bound.first_trajectory
         whole = getattr(bound, "whole_shape", grid)
         values = {**self.values(), "origin": origin}
+        self.param_slot = {}        # a scalar param's place in the float uniforms
         for u in meta["uniforms"]:
             role, of = u["role"], u["of"]
             if role == "grid":
@@ -76,6 +81,7 @@ class _Call:
                 v = bound.dims[of]
             elif role == "param":
                 v = bound.params[of]
+                self.param_slot[of] = len(self.floats)
             elif role == "key":         # a stochastic field's Philox key, from the seed
                 from ...noise.normal import key_of
                 v = key_of(bound.seed)[int(of)]
@@ -127,20 +133,53 @@ class _Call:
             ints[self.role[role]] = value
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
-        COUNTERS.add("dispatches")
-        self._work = self.nslots * max(nsteps, more.get("attempts", 0), 1)  # lane-steps at most
-        self._launch(fu, iu)
-        if int(self.err[0]) != NO_ERROR:
-            _raise_error(self.err, self.k.meta, self.bound)
+        self._dispatch(fu, iu, self.nslots * max(nsteps, more.get("attempts", 0), 1))
 
-    def _launch(self, fu: np.ndarray, iu: np.ndarray) -> None:
-        """One kernel call over every block (backends/cuda/device.py: on a GPU); a small
-        one (``_work`` lane-steps, SERIAL_WORK) on the calling thread."""
-        if _omp["forked"] or self.nblocks <= 1 or self._work <= SERIAL_WORK:
-            self.k.serial(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+    def load_h0(self, h0: np.ndarray) -> None:
+        """The start values of the states without a start expression (rows ``free``)
+        from h0 (grid_shape + (n_free,), any real dtype: cast as numpy casts)."""
+        self.state[self.free] = h0.reshape(self.n, self.nfree).T
+
+    def _dispatch(self, fu: np.ndarray, iu: np.ndarray, work: int) -> None:
+        """One kernel call with these uniforms (``work``: its lane-steps at most): the
+        call ``_launcher`` makes, kept (``dispatched``: what a replay calls again,
+        replay.py) and counted (``ndispatched``)."""
+        self.dispatched = launch = self._launcher(fu, iu, work)
+        self.ndispatched += 1
+        launch()
+
+    def _launcher(self, fu: np.ndarray, iu: np.ndarray, work: int):
+        """The kernel call over every block with these uniforms, as a function of no
+        argument: counted, its run-time error raised. A small one (``work`` lane-steps,
+        SERIAL_WORK, or one block) runs on the calling thread; a runner whose kernel
+        runs elsewhere has its own ``_launch(fu, iu)`` (backends/cuda/device.py: on a
+        GPU). The pointers go as ctypes objects (to the kernel's entry points without
+        argtypes, ``CpuKernel.raw``: 0.3 us less a call)."""
+        err, meta, add = self.err, self.k.meta, COUNTERS.add
+        elsewhere = getattr(self, "_launch", None)
+        if elsewhere is not None:
+            def kernel():
+                elsewhere(fu, iu)
         else:
-            _omp["used"] = True
-            self.k.fn(fu.ctypes.data, iu.ctypes.data, self.ptrs, self.nblocks)
+            a, b = ctypes.c_void_p(fu.ctypes.data), ctypes.c_void_p(iu.ctypes.data)
+            parallel, serial = self.k.raw or (self.k.fn, self.k.serial)
+            ptrs, nblocks = self.ptrs, self.nblocks
+            small = nblocks <= 1 or work <= SERIAL_WORK
+
+            def kernel():
+                if small or _omp["forked"]:
+                    serial(a, b, ptrs, nblocks)
+                else:
+                    _omp["used"] = True
+                    parallel(a, b, ptrs, nblocks)
+
+        def launch():
+            add("dispatches")
+            kernel()
+            if err[0] != NO_ERROR:
+                _raise_error(err, meta, self.bound)
+        launch.uniforms = (fu, iu)      # (alive while the call is: the kernel reads them)
+        return launch
 
     def solve(self, progress: Progress) -> Solution:
         bound, dt = self.bound, self.bound.dtype
@@ -174,6 +213,13 @@ class _Call:
             saved = np.asarray(saved_steps(steps, every))
             sol.times = (dt.type(bound.t0) + saved.astype(dt) * dt.type(bound.dt)).astype(dt)
         return sol
+
+    def packer(self):
+        """A function of no argument returning ``_pack()`` (of one state: a copy of its
+        view in the grid's shape, made once)."""
+        if len(self.state) == 1:
+            return self.state[0].reshape(self.bound.grid_shape).copy
+        return self._pack
 
     def _pack(self, state: np.ndarray | None = None) -> np.ndarray:
         """(states, trajectories) as the grid's shape (+ the states axis, when several)."""
