@@ -190,8 +190,9 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
     from .backends import cached
     out: dict = {}
     if memory:
-        from .call import prepare
+        from .call import prepare, replay
         prepare.clear()
+        replay.clear()
     totals = {"memory": 0} if memory else {}
     if disk:
         totals["disk"] = 0

@@ -193,10 +193,8 @@ def lookup(key: tuple, field: Field) -> Prepared | None:
 
 def clear() -> int:
     """Forget every Prepared call (with what backends keep in its slots: the cpu
-    backend's kernels, dispatch._kernel) and every replay made of one (call/replay.py);
-    returns how many Prepared calls."""
-    from . import replay
-    replay.clear()
+    backend's kernels, dispatch._kernel); returns how many. (vgpu.clear_cache drops the
+    replays made of them too: call/replay.py.)"""
     return len(_memo.clear())
 
 

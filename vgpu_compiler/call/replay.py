@@ -16,8 +16,8 @@ sensitivities, window or progress; the backend decides the rest, ``offer``). Eve
 check of the full path that depends on the arguments passed when the plan was made
 (call/bind.py, call/prepare.py's signature); those that do not (the backend's
 availability, the registry's entry) are made again per call. Bounded (``CAPACITY``
-plans, the least recently used dropped); ``vgpu.clear_cache`` (through
-call/prepare.clear) and ``vgpu.evict`` drop them all.
+plans, the least recently used dropped); ``vgpu.clear_cache`` and ``vgpu.evict`` drop
+them all.
 """
 from __future__ import annotations
 
