@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import vgpu
-from vgpu_compiler.errors import BackendError, CallError, DeclarationError, SourceError
+from vgpu_compiler.errors import CallError, DeclarationError, SourceError
 from vgpu_compiler.frontend.compile import compile_program
 from vgpu_compiler.ir.rosenbrock import RODAS4, RODAS5P, ROSENBROCK23, STIFF
 from vgpu_compiler.ir.step import step_program
