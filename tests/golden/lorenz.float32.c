@@ -401,10 +401,20 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
     float A_s_x[VG_W];
     float A_s_y[VG_W];
     float A_s_z[VG_W];
-    for (int l = 0; l < VG_W; l++) {
-        A_s_x[l] = b_state[0 * u_count + A_lane[l]];
-        A_s_y[l] = b_state[1 * u_count + A_lane[l]];
-        A_s_z[l] = b_state[2 * u_count + A_lane[l]];
+    const int vg_t0 = vg_b * VG_W;          // a full block's lanes: trajectories vg_t0 + l
+    const bool vg_full = vg_t0 + VG_W <= u_count;
+    if (vg_full) {      // contiguous loads (the last block, partial: through A_lane)
+        for (int l = 0; l < VG_W; l++) {
+            A_s_x[l] = b_state[0 * u_count + vg_t0 + l];
+            A_s_y[l] = b_state[1 * u_count + vg_t0 + l];
+            A_s_z[l] = b_state[2 * u_count + vg_t0 + l];
+        }
+    } else {
+        for (int l = 0; l < VG_W; l++) {
+            A_s_x[l] = b_state[0 * u_count + A_lane[l]];
+            A_s_y[l] = b_state[1 * u_count + A_lane[l]];
+            A_s_z[l] = b_state[2 * u_count + A_lane[l]];
+        }
     }
 
     // --- the step loop: 4-stage explicit Runge-Kutta ---
@@ -474,12 +484,21 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         }
     }
 
-    // --- store ---
-    for (int l = 0; l < VG_W; l++) {
-        if (A_act[l]) {
-            b_state[0 * u_count + A_lane[l]] = A_s_x[l];
-            b_state[1 * u_count + A_lane[l]] = A_s_y[l];
-            b_state[2 * u_count + A_lane[l]] = A_s_z[l];
+    if (vg_full) {      // contiguous stores (every lane active)
+        // --- store ---
+        for (int l = 0; l < VG_W; l++) {
+            b_state[0 * u_count + vg_t0 + l] = A_s_x[l];
+            b_state[1 * u_count + vg_t0 + l] = A_s_y[l];
+            b_state[2 * u_count + vg_t0 + l] = A_s_z[l];
+        }
+    } else {
+        // --- store ---
+        for (int l = 0; l < VG_W; l++) {
+            if (A_act[l]) {
+                b_state[0 * u_count + A_lane[l]] = A_s_x[l];
+                b_state[1 * u_count + A_lane[l]] = A_s_y[l];
+                b_state[2 * u_count + A_lane[l]] = A_s_z[l];
+            }
         }
     }
 }

@@ -680,8 +680,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
     // --- state, per-trajectory params and start values, in local arrays ---
     float A_s_x[VG_W];
-    for (int l = 0; l < VG_W; l++) {
-        A_s_x[l] = b_state[0 * u_count + A_lane[l]];
+    const int vg_t0 = vg_b * VG_W;          // a full block's lanes: trajectories vg_t0 + l
+    const bool vg_full = vg_t0 + VG_W <= u_count;
+    if (vg_full) {      // contiguous loads (the last block, partial: through A_lane)
+        for (int l = 0; l < VG_W; l++) {
+            A_s_x[l] = b_state[0 * u_count + vg_t0 + l];
+        }
+    } else {
+        for (int l = 0; l < VG_W; l++) {
+            A_s_x[l] = b_state[0 * u_count + A_lane[l]];
+        }
     }
 
     unsigned vg_trajs[VG_W];  // each lane's noise counter word 0 (vg_normals)
@@ -718,10 +726,17 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         }
     }
 
-    // --- store ---
-    for (int l = 0; l < VG_W; l++) {
-        if (A_act[l]) {
-            b_state[0 * u_count + A_lane[l]] = A_s_x[l];
+    if (vg_full) {      // contiguous stores (every lane active)
+        // --- store ---
+        for (int l = 0; l < VG_W; l++) {
+            b_state[0 * u_count + vg_t0 + l] = A_s_x[l];
+        }
+    } else {
+        // --- store ---
+        for (int l = 0; l < VG_W; l++) {
+            if (A_act[l]) {
+                b_state[0 * u_count + A_lane[l]] = A_s_x[l];
+            }
         }
     }
 }
