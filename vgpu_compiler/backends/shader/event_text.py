@@ -7,6 +7,9 @@ from __future__ import annotations
 from functools import cached_property
 
 from ...codegen.build import events as build
+from .events import EVF_ROWS, EVI_ROWS
+
+ROWS = (EVI_ROWS, EVF_ROWS)     # the rows carried between dispatches (b_evi, b_evf)
 
 
 class EventText:
@@ -38,13 +41,13 @@ class EventText:
 
     # --- the pieces ---------------------------------------------------------------------
     def decl(self) -> str:
-        return self._print(build.decl(self.e, self.k), 4)
+        return self._print(build.decl(self.e, self.k, ROWS), 4)
 
     def load(self) -> str:
-        return self._print(build.load(self.e), 12)
+        return self._print(build.load(self.e, ROWS), 12)
 
     def store(self) -> str:
-        return self._print(build.store(self.e), 8)
+        return self._print(build.store(self.e, ROWS), 8)
 
     def conds(self, dst: str, width: int = 0) -> str:
         return self._print(build.conds(self.e, dst), width)

@@ -29,19 +29,22 @@ def _row(r: int):
     return ir.add(COUNT if r == 1 else ir.mul(i(r), COUNT), LANE)
 
 
-def _consts(e):
-    c = e.c
-    return Var(c["zero"]), Var(c["one"]), Var(c["half"])
+def _rows(e, rows) -> tuple[list, list]:
+    """(register, row) of b_evi and of b_evf: ``rows`` their row names (shader/events.py's
+    EVI_ROWS, EVF_ROWS), then one count per `when`."""
+    evi, evf = rows
+    ints = [(f"vg_{n}", r) for r, n in enumerate(evi)]
+    ints += [(f"vg_cnt{w}", len(evi) + w) for w in range(e.n_when)]
+    return ints, [(f"vg_{n}", r) for r, n in enumerate(evf)]
 
 
-def decl(e, k) -> tuple:
+def decl(e, k, rows) -> tuple:
     """The registers: previous conditions (bit e), own status, steps, events this step."""
+    ints, floats = _rows(e, rows)
     zero = Var(e.c["zero"])
     out = [Comment("--- events: previous conditions (bit e), own status, steps, events this step ---"),
-           *(Let(n, INT, i(0), mutable=True) for n in ("vg_prev", "vg_lstat", "vg_ltaken",
-                                                       "vg_instep")),
-           *(Let(f"vg_cnt{w}", INT, i(0), mutable=True) for w in range(e.n_when)),
-           Let("vg_tstop", FLOAT, zero, mutable=True), Let("vg_window", FLOAT, zero, mutable=True)]
+           *(Let(n, INT, i(0), mutable=True) for n, _ in ints),
+           *(Let(n, FLOAT, zero, mutable=True) for n, _ in floats)]
     if k.noise_vars:
         out += [Comment("--- noise: the counter's trajectory (flat index in the grid), stage 0's "
                         "coefficients ---"),
@@ -50,25 +53,15 @@ def decl(e, k) -> tuple:
     return tuple(out)
 
 
-_ROWS_I = ("vg_prev", "vg_lstat", "vg_ltaken", "vg_instep")
-_ROWS_F = ("vg_tstop", "vg_window")
-
-
-def _rows(e):
-    ints = [(n, r) for r, n in enumerate(_ROWS_I)]
-    ints += [(f"vg_cnt{w}", 4 + w) for w in range(e.n_when)]
-    return ints, list((n, r) for r, n in enumerate(_ROWS_F))
-
-
-def load(e) -> tuple:
+def load(e, rows) -> tuple:
     """The registers from the rows carried between dispatches (b_evi, b_evf)."""
-    ints, floats = _rows(e)
+    ints, floats = _rows(e, rows)
     return tuple([Assign(Var(n), Elem("b_evi", _row(r))) for n, r in ints]
                  + [Assign(Var(n), Elem("b_evf", _row(r))) for n, r in floats])
 
 
-def store(e) -> tuple:
-    ints, floats = _rows(e)
+def store(e, rows) -> tuple:
+    ints, floats = _rows(e, rows)
     return tuple([Assign(Elem("b_evi", _row(r)), Var(n)) for n, r in ints]
                  + [Assign(Elem("b_evf", _row(r)), Var(n)) for n, r in floats])
 
@@ -138,7 +131,6 @@ def at_end(e, k, first: str) -> tuple:
     """After a step from (t_n, s_*) of length u_dt to (vg_tn, vg_n*): its events. Sets
     vg_moved (an event happened: the caller takes the state s_* and vg_t as they are
     left) and vg_atend (it happened at the step's end)."""
-    zero, one, half = _consts(e)
     active = ir.and_(Var("vg_active"), ir.eq(Var("vg_lstat"), i(0)))
     out = [Comment("--- events: every condition at the step's end ---"),
            Let("vg_cend", INT, i(0), mutable=True),
@@ -163,7 +155,7 @@ def at_end(e, k, first: str) -> tuple:
         out += [If(Var("vg_moved"), tuple(located)), Splice("firsts")]
     else:
         moved = located
-    moved += [Assign(Var("vg_atend"), ir.eq(Var("vg_row"), one)),
+    moved += [Assign(Var("vg_atend"), ir.eq(Var("vg_row"), Var(e.c["one"]))),
               Let("vg_tev", FLOAT, ir.Select(Var("vg_atend"), Var("vg_tn"), ir.add(
                   Var("t_n"), ir.mul(Var("vg_row"), Var("u_dt")))))]
     if not e.fixed:
@@ -204,9 +196,10 @@ def at_end(e, k, first: str) -> tuple:
 
 
 def _folded(flag: str, at_end: bool, e):
-    zero, one, half = _consts(e)
-    return ir.gt(ir.call("basin_fold", ir.Select(Var(flag), one, zero), ir.Lit(at_end, BOOL)),
-                 half)
+    """The basin's vote on ``flag`` (basin_fold: any lane, or ``at_end`` every lane)."""
+    c = e.c
+    return ir.gt(ir.call("basin_fold", ir.Select(Var(flag), Var(c["one"]), Var(c["zero"])),
+                         ir.Lit(at_end, BOOL)), Var(c["half"]))
 
 
 def frozen_k(k, stage: int) -> tuple:
