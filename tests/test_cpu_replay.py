@@ -112,6 +112,14 @@ def test_a_call_the_full_path_refuses_is_refused_after_a_replay():
         vgpu.run_field(DECAY, h0, params=good, backend="cpu", steps=2.0)
     with pytest.raises(vgpu.ArgumentTypeError):
         vgpu.run_field(DECAY, h0.astype(complex), params=good, backend="cpu")
+    # a plan made without h0 (every state has a start expression): h0 given is refused
+    # as the full path refuses it (it was a TypeError from the plan's own check)
+    started = DECAY.replace("state x, y", "state x = 1, y = 0")
+    vgpu.run_field(started, params=good, backend="cpu", dims={"N": 6})
+    vgpu.run_field(started, params=good, backend="cpu", dims={"N": 6})
+    assert _plan(started) is not None
+    with pytest.raises(vgpu.CallError, match="h0 was given"):
+        vgpu.run_field(started, h0[:, 0], params=good, backend="cpu", dims={"N": 6})
 
 
 def test_a_run_time_error_and_a_nonfinite_warning_of_a_replay_are_the_full_paths():

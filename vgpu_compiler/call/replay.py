@@ -138,6 +138,11 @@ def _described(name, v) -> tuple | None:
     return None
 
 
+def _same(a, shape, dtype) -> bool:
+    """``a`` is an array of exactly this shape and dtype (what a plan was made for)."""
+    return type(a) is np.ndarray and a.shape == shape and a.dtype is dtype
+
+
 class Plan:
     """A recorded call's arguments and its backend's replay (``runner``)."""
 
@@ -193,12 +198,11 @@ class Plan:
         if h0 is None:
             if self.h0 is not None:
                 return None
-        elif type(h0) is not np.ndarray or h0.shape != self.h0[0] or h0.dtype is not self.h0[1]:
+        elif self.h0 is None or not _same(h0, *self.h0):
             return None
         if type(inputs) is dict and len(inputs) == len(self.inputs):
             for name, shape, dtype, _ in self.inputs:
-                a = inputs.get(name)
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
+                if not _same(inputs.get(name), shape, dtype):
                     return None
         elif inputs is not None or not self.inputs_none:
             return None
@@ -243,7 +247,6 @@ class Plan:
             if not _number(params.get(name)):
                 return False
         for name, shape, dtype, _ in self.arrays:
-            a = params.get(name)
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
+            if not _same(params.get(name), shape, dtype):
                 return False
         return True
