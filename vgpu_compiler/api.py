@@ -8,6 +8,8 @@ windows of it through the same pipeline on the workers.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from .errors import ArgumentTypeError
@@ -60,13 +62,10 @@ def run_field(src, h0=None, *, params=None, inputs=None, dims=None, field=None,
         return _distributed(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
                             t0, None, chunks, extra, seed).states
     from .pipeline import solve_call
-    if key is not None:         # the full call, recorded: a plan for the next ones
-        with replay.recording(key, h0, params, inputs, dims):
-            sol = solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps,
-                             t0, None, None, extra, full=False, seed=seed)
-        return sol.states
-    sol = solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0, None, None,
-                 extra, full=False, seed=seed)
+    # the full call; with a key, recorded: a plan for the next ones
+    with nullcontext() if key is None else replay.recording(key, h0, params, inputs, dims):
+        sol = solve_call(src, h0, params, inputs, dims, field, backend, dtype, dt, steps, t0,
+                         None, None, extra, full=False, seed=seed)
     return sol.states
 
 
