@@ -298,7 +298,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     if hit is not None:
         COUNTERS.add("memory_hits")
         return hit
-    rendered = [text]
+    rendered, pt = [text], tuple(sorted(per_trajectory))
 
     def render() -> str:            # (called by build only when the library is not on disk)
         rendered[0] = p.render()
@@ -306,7 +306,8 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     try:
         # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
         lib = toolchain.build(text if text is not None else render, "field", disk_key=key,
-                              on_disk=lambda: COUNTERS.add("disk_hits"))
+                              on_disk=lambda: COUNTERS.add("disk_hits"), tag=lambda: (
+                                  library_cache.tag_of(canonical(field)[0], dtype, pt)))
         COUNTERS.add("compiles")
     except RuntimeError as e:
         raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
@@ -321,7 +322,7 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     for f in raw:
         f.restype = None
     return MEMORY.put(CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial, raw,
-                                key, field, dtype, tuple(sorted(per_trajectory))))
+                                key, field, dtype, pt))
 
 
 def clear_memory() -> int:
