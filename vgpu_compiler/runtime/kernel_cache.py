@@ -133,8 +133,9 @@ class KernelCache:
         def chosen(d, p) -> bool:
             return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
 
+        # (an entry that says no field_id, a cuda binary, is never picked)
         dropped = [self.evict(k.key) for k in self._lru.values()
-                   if k.field_id in fids and chosen(k.dtype, k.pt)]
+                   if getattr(k, "field_id", None) in fids and chosen(k.dtype, k.pt)]
         pick = getattr(self.disk, "evict_where", None)
         on_disk = 0 if pick is None else sum(
             pick(fid[:FIELD_ID_CHARS] + "-",
