@@ -107,9 +107,9 @@ def test_glsl_keeps_its_kernel_and_identity_in_the_prepared_calls_slot(glsl, mon
     src = LORENZ + "\n# a text of its own: test_prepared_call\n"
     h0 = RNG.normal(size=(9, 3)).astype(np.float32)
     digests = []
-    from vgpu_compiler.backends.glsl import lookup
-    real = lookup.canonical
-    monkeypatch.setattr(lookup, "canonical", lambda f: digests.append(f) or real(f))
+    from vgpu_compiler.runtime import kernel_cache
+    real = kernel_cache.canonical
+    monkeypatch.setattr(kernel_cache, "canonical", lambda f: digests.append(f) or real(f))
     want = vgpu.run_field(src, h0, backend="numpy", steps=5)
     first = vgpu.run_field(src, h0, backend="glsl", steps=5)
     prepared, _ = prepare(_field(src), h0, steps=5)
@@ -132,9 +132,9 @@ def test_calls_no_signature_describes_digest_the_field_once(glsl, monkeypatch):
     field object all the same (digesting it is linear in the IR)."""
     src = LORENZ + "\n# a text of its own: unsigned calls\n"
     digests = []
-    from vgpu_compiler.backends.glsl import lookup
-    real = lookup.canonical
-    monkeypatch.setattr(lookup, "canonical", lambda f: digests.append(f) or real(f))
+    from vgpu_compiler.runtime import kernel_cache
+    real = kernel_cache.canonical
+    monkeypatch.setattr(kernel_cache, "canonical", lambda f: digests.append(f) or real(f))
     h0 = RNG.normal(size=(4, 3)).tolist()
     want = vgpu.run_field(src, h0, backend="numpy", steps=3)
     for _ in range(3):

@@ -208,8 +208,9 @@ def clear_cache(*, memory: bool = True, disk: bool = True) -> dict:
 
 
 def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
-    """Drop one field's kernels (every shape, memory and disk), and every replay of a
-    repeated call (call/replay.py); True if any kernel was cached.
+    """Drop one field's kernels (every shape, memory and disk), and every prepared call
+    and replay of a repeated call (call/prepare.py, call/replay.py: they hold kernels);
+    True if any kernel was cached.
     ``dtype`` and ``per_trajectory`` (the names of the params that were passed per
     trajectory) narrow it to those kernels; None means all."""
     from .backends import cached
@@ -222,8 +223,9 @@ def evict(src, *, field=None, dtype=None, per_trajectory=None) -> bool:
             and all(isinstance(p, str) for p in per_trajectory)):
         raise ArgumentTypeError(f"per_trajectory must be the names of params (str), "
                                 f"got {per_trajectory!r}")
-    from .call import replay
-    replay.clear()          # (the replays of every call: a plan holds its kernel)
+    from .call import prepare, replay
+    prepare.clear()         # (the prepared calls, whose slots hold the cpu backend's kernels,
+    replay.clear()          # and the replays of every call: a plan holds its kernel)
     text, filename = text_of(src)
     with Located(text, filename):
         selected = parsed(text, filename).select(field)

@@ -15,9 +15,10 @@ that itself, with ``call.empty.solution``) and never a user mistake. A backend
 that cannot run a particular program raises ``BackendError``: ``auto`` then
 tries the next backend, with one warning per reason.
 
-A backend that keeps compiled kernels gives its ``Caches`` (memory and disk); the
-API's ``cache_info``, ``clear_cache`` and ``evict`` and ``vgpuc cache`` reach every
-backend's through ``cached()`` and name none.
+A backend that keeps compiled kernels gives its ``Caches`` (memory and disk: those of
+runtime/kernel_cache.py's KernelCache, ``kernel_caches``); the API's ``cache_info``,
+``clear_cache`` and ``evict`` and ``vgpuc cache`` reach every backend's through
+``cached()`` and name none.
 
 Backend packages are imported only when a backend is first wanted, so that
 ``import vgpu`` does not load OpenGL.
@@ -80,6 +81,18 @@ class Caches:
     # per_trajectory: None means any); None: the backend cannot pick one field's kernels
     evict: Callable | None = None
     disk: tuple[str, ...] = ()              # its kinds of disk entries (disk_cache.SUFFIXES)
+
+
+def kernel_caches(module: str, disk: tuple[str, ...], attr: str = "MEMORY") -> Caches:
+    """The Caches of a backend whose kernels are a runtime/kernel_cache.KernelCache:
+    ``attr`` of ``module``, imported only when first managed (a module that imports no
+    driver); its ``info``, ``clear_caches`` and ``evict_field``."""
+    def cache():
+        return getattr(importlib.import_module(module), attr)
+    return Caches(clear=lambda memory, disk: cache().clear_caches(memory, disk),
+                  info=lambda: cache().info(),
+                  evict=lambda field, dtype, pt: cache().evict_field(field, dtype, pt),
+                  disk=disk)
 
 
 @dataclass(frozen=True)

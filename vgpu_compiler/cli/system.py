@@ -205,13 +205,8 @@ def cache_command(args: argparse.Namespace) -> int:
     from .. import api
     from .. import disk_cache as dc
 
-    if args.action == "clear":      # every backend's entries (vgpu_compiler/disk_cache.py)
-        removed = sum(dc.clear(Path(row["folder"]), dc.SUFFIXES[row["kind"]])
-                      for row in api.disk_rows())
-        from ..backends.shader import template_cache
-        from ..frontend import parser_cache
-        parser_cache.clear()            # the parser's tables and the compiled templates
-        template_cache.clear()
+    if args.action == "clear":      # every backend's entries, the parser's tables, templates
+        removed = api.clear_cache(memory=False, disk=True)["disk"]
         print(f"cache cleared: {removed} kernel{'' if removed == 1 else 's'} removed from "
               f"{dc.root()}")
         return EXIT_OK

@@ -2,7 +2,7 @@
 OpenMP, vectorised across trajectories. Unavailable, saying why, without a compiler."""
 from __future__ import annotations
 
-from .. import Backend, Caches
+from .. import Backend, kernel_caches
 
 
 def _available() -> tuple[bool, str]:
@@ -24,21 +24,6 @@ def _run(prepared, data, progress=None):
     return dispatch.run(prepared, data, progress)
 
 
-def _clear(memory: bool, disk: bool) -> dict:
-    from . import kernel
-    out = {}
-    if memory:
-        out["memory"] = kernel.clear_memory()
-    if disk:
-        out["disk"] = kernel.clear_disk()
-    return out
-
-
-def _info() -> dict:
-    from . import kernel
-    return {"memory_entries": len(kernel._memory), "memory_capacity": kernel.MEMORY_CAPACITY}
-
-
 def _open(prepared, data):
     from ...runtime.session import open_session
     return open_session(__package__, prepared, data)
@@ -56,5 +41,7 @@ BACKEND = Backend(
     features=frozenset({"observe_peak", "observe_first", "history", "flux", "reductions",
                         "progress", "events", "stiff", "stiff_events",
                         "adaptive", "noise", "save_at", "float64_functions"}),
-    caches=Caches(clear=_clear, info=_info, disk=("cpu",)),    # (no evict: keyed by C text)
+    # its loaded kernels (and the libraries on disk: clear, info; evict: memory only, a
+    # library's name does not say whose it is)
+    caches=kernel_caches(f"{__package__}.kernel", disk=("cpu",)),
 )

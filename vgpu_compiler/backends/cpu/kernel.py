@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
-import threading
 from dataclasses import dataclass
 
 from ...call.counters import COUNTERS
@@ -33,7 +32,8 @@ from ...ir import observers as _observers
 from ..shader import events as _events
 from ..shader import fixed as _fixed
 from ..shader import noise as _noise
-from . import source_key, toolchain
+from ...runtime.kernel_cache import KernelCache, canonical
+from . import library_cache, source_key, toolchain
 from .dialect import DIALECTS
 
 VERSION = "c-1"
@@ -77,11 +77,22 @@ class CpuKernel:
     lib: object
     serial: object = None   # vg_kernel_serial: the same on the calling thread alone
     raw: tuple | None = None    # (fn, serial) without argtypes: ctypes pointers only
+    key: str = ""           # its key in MEMORY (the library's on disk)
+    field: object = None    # whose kernel it is, with dtype and pt (MEMORY.evict_field)
+    dtype: str = ""
+    pt: tuple = ()
+
+    @functools.cached_property
+    def field_id(self) -> str:
+        """The field's id (runtime/kernel_cache.canonical), digested only when a field's
+        kernels are evicted."""
+        return canonical(self.field)[0] if self.field is not None else ""
 
 
-_memory: dict[str, CpuKernel] = {}
-MEMORY_CAPACITY = 256       # kernels kept in _memory (the oldest goes first)
-_lock = threading.Lock()
+MEMORY_CAPACITY = 256       # kernels kept in MEMORY (least recently used go first)
+# the loaded kernels (a library cannot be unloaded while a kernel of it may run: no
+# release hook), over the libraries on disk (library_cache.py: clear, info)
+MEMORY = KernelCache(MEMORY_CAPACITY, disk=library_cache)
 
 
 @functools.lru_cache(maxsize=1)
@@ -283,11 +294,11 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     if key is None:             # (an argument without a canonical text: keyed by the text)
         text = p.render()
         key = toolchain.key(text)
-    hit = _memory.get(key)
+    hit = MEMORY.get(key)
     if hit is not None:
         COUNTERS.add("memory_hits")
         return hit
-    rendered = [text]
+    rendered, pt = [text], tuple(sorted(per_trajectory))
 
     def render() -> str:            # (called by build only when the library is not on disk)
         rendered[0] = p.render()
@@ -295,7 +306,8 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     try:
         # as on GLSL: every kernel made ready counts a compile, one from disk a disk hit too
         lib = toolchain.build(text if text is not None else render, "field", disk_key=key,
-                              on_disk=lambda: COUNTERS.add("disk_hits"))
+                              on_disk=lambda: COUNTERS.add("disk_hits"), tag=lambda: (
+                                  library_cache.tag_of(canonical(field)[0], dtype, pt)))
         COUNTERS.add("compiles")
     except RuntimeError as e:
         raise BackendError(f"the C compiler refused the kernel of `{field.name}`: "
@@ -309,21 +321,9 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False,
     raw = (lib["vg_kernel"], lib["vg_kernel_serial"])
     for f in raw:
         f.restype = None
-    out = CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial, raw)
-    with _lock:
-        if len(_memory) >= MEMORY_CAPACITY:
-            _memory.pop(next(iter(_memory)))
-        return _memory.setdefault(key, out)
+    return MEMORY.put(CpuKernel(rendered[0], p.meta, p.lanes, p.n_int, fn, lib, serial, raw,
+                                key, field, dtype, pt))
 
 
 def clear_memory() -> int:
-    with _lock:
-        n = len(_memory)
-        _memory.clear()
-        return n
-
-
-def clear_disk() -> int:
-    """Remove the compiled libraries of the disk cache (a loaded one stays loaded)."""
-    from . import library_cache
-    return library_cache.clear()
+    return MEMORY.clear()

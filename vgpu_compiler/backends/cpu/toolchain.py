@@ -228,14 +228,15 @@ COMPILE_TIMEOUT = 300.0     # seconds: past it the compiler is stopped (a Backen
 
 
 def build(source, name: str, on_disk=None, compiled=None,
-          disk_key: str | None = None) -> ctypes.CDLL:
+          disk_key: str | None = None, tag=None) -> ctypes.CDLL:
     """The loaded library of ``source``: from the disk cache (library_cache.py: checked
     before it is loaded), or compiled in a private temporary folder and put into the
     cache (``on_disk()`` / ``compiled()`` are told which). With the cache off it is
     loaded from the temporary folder (its name holds the key, so the loader never
     takes one such library for another). ``source`` is the C text, or a function that
     returns it (called only when the library is not on disk); ``disk_key``: its key
-    (by default ``key`` of the text)."""
+    (by default ``key`` of the text); ``tag()``: whose kernel it is, in its name on disk
+    (library_cache.tag_of; asked only when it is compiled)."""
     k = disk_key if disk_key is not None else key(source)
     lib = library_cache.load(name, k)
     if lib is not None:
@@ -248,7 +249,7 @@ def build(source, name: str, on_disk=None, compiled=None,
     with tempfile.TemporaryDirectory(prefix="vgpu-cc-") as tmp:
         so = Path(tmp) / f"{name}-{k}.so"
         _compile(text, Path(tmp) / "kernel.c", so)
-        cached = library_cache.store(name, k, so.read_bytes())
+        cached = library_cache.store(name, k, so.read_bytes(), tag() if tag else "")
         errors = []
         for path in (cached, so) if cached else (so,):
             try:

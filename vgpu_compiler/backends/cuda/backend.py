@@ -27,12 +27,7 @@ def _run(prepared, data, progress=None):
 
 def _clear(memory: bool, disk: bool) -> dict:
     from . import cubin_cache       # (never cuda-bindings: clearing starts no driver)
-    out = {}
-    if memory:
-        out["memory"] = cubin_cache.clear_memory()
-    if disk:
-        out["disk"] = cubin_cache.clear_disk()
-    return out
+    return cubin_cache.clear(memory, disk)
 
 
 def _info() -> dict:

@@ -23,8 +23,8 @@ import sys
 
 from ... import disk_cache as dc
 from ...call.counters import COUNTERS
-from ...call.lru import LRU
 from ...errors import BackendError
+from ...runtime.kernel_cache import KernelCache
 from . import nvrtc
 
 log = logging.getLogger("vgpu")
@@ -33,7 +33,9 @@ FORMAT = 1
 KIND = "cuda"
 MEMORY_CAPACITY = 64            # binaries kept in memory (least recently used go first)
 DISK = dc.JsonCache(kind=KIND, text="binary", format=FORMAT)
-_memory: LRU[bytes] = LRU(MEMORY_CAPACITY)
+# the binaries in memory (every backend's kernel cache, runtime/kernel_cache.py: its info
+# and clear; no evict: a binary is keyed by its text, whose field it does not know)
+MEMORY = KernelCache(MEMORY_CAPACITY, disk=DISK, nbytes=len)
 _ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")
 
 
@@ -63,7 +65,7 @@ def binary(text: str, arch: str, name: str = "field.cu") -> bytes:
     (checked; ``disk_hits``), or compiled by NVRTC and stored in both."""
     want = meta(text, arch)
     k = key(text, arch, want)
-    hit = _memory.get(k)
+    hit = MEMORY.get(k)
     if hit is not None:
         return hit
     data = _load(k, want)
@@ -72,7 +74,7 @@ def binary(text: str, arch: str, name: str = "field.cu") -> bytes:
     else:
         data = nvrtc.compile(text, arch, name)
         DISK.store(k, base64.b64encode(data).decode("ascii"), {**want, "bytes": len(data)})
-    return _memory.put(k, data)
+    return MEMORY.put(data, k)
 
 
 def _load(k: str, want: dict) -> bytes | None:
@@ -97,19 +99,20 @@ def _load(k: str, want: dict) -> bytes | None:
 def clear_memory() -> int:
     """Forget the binaries in memory, and device.py's loaded modules if it was loaded
     (a module in use stays loaded: only the reference goes)."""
-    n = len(_memory.clear())
+    n = MEMORY.clear()
     device = sys.modules.get(f"{__package__}.device")
     if device is not None:
         device.forget()
     return n
 
 
-def clear_disk() -> int:
-    return DISK.clear()
+def clear(memory: bool = True, disk: bool = True) -> dict:
+    out = {"memory": clear_memory()} if memory else {}
+    if disk:
+        out["disk"] = DISK.clear()
+    return out
 
 
 def info() -> dict:
     device = sys.modules.get(f"{__package__}.device")
-    return {"memory_entries": len(_memory), "memory_capacity": MEMORY_CAPACITY,
-            "memory_bytes": sum(len(b) for b in _memory.values()),
-            "modules_loaded": device.loaded() if device is not None else 0, **DISK.info()}
+    return {**MEMORY.info(), "modules_loaded": device.loaded() if device is not None else 0}

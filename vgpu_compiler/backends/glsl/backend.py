@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .. import Backend, Caches
+from .. import Backend, kernel_caches
 from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
@@ -54,22 +54,6 @@ def _run(prepared, data, progress=None):
     return _runner().run(prepared, data, progress)
 
 
-def _clear(memory: bool, disk: bool) -> dict:
-    from . import lookup
-    return lookup.clear_cache(memory=memory, disk=disk)
-
-
-def _info() -> dict:
-    from . import lookup
-    return {"memory_entries": len(lookup.MEMORY), "memory_capacity": lookup.MEMORY.capacity,
-            "memory_bytes": lookup.MEMORY.nbytes(), **lookup.DISK.info()}
-
-
-def _evict(field, dtype, per_trajectory) -> bool:
-    from . import lookup
-    return lookup.evict(field, dtype, per_trajectory)
-
-
 def _software() -> bool:
     """Is the OpenGL renderer a CPU one (llvmpipe, SwiftShader, WARP ...)?"""
     from . import SOFTWARE_RENDERERS, device as gl
@@ -92,5 +76,5 @@ BACKEND = Backend(
                         "stiff_events",
                         "adaptive", "noise", "save_at"}),
     software=_software,
-    caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("glsl",)),
+    caches=kernel_caches(f"{__package__}.lookup", disk=("glsl",)),
 )

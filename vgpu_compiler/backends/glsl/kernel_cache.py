@@ -1,4 +1,5 @@
-"""Compiled kernels in memory: a bounded LRU of GpuKernel, each owning its GL objects.
+"""The GLSL backend's compiled kernels: GpuKernel, each owning its GL objects, kept in
+the kernel cache every backend shares (runtime/kernel_cache.py; ``release`` is its hook).
 
 A GpuKernel is a compiled compute program plus the storage buffers it runs
 on, allocated once and grown only when a call needs more room. OpenGL binding
@@ -16,8 +17,6 @@ import contextlib
 import os
 import threading
 from . import device as gl
-from ...call.counters import COUNTERS
-from ...call.lru import LRU
 
 DEFAULT_CAPACITY = 32
 
@@ -101,58 +100,6 @@ class FieldView:
         setattr(self.base, name, value)
 
 
-class KernelCache:
-    """Kernels by key, least recently used evicted first (and released: see holding)."""
-
-    def __init__(self, capacity: int = DEFAULT_CAPACITY):
-        self._lru: LRU[GpuKernel] = LRU(capacity, on_evict=_dropped)
-        _CACHES.append(self)
-
-    @property
-    def capacity(self) -> int:
-        return self._lru.capacity
-
-    def get(self, key: str) -> GpuKernel | None:
-        return self._lru.get(key)
-
-    def put(self, kernel: GpuKernel) -> GpuKernel:
-        """Insert (or return the kernel another thread inserted first); evict beyond capacity."""
-        return self._lru.put(kernel.key, kernel)
-
-    def evict(self, key: str) -> bool:
-        k = self._lru.pop(key)
-        if k is not None:
-            COUNTERS.add("evictions")
-        return k is not None
-
-    def clear(self) -> int:
-        items = self._lru.clear()
-        for k in items:
-            _release(k)
-        return len(items)
-
-    def resize(self, capacity: int) -> None:
-        self._lru.resize(capacity)
-
-    def keys(self) -> list[str]:
-        return self._lru.keys()
-
-    def values(self) -> list[GpuKernel]:
-        return self._lru.values()
-
-    def __len__(self) -> int:
-        return len(self._lru)
-
-    def nbytes(self) -> int:
-        return sum(k.nbytes() for k in self._lru.values())
-
-
-def _dropped(kernel: GpuKernel, pushed_out: bool) -> None:
-    if pushed_out:
-        COUNTERS.add("evictions")
-    _release(kernel)
-
-
 # Guards the hand-over between a run that holds a kernel and an eviction of it: the
 # eviction frees the kernel at once when no run holds it, else marks it retired, and the
 # run frees it as it lets go. So an eviction never waits for a run (a progress callback
@@ -184,7 +131,9 @@ def let_go(base: GpuKernel) -> None:
         base.lock.release()
 
 
-def _release(kernel: GpuKernel) -> None:
+def release(kernel: GpuKernel) -> None:
+    """The release hook of the backend's KernelCache (lookup.MEMORY): free a dropped
+    kernel now, or mark it retired when a run holds it (that run frees it)."""
     with _RETIRE:
         if not kernel.lock.acquire(blocking=False):
             kernel.retired = True       # the run holding it frees it when it ends
@@ -203,14 +152,11 @@ def _free(kernel: GpuKernel) -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child cannot use its parent's GL objects (nor wait on locks that a parent
-    thread held at the fork): it forgets the kernels without releasing them."""
+    """A forked child cannot wait on locks that a parent thread held at the fork (the
+    kernels themselves are forgotten by runtime/kernel_cache.py, unreleased)."""
     global _RETIRE
     _RETIRE = threading.Lock()
-    for cache in _CACHES:        # (call/lru.py gives each LRU a fresh lock)
-        cache._lru._items.clear()
 
 
-_CACHES: list = []          # every KernelCache made (the runner's), for the fork handler
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -66,6 +66,13 @@ def lean_field(field):
     return _variant(_LEAN, field, tableau=tab)
 
 
+def kernel_fields(field) -> tuple:
+    """The fields a backend may build kernels of for ``field``: itself, its dense variant
+    (save_at, a Simulation) and its lean one (the cpu backend's adaptive calls): what
+    ``vgpu.evict`` drops (runtime/kernel_cache.KernelCache.evict_field)."""
+    return field, dense_variant(field), lean_field(field)
+
+
 def dense_variant(field):
     """The field with ``solver.dense`` set (one object per field: its kernel key is
     digested once per field object)."""

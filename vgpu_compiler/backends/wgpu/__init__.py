@@ -23,7 +23,7 @@ from ..shader.template import render_kernel
 from .dialect import DIALECTS, WGSL
 
 VERSION = "wgsl-1"
-MEMORY_CAPACITY = 64    # kernels in the runner's memory cache (runner.MEMORY)
+MEMORY_CAPACITY = 64    # kernels in its memory cache (disk_cache.MEMORY)
 MAX_STATES = 256        # as GLSL: the driver's compile time grows fast with the states
 
 

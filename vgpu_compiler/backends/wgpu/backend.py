@@ -6,12 +6,8 @@ is available; an import failure makes it unavailable, saying why.
 """
 from __future__ import annotations
 
-import sys
-
-from .. import Backend, Caches
+from .. import Backend, kernel_caches
 from ...ir.observers import located
-
-RUNNER = "vgpu_compiler.backends.wgpu.runner"
 
 
 def _available() -> tuple[bool, str]:
@@ -43,33 +39,6 @@ def _run(prepared, data, progress=None):
     return runner.run(prepared, data, progress)
 
 
-def _clear(memory: bool, disk: bool) -> dict:
-    """Its kernels in memory (only when the runner is loaded: clearing never imports
-    wgpu) and its WGSL on disk."""
-    runner = sys.modules.get(RUNNER)
-    if runner is not None:
-        return runner.clear_cache(memory=memory, disk=disk)
-    out = {"memory": 0} if memory else {}
-    if disk:
-        from .disk_cache import DISK
-        out["disk"] = DISK.clear()
-    return out
-
-
-def _info() -> dict:
-    from . import MEMORY_CAPACITY
-    from .disk_cache import DISK
-    runner = sys.modules.get(RUNNER)
-    return {"memory_entries": 0 if runner is None else len(runner.MEMORY),
-            "memory_capacity": MEMORY_CAPACITY, **DISK.info()}
-
-
-def _evict(field, dtype, per_trajectory) -> bool:
-    """The field's kernels in memory (a loaded runner) and its WGSL on disk."""
-    runner = sys.modules.get(RUNNER)
-    return runner is not None and runner.evict(field, dtype, per_trajectory)
-
-
 def _software() -> bool:
     from . import device
     return device.available() and device.software()
@@ -91,5 +60,5 @@ BACKEND = Backend(
                         "stiff_events",
                         "adaptive", "noise", "save_at"}),
     software=_software,
-    caches=Caches(clear=_clear, info=_info, evict=_evict, disk=("wgsl",)),
+    caches=kernel_caches(f"{__package__}.disk_cache", disk=("wgsl",)),
 )

@@ -18,8 +18,6 @@ and dispatch (``_loop_cap``).
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -30,26 +28,22 @@ from ... import spelling as S
 from ...errors import BackendError
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
-from ...call.lru import LRU
-from ...ir.dump import dump
 from ...ir.step import step_program
 from ...noise.normal import key_of
-from ...ir.walk import field_roots, walk
-from . import MEMORY_CAPACITY, VERSION, build, check_dtype
+from . import VERSION, build as _build, check_dtype
 from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
-from .disk_cache import DISK
+from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests, history.py)
 from .fast import OneDispatch
 from ...runtime import fixed, pacing
+from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
 from .dispatch import _dispatch, _pack_uniforms, _raise_error, _read
 
 LOOP_LIMIT = 65535
 FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
 FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap", "pause"}
-MEMORY = LRU(MEMORY_CAPACITY)   # memory key -> Kernel
 _lock = threading.RLock()
-FIELD_ID_CHARS = 16
 LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
 
 
@@ -150,42 +144,21 @@ class Kernel:
         return self.group
 
 
-@functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """A hash of the WGSL backend's code, the shared stages, codegen and the templates."""
-    from ... import codegen
     from .. import shader, wgpu as this
     from ..shader.template import environment
-    h = hashlib.sha256(VERSION.encode())
-    for folder in (Path(environment().loader.searchpath[0]), Path(this.__file__).parent,
-                   Path(shader.__file__).parent):
-        for p in sorted(folder.iterdir()):
-            if p.suffix in (".j2", ".py"):
-                h.update(p.name.encode() + b"\0" + p.read_bytes())
-    root = Path(codegen.__file__).parent        # the targets' words and the builders
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
+    return kc.fingerprint(VERSION, Path(environment().loader.searchpath[0]),
+                          Path(this.__file__).parent, Path(shader.__file__).parent)
 
 
 def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
-    """The disk key of a field's WGSL: its IR (with positions: the error table names
-    lines), dtype, per-trajectory params, reduction, this compiler, the adapter."""
-    spans = hashlib.sha256()
-    for node in walk(*field_roots(field)):
-        span = getattr(node, "span", None)
-        if span is not None:
-            spans.update(f"{span.line}:{span.column};".encode())
-    parts = [compiler_fingerprint(), dump(field), spans.hexdigest(), dtype, ",".join(pt),
-             reduction, dev.identity(), "dense" if field.solver.dense else ""]
-    key = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
-    return f"{field_id(field)}-{key}"
-
-
-def field_id(field) -> str:
-    """A digest of the field's IR without positions: the start of every key of its
-    kernels (evict)."""
-    return hashlib.sha256(dump(field).encode()).hexdigest()[:FIELD_ID_CHARS]
+    """The disk key of a field's WGSL (runtime/kernel_cache.identity): its IR with
+    positions (the error table names lines), dtype, per-trajectory params, reduction,
+    this compiler, the adapter, whether it is the dense variant."""
+    return MEMORY.identity(field, (dtype, pt, reduction), lambda: [
+        compiler_fingerprint(), dtype, ",".join(pt), reduction, dev.identity(),
+        "dense" if field.solver.dense else ""], positions=True)[0]
 
 
 def reduction() -> str:
@@ -198,55 +171,46 @@ def reduction() -> str:
 
 
 def kernel_for(bound: Bound, history: bool = False) -> Kernel:
-    """The call's kernel (memory, then disk, then built), kept in its Prepared's slot;
-    ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
+    """The call's kernel (MEMORY.for_call: its Prepared's slot, memory, then disk, then
+    built); ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
     slots = bound.prepared.slots if bound.prepared is not None else {}
     slot = "wgpu-hist" if history else \
         "wgpu-dense" if bound.field.solver.dense else "wgpu"    # (glsl's kernel_of_call)
-    hit = slots.get(slot)
     env = os.environ.get(REDUCTION_ENV)
-    if hit is not None and hit[0] == env and MEMORY.get(hit[1].key) is hit[1]:
-        COUNTERS.add("memory_hits")
-        return hit[1]
-    dtype = bound.dtype.name
-    check_dtype(dtype, bound.field.span)
+    hit = MEMORY.remembered(slots, slot, env)
+    if hit is not None:
+        return hit
+    field, dtype = bound.field, bound.dtype.name
+    check_dtype(dtype, field.span)
     pt = tuple(sorted(bound.per_trajectory))
     red = reduction()
-    key = identity(bound.field, dtype, pt, red) + ("-h" if history else "")
-    shapes = (bound.grid_shape, tuple(sorted(bound.dims.items())),
-              tuple((k, v.shape) for k, v in bound.inputs.items()),
-              tuple(bound.output_shapes.items()))
-    mkey = hashlib.sha256(f"{key}\x00{shapes!r}".encode()).hexdigest()[:40]
-    kernel = MEMORY.get(mkey)
-    if kernel is None:
-        found = DISK.load(key)
-        if found is not None:
-            COUNTERS.add("disk_hits")
-            source, meta = found
-        else:
-            source, printed = build(bound.field, dtype=dtype, per_trajectory_params=pt,
-                                    reduction=red, history=history)
-            k = printed.kernel
-            shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
-                          + k.results + (8 if k.collapse is not None else 0)
-                          + (k.basin_size + 8 if k.adaptive is not None else 0)) \
-                if k.has_basin else 0
-            meta = dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
-            DISK.store(key, source, meta)
-        _check_limits(meta, bound.field)
+
+    def build():
+        source, printed = _build(field, dtype=dtype, per_trajectory_params=pt,
+                                 reduction=red, history=history)
+        k = printed.kernel
+        shared = 4 * (k.basin_size * (len(k.coupled_arrays) + len(k.reductions))
+                      + k.results + (8 if k.collapse is not None else 0)
+                      + (k.basin_size + 8 if k.adaptive is not None else 0)) \
+            if k.has_basin else 0
+        return source, dict(printed.meta(), dtype=dtype, pt=list(pt), workgroup_bytes=shared)
+
+    def make(mkey, source, meta):
+        _check_limits(meta, field)
         with dev.get().lock:
-            try:
-                kernel = Kernel(mkey, source, meta)
-            except Exception as exc:        # naga refused the WGSL: a compiler bug
-                DISK.evict(key)
-                what = "the history WGSL" if history else "the WGSL"
-                raise BackendError(f"wgpu rejected {what} of field `{bound.field.name}`: "
-                                   f"{exc}") from None
-        kernel.field_id, kernel.dtype, kernel.pt = field_id(bound.field), dtype, pt
-        COUNTERS.add("compiles")
-        MEMORY.put(mkey, kernel)
-    slots[slot] = (env, kernel)
-    return kernel
+            kernel = Kernel(mkey, source, meta)
+        kernel.field_id, kernel.dtype, kernel.pt = kc.canonical(field)[0], dtype, pt
+        return kernel
+
+    def rejected(exc):              # naga refused the WGSL: a compiler bug
+        what = "the history WGSL" if history else "the WGSL"
+        return BackendError(f"wgpu rejected {what} of field `{field.name}`: {exc}")
+
+    def find(key):
+        return MEMORY.find_or_build(kc.memory_key(key, kc.shape_signature(bound)), key,
+                                    build, make, rejected)
+    return MEMORY.for_call(slots, slot, env, lambda: identity(field, dtype, pt, red)
+                           + ("-h" if history else ""), find)
 
 
 def _check_limits(meta: dict, field) -> None:
@@ -534,34 +498,14 @@ class Target:
 Target.nesting = _here
 
 
-# --- cache management ----------------------------------------------------------------------
+# --- cache management (the registry's Caches: MEMORY's, disk_cache.py) --------------------
 def cache_info() -> dict:
-    return {"memory_entries": len(MEMORY), **DISK.info()}
+    return MEMORY.info()
 
 
 def evict(field, dtype: str | None = None, per_trajectory_params=None) -> bool:
-    """Drop a field's kernels (every shape; ``dtype``, ``per_trajectory_params`` narrow it)
-    from memory, and its WGSL from disk. True if anything was dropped."""
-    from ..shader.adaptive_host import dense_variant
-    fids = {field_id(f) for f in (field, dense_variant(field))}     # (save_at's kernels)
-    pt = None if per_trajectory_params is None else tuple(sorted(per_trajectory_params))
-
-    def chosen(d, p) -> bool:
-        return (dtype is None or d == dtype) and (pt is None or tuple(p) == pt)
-
-    dropped = [MEMORY.pop(k.key) is not None for k in MEMORY.values()
-               if k.field_id in fids and chosen(k.dtype, k.pt)]
-    on_disk = sum(DISK.evict_where(fid + "-", lambda meta: chosen(meta.get("dtype"),
-                                                                 meta.get("pt", ())))
-                  for fid in fids)
-    return any(dropped) or on_disk > 0
+    return MEMORY.evict_field(field, dtype, per_trajectory_params)
 
 
 def clear_cache(memory: bool = True, disk: bool = True) -> dict:
-    out = {}
-    if memory:
-        out["memory"] = len(MEMORY)
-        MEMORY.clear()
-    if disk:
-        out["disk"] = DISK.clear()
-    return out
+    return MEMORY.clear_caches(memory, disk)
