@@ -18,7 +18,7 @@ from . import device as gl
 from .execute import Target, _pack, private_if_busy
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
-from .plan import LOOP_LIMIT, plan_block, plan_for
+from .plan import LOOP_LIMIT, device, plan_block, plan_for
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
@@ -41,9 +41,8 @@ def run(prepared, data, progress: Progress = None) -> Solution:
 
 def _attempt_cap(kernel, bound: Bound) -> int | None:
     """The most attempts one dispatch may run on a software renderer (its loop limiter:
-    see plan.loop_cap), counting the controller's own loops; None elsewhere."""
-    from . import SOFTWARE_RENDERERS
-    if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
+    see shader/plan.loop_cap), counting the controller's own loops; None elsewhere."""
+    if not device()["software"]:
         return None
     return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
 

@@ -23,12 +23,12 @@ import numpy as np
 
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution
-from ...noise.normal import key_of
 from ...runtime import fixed
 from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
-from .plan import Chunk, Plan, plan_block, plan_for, uniforms_of
+from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (fast.py)
+from .plan import plan_block, plan_for
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -76,7 +76,7 @@ class Target:
     def __init__(self, kernel, bound: Bound, plan: Plan):
         self.kernel, self.plan = kernel, plan
         self.call = _prepare(kernel.meta, bound, plan)
-        self.uniforms = _call_uniforms(self.call, plan)
+        self.uniforms = call_uniforms(kernel.meta, bound, plan)
         self.chunks = [(c.a, c.b) for c in plan.chunks]
         self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
         self.outputs = [] if self.call.deposits is not None else plan.outputs
@@ -180,26 +180,6 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
                 } if meta["n_deposits"] else None
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params,
                  deposits)
-
-
-def _call_uniforms(call: _Call, plan: Plan) -> dict:
-    """The uniforms that may change from call to call (the plan holds the rest)."""
-    bound, cast = call.bound, call.bound.dtype.type
-    u = {"u_dt": float(cast(bound.dt)), "u_t0": float(cast(bound.t0)),
-         "u_steps": int(bound.steps)}
-    for uniform, name in plan.scalars:
-        u[uniform] = float(cast(bound.params[name]))
-    u.update(key_uniforms(call.meta, bound.seed))
-    return u
-
-
-def key_uniforms(meta: dict, seed: int) -> dict:
-    """The noise key's uniforms (role ``key``) for ``seed``; {} without noise."""
-    names = uniforms_of(meta, "key")
-    if not names:
-        return {}
-    k0, k1 = key_of(seed)
-    return {names["0"]: k0, names["1"]: k1}
 
 
 _segment = fixed.segment         # (fast.py's one dispatch)

@@ -11,7 +11,7 @@ import numpy as np
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from . import device as gl
-from . import plan as _plan
+from .plan import LIMITS
 from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment, key_uniforms,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
@@ -181,4 +181,4 @@ class OneDispatch:
 
 
 def _limits_in_force() -> tuple:
-    return _plan._in_force[0]
+    return LIMITS.in_force

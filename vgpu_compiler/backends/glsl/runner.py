@@ -17,8 +17,8 @@ from ...ir.observers import located
 from .adaptive_run import run as run_adaptive
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
-from . import REDUCTION_ENV, plan as _plan
-from .plan import plan_for
+from . import REDUCTION_ENV
+from .plan import LIMITS, plan_for
 from .kernel_cache import holding
 from .lookup import (DISK, MEMORY, available, cache_info, canonical, clear_cache, evict,
                      kernel_of_call, set_cache_dir, set_memory_capacity)
@@ -70,7 +70,7 @@ def _still(fast: OneDispatch, slots: dict) -> bool:
     gets a private kernel: private_if_busy)."""
     hit = slots.get("glsl")
     return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
-            and not _here.kernels and _plan._in_force[0] is fast.limits
+            and not _here.kernels and LIMITS.in_force is fast.limits
             and _reduction_env() == hit[0] and MEMORY.get(hit[2].key) is hit[2])
 
 
