@@ -147,9 +147,12 @@ def plan_for(kernel, bound: Bound, limits: Limits, device: dict, history: int = 
     if limits.wrong:
         raise BackendError(limits.wrong)
     key = limits.in_force
-    plan = kernel.plans.get(key)
-    if plan is None:
-        plan = kernel.plans[key] = _make(kernel.meta, bound, device, *key)
+    kept = kernel.plans.get(key)        # (device, plan): a device's limits may change
+    if kept is not None and kept[0] is device:
+        plan = kept[1]
+    else:
+        plan = _make(kernel.meta, bound, device, *key)
+        kernel.plans[key] = (device, plan)
     if history and max(c.b - c.a for c in plan.chunks) * history > plan.block:
         plan = _make(kernel.meta, bound, device, *key, history=history)
     return plan
