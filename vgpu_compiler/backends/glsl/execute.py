@@ -27,7 +27,7 @@ from ...runtime import fixed
 from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR, raise_error
-from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (fast.py)
+from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (key_uniforms: fast.py)
 from .plan import plan_block, plan_for
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()

@@ -11,11 +11,10 @@ import numpy as np
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from . import device as gl
-from .plan import LIMITS
+from .plan import LIMITS, Plan
 from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment, key_uniforms,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
-from .plan import Plan
 from .special import fixed_values, program_for
 
 # --- a signature's one-dispatch call, made ready once ------------------------------------
@@ -34,7 +33,8 @@ class OneDispatch:
 
     def __init__(self, kernel, bound: Bound, plan: Plan):
         self.kernel, self.base, self.prepared = kernel, kernel.base, bound.prepared
-        self.plan, self.limits = plan, _limits_in_force()
+        self.plan = plan
+        self.made = (LIMITS.in_force, gl.GL.ctx)     # (runner._still)
         self.chunk = chunk = plan.chunks[0]
         self.groups = chunk.groups
         meta, f = kernel.meta, bound.field
@@ -179,6 +179,3 @@ class OneDispatch:
                     special.uniform_values, special.uniform_owner = {}, None
             raise
 
-
-def _limits_in_force() -> tuple:
-    return LIMITS.in_force

@@ -17,7 +17,6 @@ at most 65535 loop iterations per invocation and dispatch (shader/plan.loop_cap)
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -187,7 +186,7 @@ def kernel_for(bound: Bound, history: bool = False) -> Kernel:
     slots = bound.prepared.slots if bound.prepared is not None else {}
     slot = "wgpu-hist" if history else \
         "wgpu-dense" if bound.field.solver.dense else "wgpu"    # (glsl's kernel_of_call)
-    env = os.environ.get(REDUCTION_ENV)
+    env = _reduction_env()
     hit = MEMORY.remembered(slots, slot, env)
     if hit is not None:
         return hit
@@ -282,21 +281,22 @@ def _remember(kernel: Kernel, bound: Bound) -> None:
     values, put = _uniform_values(kernel, bound, plan)
     for name, value in chunk.uniforms.items():
         put(name, value)
-    bound.prepared.slots["wgpu_fast"] = OneDispatch(
-        kernel, bound, values, chunk.groups, min(chunk.first, plan.cap or chunk.first))
-    bound.prepared.slots["wgpu_fast_for"] = (os.environ.get(REDUCTION_ENV),
-                                             LIMITS.in_force, dev.get().limits)
+    fast = OneDispatch(kernel, bound, values, chunk.groups,
+                       min(chunk.first, plan.cap or chunk.first))
+    fast.made = (LIMITS.in_force, dev.get().limits)       # (_still)
+    bound.prepared.slots["wgpu_fast"] = fast
 
 
 def _still(fast: OneDispatch, slots: dict) -> bool:
-    """True when ``fast`` still runs a call as the full path would: the same kernel,
-    still in the memory cache, VGPU_REDUCTION, the test limits and the adapter's limits
-    unchanged, and no progress callback of a run of this thread underway."""
-    hit, made = slots.get("wgpu"), slots.get("wgpu_fast_for")
-    return (hit is not None and hit[1] is fast.kernel and not _here.kernels
-            and MEMORY.get(fast.kernel.key) is fast.kernel and made is not None
-            and made[0] == os.environ.get(REDUCTION_ENV) and made[1] is LIMITS.in_force
-            and made[2] is dev.get().limits and hit[0] == made[0])
+    """True when ``fast`` still runs a call as the full path would (the kernel cache's
+    ``still``: the same kernel, still in the memory cache, VGPU_REDUCTION unchanged, no
+    progress callback of a run of this thread underway), under the same limits and
+    adapter limits."""
+    return MEMORY.still(slots, "wgpu", fast, _reduction_env(),
+                        (LIMITS.in_force, dev.get().limits), _here)
+
+
+_reduction_env = kc.environ_reader(REDUCTION_ENV)
 
 
 _here = Nesting()               # the kernels whose run's progress callback this thread is in
