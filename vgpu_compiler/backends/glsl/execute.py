@@ -26,9 +26,10 @@ from ...call.bound import Bound, Progress, Solution
 from ...runtime import fixed
 from ...runtime import pacing
 from ...runtime.progress import Nesting
-from ..shader.faults import NO_ERROR, raise_error
+from ..shader.faults import NO_ERROR
 from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (key_uniforms: fast.py)
-from .plan import plan_block, plan_for
+from ..shader.target import PlanTarget
+from .plan import plan_for
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -64,31 +65,25 @@ def execute(kernel, bound: Bound, progress: Progress) -> Solution:
             gl.call(kernel.release)
 
 
-class Target:
-    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a GLSL kernel: one
-    trip to the GL context per dispatch, the kernel's buffers made and written on the GL
+class Target(PlanTarget):
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a GLSL kernel
+    (shader/target.PlanTarget: what it takes from the plan): one trip to the GL context
+    per dispatch, the kernel's buffers made and written on the GL
     thread, the run's and the chunk's first writes carried by the chunk's first trip,
     uniforms set only where they changed. The driver's ``layout`` is set by the caller;
     adaptive_run.py's subclass adds the controller's uniforms, caps and first sizes."""
 
-    nesting = None              # (_here: set below)
-
     def __init__(self, kernel, bound: Bound, plan: Plan):
-        self.kernel, self.plan = kernel, plan
+        super().__init__(kernel, plan, pacing.TARGET_SECONDS)   # (read now: tests lower it)
         self.call = _prepare(kernel.meta, bound, plan)
         self.uniforms = call_uniforms(kernel.meta, bound, plan)
-        self.chunks = [(c.a, c.b) for c in plan.chunks]
-        self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
-        self.outputs = [] if self.call.deposits is not None else plan.outputs
+        if self.call.deposits is not None:
+            self.outputs = ()
         self.chunk, self.pending = None, None
 
     @property
-    def block(self) -> int:
-        """The largest storage block (a history's buffer is at most that)."""
-        return plan_block()
-
-    def first(self, ci: int) -> int:
-        return self.plan.chunks[ci].first
+    def bound(self) -> Bound:
+        return self.call.bound
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
         self.chunk, self.pending = self.plan.chunks[ci], (ci == 0, sizes, writes)
@@ -96,9 +91,6 @@ class Target:
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
         self.uniforms.update(uniforms)
         return gl.call(_trip, self, sizes, writes, reads)
-
-    def check(self, err: bytes) -> None:
-        _raise_error(np.frombuffer(err, np.uint32), self.call)
 
     def read(self, reads: list) -> list:
         return gl.call(_read, self.kernel, reads)
@@ -289,10 +281,6 @@ def launch(ctx, kernel, program, groups, writes=()) -> np.ndarray:
 
 
 # --- results -----------------------------------------------------------------------------
-def _raise_error(err: np.ndarray, call: _Call) -> None:
-    raise_error(err, call.meta, call.bound)
-
-
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
     """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new array."""
     return fixed.pack(state, call.bound.grid_shape)

@@ -12,7 +12,8 @@ from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from . import device as gl
 from .plan import LIMITS, Plan
-from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment, key_uniforms,
+from ..shader.faults import raise_error
+from .execute import (NO_ERROR_BYTES, _forget, _segment, key_uniforms,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
 from .special import fixed_values, program_for
@@ -98,7 +99,7 @@ class OneDispatch:
         COUNTERS.add_both("memory_hits", "dispatches")
         err, raw, steps, outputs = got
         if err is not None:
-            _raise_error(err, _prepare(self.kernel.meta, self._bound(data), self.plan))
+            raise_error(err, self.kernel.meta, self._bound(data))
         if self.n_states == 1:
             states = raw                # read in the grid's shape (_trip)
         else:

@@ -50,15 +50,14 @@ class _Target(R.Target):
 
     def __init__(self, kernel: R.Kernel, bound: Bound):
         meta = kernel.meta
-        L = host.layout(bound, meta)
+        layout = host.layout(bound, meta)
         # the history of a chunk is one buffer: chunks small enough that it fits one block
-        super().__init__(kernel, bound, history=len(L.times) * L.n_states * 4)
-        self.layout = L
+        super().__init__(kernel, bound, history=host.history_bytes(meta, bound, layout,
+                                                                   R.plan_block()))
+        self.layout = layout
         for name, value in host.controller_uniforms(bound).items():
             self.put(name, value)
         self.cap = _attempt_cap(meta, bound)
-        host.check_history(bound, L.n_states, max((b - a for a, b in self.chunks), default=0),
-                           4, self.block)
 
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)

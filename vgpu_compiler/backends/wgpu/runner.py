@@ -32,10 +32,11 @@ from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests, history.py)
 from .fast import OneDispatch
 from ..shader import plan as P
+from ..shader.target import PlanTarget
 from ...runtime import fixed, pacing
 from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
-from .dispatch import _dispatch, _pack_uniforms, _raise_error, _read
+from .dispatch import _dispatch, _pack_uniforms, _read
 
 LOOP_LIMIT = P.LOOP_LIMIT
 FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap", "pause"}
@@ -65,6 +66,11 @@ _device: list = [None]
 def plan_for(kernel, bound: Bound, history: int = 0) -> P.Plan:
     """The kernel's plan (shader/plan.plan_for) under wgpu's limits on this adapter."""
     return P.plan_for(kernel, bound, LIMITS, device(), history)
+
+
+def plan_block() -> int:
+    """The largest storage buffer in force: the limit's, else the adapter's."""
+    return P.block(LIMITS, device())
 
 
 def available() -> bool:
@@ -347,36 +353,23 @@ def fixed_target(kernel: Kernel, bound: Bound, cls=None) -> "Target":
     return target
 
 
-class Target:
-    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a wgpu kernel: a
-    run's inputs written and outputs zeroed once, a chunk's states and params at its
+class Target(PlanTarget):
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a wgpu kernel
+    (shader/target.PlanTarget: what it takes from the plan): a run's inputs written and outputs zeroed once, a chunk's states and params at its
     start, a dispatch and its read-backs one command buffer and one mapping
     (dispatch.py), the uniforms packed into the kernel's uniform buffer; the chunks,
     their workgroups and first sizes and the loop cap are the kernel's plan
     (shader/plan.py; ``history``: a history's bytes per trajectory, adaptive_run._Target).
     The caller sets ``layout`` (fixed_target; adaptive_run._Target)."""
 
-    nesting = None              # (_here: set below)
-
     def __init__(self, kernel: Kernel, bound: Bound, history: int = 0):
-        self.kernel, self.bound, meta = kernel, bound, kernel.meta
-        self.plan = plan = plan_for(kernel, bound, history).at(bound)
-        self.chunks = [(c.a, c.b) for c in plan.chunks]
-        self.cap = plan.cap
+        plan = plan_for(kernel, bound, history).at(bound)
+        super().__init__(kernel, plan, pacing.target(dev.software()))
+        self.bound = bound
         self.state = fixed.start_state(bound)
         self.values, self.put = self._start(kernel, bound, plan)
-        self.aim = pacing.target(dev.software())
-        self.outputs = list(plan.outputs)
         self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
         self.groups = None
-
-    @property
-    def block(self) -> int:
-        """The largest storage buffer (a history's buffer is at most that)."""
-        return P.block(LIMITS, device())
-
-    def first(self, ci: int) -> int:
-        return self.plan.chunks[ci].first
 
     _start = staticmethod(_setup)   # (values, put): a run's inputs and outputs written
 
@@ -434,9 +427,6 @@ class Target:
                 memoryview(r[2][0]).cast("B")[r[2][1]:r[2][1] + r[1]] = got[k]
                 got[k] = b""
         return got
-
-    def check(self, err: bytes) -> None:
-        _raise_error(np.frombuffer(err, np.uint32), self.kernel.meta, self.bound)
 
     def read(self, reads: list) -> list:
         d = dev.get()
