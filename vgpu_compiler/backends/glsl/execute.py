@@ -28,7 +28,7 @@ from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR
 from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (key_uniforms: fast.py)
-from ..shader.target import PlanTarget
+from ..shader.target import PlanTarget, chunk_writes
 from .plan import plan_for
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
@@ -84,6 +84,13 @@ class Target(PlanTarget):
     @property
     def bound(self) -> Bound:
         return self.call.bound
+
+    @bound.setter
+    def bound(self, bound: Bound) -> None:
+        self.call.bound = bound
+
+    def put(self, name: str, value) -> None:
+        self.uniforms[name] = value
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
         self.chunk, self.pending = self.plan.chunks[ci], (ci == 0, sizes, writes)
@@ -209,22 +216,14 @@ def run_buffers(ctx, kernel, plan: Plan) -> list:
 
 
 def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
-    """The states (given by h0), per-trajectory params and deposit slots of one chunk."""
-    a, b, item, meta = chunk.a, chunk.b, call.item, call.meta
-    count, writes = b - a, []
-    buf = kernel.ensure(ctx, "b_state", call.n_states * count * item)
-    if call.state is not None:      # else every state starts from its expression, in-shader
-        writes.append((buf, np.ascontiguousarray(call.state[:, a:b])))
-    if meta["uses_init"]:
-        kernel.ensure(ctx, "b_init", call.n_states * count * item)
-    if meta["collapse"]:
-        kernel.ensure(ctx, "b_steps", 2 * count * 4)
-    if call.pt:
-        p = np.ascontiguousarray(call.params[:, a:b])
-        writes.append((kernel.ensure(ctx, "b_params", p.nbytes), p))
-    if meta["n_deposits"]:
-        dep = np.full(2 * meta["n_deposits"] * count, -1.0, call.bound.dtype)
-        writes.append((kernel.ensure(ctx, "b_dep", dep.nbytes), dep))
+    """The buffers of one chunk made, and its first writes (shader/target.chunk_writes:
+    the states given by h0, per-trajectory params, deposit slots): [(buffer, data)]."""
+    writes = []
+    for name, nbytes, data in chunk_writes(call.meta, call.bound, call.state, call.params,
+                                           chunk.a, chunk.b):
+        buf = kernel.ensure(ctx, name, nbytes)
+        if data is not None:
+            writes.append((buf, data))
     return writes
 
 

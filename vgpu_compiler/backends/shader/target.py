@@ -4,7 +4,9 @@ glsl (glsl/execute.Target) and wgpu (wgpu/runner.Target): the chunks and their f
 sizes, the cap of a dispatch, the outputs read back, the largest storage block, and the
 check of a dispatch's error slot. The backend's subclass does its device's part of the
 protocol: ``begin`` (a chunk's states and params written), ``trip`` (writes, one
-dispatch, the error slot and reads), ``read``; it sets ``bound`` and ``layout``."""
+dispatch, the error slot and reads, ``chunk_writes`` the buffers a chunk starts with),
+``read``, ``put`` (one uniform's value for the next dispatch); it sets ``bound`` and
+``layout``."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,3 +36,33 @@ class PlanTarget:
     def check(self, err: bytes) -> None:
         """A dispatch's error slot (shader/faults.py) raised as the user's error."""
         raise_error(np.frombuffer(err, np.uint32), self.kernel.meta, self.bound)
+
+    def rebind(self, bound) -> None:
+        """A session's call with new scalar params (runtime/fixed_session.py): their
+        uniforms, as the kernel's dtype holds them."""
+        cast = bound.dtype.type
+        for uniform, name in self.plan.scalars:
+            self.put(uniform, float(cast(bound.params[name])))
+        self.bound = bound
+
+
+def chunk_writes(meta: dict, bound, state, params, a: int, b: int) -> list:
+    """The buffers chunk [a, b) of a run starts with: (buffer, bytes, data or None: made,
+    not written): its states (``state``, (n_states, N): given by h0; None: every state
+    starts from its expression, in-shader), the start states' copy (``init``), the
+    steps taken (collapse), its per-trajectory params (``params``, (n_pt, N), or None),
+    its deposit slots (float64 flux, -1: empty)."""
+    count, n_states, item = b - a, len(bound.field.states), bound.dtype.itemsize
+    out = [("b_state", n_states * count * item,
+            None if state is None else np.ascontiguousarray(state[:, a:b]))]
+    if meta["uses_init"]:
+        out.append(("b_init", n_states * count * item, None))
+    if meta["collapse"]:
+        out.append(("b_steps", 2 * count * 4, None))
+    if params is not None:
+        p = np.ascontiguousarray(params[:, a:b])
+        out.append(("b_params", p.nbytes, p))
+    if meta.get("n_deposits"):
+        dep = np.full(2 * meta["n_deposits"] * count, -1.0, bound.dtype)
+        out.append(("b_dep", dep.nbytes, dep))
+    return out

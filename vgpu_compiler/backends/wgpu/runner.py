@@ -32,7 +32,7 @@ from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests, history.py)
 from .fast import OneDispatch
 from ..shader import plan as P
-from ..shader.target import PlanTarget
+from ..shader.target import PlanTarget, chunk_writes
 from ...runtime import fixed, pacing
 from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
@@ -369,6 +369,7 @@ class Target(PlanTarget):
         self.state = fixed.start_state(bound)
         self.values, self.put = self._start(kernel, bound, plan)
         self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
+        self.params = fixed.param_rows(bound, self.pt)
         self.groups = None
 
     _start = staticmethod(_setup)   # (values, put): a run's inputs and outputs written
@@ -394,17 +395,12 @@ class Target(PlanTarget):
                 queue.write_buffer(buf, 0, data)
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
-        (a, b), kernel, bound, meta = self._place(ci), self.kernel, self.bound, self.kernel.meta
-        count, n_states, queue = b - a, len(bound.field.states), dev.get().device.queue
-        buf = kernel.ensure("b_state", n_states * count * 4)
-        if self.state is not None:
-            queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
-        if meta["uses_init"]:
-            kernel.ensure("b_init", n_states * count * 4)
-        if self.pt:
-            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(-1)[a:b]
-                          for name in self.pt])
-            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
+        (a, b), kernel, queue = self._place(ci), self.kernel, dev.get().device.queue
+        for name, nbytes, data in chunk_writes(kernel.meta, self.bound, self.state,
+                                               self.params, a, b):
+            buf = kernel.ensure(name, nbytes)
+            if data is not None:
+                queue.write_buffer(buf, 0, data.tobytes())
         self._made(sizes, writes)
 
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:

@@ -4,7 +4,6 @@ private copy of the field's kernel (the same pipeline, buffers of its own) throu
 mapping), under the runner's lock; chunks are the kernel's plan (shader/plan.py)."""
 from __future__ import annotations
 
-import numpy as np
 
 from ... import spelling as S
 from ...errors import BackendError
@@ -29,12 +28,6 @@ class _Target(Target):
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
         self._place(ci)
         self._made({**sizes, "b_err": 16}, writes)
-
-    def rebind(self, bound) -> None:
-        self.bound = bound
-        for x in self.kernel.meta["uniforms"]:
-            if x["role"] == "param":
-                self.put(x["name"], float(np.float32(bound.params[x["of"]])))
 
 
 class Session(FixedSession):
