@@ -287,10 +287,9 @@ def _remember(kernel: Kernel, bound: Bound) -> None:
     values, put = _uniform_values(kernel, bound, plan)
     for name, value in chunk.uniforms.items():
         put(name, value)
-    fast = OneDispatch(kernel, bound, values, chunk.groups,
-                       min(chunk.first, plan.cap or chunk.first))
-    fast.made = (LIMITS.in_force, dev.get().limits)       # (_still)
-    bound.prepared.slots["wgpu_fast"] = fast
+    bound.prepared.slots["wgpu_fast"] = OneDispatch(
+        kernel, bound, values, chunk.groups, min(chunk.first, plan.cap or chunk.first),
+        (LIMITS.in_force, dev.get().limits))
 
 
 def _still(fast: OneDispatch, slots: dict) -> bool:
