@@ -41,8 +41,8 @@ def split(request, monkeypatch):
             yield "glsl"
     else:
         from vgpu_compiler.backends.wgpu import runner
-        monkeypatch.setitem(runner.LIMITS, "max_steps", 1)
-        yield "wgpu"
+        with runner.limits(max_steps=1):
+            yield "wgpu"
 
 
 def test_a_split_run_is_the_whole_run_and_progress_rises_to_the_end(split):

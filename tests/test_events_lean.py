@@ -99,8 +99,7 @@ def _split(backend, monkeypatch):
     if backend == "wgpu":
         from vgpu_compiler.backends.wgpu import adaptive_run, runner
         monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-        monkeypatch.setattr(runner, "FIRST_WORK", 0)        # (first dispatch: 1 attempt)
-        return runner.limits(max_steps=7)
+        return runner.limits(max_steps=7, work_per_dispatch=0)  # (first dispatch: 1 attempt)
     from vgpu_compiler.backends.cpu import runner
     monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 11)
     return None

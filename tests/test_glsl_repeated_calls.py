@@ -60,7 +60,7 @@ def test_one_plan_per_kernel_and_limits_and_the_same_answer_under_each(glsl):
     assert glsl_runner.MEMORY.get(kernel.key) is kernel
     assert len(kernel.plans) == 2
     per_chunk = 4096 // (3 * 4)                        # trajectories of 3 float32 states
-    assert sorted(len(p.chunks) for p in kernel.plans.values()) == [1, -(-1000 // per_chunk)]
+    assert sorted(len(p.chunks) for _, p in kernel.plans.values()) == [1, -(-1000 // per_chunk)]
 
 
 def test_new_scalar_params_dt_and_steps_reach_a_cached_kernel(glsl):

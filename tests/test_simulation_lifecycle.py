@@ -91,7 +91,8 @@ def small_dispatches(backend, monkeypatch, request):
         request.addfinalizer(lambda: plan.set_limits(**old))
     elif backend == "wgpu":
         from vgpu_compiler.backends.wgpu import runner
-        monkeypatch.setitem(runner.LIMITS, "max_steps", 3)
+        old = runner.set_limits(max_steps=3)
+        request.addfinalizer(lambda: runner.set_limits(**old))
 
 
 def _sigint_in(backend, sim, monkeypatch, nth: int, adaptive: bool = False) -> list:
@@ -172,12 +173,14 @@ def test_an_interrupted_advance_of_chunks_goes_back(glsl, monkeypatch):
                                                              dims={"N": 40}, steps=25))
 
 
-def test_an_interrupted_wgpu_advance_of_chunks_goes_back(wgpu, monkeypatch):
-    from vgpu_compiler.backends.wgpu import runner, session as wgpu_session
+def test_an_interrupted_wgpu_advance_of_chunks_goes_back(wgpu, monkeypatch, request):
+    from vgpu_compiler.backends.wgpu import runner
     h0 = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-    monkeypatch.setitem(runner.LIMITS, "max_steps", 3)
-    monkeypatch.setattr(wgpu_session, "_chunks", lambda k, bound: [(0, 24), (24, 40)])
+    # chunks of 24 trajectories (3 states x 4 bytes each): (0, 24), (24, 40)
+    old = runner.set_limits(max_steps=3, max_block=24 * 3 * 4)
+    request.addfinalizer(lambda: runner.set_limits(**old))
     sim = vgpu.Simulation(LORENZ, h0, backend="wgpu")
+    assert sim._session.target.chunks == [(0, 24), (24, 40)]
     assert not sim._session.resident
     sim.advance(4)
     before = sim.states
@@ -221,7 +224,7 @@ def test_ctrl_c_in_a_wgpu_read_back_leaves_the_session_usable(wgpu):
         from vgpu_compiler.backends.wgpu import dispatch, runner
         LORENZ = open("examples/lorenz.field").read()
         h0 = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
-        runner.LIMITS["max_steps"] = 10                 # an advance of many dispatches
+        runner.set_limits(max_steps=10)                 # an advance of many dispatches
         sim = vgpu.Simulation(LORENZ, h0, backend="wgpu")
         sim.advance(3)
         start, calls = dispatch._map_read, [0]

@@ -122,11 +122,11 @@ def test_paced_dispatches_and_chunks_change_nothing(wgpu, monkeypatch):
     whole = vgpu.solve(src, h0, **kw)
     limits = dict(wgpu_runner.dev.get().limits)
     monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-    monkeypatch.setattr(wgpu_runner, "FIRST_WORK", 0)   # (first dispatch: 1 attempt)
     monkeypatch.setattr(wgpu_runner.dev.get(), "limits",
                         dict(limits, max_storage_buffer_binding_size=4096))
     before = vgpu.cache_stats()["dispatches"]
-    with wgpu_runner.limits(max_steps=1):               # one attempt per dispatch
+    # one attempt per dispatch (the first: work_per_dispatch=0)
+    with wgpu_runner.limits(max_steps=1, work_per_dispatch=0):
         split = vgpu.solve(src, h0, **kw)
     # one attempt per dispatch, several chunks: at least the most attempts of each chunk
     assert (vgpu.cache_stats()["dispatches"] - before

@@ -153,6 +153,19 @@ class KernelCache:
             return hit[1]
         return None
 
+    def still(self, slots: dict, slot: str, fast, env, made: tuple, nesting) -> bool:
+        """True when a call's one-dispatch fast path ``fast`` (glsl/fast.py, wgpu/fast.py:
+        a OneDispatch, with its ``kernel`` and ``made``) still runs the call as the full
+        path would: its Prepared's ``slot`` still remembers ``fast.kernel``, found under
+        this ``env``; this cache still holds it (not evicted nor cleared); ``made`` (what
+        else decided it: the limits in force, the device) is what it was made under, the
+        same two objects; and no progress callback of a run of this thread is underway
+        (``nesting``: runtime/progress.Nesting; such a call gets a private kernel)."""
+        hit, was = slots.get(slot), fast.made
+        return (hit is not None and hit[1] is fast.kernel and hit[0] == env
+                and made[0] is was[0] and made[1] is was[1] and not nesting.kernels
+                and self._lru.get(hit[2].key) is hit[2])
+
     def for_call(self, slots: dict, slot: str, env, identify: Callable, find: Callable):
         """A call's kernel: the one its slot remembers, else ``find(ident)`` (``ident``:
         the slot's identity when ``env`` is unchanged, else ``identify()``), remembered."""
@@ -213,6 +226,26 @@ class KernelCache:
 
 # --- keys -----------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
+def environ_reader(name: str) -> Callable[[], str | None]:
+    """A function reading ``os.environ.get(name)`` (a kernel key's environment variable,
+    read on every call). On POSIX, os.environ keeps the environment as bytes (``_data``)
+    and encodes the name at each look-up: reading its dict with the name encoded once is
+    the same look-up, in a fraction of the time."""
+    environ = os.environ
+    data, encode, decode = (getattr(environ, a, None)
+                            for a in ("_data", "encodekey", "decodevalue"))
+    if type(data) is not dict or encode is None or decode is None:
+        return lambda: environ.get(name)
+    key = encode(name)
+
+    def read():
+        if os.environ is not environ:       # replaced wholesale: read the new one
+            return os.environ.get(name)
+        raw = data.get(key)
+        return None if raw is None else decode(raw)
+    return read
+
+
 def fingerprint(version: str, *folders: Path) -> str:
     """A hash of a backend's code: ``version``, the templates and Python of ``folders``
     (their own files) and all of codegen's Python: a change to any is a new kernel."""

@@ -7,8 +7,6 @@ one storage block.
 """
 from __future__ import annotations
 
-import math
-
 from ...call.bound import Bound, Progress, Solution
 from ...errors import BackendError
 from ...runtime import adaptive as driver
@@ -18,7 +16,7 @@ from . import device as gl
 from .execute import Target, _pack, private_if_busy
 from .kernel_cache import holding
 from .lookup import available, kernel_of_call
-from .plan import LOOP_LIMIT, plan_block, plan_for
+from .plan import LOOP_LIMIT, device, plan_block, plan_for
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
@@ -41,9 +39,8 @@ def run(prepared, data, progress: Progress = None) -> Solution:
 
 def _attempt_cap(kernel, bound: Bound) -> int | None:
     """The most attempts one dispatch may run on a software renderer (its loop limiter:
-    see plan.loop_cap), counting the controller's own loops; None elsewhere."""
-    from . import SOFTWARE_RENDERERS
-    if not SOFTWARE_RENDERERS.search(gl.device_info().get("renderer", "")):
+    see shader/plan.loop_cap), counting the controller's own loops; None elsewhere."""
+    if not device()["software"]:
         return None
     return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
 
@@ -55,12 +52,9 @@ class _Target(Target):
 
     def __init__(self, kernel, bound: Bound):
         layout = host.layout(bound, kernel.meta)
-        n_save, n_states, item = len(layout.times), len(bound.field.states), \
-            bound.dtype.itemsize
-        _check_history(kernel, bound, n_save, plan_block())
         # the history of a chunk is one buffer: chunks small enough that it fits one block
-        super().__init__(kernel, bound,
-                         plan_for(kernel, bound, history=n_save * n_states * item).at(bound))
+        history = host.history_bytes(kernel.meta, bound, layout, plan_block())
+        super().__init__(kernel, bound, plan_for(kernel, bound, history=history).at(bound))
         self.layout = layout
         self.uniforms.update(host.controller_uniforms(bound))
         self.cap = _attempt_cap(kernel, bound)      # (aim: execute's, pacing.TARGET_SECONDS)
@@ -68,15 +62,3 @@ class _Target(Target):
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)
 
-
-def _check_history(kernel, bound: Bound, n_save: int, block: int) -> None:
-    """The history of the fewest trajectories a chunk can hold (one, or one row of
-    basins) must fit one storage block."""
-    meta, n_states = kernel.meta, len(bound.field.states)
-    unit = meta["basin"][0] * math.prod(bound.grid_shape[1:]) if meta["has_basin"] else 1
-    if n_save * n_states * bound.dtype.itemsize * unit > block:
-        what = "one trajectory" if unit == 1 else f"one row of basins ({unit} trajectories)"
-        times = "saved steps" if host.every_events(bound) else "save_at times"
-        raise BackendError(f"the history of {what} ({n_save} {times} x {n_states} states) "
-                           f"is larger than the largest storage block of this driver "
-                           f"({block} bytes); save fewer times, or use backend='numpy'")

@@ -23,12 +23,13 @@ import numpy as np
 
 from . import device as gl
 from ...call.bound import Bound, Progress, Solution
-from ...noise.normal import key_of
 from ...runtime import fixed
 from ...runtime import pacing
 from ...runtime.progress import Nesting
-from ..shader.faults import NO_ERROR, raise_error
-from .plan import Chunk, Plan, plan_block, plan_for, uniforms_of
+from ..shader.faults import NO_ERROR
+from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (key_uniforms: fast.py)
+from ..shader.target import PlanTarget, chunk_writes
+from .plan import plan_for
 
 NO_ERROR_BYTES = np.full(4, NO_ERROR, np.uint32).tobytes()
 
@@ -64,31 +65,32 @@ def execute(kernel, bound: Bound, progress: Progress) -> Solution:
             gl.call(kernel.release)
 
 
-class Target:
-    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a GLSL kernel: one
-    trip to the GL context per dispatch, the kernel's buffers made and written on the GL
+class Target(PlanTarget):
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a GLSL kernel
+    (shader/target.PlanTarget: what it takes from the plan): one trip to the GL context
+    per dispatch, the kernel's buffers made and written on the GL
     thread, the run's and the chunk's first writes carried by the chunk's first trip,
     uniforms set only where they changed. The driver's ``layout`` is set by the caller;
     adaptive_run.py's subclass adds the controller's uniforms, caps and first sizes."""
 
-    nesting = None              # (_here: set below)
-
     def __init__(self, kernel, bound: Bound, plan: Plan):
-        self.kernel, self.plan = kernel, plan
+        super().__init__(kernel, plan, pacing.TARGET_SECONDS)   # (read now: tests lower it)
         self.call = _prepare(kernel.meta, bound, plan)
-        self.uniforms = _call_uniforms(self.call, plan)
-        self.chunks = [(c.a, c.b) for c in plan.chunks]
-        self.cap, self.aim = plan.cap, pacing.TARGET_SECONDS   # (read now: tests lower it)
-        self.outputs = [] if self.call.deposits is not None else plan.outputs
+        self.uniforms = call_uniforms(kernel.meta, bound, plan)
+        if self.call.deposits is not None:
+            self.outputs = ()
         self.chunk, self.pending = None, None
 
     @property
-    def block(self) -> int:
-        """The largest storage block (a history's buffer is at most that)."""
-        return plan_block()
+    def bound(self) -> Bound:
+        return self.call.bound
 
-    def first(self, ci: int) -> int:
-        return self.plan.chunks[ci].first
+    @bound.setter
+    def bound(self, bound: Bound) -> None:
+        self.call.bound = bound
+
+    def put(self, name: str, value) -> None:
+        self.uniforms[name] = value
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
         self.chunk, self.pending = self.plan.chunks[ci], (ci == 0, sizes, writes)
@@ -96,9 +98,6 @@ class Target:
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
         self.uniforms.update(uniforms)
         return gl.call(_trip, self, sizes, writes, reads)
-
-    def check(self, err: bytes) -> None:
-        _raise_error(np.frombuffer(err, np.uint32), self.call)
 
     def read(self, reads: list) -> list:
         return gl.call(_read, self.kernel, reads)
@@ -182,26 +181,6 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
                  deposits)
 
 
-def _call_uniforms(call: _Call, plan: Plan) -> dict:
-    """The uniforms that may change from call to call (the plan holds the rest)."""
-    bound, cast = call.bound, call.bound.dtype.type
-    u = {"u_dt": float(cast(bound.dt)), "u_t0": float(cast(bound.t0)),
-         "u_steps": int(bound.steps)}
-    for uniform, name in plan.scalars:
-        u[uniform] = float(cast(bound.params[name]))
-    u.update(key_uniforms(call.meta, bound.seed))
-    return u
-
-
-def key_uniforms(meta: dict, seed: int) -> dict:
-    """The noise key's uniforms (role ``key``) for ``seed``; {} without noise."""
-    names = uniforms_of(meta, "key")
-    if not names:
-        return {}
-    k0, k1 = key_of(seed)
-    return {names["0"]: k0, names["1"]: k1}
-
-
 _segment = fixed.segment         # (fast.py's one dispatch)
 
 
@@ -237,22 +216,14 @@ def run_buffers(ctx, kernel, plan: Plan) -> list:
 
 
 def _chunk_writes(ctx, kernel, call: _Call, chunk: Chunk) -> list:
-    """The states (given by h0), per-trajectory params and deposit slots of one chunk."""
-    a, b, item, meta = chunk.a, chunk.b, call.item, call.meta
-    count, writes = b - a, []
-    buf = kernel.ensure(ctx, "b_state", call.n_states * count * item)
-    if call.state is not None:      # else every state starts from its expression, in-shader
-        writes.append((buf, np.ascontiguousarray(call.state[:, a:b])))
-    if meta["uses_init"]:
-        kernel.ensure(ctx, "b_init", call.n_states * count * item)
-    if meta["collapse"]:
-        kernel.ensure(ctx, "b_steps", 2 * count * 4)
-    if call.pt:
-        p = np.ascontiguousarray(call.params[:, a:b])
-        writes.append((kernel.ensure(ctx, "b_params", p.nbytes), p))
-    if meta["n_deposits"]:
-        dep = np.full(2 * meta["n_deposits"] * count, -1.0, call.bound.dtype)
-        writes.append((kernel.ensure(ctx, "b_dep", dep.nbytes), dep))
+    """The buffers of one chunk made, and its first writes (shader/target.chunk_writes:
+    the states given by h0, per-trajectory params, deposit slots): [(buffer, data)]."""
+    writes = []
+    for name, nbytes, data in chunk_writes(call.meta, call.bound, call.state, call.params,
+                                           chunk.a, chunk.b):
+        buf = kernel.ensure(ctx, name, nbytes)
+        if data is not None:
+            writes.append((buf, data))
     return writes
 
 
@@ -309,10 +280,6 @@ def launch(ctx, kernel, program, groups, writes=()) -> np.ndarray:
 
 
 # --- results -----------------------------------------------------------------------------
-def _raise_error(err: np.ndarray, call: _Call) -> None:
-    raise_error(err, call.meta, call.bound)
-
-
 def _pack(call: _Call, state: np.ndarray) -> np.ndarray:
     """(n_states, N) kernel layout -> grid_shape (+ (n_states,)), a new array."""
     return fixed.pack(state, call.bound.grid_shape)

@@ -11,11 +11,11 @@ import numpy as np
 from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS
 from . import device as gl
-from . import plan as _plan
-from .execute import (NO_ERROR_BYTES, _forget, _prepare, _raise_error, _segment, key_uniforms,
+from .plan import LIMITS, Plan
+from ..shader.faults import raise_error
+from .execute import (NO_ERROR_BYTES, _forget, _segment, key_uniforms,
                       _set_uniforms, bind_buffers)
 from .kernel_cache import let_go
-from .plan import Plan
 from .special import fixed_values, program_for
 
 # --- a signature's one-dispatch call, made ready once ------------------------------------
@@ -34,7 +34,8 @@ class OneDispatch:
 
     def __init__(self, kernel, bound: Bound, plan: Plan):
         self.kernel, self.base, self.prepared = kernel, kernel.base, bound.prepared
-        self.plan, self.limits = plan, _limits_in_force()
+        self.plan = plan
+        self.made = (LIMITS.in_force, gl.GL.ctx)     # (runner._still)
         self.chunk = chunk = plan.chunks[0]
         self.groups = chunk.groups
         meta, f = kernel.meta, bound.field
@@ -98,7 +99,7 @@ class OneDispatch:
         COUNTERS.add_both("memory_hits", "dispatches")
         err, raw, steps, outputs = got
         if err is not None:
-            _raise_error(err, _prepare(self.kernel.meta, self._bound(data), self.plan))
+            raise_error(err, self.kernel.meta, self._bound(data))
         if self.n_states == 1:
             states = raw                # read in the grid's shape (_trip)
         else:
@@ -179,6 +180,3 @@ class OneDispatch:
                     special.uniform_values, special.uniform_owner = {}, None
             raise
 
-
-def _limits_in_force() -> tuple:
-    return _plan._in_force[0]

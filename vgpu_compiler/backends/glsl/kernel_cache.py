@@ -26,7 +26,6 @@ class GpuKernel:
         self.key, self.source, self.meta = key, source, meta
         self.disk_key = key                   # the key of its GLSL on disk (shapes left out)
         self.field_id, self.dtype, self.pt = "", "", ()   # whose kernel it is (evict)
-        self.loop_cap: int | None | str = "unknown"   # most steps a dispatch may run (plan.loop_cap)
         self.err_dirty = True                 # the error slot needs a reset before a run
         self.lock = threading.Lock()          # one run at a time on these buffers (holding)
         self.retired = False                  # evicted during a run: that run frees it
@@ -38,7 +37,7 @@ class GpuKernel:
         self.buffers: dict[str, object] = {}  # GLSL buffer name -> moderngl.Buffer
         self.capacity: dict[str, int] = {}
         self.generation = 0                   # bumped whenever a buffer is (re)made
-        self.plans: dict = {}                 # limits -> its plan (plan.py; shapes are fixed)
+        self.plans: dict = {}                 # limits -> its plan (shader/plan.py; shapes are fixed)
         self.specials: dict = {}              # fixed int uniforms -> Special or None (special.py)
 
     # --- on the GL thread ------------------------------------------------------

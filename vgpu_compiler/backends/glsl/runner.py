@@ -6,8 +6,6 @@ memory and disk caches); a repeated call of one dispatch takes the fast path
 """
 from __future__ import annotations
 
-import os
-
 from ... import spelling as S
 from ...errors import BackendError
 from . import device as gl
@@ -17,9 +15,10 @@ from ...ir.observers import located
 from .adaptive_run import run as run_adaptive
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
-from . import REDUCTION_ENV, plan as _plan
-from .plan import plan_for
+from . import REDUCTION_ENV
+from .plan import LIMITS, plan_for
 from .kernel_cache import holding
+from ...runtime.kernel_cache import environ_reader
 from .lookup import (DISK, MEMORY, available, cache_info, canonical, clear_cache, evict,
                      kernel_of_call, set_cache_dir, set_memory_capacity)
 
@@ -64,34 +63,12 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
 
 
 def _still(fast: OneDispatch, slots: dict) -> bool:
-    """True when ``fast`` still runs this call as ``run``'s full path would: the same
-    kernel, still in the memory cache, VGPU_REDUCTION unchanged, the same plan, a
-    context, and no progress callback of a run of this thread's underway (whose call
-    gets a private kernel: private_if_busy)."""
-    hit = slots.get("glsl")
-    return (hit is not None and hit[1] is fast.kernel and gl.GL.ctx is not None
-            and not _here.kernels and _plan._in_force[0] is fast.limits
-            and _reduction_env() == hit[0] and MEMORY.get(hit[2].key) is hit[2])
+    """True when ``fast`` still runs this call as ``run``'s full path would (the kernel
+    cache's ``still``: the same kernel, still in the memory cache, VGPU_REDUCTION
+    unchanged, no progress callback of a run of this thread underway, whose call gets a
+    private kernel: private_if_busy), under the same limits and GL context."""
+    return MEMORY.still(slots, "glsl", fast, _reduction_env(), (LIMITS.in_force, gl.GL.ctx),
+                        _here)
 
 
-def _environ_reader(name: str):
-    """A function reading ``os.environ.get(name)``. On POSIX, os.environ keeps the
-    environment as bytes (``_data``) and encodes the name at each look-up: reading
-    its dict with the name encoded once is the same look-up, in a fraction of the
-    time."""
-    environ = os.environ
-    data, encode, decode = (getattr(environ, a, None)
-                            for a in ("_data", "encodekey", "decodevalue"))
-    if type(data) is not dict or encode is None or decode is None:
-        return lambda: environ.get(name)
-    key = encode(name)
-
-    def read():
-        if os.environ is not environ:       # replaced wholesale: read the new one
-            return os.environ.get(name)
-        raw = data.get(key)
-        return None if raw is None else decode(raw)
-    return read
-
-
-_reduction_env = _environ_reader(REDUCTION_ENV)
+_reduction_env = environ_reader(REDUCTION_ENV)

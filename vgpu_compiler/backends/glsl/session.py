@@ -50,12 +50,6 @@ class _Target(Target):
         self.inputs, self.pt = self.plan.inputs, self.plan.pt
         self.call.state = self.call.params = None       # (the session's own arrays)
 
-    def rebind(self, bound) -> None:
-        cast = bound.dtype.type
-        for uniform, name in self.plan.scalars:
-            self.uniforms[uniform] = float(cast(bound.params[name]))
-        self.call.bound = bound
-
     def _opening(self, ctx, shared: bool) -> list:
         return run_buffers(ctx, self.kernel, self.plan) if shared else []
 

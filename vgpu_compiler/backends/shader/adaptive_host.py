@@ -168,15 +168,22 @@ def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     return (loop_limit - 1 - once) // per
 
 
-def check_history(bound: Bound, n_states: int, trajectories: int, item: int,
-                  block: int) -> None:
-    """The save_at history of a chunk of ``trajectories`` must fit one storage block."""
-    n_save = len(save_times(bound))
-    if n_save * n_states * trajectories * item > block:
-        raise BackendError(f"the save_at history ({n_save} times x {n_states} states x "
-                           f"{trajectories} trajectories) is larger than the largest storage "
-                           f"block of this driver ({block} bytes); save fewer times, run "
-                           f"fewer trajectories per call, or use backend='numpy'")
+def history_bytes(meta: dict, bound: Bound, layout: Layout, block: int) -> int:
+    """The bytes per trajectory of a run's history (save_at, or save_every with events:
+    times x states), which bounds its chunks (shader/plan.plan_for's ``history``: a
+    chunk's history is one buffer). The history of the fewest trajectories a chunk can
+    hold (one, or one row of basins) must fit one storage block of ``block`` bytes: else
+    a BackendError."""
+    n_save, n_states = len(layout.times), len(bound.field.states)
+    per = n_save * n_states * bound.dtype.itemsize
+    unit = int(meta["basin"][0] * np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+    if per * unit > block:
+        what = "one trajectory" if unit == 1 else f"one row of basins ({unit} trajectories)"
+        times = "saved steps" if every_events(bound) else "save_at times"
+        raise BackendError(f"the history of {what} ({n_save} {times} x {n_states} states) "
+                           f"is larger than the largest storage block of this driver "
+                           f"({block} bytes); save fewer times, or use backend='numpy'")
+    return per
 
 
 def solution(bound: Bound, state: np.ndarray, outputs: dict, ad: np.ndarray,

@@ -3,7 +3,7 @@ method's with ``save_at`` or events (its field's ``solver.dense`` variant, a ker
 its own): the kernel found and runtime/adaptive.py's driver run on it through
 ``_Target`` (runner.Target, wgpu's part, shared with the fixed-step driver: a dispatch
 and its read-backs are one command buffer and one mapping, dispatch.py). Chunks
-(runner._chunks) are sized for the history too; on a CPU adapter a dispatch never runs
+(the kernel's plan, shader/plan.py) are sized for the history too; on a CPU adapter a dispatch never runs
 more attempts than the loop limiter of lavapipe's code generator allows.
 """
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from ... import spelling as S
 from ...call.bound import Bound, Solution
 from ...errors import BackendError
-from ...ir.step import step_program
 from ...runtime import adaptive as driver
 from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
@@ -41,7 +40,7 @@ def _attempt_cap(meta: dict, bound: Bound) -> int | None:
     """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
     ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
     cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
-    forced = R.LIMITS["max_steps"]
+    forced = R.LIMITS.in_force[2]
     return (min(cap, forced) if cap else forced) if forced else cap
 
 
@@ -50,18 +49,15 @@ class _Target(R.Target):
     uniforms, chunks that hold their history, and the attempts' cap and first sizes."""
 
     def __init__(self, kernel: R.Kernel, bound: Bound):
-        super().__init__(kernel, bound)
         meta = kernel.meta
-        self.layout = L = host.layout(bound, meta)
+        layout = host.layout(bound, meta)
+        # the history of a chunk is one buffer: chunks small enough that it fits one block
+        super().__init__(kernel, bound, history=host.history_bytes(meta, bound, layout,
+                                                                   R.plan_block()))
+        self.layout = layout
         for name, value in host.controller_uniforms(bound).items():
             self.put(name, value)
         self.cap = _attempt_cap(meta, bound)
-        self.stages = len(step_program(bound.field.solver.tableau).stages)  # (the first dispatch)
-        self.chunks = R._chunks(kernel, bound, max(2 + L.n_states, L.counters,
-                                                   len(L.times) * L.n_states))
-        host.check_history(bound, L.n_states, max((b - a for a, b in self.chunks), default=0),
-                           4, self.block)
 
     def first(self, ci: int) -> int:
-        a, b = self.chunks[ci]
-        return host.first_attempts(R._first_steps(b - a, self.stages, None), FIRST_ATTEMPTS)
+        return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)

@@ -23,12 +23,15 @@ from .dispatch import _dispatch, _pack, _pack_uniforms, _raise_error
 
 class OneDispatch:
     """See the module docstring. ``values`` are the uniforms of the run it was made
-    from (runner._uniform_values, with the chunk's count and origin); ``most`` the
-    most steps one dispatch of this signature runs (runner._first_steps)."""
+    from (runner._uniform_values, with the chunk's own: shader/plan.py); ``most`` the
+    most steps one dispatch of this signature runs (its chunk's first, within the cap);
+    ``made``: the limits and the adapter's limits it was made under (runner._still)."""
 
-    def __init__(self, kernel, bound: Bound, values: list, groups: tuple, most: int):
+    def __init__(self, kernel, bound: Bound, values: list, groups: tuple, most: int,
+                 made: tuple):
         meta, f = kernel.meta, bound.field
         self.kernel, self.group, self.groups, self.most = kernel, kernel.group, groups, most
+        self.made = made
         self.n, self.n_states, self.grid = bound.n_trajectories, len(f.states), bound.grid_shape
         self.values = list(values)
         index = kernel.uniform_index

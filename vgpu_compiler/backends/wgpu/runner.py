@@ -8,17 +8,15 @@ meta are kept on disk (disk_cache.py) keyed by the field's IR, dtype,
 per-trajectory params, reduction strategy, this code and templates, and the
 adapter (vendor, device, driver, backend type).
 
-Splitting is GLSL's: an ensemble larger than a storage binding or the workgroup
-count runs in chunks (whole rows of basins, ``_chunks``); a long integration runs in
-dispatches paced by runtime/fixed.py's driver (on ``Target``, this kernel's side of
-it, shared with the adaptive driver), capped on a CPU adapter by the loop limiter of
-llvmpipe's code generator (lavapipe): at most 65535 loop iterations per invocation
-and dispatch (``_loop_cap``).
+Splitting is GLSL's (backends/shader/plan.py, on this adapter's limits: ``device``):
+an ensemble larger than a storage binding or the workgroup count runs in chunks (whole
+rows of basins); a long integration runs in dispatches paced by runtime/fixed.py's
+driver (on ``Target``, this kernel's side of it, shared with the adaptive driver),
+capped on a CPU adapter by the loop limiter of llvmpipe's code generator (lavapipe):
+at most 65535 loop iterations per invocation and dispatch (shader/plan.loop_cap).
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 from pathlib import Path
 
@@ -27,35 +25,52 @@ import numpy as np
 from ... import spelling as S
 from ...errors import BackendError
 from ...call.bound import Bound, Solution
-from ...call.counters import COUNTERS
-from ...ir.step import step_program
-from ...noise.normal import key_of
+from ...call.counters import COUNTERS  # noqa: F401 (the face: tests)
 from . import VERSION, build as _build, check_dtype
 from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
 from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests, history.py)
 from .fast import OneDispatch
+from ..shader import plan as P
+from ..shader.target import PlanTarget, chunk_writes
 from ...runtime import fixed, pacing
 from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
-from .dispatch import _dispatch, _pack_uniforms, _raise_error, _read
+from .dispatch import _dispatch, _pack_uniforms, _read
 
-LOOP_LIMIT = 65535
-FIRST_WORK = 1 << 27            # trajectory-stages in a chunk's first dispatch (as GLSL)
+LOOP_LIMIT = P.LOOP_LIMIT
 FLOAT_ROLES = {"dt", "t0", "param", "t1", "rtol", "atol", "dt0", "dtmax", "gap", "pause"}
 _lock = threading.RLock()
-LIMITS = {"max_steps": None}    # most steps per dispatch (tests lower it to split runs)
+# the splitting limits (shader/plan.Limits: max_block, work_per_dispatch, max_steps);
+# tests lower them to split runs (``with limits(max_steps=9): ...``)
+LIMITS = P.Limits()
+set_limits, limits = LIMITS.set, LIMITS.within
 
 
-@contextlib.contextmanager
-def limits(max_steps=None):
-    """``with limits(max_steps=9): ...``: at most that many steps per dispatch."""
-    old = dict(LIMITS)
-    LIMITS["max_steps"] = max_steps
-    try:
-        yield
-    finally:
-        LIMITS.update(old)
+def device() -> dict:
+    """The adapter as the plan sees it (shader/plan.py): its largest storage binding, its
+    workgroups per dimension, whether it is a CPU adapter (kept per limits dict)."""
+    lim = dev.get().limits
+    kept = _device[0]
+    if kept is None or kept[0] is not lim:
+        groups = lim.get("max_compute_workgroups_per_dimension", 65535)
+        _device[0] = kept = (lim, {
+            "max_block": lim.get("max_storage_buffer_binding_size", 1 << 27),
+            "max_groups": (groups, groups, groups), "software": dev.software()})
+    return kept[1]
+
+
+_device: list = [None]
+
+
+def plan_for(kernel, bound: Bound, history: int = 0) -> P.Plan:
+    """The kernel's plan (shader/plan.plan_for) under wgpu's limits on this adapter."""
+    return P.plan_for(kernel, bound, LIMITS, device(), history)
+
+
+def plan_block() -> int:
+    """The largest storage buffer in force: the limit's, else the adapter's."""
+    return P.block(LIMITS, device())
 
 
 def available() -> bool:
@@ -86,6 +101,7 @@ class Kernel:
             compute={"module": self.module, "entry_point": "main"})
         self.buffers: dict = {}
         self.sizes: dict = {}
+        self.plans: dict = {}       # limits -> its plan (shader/plan.py; shapes are fixed)
         self.group = None
         self.written: dict = {}     # what dispatch.py last wrote to the uniform buffer, error slot
         names = [u["name"] for u in meta["uniforms"]]
@@ -176,7 +192,7 @@ def kernel_for(bound: Bound, history: bool = False) -> Kernel:
     slots = bound.prepared.slots if bound.prepared is not None else {}
     slot = "wgpu-hist" if history else \
         "wgpu-dense" if bound.field.solver.dense else "wgpu"    # (glsl's kernel_of_call)
-    env = os.environ.get(REDUCTION_ENV)
+    env = _reduction_env()
     hit = MEMORY.remembered(slots, slot, env)
     if hit is not None:
         return hit
@@ -263,84 +279,35 @@ def run(prepared, data, progress=None) -> Solution:
 def _remember(kernel: Kernel, bound: Bound) -> None:
     """Keep a OneDispatch in the call's Prepared when its signature runs as one chunk and
     one dispatch (fast.py)."""
-    chunks = _chunks(kernel, bound)
-    if bound.save_every or bound.origin or len(chunks) != 1 or kernel.group is None:
+    plan = plan_for(kernel, bound)
+    if (bound.save_every or bound.origin or not plan.one_dispatch(bound.steps)
+            or kernel.group is None):
         return
-    stages = len(step_program(bound.field.solver.tableau).stages)
-    most = _first_steps(bound.n_trajectories, stages, _loop_cap(kernel.meta))
-    if bound.steps > most:
-        return
-    values, put = _uniform_values(kernel, bound)
-    put("u_count", bound.n_trajectories)
-    put("u_origin", bound.first_trajectory)
+    chunk = plan.chunks[0]
+    values, put = _uniform_values(kernel, bound, plan)
+    for name, value in chunk.uniforms.items():
+        put(name, value)
     bound.prepared.slots["wgpu_fast"] = OneDispatch(
-        kernel, bound, values, _groups(kernel, bound, 0, bound.n_trajectories), most)
-    bound.prepared.slots["wgpu_fast_for"] = (os.environ.get(REDUCTION_ENV),
-                                             LIMITS["max_steps"], dev.get().limits)
+        kernel, bound, values, chunk.groups, min(chunk.first, plan.cap or chunk.first),
+        (LIMITS.in_force, dev.get().limits))
 
 
 def _still(fast: OneDispatch, slots: dict) -> bool:
-    """True when ``fast`` still runs a call as the full path would: the same kernel,
-    still in the memory cache, VGPU_REDUCTION, the test limits and the adapter's limits
-    unchanged, and no progress callback of a run of this thread underway."""
-    hit, made = slots.get("wgpu"), slots.get("wgpu_fast_for")
-    return (hit is not None and hit[1] is fast.kernel and not _here.kernels
-            and MEMORY.get(fast.kernel.key) is fast.kernel and made is not None
-            and made[0] == os.environ.get(REDUCTION_ENV) and made[1] == LIMITS["max_steps"]
-            and made[2] is dev.get().limits and hit[0] == made[0])
+    """True when ``fast`` still runs a call as the full path would (the kernel cache's
+    ``still``: the same kernel, still in the memory cache, VGPU_REDUCTION unchanged, no
+    progress callback of a run of this thread underway), under the same limits and
+    adapter limits."""
+    return MEMORY.still(slots, "wgpu", fast, _reduction_env(),
+                        (LIMITS.in_force, dev.get().limits), _here)
+
+
+_reduction_env = kc.environ_reader(REDUCTION_ENV)
 
 
 _here = Nesting()               # the kernels whose run's progress callback this thread is in
 
 
-def _chunks(kernel: Kernel, bound: Bound, rows: int = 2) -> list[tuple[int, int]]:
-    """[a, b) trajectory ranges (whole rows of basins) within the device's limits (a
-    buffer of ``rows`` f32 per trajectory besides the states' and the params')."""
-    limits, meta, n = dev.get().limits, kernel.meta, bound.n_trajectories
-    per = 4 * max(len(bound.field.states), len(bound.per_trajectory), rows)
-    most = max(1, limits.get("max_storage_buffer_binding_size", 1 << 27) // per)
-    groups = limits.get("max_compute_workgroups_per_dimension", 65535)
-    if meta["has_basin"]:
-        row = int(np.prod(bound.grid_shape[1:])) * meta["basin"][0]
-        most = min(max(1, most // row), groups) * row
-    else:
-        most = min(most, groups * groups * meta["local_size"][0])
-    return [(a, min(a + most, n)) for a in range(0, n, most)]
-
-
-def _groups(kernel: Kernel, bound: Bound, a: int, b: int) -> tuple[int, int, int]:
-    meta = kernel.meta
-    if not meta["has_basin"]:
-        total = -(-(b - a) // meta["local_size"][0])
-        limit = dev.get().limits.get("max_compute_workgroups_per_dimension", 65535)
-        x = min(total, limit)
-        return x, -(-total // x), 1
-    rank, basin = len(bound.grid_shape), meta["basin"]
-    rows = (b - a) // int(np.prod(bound.grid_shape[1:]))
-    extents = [rows] + list(bound.grid_shape[1:])
-    counts = [-(-e // s) for e, s in zip(extents, basin)]
-    out = [1, 1, 1]
-    for k in range(rank):
-        out[rank - 1 - k] = counts[k]
-    return tuple(out)
-
-
-def _loop_cap(meta: dict) -> int | None:
-    forced = LIMITS["max_steps"]
-    if not dev.software():
-        return forced
-    per, once = max(1, meta["loop_trips_per_step"]), meta["loop_trips_once"]
-    cap = max(1, (LOOP_LIMIT - 1 - once) // per)
-    return min(cap, forced) if forced else cap
-
-
-def _first_steps(count: int, stages: int, cap: int | None) -> int:
-    """The steps of a chunk's first dispatch: FIRST_WORK trajectory-stages, at most
-    ``cap`` (_loop_cap)."""
-    return pacing.first_steps(FIRST_WORK, count, stages, cap)
-
-
-def _setup(kernel: Kernel, bound: Bound):
+def _setup(kernel: Kernel, bound: Bound, plan: P.Plan):
     """A run's inputs written and its outputs zeroed (once per run), and the uniforms
     every dispatch shares: (values, put(name, value))."""
     queue, meta = dev.get().device.queue, kernel.meta
@@ -353,12 +320,13 @@ def _setup(kernel: Kernel, bound: Bound):
             size = 4 * int(np.prod(bound.output_shapes[b["array"]]))
             queue.write_buffer(kernel.ensure(b["name"], size), 0, bytes(max(16, -(-size // 16) * 16)))
     kernel.ensure("b_err", 16)
-    return _uniform_values(kernel, bound)
+    return _uniform_values(kernel, bound, plan)
 
 
-def _uniform_values(kernel: Kernel, bound: Bound):
-    """The uniforms every dispatch of a call shares: (values, put(name, value))."""
-    meta = kernel.meta
+def _uniform_values(kernel: Kernel, bound: Bound, plan: P.Plan):
+    """The uniforms every dispatch of a call shares (shader/plan.call_uniforms; a chunk's
+    own are put by Target._place): (values, put(name, value)), ``values`` in the
+    kernel's uniform order (dispatch._pack_uniforms)."""
     values = [0.0] * (len(kernel.uniform_index) + 1)
     u = kernel.uniform_index
 
@@ -366,21 +334,8 @@ def _uniform_values(kernel: Kernel, bound: Bound):
         if name in u:
             values[u[name]] = value
 
-    put("u_dt", float(np.float32(bound.dt)))
-    put("u_t0", float(np.float32(bound.t0)))
-    put("u_steps", int(bound.steps))
-    if any(x["role"] == "key" for x in meta["uniforms"]):
-        words = key_of(bound.seed)          # the noise key: a uniform, never a recompile
-        for x in meta["uniforms"]:
-            if x["role"] == "key":
-                put(x["name"], int(words[int(x["of"])]))
-    for x in meta["uniforms"]:
-        if x["role"] == "grid":     # the whole grid's extents: a window indexes it globally
-            put(x["name"], int(bound.whole_shape[int(x["of"])]))
-        elif x["role"] == "dim":
-            put(x["name"], int(bound.dims[x["of"]]))
-        elif x["role"] == "param":
-            put(x["name"], float(np.float32(bound.params[x["of"]])))
+    for name, value in P.call_uniforms(kernel.meta, bound, plan).items():
+        put(name, value)
     return values, put
 
 
@@ -389,55 +344,43 @@ def _execute(kernel: Kernel, bound: Bound, progress) -> Solution:
     return fixed.solution(bound, fixed.run(fixed_target(kernel, bound), progress))
 
 
-def fixed_target(kernel: Kernel, bound: Bound, cls=None, chunks=None) -> "Target":
+def fixed_target(kernel: Kernel, bound: Bound, cls=None) -> "Target":
     """The fixed-step driver's Target (``cls``: Target or a session's) of ``bound`` on
-    ``kernel``: its layout, chunks (``_chunks`` unless given), loop cap and first sizes."""
+    ``kernel``, with its layout."""
     target = (cls or Target)(kernel, bound)
     target.layout = fixed.layout(bound, kernel.meta)
-    target.cap = cap = _loop_cap(kernel.meta)
-    target.chunks = _chunks(kernel, bound) if chunks is None else chunks
-    stages = len(step_program(bound.field.solver.tableau).stages)
-    target.first = lambda ci: _first_steps(target.chunks[ci][1] - target.chunks[ci][0],
-                                           stages, cap)
     return target
 
 
-class Target:
-    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a wgpu kernel: a
-    run's inputs written and outputs zeroed once, a chunk's states and params at its
+class Target(PlanTarget):
+    """The drivers' Target (runtime/adaptive.py, runtime/fixed.py) on a wgpu kernel
+    (shader/target.PlanTarget: what it takes from the plan): a run's inputs written and outputs zeroed once, a chunk's states and params at its
     start, a dispatch and its read-backs one command buffer and one mapping
-    (dispatch.py), the uniforms packed into the kernel's uniform buffer. The caller sets
-    ``layout``, ``chunks``, ``cap`` and ``first`` (_execute; adaptive_run._Target)."""
+    (dispatch.py), the uniforms packed into the kernel's uniform buffer; the chunks,
+    their workgroups and first sizes and the loop cap are the kernel's plan
+    (shader/plan.py; ``history``: a history's bytes per trajectory, adaptive_run._Target).
+    The caller sets ``layout`` (fixed_target; adaptive_run._Target)."""
 
-    nesting = None              # (_here: set below)
-
-    def __init__(self, kernel: Kernel, bound: Bound):
-        self.kernel, self.bound, meta = kernel, bound, kernel.meta
+    def __init__(self, kernel: Kernel, bound: Bound, history: int = 0):
+        plan = plan_for(kernel, bound, history).at(bound)
+        super().__init__(kernel, plan, pacing.target(dev.software()))
+        self.bound = bound
         self.state = fixed.start_state(bound)
-        self.values, self.put = self._start(kernel, bound)
-        self.aim = pacing.target(dev.software())
-        self.outputs = [(x["name"], x["array"], 4 * int(np.prod(bound.output_shapes[x["array"]])))
-                        for x in meta["buffers"] if x["role"] == "output"]
+        self.values, self.put = self._start(kernel, bound, plan)
         self.pt = [p.name for p in bound.field.params if p.name in bound.per_trajectory]
-        self.row = int(np.prod(bound.grid_shape[1:])) if meta["has_basin"] else 1
+        self.params = fixed.param_rows(bound, self.pt)
         self.groups = None
-
-    @property
-    def block(self) -> int:
-        """The largest storage buffer (a history's buffer is at most that)."""
-        return dev.get().limits.get("max_storage_buffer_binding_size", 1 << 27)
 
     _start = staticmethod(_setup)   # (values, put): a run's inputs and outputs written
 
     def _place(self, ci: int) -> tuple[int, int]:
-        """Chunk ``ci``'s count, its place in the whole grid (rows with a basin,
-        trajectories without; a window's place: call/window.py) and its workgroups."""
-        (a, b), bound = self.chunks[ci], self.bound
-        self.put("u_count", b - a)
-        self.put("u_origin", a // self.row + bound.origin if self.kernel.meta["has_basin"]
-                 else a + bound.first_trajectory)
-        self.groups = _groups(self.kernel, bound, a, b)
-        return a, b
+        """Chunk ``ci``'s uniforms (its count, its place in the whole grid: a window's
+        place, call/window.py) and its workgroups."""
+        chunk = self.plan.chunks[ci]
+        for name, value in chunk.uniforms.items():
+            self.put(name, value)
+        self.groups = chunk.groups
+        return chunk.a, chunk.b
 
     def _made(self, sizes: dict, writes: list) -> None:
         """Buffers of ``sizes`` made, ``writes`` (name, bytes) written (an empty one:
@@ -451,17 +394,12 @@ class Target:
                 queue.write_buffer(buf, 0, data)
 
     def begin(self, ci: int, sizes: dict, writes: list) -> None:
-        (a, b), kernel, bound, meta = self._place(ci), self.kernel, self.bound, self.kernel.meta
-        count, n_states, queue = b - a, len(bound.field.states), dev.get().device.queue
-        buf = kernel.ensure("b_state", n_states * count * 4)
-        if self.state is not None:
-            queue.write_buffer(buf, 0, np.ascontiguousarray(self.state[:, a:b]).tobytes())
-        if meta["uses_init"]:
-            kernel.ensure("b_init", n_states * count * 4)
-        if self.pt:
-            p = np.stack([np.asarray(bound.params[name], np.float32).reshape(-1)[a:b]
-                          for name in self.pt])
-            queue.write_buffer(kernel.ensure("b_params", p.nbytes), 0, p.tobytes())
+        (a, b), kernel, queue = self._place(ci), self.kernel, dev.get().device.queue
+        for name, nbytes, data in chunk_writes(kernel.meta, self.bound, self.state,
+                                               self.params, a, b):
+            buf = kernel.ensure(name, nbytes)
+            if data is not None:
+                queue.write_buffer(buf, 0, data.tobytes())
         self._made(sizes, writes)
 
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
@@ -484,9 +422,6 @@ class Target:
                 memoryview(r[2][0]).cast("B")[r[2][1]:r[2][1] + r[1]] = got[k]
                 got[k] = b""
         return got
-
-    def check(self, err: bytes) -> None:
-        _raise_error(np.frombuffer(err, np.uint32), self.kernel.meta, self.bound)
 
     def read(self, reads: list) -> list:
         d = dev.get()

@@ -1,10 +1,9 @@
 """The wgpu backend's fixed-step Simulation session: runtime/fixed_session.py's driver on a
 private copy of the field's kernel (the same pipeline, buffers of its own) through
 ``_Target`` (runner.Target: a dispatch and its read-backs one command buffer and one
-mapping), under the runner's lock; chunks are runner._chunks."""
+mapping), under the runner's lock; chunks are the kernel's plan (shader/plan.py)."""
 from __future__ import annotations
 
-import numpy as np
 
 from ... import spelling as S
 from ...errors import BackendError
@@ -12,7 +11,7 @@ from ...runtime.fixed_session import FixedSession
 from ..shader import located as _located
 from . import check_dtype
 from . import device as dev
-from .runner import Target, _chunks, _lock, _uniform_values, available, fixed_target, kernel_for
+from .runner import Target, _lock, _uniform_values, available, fixed_target, kernel_for
 
 
 class _Target(Target):
@@ -30,12 +29,6 @@ class _Target(Target):
         self._place(ci)
         self._made({**sizes, "b_err": 16}, writes)
 
-    def rebind(self, bound) -> None:
-        self.bound = bound
-        for x in self.kernel.meta["uniforms"]:
-            if x["role"] == "param":
-                self.put(x["name"], float(np.float32(bound.params[x["of"]])))
-
 
 class Session(FixedSession):
     def __init__(self, prepared, data):
@@ -48,7 +41,7 @@ class Session(FixedSession):
         bound = prepared.bound(data)
         check_dtype(bound.dtype.name, bound.field.span)
         self.kernel = k = kernel_for(bound).private()
-        super().__init__(fixed_target(k, bound, _Target, _chunks(k, bound)), bound, _lock)
+        super().__init__(fixed_target(k, bound, _Target), bound, _lock)
 
     def close(self) -> None:
         self.kernel.buffers.clear()
