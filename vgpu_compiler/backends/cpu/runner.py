@@ -131,9 +131,14 @@ class _Call:
         ints[self.role["final"]] = int(final)
         for role, value in more.items():
             ints[self.role[role]] = value
+        self._run(ints, max(nsteps, more.get("attempts", 0), 1))
+
+    def _run(self, ints: list, steps: int) -> None:
+        """One kernel call with these int uniforms and the float ones (``steps``: the
+        steps or attempts it runs at most)."""
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
-        self._dispatch(fu, iu, self.nslots * max(nsteps, more.get("attempts", 0), 1))
+        self._dispatch(fu, iu, self.nslots * steps)
 
     def load_h0(self, h0: np.ndarray) -> None:
         """The start values of the states without a start expression (rows ``free``)
