@@ -8,7 +8,7 @@ Simulation of runtime/fixed_session.py): the "device" is the C library called on
   keep), and a read that names where its bytes go (fixed.py's history, one chunk) points
   the kernel at that place instead, so the kernel writes the history where it is kept;
 - the uniforms a trip sets stay set (as a GPU's uniform block does), by their names;
-- a trip is one C call (runner._Call._dispatch: serial or OpenMP, counted, its run-time
+- a trip is one C call (runner._Call._run: serial or OpenMP, its run-time
   error raised as the shaders' error slot is: ``check`` has nothing left to do);
 - the outputs are no buffers of the kernel (its flux deposits are summed on the host in
   the reference's lane order, runner._Call._outputs): ``outputs`` names one virtual
@@ -26,7 +26,6 @@ import numpy as np
 from ...runtime import fixed
 from ...runtime.pacing import TARGET_CPU_SECONDS
 from ...runtime.progress import Nesting
-from . import runner
 
 OUT = "out:"                # a virtual buffer's name: an output's sums (see the module)
 _here = Nesting()           # (no kernel is shared by two runs on cpu: only the protocol's)
@@ -37,19 +36,15 @@ class Target:
     block = 1 << 62         # host memory: no storage block to split at
     aim = TARGET_CPU_SECONDS
 
-    def __init__(self, call: runner._Call, tick: int | None = None):
+    def __init__(self, call, tick: int | None = None):
         """``tick``: at most this many steps a dispatch (a progress report between)."""
         self.call, self.kernel, self.bound = call, call.k, call.bound
         meta, bound = call.k.meta, call.bound
         # (no float64 deposit slots on cpu: its kernel keeps every deposit, runner.py)
         self.layout = dataclasses.replace(fixed.layout(bound, meta), deposit_outputs=())
         self.chunks = [(0, call.n)]
-        self.cap = max(1, min(runner.WORK_PER_CALL // max(1, call.nslots), tick or 1 << 30))
+        self.cap = min(call.per_call(), tick or call.per_call())
         self.index = {b["name"]: i for i, b in enumerate(meta["buffers"])}
-        ints = [u for u in meta["uniforms"] if runner._is_int(u, meta)]
-        floats = [u for u in meta["uniforms"] if not runner._is_int(u, meta)]
-        self.slots = {**{u["name"]: (call.floats, i) for i, u in enumerate(floats)},
-                      **{u["name"]: (call.ints, i) for i, u in enumerate(ints)}}
         self.outputs = [(OUT + name, name, int(np.prod(shape)) * bound.dtype.itemsize)
                         for name, shape in bound.output_shapes.items()]
         self.inputs = [(b["name"], b["array"]) for b in meta["buffers"] if b["role"] == "input"]
@@ -65,7 +60,7 @@ class Target:
         self._write(writes)
         c = self.call
         for name, value in uniforms.items():
-            slot = self.slots.get(name)
+            slot = c.slots.get(name)
             if slot is not None:
                 slot[0][slot[1]] = value
         for name, _, (into, offset) in (r for r in reads if len(r) == 3):
