@@ -31,10 +31,11 @@ import numpy as np
 
 from ...call.bound import Progress, Solution, saved_steps
 from ...ir import controller as C
-from ..shader.adaptive import COUNTERS as ROWS, RUNNING
-from ..shader.adaptive_host import event_results, solution
+from ...runtime import adaptive as driver
+from ..shader.adaptive import COUNTERS as ROWS
+from ..shader.adaptive_host import finish
 from ..shader.events import EVF_ROWS, evi_rows
-from . import runner
+from . import runner, target as _target
 from .runner import _Call
 
 
@@ -115,29 +116,23 @@ class AdaptiveCall(_Call):
         return super()._buffer(b)
 
     def solve(self, progress: Progress) -> Solution:
-        bound, n = self.bound, self.n
+        """The run: runtime/adaptive.py's driver on this call's Target (target.py), at
+        most ``attempts_per_call`` attempts a call (and what the event log holds)."""
+        bound = self.bound
         attempts = attempts_per_call(bound.field, self.nslots)
         if self.ev_outputs:
             attempts = min(attempts, self.log_attempts)
-        step0 = 0
-        while True:
-            self._call(step0, 0, False, attempts=attempts)
-            if self.ev_outputs:
-                self._add_log(attempts)
-            step0 = 1
-            running = int(np.count_nonzero(self.cnt[2] == RUNNING))
-            if progress is not None:
-                progress(n - running, n)
-            if not running:
-                break
-        outputs = self._outputs()
-        if bound.field.events:
+        done = driver.run(_target.Target(self, attempts, adaptive=True), progress)
+        # (no records: the event log was summed into the outputs after each call)
+        return finish(bound, {}, done, self._pack)
+
+    def _outputs(self) -> dict:
+        """The flux at the trajectories' ends, then the events' (the reference's order)."""
+        outputs = super()._outputs()
+        if self.bound.field.events:
             for o, v in self.ev_sums.items():
-                outputs[o] = (outputs[o] + v).astype(bound.dtype)
-        sol = solution(bound, self.state, outputs, self.ad, self.cnt, self.hist, self._pack)
-        if bound.field.events:      # a stopped lane's own status, time (and steps)
-            event_results(sol, bound, self.ad, self.cnt, self.evi, self.evf)
-        return sol
+                outputs[o] = (outputs[o] + v).astype(self.bound.dtype)
+        return outputs
 
     def _add_log(self, attempts: int) -> None:
         """The event log of the last call into the events' sums, in its order (slot

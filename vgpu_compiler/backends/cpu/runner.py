@@ -202,7 +202,8 @@ class _Call:
         dispatches at most 1% of the steps apart when ``progress`` is given."""
         steps = self.bound.steps
         tick = max(1, steps // 100) if progress is not None else None
-        done = fixed.run(_target.Target(self, tick), progress)
+        done = fixed.run(_target.Target(self, min(self.per_call(), tick or self.per_call())),
+                         progress)
         if progress is not None and steps:
             progress(steps, steps)
         return fixed.solution(self.bound, done)

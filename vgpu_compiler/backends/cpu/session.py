@@ -33,7 +33,8 @@ from .target import Target
 class Session(FixedSession):
     def __init__(self, prepared, data):
         bound = prepared.bound(data)
-        super().__init__(Target(_Call(_kernel(prepared, bound, dense=False), bound)), bound)
+        call = _Call(_kernel(prepared, bound, dense=False), bound)
+        super().__init__(Target(call, call.per_call()), bound)
 
     def close(self) -> None:
         pass

@@ -1,5 +1,5 @@
-"""The cpu backend's ``Target`` of runtime's host drivers (runtime/fixed.py, the fixed-step
-Simulation of runtime/fixed_session.py): the "device" is the C library called on a
+"""The cpu backend's ``Target`` of runtime's host drivers (runtime/fixed.py, runtime/
+adaptive.py, the fixed-step Simulation of runtime/fixed_session.py): the "device" is the C library called on a
 ``_Call``'s numpy arrays (runner.py), so what is cpu-particular is only this:
 
 - a buffer is one of the kernel's arrays, found by its name (meta["buffers"]); a write
@@ -13,7 +13,9 @@ Simulation of runtime/fixed_session.py): the "device" is the C library called on
 - the outputs are no buffers of the kernel (its flux deposits are summed on the host in
   the reference's lane order, runner._Call._outputs): ``outputs`` names one virtual
   buffer per output, whose read is that sum;
-- one chunk, the whole ensemble (host memory); a dispatch runs at most
+- the C kernel counts no running trajectories (``b_run``): the host counts b_cnt's
+  status row; its event log (flux inside `when`) is summed after each call;
+- one chunk, the whole ensemble (host memory); a dispatch runs at most about
   ``runner.WORK_PER_CALL`` lane-steps (``cap``: Ctrl-C is seen between C calls), paced
   to TARGET_CPU_SECONDS.
 """
@@ -24,8 +26,10 @@ import dataclasses
 import numpy as np
 
 from ...runtime import fixed
+from ...runtime.adaptive import RUNNING
 from ...runtime.pacing import TARGET_CPU_SECONDS
 from ...runtime.progress import Nesting
+from ..shader import adaptive_host as host
 
 OUT = "out:"                # a virtual buffer's name: an output's sums (see the module)
 _here = Nesting()           # (no kernel is shared by two runs on cpu: only the protocol's)
@@ -36,14 +40,19 @@ class Target:
     block = 1 << 62         # host memory: no storage block to split at
     aim = TARGET_CPU_SECONDS
 
-    def __init__(self, call, tick: int | None = None):
-        """``tick``: at most this many steps a dispatch (a progress report between)."""
+    def __init__(self, call, cap: int, adaptive: bool = False):
+        """``cap``: the steps (``adaptive``: attempts) a dispatch runs at most."""
         self.call, self.kernel, self.bound = call, call.k, call.bound
         meta, bound = call.k.meta, call.bound
-        # (no float64 deposit slots on cpu: its kernel keeps every deposit, runner.py)
-        self.layout = dataclasses.replace(fixed.layout(bound, meta), deposit_outputs=())
+        # (no float64 deposit slots on cpu: its kernel keeps every deposit, runner.py; no
+        # event log of records either: its own is summed after each call, adaptive_run.py)
+        if adaptive:
+            self.layout = dataclasses.replace(host.layout(bound, meta), deposit_outputs=(),
+                                              log_fields=0)
+        else:
+            self.layout = dataclasses.replace(fixed.layout(bound, meta), deposit_outputs=())
         self.chunks = [(0, call.n)]
-        self.cap = min(call.per_call(), tick or call.per_call())
+        self.cap = cap
         self.index = {b["name"]: i for i, b in enumerate(meta["buffers"])}
         self.outputs = [(OUT + name, name, int(np.prod(shape)) * bound.dtype.itemsize)
                         for name, shape in bound.output_shapes.items()]
@@ -65,8 +74,10 @@ class Target:
                 slot[0][slot[1]] = value
         for name, _, (into, offset) in (r for r in reads if len(r) == 3):
             c.ptrs[self.index[name]] = into.ctypes.data + offset
-        work = max(uniforms.get("u_nsteps", 0), uniforms.get("u_attempts", 0), 1)
-        c._run(c.ints, work)
+        attempts = uniforms.get("u_attempts", 0)
+        c._run(c.ints, max(uniforms.get("u_nsteps", 0), attempts, 1))
+        if getattr(c, "ev_outputs", None):      # the event log of the call, summed
+            c._add_log(attempts)
         return [b""] + self.read(reads)
 
     def check(self, err: bytes) -> None:
@@ -77,6 +88,9 @@ class Target:
         for name, size, *into in reads:
             if into:                    # (written in place by the kernel: trip)
                 got.append(b"")
+            elif name == "b_run":       # (the trajectories still running: b_cnt's status)
+                running = np.count_nonzero(self.call.cnt[2] == RUNNING)
+                got.append(np.uint32(running).tobytes())
             elif name.startswith(OUT):
                 sums = sums if sums is not None else self.call._outputs()
                 got.append(sums[name[len(OUT):]].reshape(-1).view(np.uint8))
