@@ -113,8 +113,6 @@ def _sigint_in(backend, sim, monkeypatch, nth: int, adaptive: bool = False) -> l
         target = session.run if not adaptive else session
         name = "step" if not adaptive else "_advance_to"
         monkeypatch.setattr(target, name, wrap(getattr(target, name)))
-    elif backend == "cpu" and adaptive:
-        monkeypatch.setattr(session.run, "_call", wrap(session.run._call))
     else:       # glsl, wgpu, cpu: runtime/fixed_session.py (adaptive_session.py) on the Target
         monkeypatch.setattr(session.target, "trip", wrap(session.target.trip))
     return calls
