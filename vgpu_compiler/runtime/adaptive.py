@@ -8,7 +8,7 @@ t, dt, FSAL derivative and counters wait in ``b_ad``/``b_cnt``, events' rows in
 how many trajectories still run (``b_run``), and stops at zero; then the chunk's states,
 t, counters, history and events' rows are read back. Chunks of the ensemble (the
 backend's split over its storage limits) run one after another. What is written here,
-once, for every backend that runs on it (glsl, wgpu):
+once, for every backend that runs on it (glsl, wgpu, cpu):
 
 - pacing: a chunk's first dispatch runs ``Target.first`` attempts, later ones are paced
   to about ``Target.aim`` seconds (runtime/pacing.py), never past ``Target.cap`` (a

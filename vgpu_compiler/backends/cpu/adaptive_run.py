@@ -1,12 +1,13 @@
 """Running an adaptive method's C kernel (templates/adaptive.c.j2), or a fixed-step
-method's with save_at: kernel calls until every trajectory has ended.
+method's with save_at: kernel calls until every trajectory has ended, runtime/
+adaptive.py's driver on the call's Target (target.py).
 
 Each call runs at most ``attempts`` step attempts per trajectory (about
 ``runner.WORK_PER_CALL`` lane-stage evaluations in all, so Ctrl-C stops a long run
 at the next call); a trajectory resumes where the last call left it (its state,
 t, step size, FSAL derivative and counters stay in their buffers). Between
-calls the host counts the trajectories still running (the status row) and
-reports progress. Tolerances, t0, t1, dt0, dtmax, max_steps and the save_at
+calls the host counts the trajectories still running (the status row: the Target's
+``b_run``) and the driver reports progress. Tolerances, t0, t1, dt0, dtmax, max_steps and the save_at
 times are run-time values: a new value never recompiles.
 
 Events (templates/events.c.j2) carry their per-lane rows between calls in b_evi
@@ -21,7 +22,7 @@ With events the kernel also keeps a fixed-step method's ``save_every`` history
 (u_every: each saved step's end after its events, in b_hist) and an adaptive
 method's ``save_at`` values after each step's events; a slot a trajectory never
 reached (it stopped, or its basin collapsed) is its final state: the Solution is
-shader/adaptive_host.solution's, as on glsl and wgpu.
+shader/adaptive_host.finish's, as on glsl and wgpu.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Running a bound call of a fixed-step method on the cpu backend (``_Call``; the
-adaptive kernel's call extends it, adaptive_run.py): buffers as numpy arrays, the kernel
-called once per segment (a segment ends where a history keeps the state, or progress is
-reported), run-time errors raised as the GLSL backend raises them, flux deposits
-summed in the reference's lane order (bit for bit the reference's sums).
+"""A bound call of a fixed-step method on the cpu backend (``_Call``; the adaptive
+kernel's call extends it, adaptive_run.py): buffers as numpy arrays, one kernel call
+with the call's uniforms (``_run``: serial or OpenMP), run-time errors raised as the
+GLSL backend raises them, flux deposits summed in the reference's lane order (bit for
+bit the reference's sums). The run itself is runtime/fixed.py's, on the call's Target
+(target.py).
 """
 from __future__ import annotations
 
