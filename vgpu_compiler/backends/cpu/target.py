@@ -53,6 +53,7 @@ class Target:
             self.layout = dataclasses.replace(fixed.layout(bound, meta), deposit_outputs=())
         self.chunks = [(0, call.n)]
         self.cap = cap
+        self.log = bool(getattr(call, "ev_outputs", None))
         self.index = {b["name"]: i for i, b in enumerate(meta["buffers"])}
         self.outputs = [(OUT + name, name, int(np.prod(shape)) * bound.dtype.itemsize)
                         for name, shape in bound.output_shapes.items()]
@@ -66,19 +67,21 @@ class Target:
         self._write(writes)             # (``sizes``: the call's arrays are made whole)
 
     def trip(self, uniforms: dict, sizes: dict, writes: list, reads: list) -> list:
-        self._write(writes)
-        c = self.call
+        if writes:
+            self._write(writes)
+        c, slots = self.call, self.call.slots
         for name, value in uniforms.items():
-            slot = c.slots.get(name)
+            slot = slots.get(name)
             if slot is not None:
                 slot[0][slot[1]] = value
-        for name, _, (into, offset) in (r for r in reads if len(r) == 3):
-            c.ptrs[self.index[name]] = into.ctypes.data + offset
+        for read in reads:
+            if len(read) == 3:          # (into, offset): the kernel writes it there
+                c.ptrs[self.index[read[0]]] = read[2][0].ctypes.data + read[2][1]
         attempts = uniforms.get("u_attempts", 0)
         c._run(c.ints, max(uniforms.get("u_nsteps", 0), attempts, 1))
-        if getattr(c, "ev_outputs", None):      # the event log of the call, summed
+        if self.log:                    # the event log of the call, summed
             c._add_log(attempts)
-        return [b""] + self.read(reads)
+        return [b""] + self.read(reads) if reads else [b""]
 
     def check(self, err: bytes) -> None:
         """(the C call raised its run-time error already: runner._Call._launcher)"""
