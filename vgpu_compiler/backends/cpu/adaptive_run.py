@@ -7,8 +7,8 @@ Each call runs at most ``attempts`` step attempts per trajectory (about
 at the next call); a trajectory resumes where the last call left it (its state,
 t, step size, FSAL derivative and counters stay in their buffers). Between
 calls the host counts the trajectories still running (the status row: the Target's
-``b_run``) and the driver reports progress. Tolerances, t0, t1, dt0, dtmax, max_steps and the save_at
-times are run-time values: a new value never recompiles.
+``b_run``) and the driver reports progress. Tolerances, t0, t1, dt0, dtmax,
+max_steps and the save_at times are run-time values: a new value never recompiles.
 
 Events (templates/events.c.j2) carry their per-lane rows between calls in b_evi
 and b_evf (shader/events.py); a stopped lane reports its own status, time (and,
@@ -106,8 +106,7 @@ class AdaptiveCall(_Call):
                 times[:n_save] = bound.save_at.astype(dt)
             return times
         if role == "hist":              # (time, state, trajectory)
-            self.hist = np.zeros((max(1, n_save), n_states, n), dt)
-            return self.hist
+            return np.zeros((max(1, n_save), n_states, n), dt)
         if role == "evi":               # events: prev bits, own status, steps, in step, counts
             self.evi = np.zeros((evi_rows(bound.field.n_when), n), np.int32)
             return self.evi

@@ -100,8 +100,6 @@ class _Call:
         self.dep_at = np.full(max(nflux, 1) * self.nslots, -1, np.int32)
         self.dep_value = np.zeros(max(nflux, 1) * self.nslots, dt)
         self.err = next(a for a, b in zip(self.buffers, meta["buffers"]) if b["role"] == "err")
-        self.steps_buf = next((a for a, b in zip(self.buffers, meta["buffers"])
-                               if b["role"] == "steps"), None)
         ptrs = [a.ctypes.data for a in self.buffers] + [self.dep_at.ctypes.data,
                                                         self.dep_value.ctypes.data]
         self.ptrs = (ctypes.c_void_p * len(ptrs))(*ptrs)
@@ -171,8 +169,8 @@ class _Call:
         argument, its run-time error raised (the caller counts it). A small one
         (``work`` lane-steps, SERIAL_WORK, or one block) runs on the calling thread; a
         runner whose kernel runs elsewhere has its own ``_launch(fu, iu)``
-        (backends/cuda/device.py: on a GPU). The pointers go as ctypes objects (to the kernel's entry points without
-        argtypes, ``CpuKernel.raw``: 0.3 us less a call)."""
+        (backends/cuda/device.py: on a GPU). The pointers go as ctypes objects (to the
+        kernel's entry points without argtypes, ``CpuKernel.raw``: 0.3 us less a call)."""
         err, meta = self.err, self.k.meta
         elsewhere = getattr(self, "_launch", None)
         if elsewhere is not None:

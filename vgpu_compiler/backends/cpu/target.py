@@ -1,11 +1,12 @@
 """The cpu backend's ``Target`` of runtime's host drivers (runtime/fixed.py, runtime/
-adaptive.py, the fixed-step Simulation of runtime/fixed_session.py): the "device" is the C library called on a
-``_Call``'s numpy arrays (runner.py), so what is cpu-particular is only this:
+adaptive.py, the Simulations of runtime/fixed_session.py and adaptive_session.py): the
+"device" is the C library called on a ``_Call``'s numpy arrays (runner.py), so what is
+cpu-particular is only this:
 
 - a buffer is one of the kernel's arrays, found by its name (meta["buffers"]); a write
   copies bytes into it (an input's gets a new array: never the caller's, nor an array a
-  Simulation was given), a read is a view of it (no copy: the drivers copy what they
-  keep), and a read that names where its bytes go (fixed.py's history, one chunk) points
+  Simulation was given), a read is a view of it (no copy: a driver copies what it keeps
+  past the call's life), and a read that names where its bytes go (fixed.py's history, one chunk) points
   the kernel at that place instead, so the kernel writes the history where it is kept;
 - the uniforms a trip sets stay set (as a GPU's uniform block does), by their names;
 - a trip is one C call (runner._Call._run: serial or OpenMP, its run-time
