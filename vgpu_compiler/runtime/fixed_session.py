@@ -135,10 +135,9 @@ class FixedSession(HostRun):
             writes += [(buffer, bytes(size)) for buffer, _, size in t.outputs]
         sizes = {}
         for buffer, arr, when in self._rows():
-            part = arr[:, a:b]
-            sizes[buffer] = part.nbytes
+            sizes[buffer] = arr.nbytes // arr.shape[1] * (b - a)
             if when in upload:
-                writes.append((buffer, _raw(part)))
+                writes.append((buffer, _raw(arr[:, a:b])))
         return sizes, writes
 
     def _reads(self, count: int) -> list:
