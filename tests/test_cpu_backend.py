@@ -307,9 +307,9 @@ def test_a_small_call_runs_on_the_calling_thread_and_a_large_one_in_parallel(mon
     vg_kernel_serial; a call of many blocks and steps runs vg_kernel."""
     from vgpu_compiler.backends.cpu import runner
     used = []
-    real = runner._Call._call
+    real = runner._Call._run
 
-    def spy(self, step0, nsteps, final, **more):
+    def spy(self, ints, nsteps):
         fn, serial = self.k.fn, self.k.serial
         calls = {"fn": 0, "serial": 0}
 
@@ -323,10 +323,10 @@ def test_a_small_call_runs_on_the_calling_thread_and_a_large_one_in_parallel(mon
         self.k = kernel.CpuKernel(self.k.source, self.k.meta, self.k.lanes, self.k.n_int,
                                   Entry("fn", fn), self.k.lib, Entry("serial", serial))
         try:
-            return real(self, step0, nsteps, final, **more)
+            return real(self, ints, nsteps)
         finally:
             used.append((self.nblocks, nsteps, "serial" if calls["serial"] else "fn"))
-    monkeypatch.setattr(runner._Call, "_call", spy)
+    monkeypatch.setattr(runner._Call, "_run", spy)
     h0 = RNG.random((256, 3)).astype(np.float32)
     small = vgpu.run_field(LORENZ, h0, steps=2, dt=0.01, backend="cpu")
     assert used and all(u[2] == "serial" for u in used)

@@ -498,16 +498,16 @@ def test_every_call_moves_a_lane_whatever_its_attempts(cpu, lanes, monkeypatch):
     ref, whole = both(src, h0, **kw)
     bound = int(ref.steps_taken.sum() + 4 * ref.event_counts.sum()) + 10
     calls = [0]
-    call = runner._Call._call
+    call = runner._Call._run
 
-    def counted(self, *a, **more):
+    def counted(self, ints, attempts):
         calls[0] += 1
         assert self.k.lanes == lanes
         if calls[0] > bound:
-            raise RuntimeError(f"no progress: {calls[0]} calls of {more} attempts")
-        return call(self, *a, **more)
+            raise RuntimeError(f"no progress: {calls[0]} calls of {attempts} attempts")
+        return call(self, ints, attempts)
 
-    monkeypatch.setattr(runner._Call, "_call", counted)
+    monkeypatch.setattr(runner._Call, "_run", counted)
     for attempts in (1, 2, 3, 7):   # (rk4: 5 lane-stage evaluations an attempt)
         monkeypatch.setattr(runner, "WORK_PER_CALL", attempts * lanes * 5)
         calls[0] = 0

@@ -83,8 +83,8 @@ def python_sigint():
 def small_dispatches(backend, monkeypatch, request):
     """Dispatches of a few steps each (numpy takes one step at a time anyway)."""
     if backend == "cpu":
-        from vgpu_compiler.backends.cpu import session as cpu_session
-        monkeypatch.setattr(cpu_session, "WORK_PER_CALL", 1)       # one step a call
+        from vgpu_compiler.backends.cpu import runner as cpu_runner
+        monkeypatch.setattr(cpu_runner, "WORK_PER_CALL", 1)        # one step a call
     elif backend == "glsl":
         from vgpu_compiler.backends.glsl import plan
         old = plan.set_limits(max_steps=3)
@@ -114,9 +114,7 @@ def _sigint_in(backend, sim, monkeypatch, nth: int, adaptive: bool = False) -> l
         target = session.run if not adaptive else session
         name = "step" if not adaptive else "_advance_to"
         monkeypatch.setattr(target, name, wrap(getattr(target, name)))
-    elif backend == "cpu":
-        monkeypatch.setattr(session.run, "_call", wrap(session.run._call))
-    else:       # glsl, wgpu: runtime/fixed_session.py (adaptive_session.py) on the Target
+    else:       # glsl, wgpu, cpu: runtime/fixed_session.py (adaptive_session.py) on the Target
         monkeypatch.setattr(session.target, "trip", wrap(session.target.trip))
     return calls
 
@@ -255,8 +253,8 @@ def test_ctrl_c_at_any_time_then_more_advances(compiled, request):
     request.getfixturevalue(compiled)
     proc = _child(f"""
         import os, signal, threading, numpy as np, vgpu
-        from vgpu_compiler.backends.cpu import session
-        session.WORK_PER_CALL = 1 << 20                 # cpu: calls of ~16k steps
+        from vgpu_compiler.backends.cpu import runner
+        runner.WORK_PER_CALL = 1 << 20                  # cpu: calls of ~16k steps
         OU = open("examples/ou.field").read()
         h0 = np.linspace(-1, 2, 64).astype(np.float32)
         sim = vgpu.Simulation(OU, h0, backend={compiled!r}, seed=3)

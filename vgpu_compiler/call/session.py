@@ -93,4 +93,12 @@ def pack_states(state: np.ndarray, grid: tuple) -> np.ndarray:
     """(n_states, N) -> grid (+ (n_states,)), a new array."""
     if len(state) == 1:
         return np.array(state[0]).reshape(grid)
-    return np.ascontiguousarray(np.asarray(state).T).reshape(grid + (len(state),))
+    state = np.asarray(state)
+    if len(state) > 64:
+        return np.ascontiguousarray(state.T).reshape(grid + (len(state),))
+    # row by row into the transposed layout: numpy's copy of state.T runs an inner loop
+    # of len(state) elements (262,144 x 3 float32: 0.67 -> 0.22 ms)
+    out = np.empty((state.shape[1], len(state)), state.dtype)
+    for i, row in enumerate(state):
+        out[:, i] = row
+    return out.reshape(grid + (len(state),))

@@ -8,7 +8,7 @@ t, dt, FSAL derivative and counters wait in ``b_ad``/``b_cnt``, events' rows in
 how many trajectories still run (``b_run``), and stops at zero; then the chunk's states,
 t, counters, history and events' rows are read back. Chunks of the ensemble (the
 backend's split over its storage limits) run one after another. What is written here,
-once, for every backend that runs on it (glsl, wgpu):
+once, for every backend that runs on it (glsl, wgpu, cpu):
 
 - pacing: a chunk's first dispatch runs ``Target.first`` attempts, later ones are paced
   to about ``Target.aim`` seconds (runtime/pacing.py), never past ``Target.cap`` (a
@@ -102,7 +102,7 @@ class Target(Protocol):
 class Finished:
     """A finished run's arrays, (rows, trajectories) each."""
 
-    state: np.ndarray
+    state: np.ndarray       # (state, ad, cnt: read-only where one chunk held the run)
     ad: np.ndarray          # b_ad's first row: t
     cnt: np.ndarray
     hist: np.ndarray        # (times, states, trajectories)
@@ -116,9 +116,12 @@ def run(target: Target, progress=None) -> Finished:
     L = target.layout
     n, item, dtype, times = L.n, L.dtype.itemsize, L.dtype, L.times
     n_save = len(times)
-    state = np.zeros((L.n_states, n), dtype)
-    ad = np.zeros((1, n), dtype)
-    cnt = np.zeros((L.counters, n), np.int32)
+    # one chunk of the whole ensemble: its states, t and counters are the arrays read back
+    whole = list(target.chunks) == [(0, n)]
+    if not whole:
+        state = np.zeros((L.n_states, n), dtype)
+        ad = np.zeros((1, n), dtype)
+        cnt = np.zeros((L.counters, n), np.int32)
     hist = np.zeros((n_save, L.n_states, n), dtype)
     evi = np.zeros((L.evi, n), np.int32)
     evf = np.zeros((L.evf, n), dtype)
@@ -188,9 +191,13 @@ def run(target: Target, progress=None) -> Finished:
             reads.append(("b_dep", 2 * nd * count * item))
         shown = target.outputs if last and deposits is None else []
         got = target.read(reads + [(buffer, size) for buffer, _, size in shown])
-        state[:, a:b] = np.frombuffer(got[0], dtype).reshape(L.n_states, count)
-        ad[:, a:b] = np.frombuffer(got[1], dtype).reshape(1, count)
-        cnt[:, a:b] = np.frombuffer(got[2], np.int32).reshape(L.counters, count)
+        parts = (np.frombuffer(got[0], dtype).reshape(L.n_states, count),
+                 np.frombuffer(got[1], dtype).reshape(1, count),
+                 np.frombuffer(got[2], np.int32).reshape(L.counters, count))
+        if whole:
+            state, ad, cnt = parts
+        else:
+            state[:, a:b], ad[:, a:b], cnt[:, a:b] = parts
         if n_save:
             hist[:, :, a:b] = np.frombuffer(got[3], dtype).reshape(n_save, L.n_states, count)
         if L.evi:

@@ -16,10 +16,10 @@ of an advance has ``u_step0 = 2``: the save index starts again.
   at ``until``, t, status, counters, outputs once every trajectory has ended, and the
   checkpoints (``snapshot``, ``restore``); a backend gives ``_raw`` (its buffers as
   (rows, trajectories) arrays), ``_write`` (a checkpoint's arrays into them) and
-  ``_outputs``. The cpu backend's session (host arrays, one C call a dispatch) is one.
+  ``_outputs``.
 - ``TargetSession``: the whole session over the adaptive driver's ``Target``
-  (runtime/adaptive.py: ``begin``, ``trip``, ``read`` on named buffers), for glsl and
-  wgpu: one chunk holds the run (a larger ensemble is a BackendError), dispatches
+  (runtime/adaptive.py: ``begin``, ``trip``, ``read`` on named buffers), for glsl,
+  wgpu and cpu: one chunk holds the run (a larger ensemble is a BackendError), dispatches
   paced (runtime/pacing.py) until no trajectory runs, a restored checkpoint written by
   the next dispatch.
 """

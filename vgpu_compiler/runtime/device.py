@@ -28,8 +28,8 @@ to it per operation). The drivers do not call these single operations yet: the
 adaptive and fixed-step drivers (runtime/adaptive.py, runtime/fixed.py) run on a
 backend's ``Target``, whose batched ``trip`` (writes, one dispatch with the kernel's own
 uniforms, reads) is one trip to the device (the Simulation sessions run on it too:
-fixed_session.py, adaptive_session.py), and the cpu backend calls its library with
-host arrays (one C call per dispatch, no device buffers).
+fixed_session.py, adaptive_session.py); the cpu backend's Target calls its library on
+host arrays (one C call per trip, no device buffers: backends/cpu/target.py).
 """
 from __future__ import annotations
 

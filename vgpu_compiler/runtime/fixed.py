@@ -3,7 +3,7 @@
 A fixed-step kernel (templates/kernel.*.j2) runs steps ``[u_step0, u_step0 + u_nsteps)``
 of every trajectory of a chunk a dispatch; the state waits in ``b_state`` between
 dispatches, exactly, so where a run is split never changes its numbers. What is written
-here, once, for every backend that runs on it (glsl, wgpu):
+here, once, for every backend that runs on it (glsl, wgpu, cpu):
 
 - chunks (the backend's split over its storage and workgroup limits) one after another;
 - pacing: a chunk's first dispatch runs ``Target.first`` steps, later ones are paced to

@@ -1,5 +1,5 @@
 """A fixed-step Simulation session (call/session.py) on a compiled backend, written once
-(glsl, wgpu): a private copy of the field's kernel whose buffers hold the run between
+(glsl, wgpu, cpu): a private copy of the field's kernel whose buffers hold the run between
 calls.
 
 The kernel runs any range of steps ``[u_step0, u_step0 + u_nsteps)`` of a run whose
@@ -61,7 +61,7 @@ class FixedSession(HostRun):
         self.state = state if state is not None else np.zeros((ns, n), dtype)
         self.init = np.zeros((ns, n), dtype) if meta["uses_init"] else None
         self.steps2 = np.zeros((2, n), np.int32) if L.collapse else None
-        nd = meta.get("n_deposits") or 0
+        nd = len(L.deposit_outputs)
         self.dep = np.full((nd, n, 2), -1.0, dtype) if nd else None
         self.params = self._params(bound)
         self.resident = len(target.chunks) == 1
@@ -115,6 +115,8 @@ class FixedSession(HostRun):
                 t.check(got[0])
                 if last:
                     back.append((a, b, got[1:]))
+        if self.resident:       # (the last dispatch set dirty and step)
+            return
         with held():            # every chunk has run: the host's arrays are the run's
             for a, b, got in back:
                 self._absorb(a, b, got)
@@ -133,10 +135,9 @@ class FixedSession(HostRun):
             writes += [(buffer, bytes(size)) for buffer, _, size in t.outputs]
         sizes = {}
         for buffer, arr, when in self._rows():
-            part = arr[:, a:b]
-            sizes[buffer] = part.nbytes
+            sizes[buffer] = arr.nbytes // arr.shape[1] * (b - a)
             if when in upload:
-                writes.append((buffer, _raw(part)))
+                writes.append((buffer, _raw(arr[:, a:b])))
         return sizes, writes
 
     def _reads(self, count: int) -> list:

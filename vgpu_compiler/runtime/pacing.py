@@ -22,7 +22,7 @@ The result never depends on where the integration is split: the state waits in i
 buffer, exactly. ``segments`` and ``history_end`` say where the splits fall (every
 saved step ends a dispatch; a history block ends one when its buffer is full).
 
-Used by the adaptive and fixed-step drivers (adaptive.py, fixed.py, for glsl and wgpu)
+Used by the adaptive and fixed-step drivers (adaptive.py, fixed.py, for glsl, wgpu and cpu)
 and the Simulation sessions (fixed_session.py, adaptive_session.py, shader/located.py);
 an adaptive run paces attempts the same way it paces steps.
 """

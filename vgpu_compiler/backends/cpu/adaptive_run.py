@@ -1,13 +1,14 @@
 """Running an adaptive method's C kernel (templates/adaptive.c.j2), or a fixed-step
-method's with save_at: kernel calls until every trajectory has ended.
+method's with save_at: kernel calls until every trajectory has ended, runtime/
+adaptive.py's driver on the call's Target (target.py).
 
 Each call runs at most ``attempts`` step attempts per trajectory (about
 ``runner.WORK_PER_CALL`` lane-stage evaluations in all, so Ctrl-C stops a long run
 at the next call); a trajectory resumes where the last call left it (its state,
 t, step size, FSAL derivative and counters stay in their buffers). Between
-calls the host counts the trajectories still running (the status row) and
-reports progress. Tolerances, t0, t1, dt0, dtmax, max_steps and the save_at
-times are run-time values: a new value never recompiles.
+calls the host counts the trajectories still running (the status row: the Target's
+``b_run``) and the driver reports progress. Tolerances, t0, t1, dt0, dtmax,
+max_steps and the save_at times are run-time values: a new value never recompiles.
 
 Events (templates/events.c.j2) carry their per-lane rows between calls in b_evi
 and b_evf (shader/events.py); a stopped lane reports its own status, time (and,
@@ -21,7 +22,7 @@ With events the kernel also keeps a fixed-step method's ``save_every`` history
 (u_every: each saved step's end after its events, in b_hist) and an adaptive
 method's ``save_at`` values after each step's events; a slot a trajectory never
 reached (it stopped, or its basin collapsed) is its final state: the Solution is
-shader/adaptive_host.solution's, as on glsl and wgpu.
+shader/adaptive_host.finish's, as on glsl and wgpu.
 """
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ import numpy as np
 
 from ...call.bound import Progress, Solution, saved_steps
 from ...ir import controller as C
-from ..shader.adaptive import COUNTERS as ROWS, RUNNING
-from ..shader.adaptive_host import event_results, solution
+from ...runtime import adaptive as driver
+from ..shader.adaptive import COUNTERS as ROWS
+from ..shader.adaptive_host import finish
 from ..shader.events import EVF_ROWS, evi_rows
-from . import runner
+from . import runner, target as _target
 from .runner import _Call
 
 
@@ -104,8 +106,7 @@ class AdaptiveCall(_Call):
                 times[:n_save] = bound.save_at.astype(dt)
             return times
         if role == "hist":              # (time, state, trajectory)
-            self.hist = np.zeros((max(1, n_save), n_states, n), dt)
-            return self.hist
+            return np.zeros((max(1, n_save), n_states, n), dt)
         if role == "evi":               # events: prev bits, own status, steps, in step, counts
             self.evi = np.zeros((evi_rows(bound.field.n_when), n), np.int32)
             return self.evi
@@ -115,29 +116,23 @@ class AdaptiveCall(_Call):
         return super()._buffer(b)
 
     def solve(self, progress: Progress) -> Solution:
-        bound, n = self.bound, self.n
+        """The run: runtime/adaptive.py's driver on this call's Target (target.py), at
+        most ``attempts_per_call`` attempts a call (and what the event log holds)."""
+        bound = self.bound
         attempts = attempts_per_call(bound.field, self.nslots)
         if self.ev_outputs:
             attempts = min(attempts, self.log_attempts)
-        step0 = 0
-        while True:
-            self._call(step0, 0, False, attempts=attempts)
-            if self.ev_outputs:
-                self._add_log(attempts)
-            step0 = 1
-            running = int(np.count_nonzero(self.cnt[2] == RUNNING))
-            if progress is not None:
-                progress(n - running, n)
-            if not running:
-                break
-        outputs = self._outputs()
-        if bound.field.events:
+        done = driver.run(_target.Target(self, attempts, adaptive=True), progress)
+        # (no records: the event log was summed into the outputs after each call)
+        return finish(bound, {}, done, self._pack)
+
+    def _outputs(self) -> dict:
+        """The flux at the trajectories' ends, then the events' (the reference's order)."""
+        outputs = super()._outputs()
+        if self.bound.field.events:
             for o, v in self.ev_sums.items():
-                outputs[o] = (outputs[o] + v).astype(bound.dtype)
-        sol = solution(bound, self.state, outputs, self.ad, self.cnt, self.hist, self._pack)
-        if bound.field.events:      # a stopped lane's own status, time (and steps)
-            event_results(sol, bound, self.ad, self.cnt, self.evi, self.evf)
-        return sol
+                outputs[o] = (outputs[o] + v).astype(self.bound.dtype)
+        return outputs
 
     def _add_log(self, attempts: int) -> None:
         """The event log of the last call into the events' sums, in its order (slot

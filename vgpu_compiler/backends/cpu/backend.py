@@ -17,11 +17,8 @@ def _start_probe() -> None:
 
 def _run(prepared, data, progress=None):
     from ..shader.history import fits
-    if fits(prepared.template):         # save_every: the kernel stores the history
-        from . import history
-        return history.run(prepared, data, progress)
     from . import dispatch
-    return dispatch.run(prepared, data, progress)
+    return dispatch.run(prepared, data, progress, history=fits(prepared.template))
 
 
 def _open(prepared, data):

@@ -13,9 +13,13 @@ from .replay import Replay
 from .runner import _Call
 
 
-def run(prepared, data, progress: Progress = None, build=None, calls=None) -> Solution:
+def run(prepared, data, progress: Progress = None, build=None, calls=None,
+        history: bool = False) -> Solution:
     """``build(field, dtype, per_trajectory, dense)`` makes the kernel (default: the C
-    compiler's), ``calls`` the (fixed, adaptive) runner classes (backends/cuda: on a GPU)."""
+    compiler's), ``calls`` the (fixed, adaptive) runner classes (backends/cuda: on a GPU);
+    ``history``: a save_every history stored by the kernel itself (shader/history.fits:
+    as the GPU backends' shaders do, no call per saved step; runtime/fixed.py points it
+    at the history array, target.py)."""
     t = prepared.template
     located = _observers.located(t.field)      # events, or an observer `first`
     stepped = t.adaptive is not None or t.save_at is not None or located
@@ -23,7 +27,8 @@ def run(prepared, data, progress: Progress = None, build=None, calls=None) -> So
     # a call without save_at or events runs without the dense-only stages (dop853, vern7,
     # vern9: adaptive_host.lean_field); a Simulation always has them (adaptive_session)
     lean = t.adaptive is not None and t.save_at is None and not located
-    k = _kernel(prepared, bound, dense=stepped, lean=lean, build=build)
+    k = _kernel(prepared, bound, dense=stepped, lean=lean, build=build,
+                history=history)
     fixed, adaptive = calls or (_Call, AdaptiveCall)
     if stepped:         # bs3, dopri5, tsit5, or any method with save_at
         return adaptive(k, bound).solve(progress)

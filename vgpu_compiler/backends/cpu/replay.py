@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from .. import get
+from ...call.counters import COUNTERS
 from ..shader.faults import NO_ERROR
 from . import toolchain
 from .runner import _Call
@@ -84,5 +85,6 @@ class Replay:
         if self.init is not None:
             self.init.fill(0)
         c.err[0] = NO_ERROR         # (a fault writes the index words with the id)
+        COUNTERS.add("dispatches")
         self.launch()
         return self.pack()

@@ -1,8 +1,9 @@
-"""Running a bound call of a fixed-step method on the cpu backend (``_Call``; the
-adaptive kernel's call extends it, adaptive_run.py): buffers as numpy arrays, the kernel
-called once per segment (a segment ends where a history keeps the state, or progress is
-reported), run-time errors raised as the GLSL backend raises them, flux deposits
-summed in the reference's lane order (bit for bit the reference's sums).
+"""A bound call of a fixed-step method on the cpu backend (``_Call``; the adaptive
+kernel's call extends it, adaptive_run.py): buffers as numpy arrays, one kernel call
+with the call's uniforms (``_run``: serial or OpenMP), run-time errors raised as the
+GLSL backend raises them, flux deposits summed in the reference's lane order (bit for
+bit the reference's sums). The run itself is runtime/fixed.py's, on the call's Target
+(target.py).
 """
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import os
 
 import numpy as np
 
-from ...call.bound import Bound, Progress, Solution, saved_steps
+from ...call.bound import Bound, Progress, Solution
 from ...call.counters import COUNTERS
+from ...call.session import pack_states
+from ...runtime import fixed
 from ..shader.faults import NO_ERROR, raise_error as _raise_error
+from . import target as _target
 from .kernel import CpuKernel
 
 # Lane-steps per kernel call at most: a long run is several calls (a fraction of a second
@@ -96,13 +100,19 @@ class _Call:
         self.dep_at = np.full(max(nflux, 1) * self.nslots, -1, np.int32)
         self.dep_value = np.zeros(max(nflux, 1) * self.nslots, dt)
         self.err = next(a for a, b in zip(self.buffers, meta["buffers"]) if b["role"] == "err")
-        self.steps_buf = next((a for a, b in zip(self.buffers, meta["buffers"])
-                               if b["role"] == "steps"), None)
         ptrs = [a.ctypes.data for a in self.buffers] + [self.dep_at.ctypes.data,
                                                         self.dep_value.ctypes.data]
         self.ptrs = (ctypes.c_void_p * len(ptrs))(*ptrs)
         self.role = {u["role"]: i for i, u in enumerate(u for u in meta["uniforms"]
                                                          if _is_int(u, meta))}
+        ints = [u["name"] for u in meta["uniforms"] if _is_int(u, meta)]
+        floats = [u["name"] for u in meta["uniforms"] if not _is_int(u, meta)]
+        self.slots = {**{name: (self.floats, i) for i, name in enumerate(floats)},
+                      **{name: (self.ints, i) for i, name in enumerate(ints)}}
+
+    def per_call(self) -> int:
+        """Steps a kernel call runs at most: about WORK_PER_CALL lane-steps."""
+        return max(1, WORK_PER_CALL // max(1, self.nslots))
 
     def _buffer(self, b: dict) -> np.ndarray:
         bound, dt, n = self.bound, self.bound.dtype, self.n
@@ -131,9 +141,15 @@ class _Call:
         ints[self.role["final"]] = int(final)
         for role, value in more.items():
             ints[self.role[role]] = value
+        COUNTERS.add("dispatches")
+        self._run(ints, max(nsteps, more.get("attempts", 0), 1))
+
+    def _run(self, ints: list, steps: int) -> None:
+        """One kernel call with these int uniforms and the float ones (``steps``: the
+        steps or attempts it runs at most), not counted (runtime's drivers count theirs)."""
         fu = np.array(self.floats or [0.0], np.float64)
         iu = np.array([int(v) & 0xFFFFFFFF for v in ints], np.uint32).view(np.int32)
-        self._dispatch(fu, iu, self.nslots * max(nsteps, more.get("attempts", 0), 1))
+        self._dispatch(fu, iu, self.nslots * steps)
 
     def load_h0(self, h0: np.ndarray) -> None:
         """The start values of the states without a start expression (rows ``free``)
@@ -150,12 +166,12 @@ class _Call:
 
     def _launcher(self, fu: np.ndarray, iu: np.ndarray, work: int):
         """The kernel call over every block with these uniforms, as a function of no
-        argument: counted, its run-time error raised. A small one (``work`` lane-steps,
-        SERIAL_WORK, or one block) runs on the calling thread; a runner whose kernel
-        runs elsewhere has its own ``_launch(fu, iu)`` (backends/cuda/device.py: on a
-        GPU). The pointers go as ctypes objects (to the kernel's entry points without
-        argtypes, ``CpuKernel.raw``: 0.3 us less a call)."""
-        err, meta, add = self.err, self.k.meta, COUNTERS.add
+        argument, its run-time error raised (the caller counts it). A small one
+        (``work`` lane-steps, SERIAL_WORK, or one block) runs on the calling thread; a
+        runner whose kernel runs elsewhere has its own ``_launch(fu, iu)``
+        (backends/cuda/device.py: on a GPU). The pointers go as ctypes objects (to the
+        kernel's entry points without argtypes, ``CpuKernel.raw``: 0.3 us less a call)."""
+        err, meta = self.err, self.k.meta
         elsewhere = getattr(self, "_launch", None)
         if elsewhere is not None:
             def kernel():
@@ -174,7 +190,6 @@ class _Call:
                     parallel(a, b, ptrs, nblocks)
 
         def launch():
-            add("dispatches")
             kernel()
             if err[0] != NO_ERROR:
                 _raise_error(err, meta, self.bound)
@@ -182,37 +197,15 @@ class _Call:
         return launch
 
     def solve(self, progress: Progress) -> Solution:
-        bound, dt = self.bound, self.bound.dtype
-        steps, every = bound.steps, bound.save_every
-        tick = max(1, steps // 100) if progress is not None else steps
-        chunk = max(1, WORK_PER_CALL // max(1, self.nslots))
-        if every:                   # the start values (of states with a start expression too)
-            self._call(0, 0, steps == 0)
-        history = [self._pack()] if every else []
-        if steps == 0 and not every:        # no step: the start values, flux on them
-            self._call(0, 0, True)
-        start = 0
-        while start < steps:        # a call ends at a saved step, a progress tick or a chunk
-            end = min(steps, start + chunk, (start // tick + 1) * tick)
-            if every:
-                end = min(end, (start // every + 1) * every)
-            self._call(start, end - start, end == steps)
-            if every and (end % every == 0 or end == steps):
-                history.append(self._pack())
-            if progress is not None and (end % tick == 0 or end == steps):
-                progress(end, steps)
-            start = end
-        f = bound.field
-        if f.collapse is not None:
-            taken = self.steps_buf[:self.n].reshape(bound.grid_shape).copy()
-        else:
-            taken = np.full(bound.grid_shape, steps, np.int32)
-        sol = Solution(states=self._pack(), outputs=self._outputs(), steps_taken=taken)
-        if every:
-            sol.history = np.stack(history)
-            saved = np.asarray(saved_steps(steps, every))
-            sol.times = (dt.type(bound.t0) + saved.astype(dt) * dt.type(bound.dt)).astype(dt)
-        return sol
+        """The run: runtime/fixed.py's driver on this call's Target (target.py), its
+        dispatches at most 1% of the steps apart when ``progress`` is given."""
+        steps = self.bound.steps
+        tick = max(1, steps // 100) if progress is not None else None
+        done = fixed.run(_target.Target(self, min(self.per_call(), tick or self.per_call())),
+                         progress)
+        if progress is not None and steps:
+            progress(steps, steps)
+        return fixed.solution(self.bound, done)
 
     def packer(self):
         """A function of no argument returning ``_pack()`` (of one state: a copy of its
@@ -223,16 +216,7 @@ class _Call:
 
     def _pack(self, state: np.ndarray | None = None) -> np.ndarray:
         """(states, trajectories) as the grid's shape (+ the states axis, when several)."""
-        state = self.state if state is None else state
-        grid = self.bound.grid_shape
-        if len(state) == 1:
-            return state[0].reshape(grid).copy()
-        # row by row into the transposed layout: numpy's copy of state.T runs an inner
-        # loop of len(state) elements (262,144 x 3 float32: 0.67 -> 0.22 ms)
-        out = np.empty((state.shape[1], len(state)), state.dtype)
-        for i, row in enumerate(state):
-            out[:, i] = row
-        return out.reshape(grid + (len(state),))
+        return pack_states(self.state if state is None else state, self.bound.grid_shape)
 
     def _outputs(self) -> dict:
         bound = self.bound

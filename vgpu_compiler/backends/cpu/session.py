@@ -1,6 +1,9 @@
-"""The cpu backend's Simulation session (call/session.py): the run's buffers (numpy
-arrays the C kernel works on) stay alive between calls; an ``advance`` calls the
-kernel on steps ``[step0, step0 + nsteps)``, as runner.py's segments do.
+"""The cpu backend's Simulation sessions (call/session.py): the run's buffers (numpy
+arrays the C kernel works on) stay alive between calls.
+
+A fixed-step method's ``Session`` is runtime/fixed_session.py's, on the cpu's Target
+(target.py: the C library on a ``_Call``'s arrays): an advance of steps ``[step0,
+step0 + nsteps)`` is its C calls of at most ``runner.WORK_PER_CALL`` lane-steps each.
 
 A field with an observer ``first`` runs, as dispatch.run runs it, the events' kernel
 (templates/events.c.j2, its buffers AdaptiveCall's): ``LocatedSession``, runtime/
@@ -16,80 +19,22 @@ from __future__ import annotations
 import numpy as np
 
 from ...call.session import Snapshot
+from ...runtime.fixed_session import FixedSession
 from ...runtime.located import Located
-from ...runtime.session import HostRun
 from ...call.interrupt import held
-from ...errors import BackendError
 from ...ir import controller as C
 from ..shader.adaptive import RUNNING
 from .adaptive_run import AdaptiveCall, attempts_per_call
 from .dispatch import _kernel
-from .runner import WORK_PER_CALL, _Call
+from .runner import _Call
+from .target import Target
 
 
-class Session(HostRun):
+class Session(FixedSession):
     def __init__(self, prepared, data):
-        t = prepared.template
-        if t.adaptive is not None or t.save_at is not None:
-            raise BackendError("a Simulation on cpu runs fixed-step methods only so far")
-        if t.field.events:
-            raise BackendError("a Simulation on cpu has no events (`when`, `stop when`) yet; "
-                               "vgpu.solve(..., backend='cpu') runs them")
-        self.prepared = prepared
-        self._open(data)
-        self.step = 0
-
-    def _open(self, data) -> None:
-        bound = self.prepared.bound(data)
-        k = _kernel(self.prepared, bound, dense=False)
-        self.run = _Call(k, bound)
-        roles = [b["role"] for b in k.meta["buffers"]]
-        self.init = self.run.buffers[roles.index("init")] if "init" in roles else None
-
-    def advance(self, step0: int, nsteps: int) -> None:
-        """Steps [step0, step0 + nsteps), in calls of about WORK_PER_CALL; each call and
-        its count are done whole (a Ctrl-C is held until the call ends): an interrupted
-        advance leaves ``step`` at the steps the finished calls ran."""
-        run, total = self.run, step0 + nsteps
-        run.ints[run.role["steps"]] = total         # flux's step count: the run's so far
-        chunk = max(1, WORK_PER_CALL // max(1, run.nslots))
-        if nsteps == 0:
-            with held():
-                run._call(step0, 0, True)
-                self.step = step0
-        start = step0
-        while start < total:
-            end = min(total, start + chunk)
-            with held():
-                run._call(start, end - start, end == total)
-                self.step = start = end
-
-    def states(self) -> np.ndarray:
-        return self.run._pack()
-
-    def outputs(self) -> dict:
-        return self.run._outputs()
-
-    def _arrays(self) -> tuple:     # (checkpoints: runtime/session.HostRun)
-        run = self.run
-        steps = run.steps_buf
-        return run.state, self.init, None if steps is None else steps[:2 * run.n].reshape(2, run.n)
-
-    @property
-    def bound(self):
-        return self.run.bound
-
-    def set_data(self, data) -> None:
-        snap = self.snapshot(self.step)
-        self._open(data)
-        self.restore(snap)
-
-    def set_input(self, name: str, array: np.ndarray) -> None:
-        """A new value of input ``name`` (same shape), written into the kernel's buffer."""
-        _set_input(self.run, name, array)
-
-    def alias_input(self, name, source, output) -> bool:
-        return False
+        bound = prepared.bound(data)
+        call = _Call(_kernel(prepared, bound, dense=False), bound)
+        super().__init__(Target(call, call.per_call()), bound)
 
     def close(self) -> None:
         pass
@@ -104,15 +49,26 @@ def _set_input(run: _Call, name: str, array: np.ndarray) -> None:
     run.bound.inputs[name] = new
 
 
-class LocatedSession(Located, Session):
+class LocatedSession(Located):
     """A fixed-step Simulation of a field with an observer ``first``: runtime/located.py's
     rule over the events' kernel's arrays (AdaptiveCall), its trajectories resumed at each
     advance (the module's docstring)."""
 
     def __init__(self, prepared, data):
         self.fresh_kernel = False   # the kernel that computes each step's stage 0 (below)
-        super().__init__(prepared, data)
+        self.prepared = prepared
+        self._open(data)
         self.held = True            # (host arrays: readable from the start)
+
+    @property
+    def bound(self):
+        return self.run.bound
+
+    def states(self) -> np.ndarray:
+        return self.run._pack()
+
+    def close(self) -> None:
+        pass
 
     def _open(self, data) -> None:
         self.data = data
