@@ -142,7 +142,7 @@ def source(field, dtype: str, per_trajectory=(), dense: bool = False,
     """(C text, meta, lanes per block, int uniforms) of ``field``; an adaptive method's
     kernel, or with ``dense`` a fixed-step method's kernel for save_at (a field with
     events always: templates/events.c.j2 runs in that kernel); ``history``: the
-    step loop also stores each saved step of a save_every history (cpu/history.py).
+    step loop also stores each saved step of a save_every history (runtime/fixed.py's hist mode reads it).
     ``cuda`` (backends/cuda/source.py: its prologue and entry): the same kernel as CUDA
     C++, one lane per block (a basin's lanes with a basin), no OpenMP or libmvec."""
     p = plan(field, dtype, per_trajectory, dense, history, cuda)
