@@ -590,11 +590,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const double u_dt = vg_use[l];
                 const double t_n = vg_t[l];
                 const int nstep = vg_taken[l];
-                (void)t_n; (void)nstep;
                 double s_x = A_s_x[l];
                 double s_y = A_s_y[l];
                 const int g_i = A_g_i[l];
-
                 double k0_x = A_k0_x[l];
                 double k0_y = A_k0_y[l];
                 double k1_x;
@@ -607,24 +605,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 double k4_y;
                 double k5_x;
                 double k5_y;
-                vg_F0_0[l] = k0_x;  // F(t_n, state), for a reject
-                vg_F0_1[l] = k0_y;  // F(t_n, state), for a reject
-                // W = I / gamma - dt * J at (t_n, state), its LU with partial pivoting
+                // rodas4 (shader/rosenbrock.py): W = I / gamma - dt * J at (t_n, state), its LU with
+                // partial pivoting; F(t_n, state) is kept aside for a reject
                 double vg_W[4];
                 int vg_piv[2];
                 double vg_x[2];
                 for (int vg_i = 0; vg_i < 4; vg_i++) {
                     vg_W[vg_i] = 0.0;
                 }
+                vg_F0_0[l] = k0_x;
+                vg_F0_1[l] = k0_y;
                 {  // J at the step's start
-                    const double tt = t_n;
-                    (void)tt;
                     const double y_x = s_x;
                     const double y_y = s_y;
                     vg_W[1] = 1.0;  // dF_0/dh_1
                     vg_W[2] = ((p_mu * (-(2.0 * y_x))) * y_y) - 1.0;  // dF_1/dh_0
                     vg_W[3] = p_mu * (1.0 - vg_powi(y_x, 2));  // dF_1/dh_1
-
                 }
                 const double vg_mdt = -u_dt;
                 for (int vg_i = 0; vg_i < 4; vg_i++) {  // (numpy: J * (-dt), then the diagonal)
@@ -633,7 +629,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 for (int vg_i = 0; vg_i < 2; vg_i++) {
                     vg_W[vg_i * 3] = vg_W[vg_i * 3] + 4.0;
                 }
-                vg_sing[l] = 0;  // a zero pivot: W singular (the step is halved)
+                vg_sing[l] = false;  // a zero pivot: W singular (the step is halved)
                 for (int vg_c = 0; vg_c < 2; vg_c++) {
                     int vg_p = vg_c;
                     double vg_best = vg_fabs(vg_W[vg_c * 2 + vg_c]);
@@ -682,15 +678,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     k0_x = vg_x[0];
                     k0_y = vg_x[1];
                 }
-
-                {  // stage 1, c = 193/500
-                    const double tt = t_n + 0.386 * u_dt;
-                    (void)tt;
+                {  // stage 1, c = 0.386
                     const double y_x = s_x + u_dt * (1.544 * k0_x);
                     const double y_y = s_y + u_dt * (1.544 * k0_y);
                     k1_x = y_y;  // line 23
                     k1_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_1: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k1_x + ((-5.6688) * k0_x);
                         vg_x[1] = k1_y + ((-5.6688) * k0_y);
@@ -714,16 +706,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k1_x = vg_x[0];
                         k1_y = vg_x[1];
                     }
-
                 }
-                {  // stage 2, c = 21/100
-                    const double tt = t_n + 0.21 * u_dt;
-                    (void)tt;
+                {  // stage 2, c = 0.21
                     const double y_x = s_x + u_dt * (0.9466785280815826 * k0_x + 0.2557011698983284 * k1_x);
                     const double y_y = s_y + u_dt * (0.9466785280815826 * k0_y + 0.2557011698983284 * k1_y);
                     k2_x = y_y;  // line 23
                     k2_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_2: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k2_x + ((-2.430093356833875) * k0_x + (-0.2063599157091915) * k1_x);
                         vg_x[1] = k2_y + ((-2.430093356833875) * k0_y + (-0.2063599157091915) * k1_y);
@@ -747,16 +735,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k2_x = vg_x[0];
                         k2_y = vg_x[1];
                     }
-
                 }
-                {  // stage 3, c = 63/100
-                    const double tt = t_n + 0.63 * u_dt;
-                    (void)tt;
+                {  // stage 3, c = 0.63
                     const double y_x = s_x + u_dt * (3.314825187068521 * k0_x + 2.896124015972201 * k1_x + 0.9986419139977817 * k2_x);
                     const double y_y = s_y + u_dt * (3.314825187068521 * k0_y + 2.896124015972201 * k1_y + 0.9986419139977817 * k2_y);
                     k3_x = y_y;  // line 23
                     k3_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_3: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k3_x + ((-0.1073529058151375) * k0_x + (-9.594562251023355) * k1_x + (-20.47028614809616) * k2_x);
                         vg_x[1] = k3_y + ((-0.1073529058151375) * k0_y + (-9.594562251023355) * k1_y + (-20.47028614809616) * k2_y);
@@ -780,16 +764,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k3_x = vg_x[0];
                         k3_y = vg_x[1];
                     }
-
                 }
-                {  // stage 4, c = 1
-                    const double tt = t_n + 1.0 * u_dt;
-                    (void)tt;
+                {  // stage 4, c = 1.0
                     const double y_x = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x);
                     const double y_y = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y);
                     k4_x = y_y;  // line 23
                     k4_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_4: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k4_x + (7.496443313967647 * k0_x + (-10.24680431464352) * k1_x + (-33.99990352819905) * k2_x + 11.7089089320616 * k3_x);
                         vg_x[1] = k4_y + (7.496443313967647 * k0_y + (-10.24680431464352) * k1_y + (-33.99990352819905) * k2_y + 11.7089089320616 * k3_y);
@@ -813,16 +793,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k4_x = vg_x[0];
                         k4_y = vg_x[1];
                     }
-
                 }
-                {  // stage 5, c = 1
-                    const double tt = t_n + 1.0 * u_dt;
-                    (void)tt;
+                {  // stage 5, c = 1.0
                     const double y_x = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x);
                     const double y_y = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y);
                     k5_x = y_y;  // line 23
                     k5_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_5: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k5_x + (8.083246795921522 * k0_x + (-7.981132988064893) * k1_x + (-31.52159432874371) * k2_x + 16.31930543123136 * k3_x + (-6.058818238834054) * k4_x);
                         vg_x[1] = k5_y + (8.083246795921522 * k0_y + (-7.981132988064893) * k1_y + (-31.52159432874371) * k2_y + 16.31930543123136 * k3_y + (-6.058818238834054) * k4_y);
@@ -846,7 +822,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k5_x = vg_x[0];
                         k5_y = vg_x[1];
                     }
-
                 }
                 A_k0_x[l] = k0_x;
                 A_k0_y[l] = k0_y;
@@ -861,7 +836,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 A_k5_x[l] = k5_x;
                 A_k5_y[l] = k5_y;
             }
-
         }
         // the new state, and the error of the step (Hairer's norm)
         for (int l = 0; l < VG_W; l++) {
@@ -1007,25 +981,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 continue;
             }
             const double u_dt = vg_use[l];
-            const double t_n = vg_t[l];
-            const int nstep = vg_taken[l];
-            const double tt = t_n;
-            (void)u_dt; (void)t_n; (void)nstep; (void)tt;
             double s_x = A_s_x[l];
             double s_y = A_s_y[l];
             const int g_i = A_g_i[l];
-
             double k0_x;
             double k0_y;
-            const double y_x = s_x;
-            const double y_y = s_y;
-            k0_x = y_y;  // line 23
-            k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
+            {  // rodas4 is not FSAL: F at the new state, the next step's stage 0
+                const double t_n = vg_t[l];
+                const int nstep = vg_taken[l];
+                const double y_x = s_x;
+                const double y_y = s_y;
+                k0_x = y_y;  // line 23
+                k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
+            }
             A_k0_x[l] = k0_x;
             A_k0_y[l] = k0_y;
         }
-
         for (int l = 0; l < VG_W; l++) {
             // the lane's status after the attempt and its next step, in 0/1 int flags (at most
             // one of end, most, under set; vg_ok and vg_cut are 0/1) combined by & and ^,

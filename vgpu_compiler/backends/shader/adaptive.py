@@ -112,6 +112,64 @@ class PrintedAdaptive:
                      + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
         return "\n\n".join(parts)
 
+    def ros_lanes(self, k, body, bind: str) -> str:
+        """(C) a Rosenbrock attempt of the block's running lanes, one lane at a time: the
+        stages and their solves of codegen/build/adaptive.stages (GLSL's and WGSL's), laid
+        out in one lane loop (codegen/lanes.py), stage 0's k read from its lane arrays
+        A_k and every stage's k written back. ``body``: the template's printer of a
+        field's block; ``bind``: the lane's state and params in locals, printed."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.build import events as ev
+        from ...codegen.targets import printer
+        fd, sts, t, at = self._field(k), self._stages(k), self.dialect, ir.Var("l")
+        p = printer(t)
+        frozen = {f"frozen{st.index}": p.text(lanes.lane_arrays((dataclasses.replace(
+            ev.frozen_k(k, st.index)[0], comment="a stopped lane's K is zero (its state "
+                                                 "stays)"),), ("vg_lstat",)))
+                  for st in sts} if fd.when else {}
+        splices = {"bind": bind, **frozen,
+                   "ros_setup": k.ros.setup(body(k.ros.jac, k, 0)),
+                   **{f"ros_solve{st.index}": k.ros.solve(st.index) for st in sts},
+                   **{f"stage{st.index}": body(k.stages[st.index].block, k, 0) for st in sts[1:]}}
+        attempt = (
+            ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Let("t_n", ir.FLOAT, ir.Var("vg_t")),
+            ir.Let("nstep", ir.INT, ir.Var("vg_taken")), ir.Splice("bind"),
+            *(ir.Let(n, ir.FLOAT, ir.Index(f"A_{n}", at), mutable=True) for n in fd.k0),
+            *adaptive.stages(t, fd, sts, lambda s: (ir.Splice(f"ros_solve{s}"),), fd.when),
+            *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n)) for ks in fd.stage_k for n in ks))
+        loop = lanes.lane_loop(attempt, ("vg_use", "vg_t", "vg_taken", "vg_status"),
+                               skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)),
+                               comment="rodas4: lane by lane")
+        return printer(t, splices).text((loop,))
+
+    def ros_restart_lanes(self, k, body, bind: str) -> str:
+        """(C) after the attempt's update (a lane's state and time the new ones): a
+        Rosenbrock method is not FSAL, F at the new state into stage 0's k (with events a
+        lane whose step ended at one has the events' restart's), a rejected attempt's F
+        at the step's start back (codegen/build/adaptive.ros_restart, ros_reject)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd, sts, t, at = self._field(k), self._stages(k), self.dialect, ir.Var("l")
+        run, ok = ir.ne(ir.Var("vg_status"), ir.i(RUNNING)), ir.Var("vg_ok")
+        skip = ir.or_(run, ir.and_(ok, ir.Var("vg_moved"))) if fd.when else run
+        restart = adaptive.ros_restart(fd, sts, ir.Var("vg_t"), ir.Var("vg_taken"), fd.states)
+        arrays = {"vg_use": "vg_use", "vg_t": "vg_t", "vg_taken": "vg_taken",
+                  "vg_status": "vg_status", "vg_ok": "vg_ok", "vg_moved": "vg_moved",
+                  **{f"vg_F0_{j}": f"vg_F0_{j}" for j in range(len(fd.k0))}}
+        reject = lanes.lane_arrays(adaptive.ros_reject(fd), arrays, registers=fd.k0)
+        body_ = (
+            ir.If(ir.not_(ok), (*reject, ir.Continue())),
+            ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Splice("bind"),
+            *(ir.Let(n, ir.FLOAT, None, mutable=True) for n in fd.k0),
+            restart,
+            *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n)) for n in fd.k0))
+        loop = lanes.lane_loop(body_, arrays, skip=skip, comment=(
+            "rodas4 is not FSAL: F at the new state, or back to F0"))
+        return printer(t, {"bind": bind, "stage0": body(k.stages[0].block, k, 0)}
+                       ).text((loop,))
+
     @staticmethod
     def _stages(k) -> tuple:
         from ...codegen.build import adaptive

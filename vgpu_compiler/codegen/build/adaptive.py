@@ -137,14 +137,22 @@ def save_dense(fd: Field) -> tuple:
         ir.While(cond, tuple(body))), comment="(uniform: a software renderer skips it)"),)
 
 
-def ros_restart(fd: Field, sts: tuple) -> Block:
-    """A Rosenbrock method is not FSAL: F at the new state, the next step's stage 0."""
-    return Block((Let("t_n", FLOAT, Var("vg_tn")),
-                  Let("nstep", ir.INT, ir.add(Var("vg_taken"), i(1))),
+def ros_restart(fd: Field, sts: tuple, t_n=Var("vg_tn"),
+                nstep=ir.add(Var("vg_taken"), i(1)), state=None) -> Block:
+    """A Rosenbrock method is not FSAL: F at the new state, the next step's stage 0.
+    ``t_n``, ``nstep``, ``state`` (its registers): the new state's time, step and values
+    (by default before the attempt's update: vg_tn, vg_taken + 1, vg_n<i>)."""
+    state = state or tuple(f"vg_n{j}" for j in range(len(fd.trial)))
+    return Block((Let("t_n", FLOAT, t_n), Let("nstep", ir.INT, nstep),
                   *((Let("tt", FLOAT, Var("t_n")),) if sts[0].time else ()),
-                  *(Let(y, FLOAT, Var(f"vg_n{j}"), precise=True) for j, y in enumerate(fd.trial)),
+                  *(Let(y, FLOAT, Var(x), precise=True) for y, x in zip(fd.trial, state)),
                   ir.Splice("stage0")),
                  comment="rodas4 is not FSAL: F at the new state, the next step's stage 0")
+
+
+def ros_reject(fd: Field) -> tuple:
+    """A rejected Rosenbrock attempt: F at the step's start back (kept in vg_F0_<i>)."""
+    return tuple(Assign(Var(k), Var(f"vg_F0_{j}")) for j, k in enumerate(fd.k0))
 
 
 def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
@@ -188,7 +196,7 @@ def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
         ok.append(ir.Splice("all_stopped"))
     rejected: list = [Inc(Var("vg_rej")), Assign(Var("vg_again"), i(1))]
     if fd.ros:
-        rejected += [Assign(Var(k), Var(f"vg_F0_{j}")) for j, k in enumerate(fd.k0)]
+        rejected += ros_reject(fd)
     return (*error_norm(fd, len(fd.states)),
             *controller.accept(t, names), *controller.factor(t, names, fd.q),
             If(Var("vg_ok"), tuple(ok), tuple(rejected)),
@@ -219,7 +227,8 @@ def stages(t, fd: Field, sts: tuple, solve=None, frozen: bool = False) -> tuple:
     after stage 0's where the field has a `when` (a lane it stops in a basin that runs
     on: its K_0 zero, as the reference's, though its F is not: a Rosenbrock method
     takes F at the new state, not the last stage's zeroed k))."""
-    out: list = [Let(name, FLOAT, _zero(t), mutable=True)
+    zero = None if t.lane_block else _zero(t)   # (C: declared, each stage writes its own)
+    out: list = [Let(name, FLOAT, zero, mutable=True)
                  for st in sts[1:] for name in fd.stage_k[st.index]]
     if solve is not None:
         out += [ir.Splice("ros_setup"), *solve(0)]
