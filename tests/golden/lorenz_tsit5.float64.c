@@ -882,24 +882,20 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const double k6_x = A_k6_x[l];
             const double k6_y = A_k6_y[l];
             const double k6_z = A_k6_z[l];
-
             double vg_e = 0.0;
             {
-                const double n = vg_new0[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_x + (-0.0008164344596567469) * k1_x + 0.007880878010261995 * k2_x + (-0.1447110071732629) * k3_x + 0.5823571654525552 * k4_x + (-0.45808210592918697) * k5_x + 0.015151515151515152 * k6_x);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const double n = vg_new1[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_y + (-0.0008164344596567469) * k1_y + 0.007880878010261995 * k2_y + (-0.1447110071732629) * k3_y + 0.5823571654525552 * k4_y + (-0.45808210592918697) * k5_y + 0.015151515151515152 * k6_y);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const double n = vg_new2[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_z + (-0.0008164344596567469) * k1_z + 0.007880878010261995 * k2_z + (-0.1447110071732629) * k3_z + 0.5823571654525552 * k4_z + (-0.45808210592918697) * k5_z + 0.015151515151515152 * k6_z);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_z), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_z), vg_fabs(vg_new2[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             vg_err[l] = vg_sqrt(vg_e / 3.0);

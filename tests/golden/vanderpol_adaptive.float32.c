@@ -840,18 +840,15 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const float k5_y = A_k5_y[l];
             const float k6_x = A_k6_x[l];
             const float k6_y = A_k6_y[l];
-
             float vg_e = 0.0f;
             {
-                const float n = vg_new0[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_x + 0.0042527704f * k2_x + (-0.036979165f) * k3_x + 0.0508638f * k4_x + (-0.041904762f) * k5_x + 0.025f * k6_x);
-                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const float n = vg_new1[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_y + 0.0042527704f * k2_y + (-0.036979165f) * k3_y + 0.0508638f * k4_y + (-0.041904762f) * k5_y + 0.025f * k6_y);
-                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0f);

@@ -858,21 +858,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const double k4_y = A_k4_y[l];
             const double k5_x = A_k5_x[l];
             const double k5_y = A_k5_y[l];
-
+            vg_new0[l] = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
+            vg_new1[l] = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
             double vg_e = 0.0;
             {
-                const double n = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
-                const double e = u_dt * (k5_x);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const double e = u_dt * k5_x;
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
-                vg_new0[l] = n;
             }
             {
-                const double n = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
-                const double e = u_dt * (k5_y);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const double e = u_dt * k5_y;
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
-                vg_new1[l] = n;
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0);
             if (vg_sing[l]) {

@@ -112,6 +112,28 @@ class PrintedAdaptive:
                      + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
         return "\n\n".join(parts)
 
+    def error_lanes(self, k, bind: str, kept: bool = False) -> str:
+        """(C) the new state vg_new<i>[l] and the error of the step vg_err[l] of every
+        running lane (codegen/build/adaptive.error_norm, the shaders'), in one lane loop;
+        ``bind``: the lane's state, params and stages' k in locals, printed; ``kept``:
+        the last stage kept the new state (its point: FSAL) in vg_new<i>. A basin folds
+        vg_err after it (the template's fold)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        n = len(fd.states)
+        if kept:
+            fd = dataclasses.replace(fd, update=())
+        stmts = adaptive.error_norm(dataclasses.replace(fd, basin=False), n)
+        arrays = {"vg_use": "vg_use", "vg_status": "vg_status", "vg_err": "vg_err",
+                  "vg_sing": "vg_sing", "vg_lstat": "vg_lstat",
+                  **{f"vg_n{j}": f"vg_new{j}" for j in range(n)}}
+        head, stmts = stmts[:1], stmts[1:]         # (its comment, above the loop)
+        loop = lanes.lane_loop((ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Splice("bind"),
+                                *stmts), arrays, skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)))
+        return printer(self.dialect, {"bind": bind}).text((*head, loop))
+
     def ros_lanes(self, k, body, bind: str) -> str:
         """(C) a Rosenbrock attempt of the block's running lanes, one lane at a time: the
         stages and their solves of codegen/build/adaptive.stages (GLSL's and WGSL's), laid
