@@ -880,55 +880,39 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         for (int l = 0; l < VG_W; l++) {
             vg_ok[l] = (vg_status[l] == -1) & !isnan(vg_err[l]) & !isinf(vg_err[l]) & (vg_err[l] <= 1.0);
         }
-        if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
             for (int l = 0; l < VG_W; l++) {
-                if (!vg_ok[l] || !A_act[l]) {
+                if (!vg_ok[l]) {
                     continue;
                 }
                 // save_at times inside the accepted step: the continuous extension
                 const double u_dt = vg_use[l];
                 const double t_n = vg_t[l];
                 const double vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
                     const double vg_s = b_save[vg_next[l]];
                     const double theta = (vg_s - t_n) / u_dt;
-                    double s_x = A_s_x[l];
-                    double s_y = A_s_y[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_x = A_k0_x[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (11.3474595926725 * k0_x + (-1.468861396321538) * k1_x + (-22.2638352862366) * k2_x + (-8.680657743674718) * k3_x + 2.025137723295662 * k4_x + k5_x);
+                        acc = acc + pw * (11.3474595926725 * A_k0_x[l] + (-1.468861396321538) * A_k1_x[l] + (-22.2638352862366) * A_k2_x[l] + (-8.680657743674718) * A_k3_x[l] + 2.025137723295662 * A_k4_x[l] + A_k5_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-10.802515422725985) * k0_x + 13.575710529290182 * k1_x + 51.23176182448225 * k2_x + 32.75999682175269 * k3_x + (-7.619526849012534) * k4_x);
+                        acc = acc + pw * ((-10.802515422725985) * A_k0_x[l] + 13.575710529290182 * A_k1_x[l] + 51.23176182448225 * A_k2_x[l] + 32.75999682175269 * A_k3_x[l] + (-7.619526849012534) * A_k4_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (0.6762803392801253 * k0_x + (-6.087714651680015) * k1_x + (-16.43084320892478) * k2_x + (-24.76722511418386) * k3_x + 6.594389125716872 * k4_x);
-                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                        acc = acc + pw * (0.6762803392801253 * A_k0_x[l] + (-6.087714651680015) * A_k1_x[l] + (-16.43084320892478) * A_k2_x[l] + (-24.76722511418386) * A_k3_x[l] + 6.594389125716872 * A_k4_x[l]);
+                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new0[l] : A_s_x[l] + u_dt * acc;
                     }
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (11.3474595926725 * k0_y + (-1.468861396321538) * k1_y + (-22.2638352862366) * k2_y + (-8.680657743674718) * k3_y + 2.025137723295662 * k4_y + k5_y);
+                        acc = acc + pw * (11.3474595926725 * A_k0_y[l] + (-1.468861396321538) * A_k1_y[l] + (-22.2638352862366) * A_k2_y[l] + (-8.680657743674718) * A_k3_y[l] + 2.025137723295662 * A_k4_y[l] + A_k5_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-10.802515422725985) * k0_y + 13.575710529290182 * k1_y + 51.23176182448225 * k2_y + 32.75999682175269 * k3_y + (-7.619526849012534) * k4_y);
+                        acc = acc + pw * ((-10.802515422725985) * A_k0_y[l] + 13.575710529290182 * A_k1_y[l] + 51.23176182448225 * A_k2_y[l] + 32.75999682175269 * A_k3_y[l] + (-7.619526849012534) * A_k4_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (0.6762803392801253 * k0_y + (-6.087714651680015) * k1_y + (-16.43084320892478) * k2_y + (-24.76722511418386) * k3_y + 6.594389125716872 * k4_y);
-                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
+                        acc = acc + pw * (0.6762803392801253 * A_k0_y[l] + (-6.087714651680015) * A_k1_y[l] + (-16.43084320892478) * A_k2_y[l] + (-24.76722511418386) * A_k3_y[l] + 6.594389125716872 * A_k4_y[l]);
+                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new1[l] : A_s_y[l] + u_dt * acc;
                     }
                     vg_next[l]++;
                 }

@@ -58,6 +58,8 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
             return ir.Return(expr(s.value))
         if isinstance(s, ir.While):
             return replace(s, cond=expr(s.cond), body=body(s.body))
+        if isinstance(s, ir.Inc):
+            return ir.Inc(expr(s.target))
         return s
 
     def body(ss):

@@ -134,6 +134,42 @@ class PrintedAdaptive:
                                 *stmts), arrays, skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)))
         return printer(self.dialect, {"bind": bind}).text((*head, loop))
 
+    def save_lanes(self, k) -> str:
+        """(C) the save_at times inside the accepted step of every lane, on the continuous
+        extension (codegen/build/adaptive.dense_saves, the shaders'), in one lane loop;
+        none where the call has no save_at times. With events, up to the events' time
+        (the step's end, or the event's: there the state after the events), the
+        extension from the step's start state kept in vg_ys<i>."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        n, V = len(fd.states), ir.Var
+        arrays = {"vg_use": "vg_use", "vg_t": "vg_t", "vg_cut": "vg_cut", "vg_ok": "vg_ok",
+                  "vg_next": "vg_next", "vg_active": "A_act", "lane": "A_lane",
+                  "vg_moved": "vg_moved", "vg_tstart": "vg_tstart",
+                  **{f"vg_n{j}": f"vg_new{j}" for j in range(n)},
+                  **{f"vg_ys{j}": f"vg_ys{j}" for j in range(n)}}
+        end = ir.Select(V("vg_cut"), V("u_t1"), ir.add(V("t_n"), V("u_dt")))
+        if fd.events:
+            note = ("save_at times inside the accepted step, up to its events' time (the "
+                    "step's end,\nor the event time: there the state after the events)")
+            start, end = V("vg_tstart"), ir.Select(V("vg_moved"), V("vg_t"), end)
+            saves = adaptive.dense_saves(
+                fd, tuple(V(f"vg_ys{j}") for j in range(n)),
+                tuple(ir.Select(V("vg_moved"), V(s), V(f"vg_n{j}"))
+                      for j, s in enumerate(fd.states)))
+        else:
+            note = "save_at times inside the accepted step: the continuous extension"
+            start, saves = V("vg_t"), adaptive.dense_saves(fd)
+        loop = lanes.lane_loop((
+            ir.Comment(note), ir.Let("u_dt", ir.FLOAT, V("vg_use")),
+            ir.Let("t_n", ir.FLOAT, start), ir.Let("vg_tn", ir.FLOAT, end), saves),
+            arrays, skip=ir.not_(V("vg_ok")),
+            registers=(*fd.states, *(name for ks in fd.stage_k for name in ks)))
+        return printer(self.dialect).text((ir.If(ir.gt(ir.Var("u_nsave"), ir.i(0)), (loop,),
+                                                 comment="(no save_at times: no lane loop)"),))
+
     def ros_lanes(self, k, body, bind: str) -> str:
         """(C) a Rosenbrock attempt of the block's running lanes, one lane at a time: the
         stages and their solves of codegen/build/adaptive.stages (GLSL's and WGSL's), laid

@@ -116,6 +116,16 @@ def error_norm(fd: Field, n: int) -> tuple:
 
 def save_dense(fd: Field) -> tuple:
     """save_at times inside an accepted step (t_n, vg_tn]: the continuous extension."""
+    return (If(ir.gt(Var("u_nsave"), i(0)), (
+        Comment("save_at times inside the step: the continuous extension"),
+        dense_saves(fd)), comment="(uniform: a software renderer skips it)"),)
+
+
+def dense_saves(fd: Field, start=None, end=None) -> ir.While:
+    """save_dense's loop over the save_at times inside the step: per state the extension
+    from ``start`` (its expression; the state), at vg_tn itself ``end`` (vg_n<i>)."""
+    start = start or tuple(Var(s) for s in fd.states)
+    end = end or tuple(Var(f"vg_n{j}") for j in range(len(fd.states)))
     vs, tn, theta = Var("vg_s"), Var("vg_tn"), Var("theta")
     acc, pw = Var("acc"), Var("pw")
     body: list = [Let("vg_s", FLOAT, Elem("b_save", Var("vg_next"))),
@@ -127,14 +137,12 @@ def save_dense(fd: Field) -> tuple:
             inner += [Assign(pw, ir.mul(pw, theta)),
                       Assign(acc, ir.add(acc, ir.mul(pw, weighted(terms))))]
         inner.append(Assign(hist(j, len(fd.states)), ir.Select(
-            ir.eq(vs, tn), Var(f"vg_n{j}"), ir.add(Var(s), ir.mul(Var("u_dt"), acc)))))
+            ir.eq(vs, tn), end[j], ir.add(start[j], ir.mul(Var("u_dt"), acc)))))
         body.append(Block(tuple(inner)))
     body.append(Inc(Var("vg_next")))
     cond = ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))),
                    ir.le(Elem("b_save", Var("vg_next")), tn))
-    return (If(ir.gt(Var("u_nsave"), i(0)), (
-        Comment("save_at times inside the step: the continuous extension"),
-        ir.While(cond, tuple(body))), comment="(uniform: a software renderer skips it)"),)
+    return ir.While(cond, tuple(body))
 
 
 def ros_restart(fd: Field, sts: tuple, t_n=Var("vg_tn"),
