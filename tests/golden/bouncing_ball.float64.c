@@ -507,11 +507,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0) ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
+                    vg_next[l]++;
+                }
             }
         }
         for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
@@ -533,14 +535,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
 
             double q_y = s_y;
             double q_v = s_v;
-            (void)q_y;
-            (void)q_v;
 
             int vg_c0 = 0;
             {
                 bool vg_hold = false;
                 vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                 if (vg_hold) {
                     vg_c0 |= 1;
                 }
@@ -548,7 +547,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             {
                 bool vg_hold = false;
                 vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                 if (vg_hold) {
                     vg_c0 |= 2;
                 }
@@ -780,14 +778,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     (void)tt;
                     double q_y = vg_new0[l];
                     double q_v = vg_new1[l];
-                    (void)q_y;
-                    (void)q_v;
 
                     int vg_c = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                         if (vg_hold) {
                             vg_c |= 1;
                         }
@@ -795,7 +790,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                         if (vg_hold) {
                             vg_c |= 2;
                         }
@@ -949,14 +943,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         (void)tt;
                         double q_y = vg_nl0;
                         double q_v = vg_nl1;
-                        (void)q_y;
-                        (void)q_v;
 
                         int vg_c = 0;
                         {
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                             if (vg_hold) {
                                 vg_c |= 1;
                             }
@@ -964,7 +955,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         {
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                             if (vg_hold) {
                                 vg_c |= 2;
                             }
@@ -1216,14 +1206,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 (void)tt;
                 double q_y = vg_new0[l];
                 double q_v = vg_new1[l];
-                (void)q_y;
-                (void)q_v;
 
                 int vg_c = 0;
                 {
                     bool vg_hold = false;
                     vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                     if (vg_hold) {
                         vg_c |= 1;
                     }
@@ -1231,7 +1218,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 {
                     bool vg_hold = false;
                     vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                     if (vg_hold) {
                         vg_c |= 2;
                     }
@@ -1771,7 +1757,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                         if (vg_hold) {
                             vg_after |= 1;
                         }
@@ -1779,7 +1764,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                         if (vg_hold) {
                             vg_after |= 2;
                         }

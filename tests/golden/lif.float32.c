@@ -562,10 +562,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0f ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
-                b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0f) ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
+                    b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
+                    vg_next[l]++;
+                }
             }
         }
         for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
@@ -584,13 +586,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const int g_i = A_g_i[l];
 
             float q_v = s_v;
-            (void)q_v;
 
             int vg_c0 = 0;
             {
                 bool vg_hold = false;
                 vg_hold = q_v > 1.0f;  // line 23
-
                 if (vg_hold) {
                     vg_c0 |= 1;
                 }
@@ -786,13 +786,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float tt = vg_tn;
                     (void)tt;
                     float q_v = vg_new0[l];
-                    (void)q_v;
 
                     int vg_c = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
-
                         if (vg_hold) {
                             vg_c |= 1;
                         }
@@ -911,13 +909,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const float tt = vg_tn;
                         (void)tt;
                         float q_v = vg_nl0;
-                        (void)q_v;
 
                         int vg_c = 0;
                         {
                             bool vg_hold = false;
                             vg_hold = q_v > 1.0f;  // line 23
-
                             if (vg_hold) {
                                 vg_c |= 1;
                             }
@@ -1129,13 +1125,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const float tt = vg_tn;
                 (void)tt;
                 float q_v = vg_new0[l];
-                (void)q_v;
 
                 int vg_c = 0;
                 {
                     bool vg_hold = false;
                     vg_hold = q_v > 1.0f;  // line 23
-
                     if (vg_hold) {
                         vg_c |= 1;
                     }
@@ -1400,7 +1394,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
-
                         if (vg_hold) {
                             vg_after |= 1;
                         }

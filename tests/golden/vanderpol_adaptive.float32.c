@@ -517,11 +517,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
+                    vg_next[l]++;
+                }
             }
         }
         float vg_d1[VG_W];

@@ -145,11 +145,7 @@ class PrintedAdaptive:
         from ...codegen.targets import printer
         fd = self._field(k)
         n, V = len(fd.states), ir.Var
-        arrays = {"vg_use": "vg_use", "vg_t": "vg_t", "vg_cut": "vg_cut", "vg_ok": "vg_ok",
-                  "vg_next": "vg_next", "vg_active": "A_act", "lane": "A_lane",
-                  "vg_moved": "vg_moved", "vg_tstart": "vg_tstart",
-                  **{f"vg_n{j}": f"vg_new{j}" for j in range(n)},
-                  **{f"vg_ys{j}": f"vg_ys{j}" for j in range(n)}}
+        arrays = self._lane_arrays(n)
         end = ir.Select(V("vg_cut"), V("u_t1"), ir.add(V("t_n"), V("u_dt")))
         if fd.events:
             note = ("save_at times inside the accepted step, up to its events' time (the "
@@ -168,6 +164,47 @@ class PrintedAdaptive:
             arrays, skip=ir.not_(V("vg_ok")),
             registers=(*fd.states, *(name for ks in fd.stage_k for name in ks)))
         return printer(self.dialect).text((ir.If(ir.gt(ir.Var("u_nsave"), ir.i(0)), (loop,),
+                                                 comment="(no save_at times: no lane loop)"),))
+
+    @staticmethod
+    def _lane_arrays(n: int) -> dict:
+        """(C) the lane arrays of a trajectory's scalars (codegen/lanes.py), ``n`` states."""
+        names = ("vg_use", "vg_t", "vg_cut", "vg_ok", "vg_next", "vg_moved", "vg_tstart",
+                 "vg_status", "vg_taken", "vg_err", "vg_sing", "vg_lstat")
+        return {**{a: a for a in names}, "vg_active": "A_act", "lane": "A_lane",
+                **{f"vg_n{j}": f"vg_new{j}" for j in range(n)},
+                **{f"vg_{a}{j}": f"vg_{a}{j}" for j in range(n) for a in ("ys", "f")}}
+
+    def start_save_lanes(self, k) -> str:
+        """(C) the save_at times at t0 of every lane (codegen/build/adaptive.start_saves)."""
+        from ...codegen import lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        (guard,) = adaptive.start_saves(fd)
+        loop = lanes.lane_loop(guard.then, self._lane_arrays(len(fd.states)),
+                               registers=fd.states)
+        return printer(self.dialect).text((dataclasses.replace(
+            guard, then=(loop,), comment="(no save_at times: no lane loop)"),))
+
+    def hermite_lanes(self, k) -> str:
+        """(C, a fixed-step method run for save_at, no events) the save_at times inside
+        the step vg_taken of every running lane: the cubic Hermite interpolant
+        (codegen/build/adaptive.hermite_saves)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd, V = self._field(k), ir.Var
+
+        def at(n):
+            return ir.add(V("u_t0"), ir.mul(ir.call("to_float", n), V("u_dt")))
+        loop = lanes.lane_loop((
+            ir.Comment("save_at times inside the step: the cubic Hermite interpolant"),
+            ir.Let("t_n", ir.FLOAT, at(V("vg_taken"))),
+            ir.Let("vg_tn", ir.FLOAT, at(ir.add(V("vg_taken"), ir.i(1)))),
+            adaptive.hermite_saves(fd)), self._lane_arrays(len(fd.states)),
+            skip=ir.ne(V("vg_status"), ir.i(RUNNING)), registers=(*fd.states, *fd.k0))
+        return printer(self.dialect).text((ir.If(ir.gt(V("u_nsave"), ir.i(0)), (loop,),
                                                  comment="(no save_at times: no lane loop)"),))
 
     def ros_lanes(self, k, body, bind: str) -> str:

@@ -289,14 +289,11 @@ def _at_or_past(x, tn):
     return ir.Select(ir.lt(Var("u_dt"), f(0.0)), ir.Bin(ir.Op.GE, x, tn), ir.le(x, tn))
 
 
-def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
-    """Step vg_taken of a fixed-step method run for save_at (no events): t_n = t0 + n dt,
-    every step kept, save_at times inside it on the cubic Hermite interpolant."""
-    n = len(fd.states)
-    taken, tn, dt = Var("vg_taken"), Var("vg_tn"), Var("u_dt")
-    at = ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), dt))
-    theta = Var("theta")
-    save = ir.While(
+def hermite_saves(fd: Field) -> ir.While:
+    """The save_at times inside a fixed step (t_n, vg_tn], in the step's direction: the
+    cubic Hermite interpolant through its ends (vg_f<i>: F at its start)."""
+    n, tn, dt, theta = len(fd.states), Var("vg_tn"), Var("u_dt"), Var("theta")
+    return ir.While(
         ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))),
                 _at_or_past(Elem("b_save", Var("vg_next")), tn)),
         (Let("theta", FLOAT, ir.div(ir.sub(Elem("b_save", Var("vg_next")), Var("t_n")), dt),
@@ -308,6 +305,26 @@ def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
                                                             Var(f"vg_n{j}"), Var("v"))))))
            for j, s in enumerate(fd.states)),
          Inc(Var("vg_next"))))
+
+
+def start_saves(fd: Field) -> tuple:
+    """The save_at times at t0 (a fixed step's: at or past it in the step's direction):
+    the start state."""
+    at = Elem("b_save", Var("vg_next"))
+    reached = _at_or_past(at, Var("vg_t")) if fd.fixed else ir.le(at, Var("vg_t"))
+    return (If(ir.gt(Var("u_nsave"), i(0)), (ir.While(
+        ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))), reached),
+        (*(Assign(hist(j, len(fd.states)), Var(s)) for j, s in enumerate(fd.states)),
+         Inc(Var("vg_next")))),), comment="(uniform: a software renderer skips it)"),)
+
+
+def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
+    """Step vg_taken of a fixed-step method run for save_at (no events): t_n = t0 + n dt,
+    every step kept, save_at times inside it on the cubic Hermite interpolant."""
+    n = len(fd.states)
+    taken, tn, dt = Var("vg_taken"), Var("vg_tn"), Var("u_dt")
+    at = ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), dt))
+    save = hermite_saves(fd)
     end = ir.Bin(ir.Op.GE, taken, Var("u_steps"))
     if fd.collapse:
         end = ir.or_(end, Var("vg_collapsed"))
@@ -402,12 +419,7 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
                Let("t_n", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)),
                stage0(sts, "start")))]
     if fd.saves:
-        at = Elem("b_save", Var("vg_next"))
-        reached = _at_or_past(at, Var("vg_t")) if fd.fixed else ir.le(at, Var("vg_t"))
-        body.append(If(ir.gt(Var("u_nsave"), i(0)), (ir.While(
-            ir.and_(ir.and_(active, ir.lt(Var("vg_next"), Var("u_nsave"))), reached),
-            (*(Assign(hist(j, len(fd.states)), Var(s)) for j, s in enumerate(fd.states)),
-             Inc(Var("vg_next")))),), comment="(uniform: a software renderer skips it)"))
+        body += start_saves(fd)
     if fd.events:
         body.append(Block((
             Let("tt", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)), ir.Splice("q0"),

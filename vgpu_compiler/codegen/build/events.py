@@ -29,7 +29,7 @@ def _row(r: int):
     return ir.add(COUNT if r == 1 else ir.mul(i(r), COUNT), LANE)
 
 
-def _rows(e, rows) -> tuple[list, list]:
+def carried_rows(e, rows) -> tuple[list, list]:
     """(register, row) of b_evi and of b_evf: ``rows`` their row names (shader/events.py's
     EVI_ROWS, EVF_ROWS), then one count per `when`."""
     evi, evf = rows
@@ -40,7 +40,7 @@ def _rows(e, rows) -> tuple[list, list]:
 
 def decl(e, k, rows) -> tuple:
     """The registers: previous conditions (bit e), own status, steps, events this step."""
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     zero = Var(e.c["zero"])
     out = [Comment("--- events: previous conditions (bit e), own status, steps, events this step ---"),
            *(Let(n, INT, i(0), mutable=True) for n, _ in ints),
@@ -55,13 +55,13 @@ def decl(e, k, rows) -> tuple:
 
 def load(e, rows) -> tuple:
     """The registers from the rows carried between dispatches (b_evi, b_evf)."""
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     return tuple([Assign(Var(n), Elem("b_evi", _row(r))) for n, r in ints]
                  + [Assign(Var(n), Elem("b_evf", _row(r))) for n, r in floats])
 
 
 def store(e, rows) -> tuple:
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     return tuple([Assign(Elem("b_evi", _row(r)), Var(n)) for n, r in ints]
                  + [Assign(Elem("b_evf", _row(r)), Var(n)) for n, r in floats])
 
