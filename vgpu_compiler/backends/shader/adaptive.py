@@ -187,6 +187,17 @@ class PrintedAdaptive:
         return printer(self.dialect).text((dataclasses.replace(
             guard, then=(loop,), comment="(no save_at times: no lane loop)"),))
 
+    def events_t0_lanes(self, k, bind: str, q0: str, conds0: str) -> str:
+        """(C) every lane's events' conditions at t0 (codegen/build/adaptive.events_at_t0):
+        ``bind``, ``q0``, ``conds0``: the lane's scalars, q_* and the conditions, printed."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        loop = lanes.lane_loop((ir.Splice("bind"), *adaptive.events_at_t0()),
+                               ("vg_prev", "vg_window"),
+                               comment="events: every condition at t0")
+        return printer(self.dialect, {"bind": bind, "q0": q0, "conds0": conds0}).text((loop,))
+
     def hermite_lanes(self, k) -> str:
         """(C, a fixed-step method run for save_at, no events) the save_at times inside
         the step vg_taken of every running lane: the cubic Hermite interpolant

@@ -320,6 +320,25 @@ class PrintedEvents:
             f"cond{n}": body(ev.cond, k, 0, "vg_hold") for n, ev in enumerate(self.events)},
             indent)
 
+    def firing_text(self, k, body, indent: int = 0) -> str:
+        """(C, lane l's scalars bound, vg_fired its event at the event time) the event
+        that fires there, then every condition on the state after (build.firing);
+        ``body``: the template's block printer."""
+        from ...codegen import lanes
+        from ...codegen.build import events as build
+        names = ("vg_prev", "vg_lstat", "vg_tstop", "vg_ltaken", "vg_taken", "vg_instep",
+                 *(f"vg_cnt{w}" for w in range(self.n_when)))
+        stmts = lanes.lane_arrays(build.firing(self, k), {**{n: n for n in names},
+                                                          "vg_active": "A_act"})
+        blocks = {}
+        for n, ev in enumerate(self.events):
+            blocks[f"cond{n}"] = body(ev.cond, k, 0, "vg_hold")
+            if ev.assign:
+                blocks[f"assign{n}"] = body(ev.assign, k, 0)
+            if ev.flux:
+                blocks[f"flux{n}"] = body(ev.flux, k, 0, "", True)
+        return self._print(stmts, blocks, indent)
+
     def q_text(self, k, prefix: str, indent: int = 0) -> str:
         """(C) q_* = ``prefix`` formatted with the state's index i and register s."""
         from ...codegen.build import events as build

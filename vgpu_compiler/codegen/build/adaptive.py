@@ -405,6 +405,14 @@ def init_state(states: tuple, init: tuple, init_names: tuple) -> tuple:
     return tuple(out)
 
 
+def events_at_t0() -> tuple:
+    """The events' conditions at t0 (``Splice("q0")``: q_* the state, ``conds0``: into
+    vg_c0), the previous ones of the first step."""
+    return (Let("tt", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)), ir.Splice("q0"),
+            Let("vg_c0", ir.INT, i(0), mutable=True), ir.Splice("conds0"),
+            Assign(Var("vg_prev"), Var("vg_c0")), Assign(Var("vg_window"), Var("u_t0")))
+
+
 def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
     """After the load: the field's init, the state at t0 kept (b_init), and on the first
     dispatch F at t0, the save_at times at t0, the events' conditions there and the
@@ -421,12 +429,8 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
     if fd.saves:
         body += start_saves(fd)
     if fd.events:
-        body.append(Block((
-            Let("tt", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)), ir.Splice("q0"),
-            Let("vg_c0", ir.INT, i(0), mutable=True), ir.Splice("conds0"),
-            Assign(Var("vg_prev"), Var("vg_c0")), Assign(Var("vg_window"), Var("u_t0"))),
-            comment="events: every condition at t0 (one that holds there fires only after "
-                    "being false)"))
+        body.append(Block(events_at_t0(), comment="events: every condition at t0 (one that "
+                                                  "holds there fires only after being false)"))
     if fd.fixed:
         body += [Assign(Var("vg_h"), Var("u_dt")),
                  If(ir.eq(Var("u_steps"), i(0)), _end())]
