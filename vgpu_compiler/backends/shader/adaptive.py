@@ -126,9 +126,7 @@ class PrintedAdaptive:
         if kept:
             fd = dataclasses.replace(fd, update=())
         stmts = adaptive.error_norm(dataclasses.replace(fd, basin=False), n)
-        arrays = {"vg_use": "vg_use", "vg_status": "vg_status", "vg_err": "vg_err",
-                  "vg_sing": "vg_sing", "vg_lstat": "vg_lstat",
-                  **{f"vg_n{j}": f"vg_new{j}" for j in range(n)}}
+        arrays = self._lane_arrays(n)
         head, stmts = stmts[:1], stmts[1:]         # (its comment, above the loop)
         loop = lanes.lane_loop((ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Splice("bind"),
                                 *stmts), arrays, skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)))
@@ -173,7 +171,7 @@ class PrintedAdaptive:
                  "vg_status", "vg_taken", "vg_err", "vg_sing", "vg_lstat")
         return {**{a: a for a in names}, "vg_active": "A_act", "lane": "A_lane",
                 **{f"vg_n{j}": f"vg_new{j}" for j in range(n)},
-                **{f"vg_{a}{j}": f"vg_{a}{j}" for j in range(n) for a in ("ys", "f")}}
+                **{f"vg_{a}{j}": f"vg_{a}{j}" for j in range(n) for a in ("ys", "f", "F0_")}}
 
     def start_save_lanes(self, k) -> str:
         """(C) the save_at times at t0 of every lane (codegen/build/adaptive.start_saves)."""
@@ -244,7 +242,7 @@ class PrintedAdaptive:
             *(ir.Let(n, ir.FLOAT, ir.Index(f"A_{n}", at), mutable=True) for n in fd.k0),
             *adaptive.stages(t, fd, sts, lambda s: (ir.Splice(f"ros_solve{s}"),), fd.when),
             *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n)) for ks in fd.stage_k for n in ks))
-        loop = lanes.lane_loop(attempt, ("vg_use", "vg_t", "vg_taken", "vg_status"),
+        loop = lanes.lane_loop(attempt, self._lane_arrays(len(fd.states)),
                                skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)),
                                comment="rodas4: lane by lane")
         return printer(t, splices).text((loop,))
@@ -261,9 +259,7 @@ class PrintedAdaptive:
         run, ok = ir.ne(ir.Var("vg_status"), ir.i(RUNNING)), ir.Var("vg_ok")
         skip = ir.or_(run, ir.and_(ok, ir.Var("vg_moved"))) if fd.when else run
         restart = adaptive.ros_restart(fd, sts, ir.Var("vg_t"), ir.Var("vg_taken"), fd.states)
-        arrays = {"vg_use": "vg_use", "vg_t": "vg_t", "vg_taken": "vg_taken",
-                  "vg_status": "vg_status", "vg_ok": "vg_ok", "vg_moved": "vg_moved",
-                  **{f"vg_F0_{j}": f"vg_F0_{j}" for j in range(len(fd.k0))}}
+        arrays = self._lane_arrays(len(fd.states))
         reject = lanes.lane_arrays(adaptive.ros_reject(fd), arrays, registers=fd.k0)
         body_ = (
             ir.If(ir.not_(ok), (*reject, ir.Continue())),
