@@ -507,11 +507,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0) ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_y[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_v[l];
+                    vg_next[l]++;
+                }
             }
         }
         for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
@@ -524,23 +526,17 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
         }
         for (int l = 0; l < VG_W; l++) {  // events: every condition at t0
-            const double tt = u_t0;
-            const int nstep = 0;
-            (void)tt; (void)nstep;
             double s_y = A_s_y[l];
             double s_v = A_s_v[l];
             const int g_i = A_g_i[l];
-
+            const double tt = u_t0;
+            const int nstep = 0;
             double q_y = s_y;
             double q_v = s_v;
-            (void)q_y;
-            (void)q_v;
-
             int vg_c0 = 0;
             {
                 bool vg_hold = false;
                 vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                 if (vg_hold) {
                     vg_c0 |= 1;
                 }
@@ -548,12 +544,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             {
                 bool vg_hold = false;
                 vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                 if (vg_hold) {
                     vg_c0 |= 2;
                 }
             }
-
             vg_prev[l] = vg_c0;
             vg_window[l] = u_t0;
         }
@@ -780,14 +774,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     (void)tt;
                     double q_y = vg_new0[l];
                     double q_v = vg_new1[l];
-                    (void)q_y;
-                    (void)q_v;
 
                     int vg_c = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                         if (vg_hold) {
                             vg_c |= 1;
                         }
@@ -795,7 +786,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                         if (vg_hold) {
                             vg_c |= 2;
                         }
@@ -949,14 +939,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         (void)tt;
                         double q_y = vg_nl0;
                         double q_v = vg_nl1;
-                        (void)q_y;
-                        (void)q_v;
 
                         int vg_c = 0;
                         {
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                             if (vg_hold) {
                                 vg_c |= 1;
                             }
@@ -964,7 +951,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         {
                             bool vg_hold = false;
                             vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                             if (vg_hold) {
                                 vg_c |= 2;
                             }
@@ -1216,14 +1202,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 (void)tt;
                 double q_y = vg_new0[l];
                 double q_v = vg_new1[l];
-                (void)q_y;
-                (void)q_v;
 
                 int vg_c = 0;
                 {
                     bool vg_hold = false;
                     vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                     if (vg_hold) {
                         vg_c |= 1;
                     }
@@ -1231,7 +1214,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 {
                     bool vg_hold = false;
                     vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                     if (vg_hold) {
                         vg_c |= 2;
                     }
@@ -1688,22 +1670,16 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         } else {
                             vg_instep[l]++;
                             double vg_v0_0 = 0.0;
-                            {
-                                double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
-                                vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
-
-                            }
+                            double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
+                            vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
                             {  // flux at this firing: into the call's event log
                                 const int vg_slot = vg_b * VG_W + l;
                                 const int vg_ph = 0;
-                                (void)vg_slot; (void)vg_ph;
                                 fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
-
                             }
                             q_v = vg_v0_0;
                             vg_cnt0[l]++;
                         }
-
                     }
                     if (vg_fired == 1) {
                         if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
@@ -1716,13 +1692,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             vg_tstop[l] = tt;
                             vg_ltaken[l] = vg_taken[l] + 1;
                         }
-
                     }
                     // then every condition, in written order, on the state after
                     if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 1) == 0 && vg_fired != 0) {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                         if (vg_hold) {
                             if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat[l] = 4;
@@ -1731,28 +1705,21 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             } else {
                                 vg_instep[l]++;
                                 double vg_v0_0 = 0.0;
-                                {
-                                    double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
-                                    vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
-
-                                }
+                                double vg_ta0_0 = p_e_lo + (((p_e_hi - p_e_lo) * ((double)(g_i))) / ((double)(vg_imax((d_N - 1), 1))));
+                                vg_v0_0 = (((-q_v) * vg_ta0_0) < p_rest) ? 0.0 : ((-vg_ta0_0) * q_v);  // line 29
                                 {  // flux at this firing: into the call's event log
                                     const int vg_slot = vg_b * VG_W + l;
                                     const int vg_ph = 1;
-                                    (void)vg_slot; (void)vg_ph;
                                     fx0_bounces(vg_imin(vg_imax(vg_toint((tt * 10.0)), 0), 99), 1.0, 0u);  // line 31
-
                                 }
                                 q_v = vg_v0_0;
                                 vg_cnt0[l]++;
                             }
-
                         }
                     }
                     if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 2) == 0 && vg_fired != 1) {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                         if (vg_hold) {
                             if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat[l] = 4;
@@ -1764,14 +1731,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                                 vg_tstop[l] = tt;
                                 vg_ltaken[l] = vg_taken[l] + 1;
                             }
-
                         }
                     }
                     int vg_after = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v < 0.0);  // line 29
-
                         if (vg_hold) {
                             vg_after |= 1;
                         }
@@ -1779,7 +1744,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     {
                         bool vg_hold = false;
                         vg_hold = (q_y < 0.0) && (q_v == 0.0);  // line 33
-
                         if (vg_hold) {
                             vg_after |= 2;
                         }

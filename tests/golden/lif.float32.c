@@ -562,10 +562,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0f ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
-                b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0f) ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
+                    b_hist[(vg_next[l] * 1 + 0) * u_count + A_lane[l]] = A_s_v[l];
+                    vg_next[l]++;
+                }
             }
         }
         for (int l = 0; l < VG_W; l++) {  // save_every: the start is saved step 0
@@ -577,25 +579,19 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
         }
         for (int l = 0; l < VG_W; l++) {  // events: every condition at t0
-            const float tt = u_t0;
-            const int nstep = 0;
-            (void)tt; (void)nstep;
             float s_v = A_s_v[l];
             const int g_i = A_g_i[l];
-
+            const float tt = u_t0;
+            const int nstep = 0;
             float q_v = s_v;
-            (void)q_v;
-
             int vg_c0 = 0;
             {
                 bool vg_hold = false;
                 vg_hold = q_v > 1.0f;  // line 23
-
                 if (vg_hold) {
                     vg_c0 |= 1;
                 }
             }
-
             vg_prev[l] = vg_c0;
             vg_window[l] = u_t0;
         }
@@ -786,13 +782,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float tt = vg_tn;
                     (void)tt;
                     float q_v = vg_new0[l];
-                    (void)q_v;
 
                     int vg_c = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
-
                         if (vg_hold) {
                             vg_c |= 1;
                         }
@@ -911,13 +905,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const float tt = vg_tn;
                         (void)tt;
                         float q_v = vg_nl0;
-                        (void)q_v;
 
                         int vg_c = 0;
                         {
                             bool vg_hold = false;
                             vg_hold = q_v > 1.0f;  // line 23
-
                             if (vg_hold) {
                                 vg_c |= 1;
                             }
@@ -1129,13 +1121,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const float tt = vg_tn;
                 (void)tt;
                 float q_v = vg_new0[l];
-                (void)q_v;
 
                 int vg_c = 0;
                 {
                     bool vg_hold = false;
                     vg_hold = q_v > 1.0f;  // line 23
-
                     if (vg_hold) {
                         vg_c |= 1;
                     }
@@ -1346,29 +1336,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         } else {
                             vg_instep[l]++;
                             float vg_v0_0 = 0.0f;
-                            {
-                                vg_v0_0 = 0.0f;  // line 23
-
-                            }
+                            vg_v0_0 = 0.0f;  // line 23
                             {  // flux at this firing: into the call's event log
                                 const int vg_slot = vg_b * VG_W + l;
                                 const int vg_ph = 0;
-                                (void)vg_slot; (void)vg_ph;
                                 int vg_tx0_0 = vg_imin(vg_imax(vg_toint((tt * 200.0f)), 0), 199);
                                 fx0_raster(g_i, vg_tx0_0, 1.0f, 0u);  // line 25
                                 fx1_rate(vg_tx0_0, 1.0f, 1u);  // line 26
-
                             }
                             q_v = vg_v0_0;
                             vg_cnt0[l]++;
                         }
-
                     }
                     // then every condition, in written order, on the state after
                     if (A_act[l] && vg_lstat[l] == 0 && (vg_prev[l] & 1) == 0 && vg_fired != 0) {
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
-
                         if (vg_hold) {
                             if (vg_instep[l] >= 64) {  // more than 64 events in one step: status 4
                                 vg_lstat[l] = 4;
@@ -1377,30 +1360,23 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             } else {
                                 vg_instep[l]++;
                                 float vg_v0_0 = 0.0f;
-                                {
-                                    vg_v0_0 = 0.0f;  // line 23
-
-                                }
+                                vg_v0_0 = 0.0f;  // line 23
                                 {  // flux at this firing: into the call's event log
                                     const int vg_slot = vg_b * VG_W + l;
                                     const int vg_ph = 1;
-                                    (void)vg_slot; (void)vg_ph;
                                     int vg_tx0_0 = vg_imin(vg_imax(vg_toint((tt * 200.0f)), 0), 199);
                                     fx0_raster(g_i, vg_tx0_0, 1.0f, 0u);  // line 25
                                     fx1_rate(vg_tx0_0, 1.0f, 1u);  // line 26
-
                                 }
                                 q_v = vg_v0_0;
                                 vg_cnt0[l]++;
                             }
-
                         }
                     }
                     int vg_after = 0;
                     {
                         bool vg_hold = false;
                         vg_hold = q_v > 1.0f;  // line 23
-
                         if (vg_hold) {
                             vg_after |= 1;
                         }

@@ -484,12 +484,14 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
-                b_hist[(vg_next[l] * 3 + 0) * u_count + A_lane[l]] = A_s_x[l];
-                b_hist[(vg_next[l] * 3 + 1) * u_count + A_lane[l]] = A_s_y[l];
-                b_hist[(vg_next[l] * 3 + 2) * u_count + A_lane[l]] = A_s_z[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+                    b_hist[(vg_next[l] * 3 + 0) * u_count + A_lane[l]] = A_s_x[l];
+                    b_hist[(vg_next[l] * 3 + 1) * u_count + A_lane[l]] = A_s_y[l];
+                    b_hist[(vg_next[l] * 3 + 2) * u_count + A_lane[l]] = A_s_z[l];
+                    vg_next[l]++;
+                }
             }
         }
         double vg_d1[VG_W];
@@ -882,24 +884,20 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const double k6_x = A_k6_x[l];
             const double k6_y = A_k6_y[l];
             const double k6_z = A_k6_z[l];
-
             double vg_e = 0.0;
             {
-                const double n = vg_new0[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_x + (-0.0008164344596567469) * k1_x + 0.007880878010261995 * k2_x + (-0.1447110071732629) * k3_x + 0.5823571654525552 * k4_x + (-0.45808210592918697) * k5_x + 0.015151515151515152 * k6_x);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const double n = vg_new1[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_y + (-0.0008164344596567469) * k1_y + 0.007880878010261995 * k2_y + (-0.1447110071732629) * k3_y + 0.5823571654525552 * k4_y + (-0.45808210592918697) * k5_y + 0.015151515151515152 * k6_y);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const double n = vg_new2[l];
                 const double e = u_dt * ((-0.0017800110522257714) * k0_z + (-0.0008164344596567469) * k1_z + 0.007880878010261995 * k2_z + (-0.1447110071732629) * k3_z + 0.5823571654525552 * k4_z + (-0.45808210592918697) * k5_z + 0.015151515151515152 * k6_z);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_z), vg_fabs(n));
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_z), vg_fabs(vg_new2[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             vg_err[l] = vg_sqrt(vg_e / 3.0);
@@ -908,82 +906,56 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         for (int l = 0; l < VG_W; l++) {
             vg_ok[l] = (vg_status[l] == -1) & !isnan(vg_err[l]) & !isinf(vg_err[l]) & (vg_err[l] <= 1.0);
         }
-        if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
             for (int l = 0; l < VG_W; l++) {
-                if (!vg_ok[l] || !A_act[l]) {
+                if (!vg_ok[l]) {
                     continue;
                 }
                 // save_at times inside the accepted step: the continuous extension
                 const double u_dt = vg_use[l];
                 const double t_n = vg_t[l];
                 const double vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
                     const double vg_s = b_save[vg_next[l]];
                     const double theta = (vg_s - t_n) / u_dt;
-                    double s_x = A_s_x[l];
-                    double s_y = A_s_y[l];
-                    double s_z = A_s_z[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_x = A_k0_x[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k0_z = A_k0_z[l];
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k1_z = A_k1_z[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k2_z = A_k2_z[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k3_z = A_k3_z[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k4_z = A_k4_z[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-                    const double k5_z = A_k5_z[l];
-                    const double k6_x = A_k6_x[l];
-                    const double k6_y = A_k6_y[l];
-                    const double k6_z = A_k6_z[l];
-
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (1.0 * k0_x);
+                        acc = acc + pw * (1.0 * A_k0_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-2.763706197274826) * k0_x + 0.13169999999999998 * k1_x + 3.9302962368947516 * k2_x + (-12.411077166933676) * k3_x + 37.50931341651104 * k4_x + (-27.896526289197286) * k5_x + 1.5 * k6_x);
+                        acc = acc + pw * ((-2.763706197274826) * A_k0_x[l] + 0.13169999999999998 * A_k1_x[l] + 3.9302962368947516 * A_k2_x[l] + (-12.411077166933676) * A_k3_x[l] + 37.50931341651104 * A_k4_x[l] + (-27.896526289197286) * A_k5_x[l] + 1.5 * A_k6_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (2.9132554618219126 * k0_x + (-0.2234) * k1_x + (-5.941033872131505) * k2_x + 30.33818863028232 * k3_x + (-88.1789048947664) * k4_x + 65.09189467479366 * k5_x + (-4.0) * k6_x);
+                        acc = acc + pw * (2.9132554618219126 * A_k0_x[l] + (-0.2234) * A_k1_x[l] + (-5.941033872131505) * A_k2_x[l] + 30.33818863028232 * A_k3_x[l] + (-88.1789048947664) * A_k4_x[l] + 65.09189467479366 * A_k5_x[l] + (-4.0) * A_k6_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-1.0530884977290216) * k0_x + 0.1017 * k1_x + 2.490627285651253 * k2_x + (-16.548102889244902) * k3_x + 47.37952196281928 * k4_x + (-34.87065786149661) * k5_x + 2.5 * k6_x);
-                        b_hist[(vg_next[l] * 3 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                        acc = acc + pw * ((-1.0530884977290216) * A_k0_x[l] + 0.1017 * A_k1_x[l] + 2.490627285651253 * A_k2_x[l] + (-16.548102889244902) * A_k3_x[l] + 47.37952196281928 * A_k4_x[l] + (-34.87065786149661) * A_k5_x[l] + 2.5 * A_k6_x[l]);
+                        b_hist[(vg_next[l] * 3 + 0) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new0[l] : A_s_x[l] + u_dt * acc;
                     }
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (1.0 * k0_y);
+                        acc = acc + pw * (1.0 * A_k0_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-2.763706197274826) * k0_y + 0.13169999999999998 * k1_y + 3.9302962368947516 * k2_y + (-12.411077166933676) * k3_y + 37.50931341651104 * k4_y + (-27.896526289197286) * k5_y + 1.5 * k6_y);
+                        acc = acc + pw * ((-2.763706197274826) * A_k0_y[l] + 0.13169999999999998 * A_k1_y[l] + 3.9302962368947516 * A_k2_y[l] + (-12.411077166933676) * A_k3_y[l] + 37.50931341651104 * A_k4_y[l] + (-27.896526289197286) * A_k5_y[l] + 1.5 * A_k6_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (2.9132554618219126 * k0_y + (-0.2234) * k1_y + (-5.941033872131505) * k2_y + 30.33818863028232 * k3_y + (-88.1789048947664) * k4_y + 65.09189467479366 * k5_y + (-4.0) * k6_y);
+                        acc = acc + pw * (2.9132554618219126 * A_k0_y[l] + (-0.2234) * A_k1_y[l] + (-5.941033872131505) * A_k2_y[l] + 30.33818863028232 * A_k3_y[l] + (-88.1789048947664) * A_k4_y[l] + 65.09189467479366 * A_k5_y[l] + (-4.0) * A_k6_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-1.0530884977290216) * k0_y + 0.1017 * k1_y + 2.490627285651253 * k2_y + (-16.548102889244902) * k3_y + 47.37952196281928 * k4_y + (-34.87065786149661) * k5_y + 2.5 * k6_y);
-                        b_hist[(vg_next[l] * 3 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
+                        acc = acc + pw * ((-1.0530884977290216) * A_k0_y[l] + 0.1017 * A_k1_y[l] + 2.490627285651253 * A_k2_y[l] + (-16.548102889244902) * A_k3_y[l] + 47.37952196281928 * A_k4_y[l] + (-34.87065786149661) * A_k5_y[l] + 2.5 * A_k6_y[l]);
+                        b_hist[(vg_next[l] * 3 + 1) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new1[l] : A_s_y[l] + u_dt * acc;
                     }
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (1.0 * k0_z);
+                        acc = acc + pw * (1.0 * A_k0_z[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-2.763706197274826) * k0_z + 0.13169999999999998 * k1_z + 3.9302962368947516 * k2_z + (-12.411077166933676) * k3_z + 37.50931341651104 * k4_z + (-27.896526289197286) * k5_z + 1.5 * k6_z);
+                        acc = acc + pw * ((-2.763706197274826) * A_k0_z[l] + 0.13169999999999998 * A_k1_z[l] + 3.9302962368947516 * A_k2_z[l] + (-12.411077166933676) * A_k3_z[l] + 37.50931341651104 * A_k4_z[l] + (-27.896526289197286) * A_k5_z[l] + 1.5 * A_k6_z[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (2.9132554618219126 * k0_z + (-0.2234) * k1_z + (-5.941033872131505) * k2_z + 30.33818863028232 * k3_z + (-88.1789048947664) * k4_z + 65.09189467479366 * k5_z + (-4.0) * k6_z);
+                        acc = acc + pw * (2.9132554618219126 * A_k0_z[l] + (-0.2234) * A_k1_z[l] + (-5.941033872131505) * A_k2_z[l] + 30.33818863028232 * A_k3_z[l] + (-88.1789048947664) * A_k4_z[l] + 65.09189467479366 * A_k5_z[l] + (-4.0) * A_k6_z[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-1.0530884977290216) * k0_z + 0.1017 * k1_z + 2.490627285651253 * k2_z + (-16.548102889244902) * k3_z + 47.37952196281928 * k4_z + (-34.87065786149661) * k5_z + 2.5 * k6_z);
-                        b_hist[(vg_next[l] * 3 + 2) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new2[l] : s_z + u_dt * acc;
+                        acc = acc + pw * ((-1.0530884977290216) * A_k0_z[l] + 0.1017 * A_k1_z[l] + 2.490627285651253 * A_k2_z[l] + (-16.548102889244902) * A_k3_z[l] + 47.37952196281928 * A_k4_z[l] + (-34.87065786149661) * A_k5_z[l] + 2.5 * A_k6_z[l]);
+                        b_hist[(vg_next[l] * 3 + 2) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new2[l] : A_s_z[l] + u_dt * acc;
                     }
                     vg_next[l]++;
                 }

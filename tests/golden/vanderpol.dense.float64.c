@@ -441,11 +441,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0) ? b_save[vg_next[l]] >= vg_t[l] : b_save[vg_next[l]] <= vg_t[l])) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
+                    vg_next[l]++;
+                }
             }
         }
         for (int l = 0; l < VG_W; l++) {
@@ -599,29 +601,27 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            if (vg_status[l] != -1 || !A_act[l]) {
-                continue;
-            }
-            // save_at times inside the step: the cubic Hermite interpolant
-            const double t_n = u_t0 + (double)vg_taken[l] * u_dt;
-            const double vg_tn = u_t0 + (double)(vg_taken[l] + 1) * u_dt;
-            while (vg_next[l] < u_nsave && (u_dt < 0.0 ? b_save[vg_next[l]] >= vg_tn : b_save[vg_next[l]] <= vg_tn)) {
-                const double theta = (b_save[vg_next[l]] - t_n) / u_dt;
-                const double th2 = theta * theta;
-                {
-                    const double y0 = A_s_x[l];
-                    const double y1 = vg_new0[l];
-                    const double v = (1.0 - 3.0 * th2 + 2.0 * th2 * theta) * y0 + (3.0 * th2 - 2.0 * th2 * theta) * y1 + u_dt * ((theta - 2.0 * th2 + th2 * theta) * vg_f0[l] + (th2 * theta - th2) * A_k0_x[l]);
-                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = theta == 0.0 ? y0 : (theta == 1.0 ? y1 : v);
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                if (vg_status[l] != -1) {
+                    continue;
                 }
-                {
-                    const double y0 = A_s_y[l];
-                    const double y1 = vg_new1[l];
-                    const double v = (1.0 - 3.0 * th2 + 2.0 * th2 * theta) * y0 + (3.0 * th2 - 2.0 * th2 * theta) * y1 + u_dt * ((theta - 2.0 * th2 + th2 * theta) * vg_f1[l] + (th2 * theta - th2) * A_k0_y[l]);
-                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = theta == 0.0 ? y0 : (theta == 1.0 ? y1 : v);
+                // save_at times inside the step: the cubic Hermite interpolant
+                const double t_n = u_t0 + ((double)(vg_taken[l])) * u_dt;
+                const double vg_tn = u_t0 + ((double)(vg_taken[l] + 1)) * u_dt;
+                while (A_act[l] && vg_next[l] < u_nsave && ((u_dt < 0.0) ? b_save[vg_next[l]] >= vg_tn : b_save[vg_next[l]] <= vg_tn)) {
+                    const double theta = (b_save[vg_next[l]] - t_n) / u_dt;
+                    const double th2 = theta * theta;
+                    {
+                        const double v = ((1.0 - 3.0 * th2) + 2.0 * th2 * theta) * A_s_x[l] + (3.0 * th2 - 2.0 * th2 * theta) * vg_new0[l] + u_dt * (((theta - 2.0 * th2) + th2 * theta) * vg_f0[l] + (th2 * theta - th2) * A_k0_x[l]);
+                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = (theta == 0.0) ? A_s_x[l] : ((theta == 1.0) ? vg_new0[l] : v);
+                    }
+                    {
+                        const double v = ((1.0 - 3.0 * th2) + 2.0 * th2 * theta) * A_s_y[l] + (3.0 * th2 - 2.0 * th2 * theta) * vg_new1[l] + u_dt * (((theta - 2.0 * th2) + th2 * theta) * vg_f1[l] + (th2 * theta - th2) * A_k0_y[l]);
+                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = (theta == 0.0) ? A_s_y[l] : ((theta == 1.0) ? vg_new1[l] : v);
+                    }
+                    vg_next[l]++;
                 }
-                vg_next[l]++;
             }
         }
         for (int l = 0; l < VG_W; l++) {

@@ -517,11 +517,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
+                    vg_next[l]++;
+                }
             }
         }
         float vg_d1[VG_W];
@@ -840,18 +842,15 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const float k5_y = A_k5_y[l];
             const float k6_x = A_k6_x[l];
             const float k6_y = A_k6_y[l];
-
             float vg_e = 0.0f;
             {
-                const float n = vg_new0[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_x + 0.0042527704f * k2_x + (-0.036979165f) * k3_x + 0.0508638f * k4_x + (-0.041904762f) * k5_x + 0.025f * k6_x);
-                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             {
-                const float n = vg_new1[l];
                 const float e = u_dt * ((-0.0012326388f) * k0_y + 0.0042527704f * k2_y + (-0.036979165f) * k3_y + 0.0508638f * k4_y + (-0.041904762f) * k5_y + 0.025f * k6_y);
-                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const float sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0f);
@@ -860,61 +859,43 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         for (int l = 0; l < VG_W; l++) {
             vg_ok[l] = (vg_status[l] == -1) & !isnan(vg_err[l]) & !isinf(vg_err[l]) & (vg_err[l] <= 1.0f);
         }
-        if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
             for (int l = 0; l < VG_W; l++) {
-                if (!vg_ok[l] || !A_act[l]) {
+                if (!vg_ok[l]) {
                     continue;
                 }
                 // save_at times inside the accepted step: the continuous extension
                 const float u_dt = vg_use[l];
                 const float t_n = vg_t[l];
                 const float vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
                     const float vg_s = b_save[vg_next[l]];
                     const float theta = (vg_s - t_n) / u_dt;
-                    float s_x = A_s_x[l];
-                    float s_y = A_s_y[l];
-                    const int g_i = A_g_i[l];
-                    const float k0_x = A_k0_x[l];
-                    const float k0_y = A_k0_y[l];
-                    const float k1_x = A_k1_x[l];
-                    const float k1_y = A_k1_y[l];
-                    const float k2_x = A_k2_x[l];
-                    const float k2_y = A_k2_y[l];
-                    const float k3_x = A_k3_x[l];
-                    const float k3_y = A_k3_y[l];
-                    const float k4_x = A_k4_x[l];
-                    const float k4_y = A_k4_y[l];
-                    const float k5_x = A_k5_x[l];
-                    const float k5_y = A_k5_y[l];
-                    const float k6_x = A_k6_x[l];
-                    const float k6_y = A_k6_y[l];
-
                     {
                         float acc = 0.0f;
                         float pw = 1.0f;
                         pw = pw * theta;
-                        acc = acc + pw * (k0_x);
+                        acc = acc + pw * A_k0_x[l];
                         pw = pw * theta;
-                        acc = acc + pw * ((-2.85358f) * k0_x + 4.0231333f * k2_x + (-3.7324018f) * k3_x + 2.5548038f * k4_x + (-1.3744241f) * k5_x + 1.3824689f * k6_x);
+                        acc = acc + pw * ((-2.85358f) * A_k0_x[l] + 4.0231333f * A_k2_x[l] + (-3.7324018f) * A_k3_x[l] + 2.5548038f * A_k4_x[l] + (-1.3744241f) * A_k5_x[l] + 1.3824689f * A_k6_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (3.0717435f * k0_x + (-6.2493215f) * k2_x + 10.068971f * k3_x + (-6.399112f) * k4_x + 3.2726579f * k5_x + (-3.7649379f) * k6_x);
+                        acc = acc + pw * (3.0717435f * A_k0_x[l] + (-6.2493215f) * A_k2_x[l] + 10.068971f * A_k3_x[l] + (-6.399112f) * A_k4_x[l] + 3.2726579f * A_k5_x[l] + (-3.7649379f) * A_k6_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-1.1270176f) * k0_x + 2.6754246f * k2_x + (-5.685527f) * k3_x + 3.5219324f * k4_x + (-1.7672813f) * k5_x + 2.382469f * k6_x);
-                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                        acc = acc + pw * ((-1.1270176f) * A_k0_x[l] + 2.6754246f * A_k2_x[l] + (-5.685527f) * A_k3_x[l] + 3.5219324f * A_k4_x[l] + (-1.7672813f) * A_k5_x[l] + 2.382469f * A_k6_x[l]);
+                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new0[l] : A_s_x[l] + u_dt * acc;
                     }
                     {
                         float acc = 0.0f;
                         float pw = 1.0f;
                         pw = pw * theta;
-                        acc = acc + pw * (k0_y);
+                        acc = acc + pw * A_k0_y[l];
                         pw = pw * theta;
-                        acc = acc + pw * ((-2.85358f) * k0_y + 4.0231333f * k2_y + (-3.7324018f) * k3_y + 2.5548038f * k4_y + (-1.3744241f) * k5_y + 1.3824689f * k6_y);
+                        acc = acc + pw * ((-2.85358f) * A_k0_y[l] + 4.0231333f * A_k2_y[l] + (-3.7324018f) * A_k3_y[l] + 2.5548038f * A_k4_y[l] + (-1.3744241f) * A_k5_y[l] + 1.3824689f * A_k6_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (3.0717435f * k0_y + (-6.2493215f) * k2_y + 10.068971f * k3_y + (-6.399112f) * k4_y + 3.2726579f * k5_y + (-3.7649379f) * k6_y);
+                        acc = acc + pw * (3.0717435f * A_k0_y[l] + (-6.2493215f) * A_k2_y[l] + 10.068971f * A_k3_y[l] + (-6.399112f) * A_k4_y[l] + 3.2726579f * A_k5_y[l] + (-3.7649379f) * A_k6_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-1.1270176f) * k0_y + 2.6754246f * k2_y + (-5.685527f) * k3_y + 3.5219324f * k4_y + (-1.7672813f) * k5_y + 2.382469f * k6_y);
-                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
+                        acc = acc + pw * ((-1.1270176f) * A_k0_y[l] + 2.6754246f * A_k2_y[l] + (-5.685527f) * A_k3_y[l] + 3.5219324f * A_k4_y[l] + (-1.7672813f) * A_k5_y[l] + 2.382469f * A_k6_y[l]);
+                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new1[l] : A_s_y[l] + u_dt * acc;
                     }
                     vg_next[l]++;
                 }

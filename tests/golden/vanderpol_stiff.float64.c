@@ -470,11 +470,13 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             }
 
         }
-        for (int l = 0; l < VG_W; l++) {
-            while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
-                b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
-                b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
-                vg_next[l]++;
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
+            for (int l = 0; l < VG_W; l++) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_t[l]) {
+                    b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = A_s_x[l];
+                    b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = A_s_y[l];
+                    vg_next[l]++;
+                }
             }
         }
         double vg_d1[VG_W];
@@ -590,11 +592,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 const double u_dt = vg_use[l];
                 const double t_n = vg_t[l];
                 const int nstep = vg_taken[l];
-                (void)t_n; (void)nstep;
                 double s_x = A_s_x[l];
                 double s_y = A_s_y[l];
                 const int g_i = A_g_i[l];
-
                 double k0_x = A_k0_x[l];
                 double k0_y = A_k0_y[l];
                 double k1_x;
@@ -607,24 +607,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 double k4_y;
                 double k5_x;
                 double k5_y;
-                vg_F0_0[l] = k0_x;  // F(t_n, state), for a reject
-                vg_F0_1[l] = k0_y;  // F(t_n, state), for a reject
-                // W = I / gamma - dt * J at (t_n, state), its LU with partial pivoting
+                // rodas4 (shader/rosenbrock.py): W = I / gamma - dt * J at (t_n, state), its LU with
+                // partial pivoting; F(t_n, state) is kept aside for a reject
                 double vg_W[4];
                 int vg_piv[2];
                 double vg_x[2];
                 for (int vg_i = 0; vg_i < 4; vg_i++) {
                     vg_W[vg_i] = 0.0;
                 }
+                vg_F0_0[l] = k0_x;
+                vg_F0_1[l] = k0_y;
                 {  // J at the step's start
-                    const double tt = t_n;
-                    (void)tt;
                     const double y_x = s_x;
                     const double y_y = s_y;
                     vg_W[1] = 1.0;  // dF_0/dh_1
                     vg_W[2] = ((p_mu * (-(2.0 * y_x))) * y_y) - 1.0;  // dF_1/dh_0
                     vg_W[3] = p_mu * (1.0 - vg_powi(y_x, 2));  // dF_1/dh_1
-
                 }
                 const double vg_mdt = -u_dt;
                 for (int vg_i = 0; vg_i < 4; vg_i++) {  // (numpy: J * (-dt), then the diagonal)
@@ -633,7 +631,7 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 for (int vg_i = 0; vg_i < 2; vg_i++) {
                     vg_W[vg_i * 3] = vg_W[vg_i * 3] + 4.0;
                 }
-                vg_sing[l] = 0;  // a zero pivot: W singular (the step is halved)
+                vg_sing[l] = false;  // a zero pivot: W singular (the step is halved)
                 for (int vg_c = 0; vg_c < 2; vg_c++) {
                     int vg_p = vg_c;
                     double vg_best = vg_fabs(vg_W[vg_c * 2 + vg_c]);
@@ -682,15 +680,11 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     k0_x = vg_x[0];
                     k0_y = vg_x[1];
                 }
-
-                {  // stage 1, c = 193/500
-                    const double tt = t_n + 0.386 * u_dt;
-                    (void)tt;
+                {  // stage 1, c = 0.386
                     const double y_x = s_x + u_dt * (1.544 * k0_x);
                     const double y_y = s_y + u_dt * (1.544 * k0_y);
                     k1_x = y_y;  // line 23
                     k1_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_1: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k1_x + ((-5.6688) * k0_x);
                         vg_x[1] = k1_y + ((-5.6688) * k0_y);
@@ -714,16 +708,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k1_x = vg_x[0];
                         k1_y = vg_x[1];
                     }
-
                 }
-                {  // stage 2, c = 21/100
-                    const double tt = t_n + 0.21 * u_dt;
-                    (void)tt;
+                {  // stage 2, c = 0.21
                     const double y_x = s_x + u_dt * (0.9466785280815826 * k0_x + 0.2557011698983284 * k1_x);
                     const double y_y = s_y + u_dt * (0.9466785280815826 * k0_y + 0.2557011698983284 * k1_y);
                     k2_x = y_y;  // line 23
                     k2_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_2: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k2_x + ((-2.430093356833875) * k0_x + (-0.2063599157091915) * k1_x);
                         vg_x[1] = k2_y + ((-2.430093356833875) * k0_y + (-0.2063599157091915) * k1_y);
@@ -747,16 +737,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k2_x = vg_x[0];
                         k2_y = vg_x[1];
                     }
-
                 }
-                {  // stage 3, c = 63/100
-                    const double tt = t_n + 0.63 * u_dt;
-                    (void)tt;
+                {  // stage 3, c = 0.63
                     const double y_x = s_x + u_dt * (3.314825187068521 * k0_x + 2.896124015972201 * k1_x + 0.9986419139977817 * k2_x);
                     const double y_y = s_y + u_dt * (3.314825187068521 * k0_y + 2.896124015972201 * k1_y + 0.9986419139977817 * k2_y);
                     k3_x = y_y;  // line 23
                     k3_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_3: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k3_x + ((-0.1073529058151375) * k0_x + (-9.594562251023355) * k1_x + (-20.47028614809616) * k2_x);
                         vg_x[1] = k3_y + ((-0.1073529058151375) * k0_y + (-9.594562251023355) * k1_y + (-20.47028614809616) * k2_y);
@@ -780,16 +766,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k3_x = vg_x[0];
                         k3_y = vg_x[1];
                     }
-
                 }
-                {  // stage 4, c = 1
-                    const double tt = t_n + 1.0 * u_dt;
-                    (void)tt;
+                {  // stage 4, c = 1.0
                     const double y_x = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x);
                     const double y_y = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y);
                     k4_x = y_y;  // line 23
                     k4_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_4: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k4_x + (7.496443313967647 * k0_x + (-10.24680431464352) * k1_x + (-33.99990352819905) * k2_x + 11.7089089320616 * k3_x);
                         vg_x[1] = k4_y + (7.496443313967647 * k0_y + (-10.24680431464352) * k1_y + (-33.99990352819905) * k2_y + 11.7089089320616 * k3_y);
@@ -813,16 +795,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k4_x = vg_x[0];
                         k4_y = vg_x[1];
                     }
-
                 }
-                {  // stage 5, c = 1
-                    const double tt = t_n + 1.0 * u_dt;
-                    (void)tt;
+                {  // stage 5, c = 1.0
                     const double y_x = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x);
                     const double y_y = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y);
                     k5_x = y_y;  // line 23
                     k5_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     {  // K_5: W K = F + sum_j c_j K_j + dt d F_t (swaps, forward, back)
                         vg_x[0] = k5_x + (8.083246795921522 * k0_x + (-7.981132988064893) * k1_x + (-31.52159432874371) * k2_x + 16.31930543123136 * k3_x + (-6.058818238834054) * k4_x);
                         vg_x[1] = k5_y + (8.083246795921522 * k0_y + (-7.981132988064893) * k1_y + (-31.52159432874371) * k2_y + 16.31930543123136 * k3_y + (-6.058818238834054) * k4_y);
@@ -846,7 +824,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         k5_x = vg_x[0];
                         k5_y = vg_x[1];
                     }
-
                 }
                 A_k0_x[l] = k0_x;
                 A_k0_y[l] = k0_y;
@@ -861,7 +838,6 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 A_k5_x[l] = k5_x;
                 A_k5_y[l] = k5_y;
             }
-
         }
         // the new state, and the error of the step (Hairer's norm)
         for (int l = 0; l < VG_W; l++) {
@@ -884,21 +860,18 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
             const double k4_y = A_k4_y[l];
             const double k5_x = A_k5_x[l];
             const double k5_y = A_k5_y[l];
-
+            vg_new0[l] = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
+            vg_new1[l] = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
             double vg_e = 0.0;
             {
-                const double n = s_x + u_dt * (1.221224509226641 * k0_x + 6.019134481288629 * k1_x + 12.53708332932087 * k2_x + (-0.687886036105895) * k3_x + 1.0 * k4_x + 1.0 * k5_x);
-                const double e = u_dt * (k5_x);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(n));
+                const double e = u_dt * k5_x;
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_x), vg_fabs(vg_new0[l]));
                 vg_e += (e / sc) * (e / sc);
-                vg_new0[l] = n;
             }
             {
-                const double n = s_y + u_dt * (1.221224509226641 * k0_y + 6.019134481288629 * k1_y + 12.53708332932087 * k2_y + (-0.687886036105895) * k3_y + 1.0 * k4_y + 1.0 * k5_y);
-                const double e = u_dt * (k5_y);
-                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(n));
+                const double e = u_dt * k5_y;
+                const double sc = u_atol + u_rtol * vg_max(vg_fabs(s_y), vg_fabs(vg_new1[l]));
                 vg_e += (e / sc) * (e / sc);
-                vg_new1[l] = n;
             }
             vg_err[l] = vg_sqrt(vg_e / 2.0);
             if (vg_sing[l]) {
@@ -909,55 +882,39 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
         for (int l = 0; l < VG_W; l++) {
             vg_ok[l] = (vg_status[l] == -1) & !isnan(vg_err[l]) & !isinf(vg_err[l]) & (vg_err[l] <= 1.0);
         }
-        if (u_nsave > 0) {  // (no save_at times: no per-lane loop)
+        if (u_nsave > 0) {  // (no save_at times: no lane loop)
             for (int l = 0; l < VG_W; l++) {
-                if (!vg_ok[l] || !A_act[l]) {
+                if (!vg_ok[l]) {
                     continue;
                 }
                 // save_at times inside the accepted step: the continuous extension
                 const double u_dt = vg_use[l];
                 const double t_n = vg_t[l];
                 const double vg_tn = vg_cut[l] ? u_t1 : t_n + u_dt;
-                while (vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
+                while (A_act[l] && vg_next[l] < u_nsave && b_save[vg_next[l]] <= vg_tn) {
                     const double vg_s = b_save[vg_next[l]];
                     const double theta = (vg_s - t_n) / u_dt;
-                    double s_x = A_s_x[l];
-                    double s_y = A_s_y[l];
-                    const int g_i = A_g_i[l];
-                    const double k0_x = A_k0_x[l];
-                    const double k0_y = A_k0_y[l];
-                    const double k1_x = A_k1_x[l];
-                    const double k1_y = A_k1_y[l];
-                    const double k2_x = A_k2_x[l];
-                    const double k2_y = A_k2_y[l];
-                    const double k3_x = A_k3_x[l];
-                    const double k3_y = A_k3_y[l];
-                    const double k4_x = A_k4_x[l];
-                    const double k4_y = A_k4_y[l];
-                    const double k5_x = A_k5_x[l];
-                    const double k5_y = A_k5_y[l];
-
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (11.3474595926725 * k0_x + (-1.468861396321538) * k1_x + (-22.2638352862366) * k2_x + (-8.680657743674718) * k3_x + 2.025137723295662 * k4_x + k5_x);
+                        acc = acc + pw * (11.3474595926725 * A_k0_x[l] + (-1.468861396321538) * A_k1_x[l] + (-22.2638352862366) * A_k2_x[l] + (-8.680657743674718) * A_k3_x[l] + 2.025137723295662 * A_k4_x[l] + A_k5_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-10.802515422725985) * k0_x + 13.575710529290182 * k1_x + 51.23176182448225 * k2_x + 32.75999682175269 * k3_x + (-7.619526849012534) * k4_x);
+                        acc = acc + pw * ((-10.802515422725985) * A_k0_x[l] + 13.575710529290182 * A_k1_x[l] + 51.23176182448225 * A_k2_x[l] + 32.75999682175269 * A_k3_x[l] + (-7.619526849012534) * A_k4_x[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (0.6762803392801253 * k0_x + (-6.087714651680015) * k1_x + (-16.43084320892478) * k2_x + (-24.76722511418386) * k3_x + 6.594389125716872 * k4_x);
-                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new0[l] : s_x + u_dt * acc;
+                        acc = acc + pw * (0.6762803392801253 * A_k0_x[l] + (-6.087714651680015) * A_k1_x[l] + (-16.43084320892478) * A_k2_x[l] + (-24.76722511418386) * A_k3_x[l] + 6.594389125716872 * A_k4_x[l]);
+                        b_hist[(vg_next[l] * 2 + 0) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new0[l] : A_s_x[l] + u_dt * acc;
                     }
                     {
                         double acc = 0.0;
                         double pw = 1.0;
                         pw = pw * theta;
-                        acc = acc + pw * (11.3474595926725 * k0_y + (-1.468861396321538) * k1_y + (-22.2638352862366) * k2_y + (-8.680657743674718) * k3_y + 2.025137723295662 * k4_y + k5_y);
+                        acc = acc + pw * (11.3474595926725 * A_k0_y[l] + (-1.468861396321538) * A_k1_y[l] + (-22.2638352862366) * A_k2_y[l] + (-8.680657743674718) * A_k3_y[l] + 2.025137723295662 * A_k4_y[l] + A_k5_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * ((-10.802515422725985) * k0_y + 13.575710529290182 * k1_y + 51.23176182448225 * k2_y + 32.75999682175269 * k3_y + (-7.619526849012534) * k4_y);
+                        acc = acc + pw * ((-10.802515422725985) * A_k0_y[l] + 13.575710529290182 * A_k1_y[l] + 51.23176182448225 * A_k2_y[l] + 32.75999682175269 * A_k3_y[l] + (-7.619526849012534) * A_k4_y[l]);
                         pw = pw * theta;
-                        acc = acc + pw * (0.6762803392801253 * k0_y + (-6.087714651680015) * k1_y + (-16.43084320892478) * k2_y + (-24.76722511418386) * k3_y + 6.594389125716872 * k4_y);
-                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = vg_s == vg_tn ? vg_new1[l] : s_y + u_dt * acc;
+                        acc = acc + pw * (0.6762803392801253 * A_k0_y[l] + (-6.087714651680015) * A_k1_y[l] + (-16.43084320892478) * A_k2_y[l] + (-24.76722511418386) * A_k3_y[l] + 6.594389125716872 * A_k4_y[l]);
+                        b_hist[(vg_next[l] * 2 + 1) * u_count + A_lane[l]] = (vg_s == vg_tn) ? vg_new1[l] : A_s_y[l] + u_dt * acc;
                     }
                     vg_next[l]++;
                 }
@@ -1007,25 +964,22 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                 continue;
             }
             const double u_dt = vg_use[l];
-            const double t_n = vg_t[l];
-            const int nstep = vg_taken[l];
-            const double tt = t_n;
-            (void)u_dt; (void)t_n; (void)nstep; (void)tt;
             double s_x = A_s_x[l];
             double s_y = A_s_y[l];
             const int g_i = A_g_i[l];
-
             double k0_x;
             double k0_y;
-            const double y_x = s_x;
-            const double y_y = s_y;
-            k0_x = y_y;  // line 23
-            k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
+            {  // rodas4 is not FSAL: F at the new state, the next step's stage 0
+                const double t_n = vg_t[l];
+                const int nstep = vg_taken[l];
+                const double y_x = s_x;
+                const double y_y = s_y;
+                k0_x = y_y;  // line 23
+                k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
+            }
             A_k0_x[l] = k0_x;
             A_k0_y[l] = k0_y;
         }
-
         for (int l = 0; l < VG_W; l++) {
             // the lane's status after the attempt and its next step, in 0/1 int flags (at most
             // one of end, most, under set; vg_ok and vg_cut are 0/1) combined by & and ^,

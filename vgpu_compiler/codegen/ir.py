@@ -231,6 +231,11 @@ class Break:
 
 
 @dataclass(frozen=True)
+class Continue:
+    """``continue;``: the innermost loop's next iteration (a lane loop's skipped lane)."""
+
+
+@dataclass(frozen=True)
 class Inc:
     """``target++;`` (an int counter)."""
     target: Union[Var, Index]
@@ -274,7 +279,7 @@ class Blank:
 
 
 Stmt = Union[Let, Assign, If, Loop, Block, Comment, Do, Return, Splice, Stage, Array, Function,
-             While, Break, Inc, Barrier, Blank, Halve, Line]
+             While, Break, Continue, Inc, Barrier, Blank, Halve, Line]
 
 
 # --- small constructors the builders read well with ---------------------------------

@@ -4,7 +4,8 @@
 lanes (``for (int l = 0; l < VG_W; l++)`` in templates/adaptive.c.j2), each lane's
 scalars in arrays: the statements of one trajectory, with the named variables made
 elements ``name[l]`` (a declaration of one becomes an assignment to it), a field's
-registers ``A_name[l]``.
+registers ``A_name[l]``; ``lane_loop`` wraps them in one loop over the lanes, a
+lane that does not run skipped.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
         if isinstance(s, ir.Assign):
             return replace(s, target=expr(s.target), value=expr(s.value))
         if isinstance(s, ir.If):
-            return ir.If(expr(s.cond), body(s.then), body(s.orelse))
+            return replace(s, cond=expr(s.cond), then=body(s.then), orelse=body(s.orelse))
         if isinstance(s, ir.Loop):
             return replace(s, start=expr(s.start), stop=expr(s.stop), body=body(s.body))
         if isinstance(s, ir.Block):
@@ -57,12 +58,23 @@ def lane_arrays(stmts, arrays, lane: str = "l", registers=(), prefix: str = "A_"
             return ir.Return(expr(s.value))
         if isinstance(s, ir.While):
             return replace(s, cond=expr(s.cond), body=body(s.body))
+        if isinstance(s, ir.Inc):
+            return ir.Inc(expr(s.target))
         return s
 
     def body(ss):
         return tuple(stmt(s) for s in ss)
 
     return body(stmts)
+
+
+def lane_loop(stmts, arrays, skip=None, registers=(), comment: str | None = None,
+              size: str = "VG_W", lane: str = "l") -> ir.Loop:
+    """A trajectory's statements as one loop over the block's lanes (``lane_arrays``
+    inside), a lane where ``skip`` holds passed over (``if (skip) { continue; }``)."""
+    head = (ir.If(skip, (ir.Continue(),)),) if skip is not None else ()
+    return ir.Loop(lane, ir.i(0), ir.Var(size),
+                   lane_arrays(head + tuple(stmts), arrays, lane, registers), comment=comment)
 
 
 def lane_loops(stmts, arrays, registers=(), size: str = "VG_W", lane: str = "l",

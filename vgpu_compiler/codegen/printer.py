@@ -197,6 +197,8 @@ class Printer:
             out.append(pad + "}")
         elif isinstance(s, ir.Break):
             out.append(pad + "break;")
+        elif isinstance(s, ir.Continue):
+            out.append(pad + "continue;")
         elif isinstance(s, ir.Barrier):
             if self.t.load_barrier or not s.load:
                 out.append(pad + self.t.barrier + _note(s.comment))

@@ -112,6 +112,166 @@ class PrintedAdaptive:
                      + text(self.carry_ir["store"], extra=splices.get("store_extra", "")))
         return "\n\n".join(parts)
 
+    def error_lanes(self, k, bind: str, kept: bool = False) -> str:
+        """(C) the new state vg_new<i>[l] and the error of the step vg_err[l] of every
+        running lane (codegen/build/adaptive.error_norm, the shaders'), in one lane loop;
+        ``bind``: the lane's state, params and stages' k in locals, printed; ``kept``:
+        the last stage kept the new state (its point: FSAL) in vg_new<i>. A basin folds
+        vg_err after it (the template's fold)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        n = len(fd.states)
+        if kept:
+            fd = dataclasses.replace(fd, update=())
+        stmts = adaptive.error_norm(dataclasses.replace(fd, basin=False), n)
+        arrays = self._lane_arrays(n)
+        head, stmts = stmts[:1], stmts[1:]         # (its comment, above the loop)
+        loop = lanes.lane_loop((ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Splice("bind"),
+                                *stmts), arrays, skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)))
+        return printer(self.dialect, {"bind": bind}).text((*head, loop))
+
+    def save_lanes(self, k) -> str:
+        """(C) the save_at times inside the accepted step of every lane, on the continuous
+        extension (codegen/build/adaptive.dense_saves, the shaders'), in one lane loop;
+        none where the call has no save_at times. With events, up to the events' time
+        (the step's end, or the event's: there the state after the events), the
+        extension from the step's start state kept in vg_ys<i>."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        n, V = len(fd.states), ir.Var
+        arrays = self._lane_arrays(n)
+        end = ir.Select(V("vg_cut"), V("u_t1"), ir.add(V("t_n"), V("u_dt")))
+        if fd.events:
+            note = ("save_at times inside the accepted step, up to its events' time (the "
+                    "step's end,\nor the event time: there the state after the events)")
+            start, end = V("vg_tstart"), ir.Select(V("vg_moved"), V("vg_t"), end)
+            saves = adaptive.dense_saves(
+                fd, tuple(V(f"vg_ys{j}") for j in range(n)),
+                tuple(ir.Select(V("vg_moved"), V(s), V(f"vg_n{j}"))
+                      for j, s in enumerate(fd.states)))
+        else:
+            note = "save_at times inside the accepted step: the continuous extension"
+            start, saves = V("vg_t"), adaptive.dense_saves(fd)
+        loop = lanes.lane_loop((
+            ir.Comment(note), ir.Let("u_dt", ir.FLOAT, V("vg_use")),
+            ir.Let("t_n", ir.FLOAT, start), ir.Let("vg_tn", ir.FLOAT, end), saves),
+            arrays, skip=ir.not_(V("vg_ok")),
+            registers=(*fd.states, *(name for ks in fd.stage_k for name in ks)))
+        return printer(self.dialect).text((ir.If(ir.gt(ir.Var("u_nsave"), ir.i(0)), (loop,),
+                                                 comment="(no save_at times: no lane loop)"),))
+
+    @staticmethod
+    def _lane_arrays(n: int) -> dict:
+        """(C) the lane arrays of a trajectory's scalars (codegen/lanes.py), ``n`` states."""
+        names = ("vg_use", "vg_t", "vg_cut", "vg_ok", "vg_next", "vg_moved", "vg_tstart",
+                 "vg_status", "vg_taken", "vg_err", "vg_sing", "vg_lstat")
+        return {**{a: a for a in names}, "vg_active": "A_act", "lane": "A_lane",
+                **{f"vg_n{j}": f"vg_new{j}" for j in range(n)},
+                **{f"vg_{a}{j}": f"vg_{a}{j}" for j in range(n) for a in ("ys", "f", "F0_")}}
+
+    def start_save_lanes(self, k) -> str:
+        """(C) the save_at times at t0 of every lane (codegen/build/adaptive.start_saves)."""
+        from ...codegen import lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd = self._field(k)
+        (guard,) = adaptive.start_saves(fd)
+        loop = lanes.lane_loop(guard.then, self._lane_arrays(len(fd.states)),
+                               registers=fd.states)
+        return printer(self.dialect).text((dataclasses.replace(
+            guard, then=(loop,), comment="(no save_at times: no lane loop)"),))
+
+    def events_t0_lanes(self, k, bind: str, q0: str, conds0: str) -> str:
+        """(C) every lane's events' conditions at t0 (codegen/build/adaptive.events_at_t0):
+        ``bind``, ``q0``, ``conds0``: the lane's scalars, q_* and the conditions, printed."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        loop = lanes.lane_loop((ir.Splice("bind"), *adaptive.events_at_t0()),
+                               ("vg_prev", "vg_window"),
+                               comment="events: every condition at t0")
+        return printer(self.dialect, {"bind": bind, "q0": q0, "conds0": conds0}).text((loop,))
+
+    def hermite_lanes(self, k) -> str:
+        """(C, a fixed-step method run for save_at, no events) the save_at times inside
+        the step vg_taken of every running lane: the cubic Hermite interpolant
+        (codegen/build/adaptive.hermite_saves)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd, V = self._field(k), ir.Var
+
+        def at(n):
+            return ir.add(V("u_t0"), ir.mul(ir.call("to_float", n), V("u_dt")))
+        loop = lanes.lane_loop((
+            ir.Comment("save_at times inside the step: the cubic Hermite interpolant"),
+            ir.Let("t_n", ir.FLOAT, at(V("vg_taken"))),
+            ir.Let("vg_tn", ir.FLOAT, at(ir.add(V("vg_taken"), ir.i(1)))),
+            adaptive.hermite_saves(fd)), self._lane_arrays(len(fd.states)),
+            skip=ir.ne(V("vg_status"), ir.i(RUNNING)), registers=(*fd.states, *fd.k0))
+        return printer(self.dialect).text((ir.If(ir.gt(V("u_nsave"), ir.i(0)), (loop,),
+                                                 comment="(no save_at times: no lane loop)"),))
+
+    def ros_lanes(self, k, body, bind: str) -> str:
+        """(C) a Rosenbrock attempt of the block's running lanes, one lane at a time: the
+        stages and their solves of codegen/build/adaptive.stages (GLSL's and WGSL's), laid
+        out in one lane loop (codegen/lanes.py), stage 0's k read from its lane arrays
+        A_k and every stage's k written back. ``body``: the template's printer of a
+        field's block; ``bind``: the lane's state and params in locals, printed."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.build import events as ev
+        from ...codegen.targets import printer
+        fd, sts, t, at = self._field(k), self._stages(k), self.dialect, ir.Var("l")
+        p = printer(t)
+        frozen = {f"frozen{st.index}": p.text(lanes.lane_arrays((dataclasses.replace(
+            ev.frozen_k(k, st.index)[0], comment="a stopped lane's K is zero (its state "
+                                                 "stays)"),), ("vg_lstat",)))
+                  for st in sts} if fd.when else {}
+        splices = {"bind": bind, **frozen,
+                   "ros_setup": k.ros.setup(body(k.ros.jac, k, 0)),
+                   **{f"ros_solve{st.index}": k.ros.solve(st.index) for st in sts},
+                   **{f"stage{st.index}": body(k.stages[st.index].block, k, 0) for st in sts[1:]}}
+        attempt = (
+            ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Let("t_n", ir.FLOAT, ir.Var("vg_t")),
+            ir.Let("nstep", ir.INT, ir.Var("vg_taken")), ir.Splice("bind"),
+            *(ir.Let(n, ir.FLOAT, ir.Index(f"A_{n}", at), mutable=True) for n in fd.k0),
+            *adaptive.stages(t, fd, sts, lambda s: (ir.Splice(f"ros_solve{s}"),), fd.when),
+            *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n)) for ks in fd.stage_k for n in ks))
+        loop = lanes.lane_loop(attempt, self._lane_arrays(len(fd.states)),
+                               skip=ir.ne(ir.Var("vg_status"), ir.i(RUNNING)),
+                               comment="rodas4: lane by lane")
+        return printer(t, splices).text((loop,))
+
+    def ros_restart_lanes(self, k, body, bind: str) -> str:
+        """(C) after the attempt's update (a lane's state and time the new ones): a
+        Rosenbrock method is not FSAL, F at the new state into stage 0's k (with events a
+        lane whose step ended at one has the events' restart's), a rejected attempt's F
+        at the step's start back (codegen/build/adaptive.ros_restart, ros_reject)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import adaptive
+        from ...codegen.targets import printer
+        fd, sts, t, at = self._field(k), self._stages(k), self.dialect, ir.Var("l")
+        run, ok = ir.ne(ir.Var("vg_status"), ir.i(RUNNING)), ir.Var("vg_ok")
+        skip = ir.or_(run, ir.and_(ok, ir.Var("vg_moved"))) if fd.when else run
+        restart = adaptive.ros_restart(fd, sts, ir.Var("vg_t"), ir.Var("vg_taken"), fd.states)
+        arrays = self._lane_arrays(len(fd.states))
+        reject = lanes.lane_arrays(adaptive.ros_reject(fd), arrays, registers=fd.k0)
+        body_ = (
+            ir.If(ir.not_(ok), (*reject, ir.Continue())),
+            ir.Let("u_dt", ir.FLOAT, ir.Var("vg_use")), ir.Splice("bind"),
+            *(ir.Let(n, ir.FLOAT, None, mutable=True) for n in fd.k0),
+            restart,
+            *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n)) for n in fd.k0))
+        loop = lanes.lane_loop(body_, arrays, skip=skip, comment=(
+            "rodas4 is not FSAL: F at the new state, or back to F0"))
+        return printer(t, {"bind": bind, "stage0": body(k.stages[0].block, k, 0)}
+                       ).text((loop,))
+
     @staticmethod
     def _stages(k) -> tuple:
         from ...codegen.build import adaptive

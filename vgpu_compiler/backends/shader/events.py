@@ -289,6 +289,66 @@ class PrintedEvents:
         return self._print(stmts, {"lane": lane, "extension": extension, "hold": hold},
                            indent)
 
+    # (C) codegen/build/events.py's pieces in the body of a loop over the block's lanes
+    def lane_load(self, indent: int = 0) -> str:
+        """(C, in the load loop over the lanes) the events' lane arrays zeroed, and on a
+        resumed call read from the rows carried between calls (build.load)."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import events as build
+        ints, floats = build.carried_rows(self, (EVI_ROWS, EVF_ROWS))
+        zero, yes, no = ir.Var(self.c["zero"]), ir.Lit(True, ir.BOOL), ir.Lit(False, ir.BOOL)
+        stmts = (*(ir.Assign(ir.Var(n), ir.i(0)) for n, _ in ints),
+                 *(ir.Assign(ir.Var(n), zero) for n, _ in floats),
+                 ir.Assign(ir.Var("vg_moved"), no), ir.Assign(ir.Var("vg_atend"), yes),
+                 ir.If(ir.ne(ir.Var("u_step0"), ir.i(0)), build.load(self, (EVI_ROWS, EVF_ROWS))))
+        names = [n for n, _ in ints + floats] + ["vg_moved", "vg_atend"]
+        return self._print(lanes.lane_arrays(stmts, names), {}, indent)
+
+    def lane_store(self, indent: int = 0) -> str:
+        """(C, in the store loop over the lanes) the rows carried between calls."""
+        from ...codegen import lanes
+        from ...codegen.build import events as build
+        ints, floats = build.carried_rows(self, (EVI_ROWS, EVF_ROWS))
+        return self._print(lanes.lane_arrays(build.store(self, (EVI_ROWS, EVF_ROWS)),
+                                             [n for n, _ in ints + floats]), {}, indent)
+
+    def conds_text(self, k, body, dst: str, indent: int = 0) -> str:
+        """(C) every condition on q_* into the bits ``dst`` (build.conds); ``body``: the
+        template's block printer."""
+        from ...codegen.build import events as build
+        return self._print(build.conds(self, dst), {
+            f"cond{n}": body(ev.cond, k, 0, "vg_hold") for n, ev in enumerate(self.events)},
+            indent)
+
+    def firing_text(self, k, body, indent: int = 0) -> str:
+        """(C, lane l's scalars bound, vg_fired its event at the event time) the event
+        that fires there, then every condition on the state after (build.firing);
+        ``body``: the template's block printer."""
+        from ...codegen import lanes
+        from ...codegen.build import events as build
+        names = ("vg_prev", "vg_lstat", "vg_tstop", "vg_ltaken", "vg_taken", "vg_instep",
+                 *(f"vg_cnt{w}" for w in range(self.n_when)))
+        stmts = lanes.lane_arrays(build.firing(self, k), {**{n: n for n in names},
+                                                          "vg_active": "A_act"})
+        blocks = {}
+        for n, ev in enumerate(self.events):
+            blocks[f"cond{n}"] = body(ev.cond, k, 0, "vg_hold")
+            if ev.assign:
+                blocks[f"assign{n}"] = body(ev.assign, k, 0)
+            if ev.flux:
+                blocks[f"flux{n}"] = body(ev.flux, k, 0, "", True)
+        return self._print(stmts, blocks, indent)
+
+    def q_text(self, k, prefix: str, indent: int = 0) -> str:
+        """(C) q_* = ``prefix`` formatted with the state's index i and register s."""
+        from ...codegen.build import events as build
+        return self._print(build.q_from(self, k, prefix), {}, indent)
+
+    def interp_text(self, k, theta: str, indent: int = 0) -> str:
+        """(C) q_* = the continuous extension at ``theta`` (build.interp)."""
+        from ...codegen.build import events as build
+        return self._print(build.interp(self, k, theta), {}, indent)
+
     def locate_declarations(self, first: str = "vg_first", indent: int = 0) -> str:
         from ...codegen.build import locate
         return self._print(locate.declarations(first), {}, indent)

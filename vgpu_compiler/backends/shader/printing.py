@@ -108,6 +108,13 @@ class PrintedKernel:
         from ...codegen.build import blocks
         return self._print(blocks.block(self.dialect, b, self._basin(), hold, flux), width)
 
+    def body_text(self, b, width: int = 0, hold: str = "", flux: bool = False) -> str:
+        """(C) a printed block's temporaries and assignments (blocks.statements), ``width``
+        in, each line ended; nothing for an empty block."""
+        from ...codegen.build import blocks
+        stmts = blocks.statements(b, hold, flux)
+        return self._print(stmts, width) if stmts else ""
+
     def observe_text(self, b, width: int, time: str, step: str, when: str = "") -> str:
         """The step-end observers' block at ``time``, step ``step`` (blocks.observe)."""
         from ...codegen.build import blocks

@@ -23,10 +23,10 @@ The update, the error ``dt * K_6`` and the continuous extension are the explicit
 pairs' printed Combinations (adaptive.py) over the K names.
 
 Steps 2-4 are built once as IR (codegen/build/rosenbrock.py: ``setup``, ``lu``,
-``solve``) and printed here (``PrintedRosenbrock.setup/lu/solve``); the templates place
+``solve``) and printed here (``PrintedRosenbrock.setup/solve``); the templates place
 them (adaptive.glsl.j2, adaptive.wgsl.j2: in the invocation's registers and private
-arrays, the whole setup; adaptive.c.j2: one lane loop per attempt, per-lane arrays on
-the stack, its own zeroing and scaling loops, the LU and solves printed). The matrix
+arrays; adaptive.c.j2: one lane loop per attempt, PrintedAdaptive.ros_lanes, per-lane
+arrays on the stack, the zeroing and scaling as loops). The matrix
 is zeroed explicitly every attempt (WGSL: naga does not zero again a ``var`` declared
 inside a loop); the loops' iterations (``PrintedRosenbrock.trips``:
 ``lu_trips``/``solve_trips`` of the builder) join the kernel's ``loop_trips_per_step``
@@ -69,7 +69,6 @@ class PrintedRosenbrock:
     m: int                              # LU of the top-left m x m block (a joined field)
     jac: object                         # printing.PrintedBlock
     combos: tuple                       # Assign(y_x, s_x) for the y read by the Jacobian
-    inv_gamma: str                      # 1 / gamma, printed (a template may loop instead)
     rhs: tuple[tuple[str, ...], ...]    # per stage, per state: the right-hand side
     time: bool
     lu_trips: int                       # loop iterations of the factorisation, at most
@@ -81,30 +80,20 @@ class PrintedRosenbrock:
     lower: tuple = ()                   # their (i, (j, ...)): J_ij nonzero, j < i
     dialect: object = _field(default=None, compare=False, repr=False)
 
-    @property
-    def nn(self) -> int:
-        return self.n * self.n
-
-    def lu(self) -> str:
-        """The factorisation (codegen/build/rosenbrock.py), printed; (C: one lane's, in
-        the template's loop over the lanes, its flag vg_sing[l])."""
-        from ...codegen import lanes
-        from ...codegen.build import rosenbrock as build
-        from ...codegen.targets import printer
-        stmts = build.lu(self.n, self.m)
-        if self.dialect.lane_block:
-            stmts = lanes.lane_arrays(stmts, (build.SING,))
-        return printer(self.dialect).text(stmts)
-
     def setup(self, jac: str) -> str:
-        """W, its LU and F(t_n, state) kept aside (codegen/build/rosenbrock.py: GLSL's and
-        WGSL's), with ``jac``: the Jacobian's block as its template prints it."""
+        """W, its LU and F(t_n, state) kept aside (codegen/build/rosenbrock.py), with
+        ``jac``: the Jacobian's block as its template prints it; (C: one lane's, in the
+        attempt's lane loop, its flag vg_sing[l] and F kept in vg_F0_<i>[l])."""
+        from ...codegen import lanes
         from ...codegen.build import rosenbrock as build
         from ...codegen.targets import printer
         stmts = build.setup(self.dialect, self.n, self.m, self.nonzero, self.inv_gamma_value,
                             self.time, self.stage_k[0],
                             tuple((x.target, x.expr) for x in self.combos),
                             "tt" in self.jac.words)
+        if self.dialect.lane_block:
+            stmts = lanes.lane_arrays(stmts, (build.SING, *(f"vg_F0_{j}" for j in
+                                                           range(len(self.stage_k[0])))))
         return printer(self.dialect, {"jac": jac}).text(stmts)
 
     def solve(self, s: int) -> str:
@@ -159,7 +148,7 @@ def print_parts(k, parts: RosenbrockParts, dialect, block, assign) -> PrintedRos
             row.append(r)
         rhs.append(tuple(row))
     return PrintedRosenbrock(n=n, m=parts.m, jac=jac, combos=combos,
-                             inv_gamma=lit(float(1 / imp.gamma)), rhs=tuple(rhs),
+                             rhs=tuple(rhs),
                              time=parts.time, lu_trips=build.lu_trips(parts.m),
                              solve_trips=build.solve_trips(n, parts.m, parts.trailing),
                              trailing=parts.trailing, lower=_lower(parts),

@@ -116,6 +116,16 @@ def error_norm(fd: Field, n: int) -> tuple:
 
 def save_dense(fd: Field) -> tuple:
     """save_at times inside an accepted step (t_n, vg_tn]: the continuous extension."""
+    return (If(ir.gt(Var("u_nsave"), i(0)), (
+        Comment("save_at times inside the step: the continuous extension"),
+        dense_saves(fd)), comment="(uniform: a software renderer skips it)"),)
+
+
+def dense_saves(fd: Field, start=None, end=None) -> ir.While:
+    """save_dense's loop over the save_at times inside the step: per state the extension
+    from ``start`` (its expression; the state), at vg_tn itself ``end`` (vg_n<i>)."""
+    start = start or tuple(Var(s) for s in fd.states)
+    end = end or tuple(Var(f"vg_n{j}") for j in range(len(fd.states)))
     vs, tn, theta = Var("vg_s"), Var("vg_tn"), Var("theta")
     acc, pw = Var("acc"), Var("pw")
     body: list = [Let("vg_s", FLOAT, Elem("b_save", Var("vg_next"))),
@@ -127,24 +137,30 @@ def save_dense(fd: Field) -> tuple:
             inner += [Assign(pw, ir.mul(pw, theta)),
                       Assign(acc, ir.add(acc, ir.mul(pw, weighted(terms))))]
         inner.append(Assign(hist(j, len(fd.states)), ir.Select(
-            ir.eq(vs, tn), Var(f"vg_n{j}"), ir.add(Var(s), ir.mul(Var("u_dt"), acc)))))
+            ir.eq(vs, tn), end[j], ir.add(start[j], ir.mul(Var("u_dt"), acc)))))
         body.append(Block(tuple(inner)))
     body.append(Inc(Var("vg_next")))
     cond = ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))),
                    ir.le(Elem("b_save", Var("vg_next")), tn))
-    return (If(ir.gt(Var("u_nsave"), i(0)), (
-        Comment("save_at times inside the step: the continuous extension"),
-        ir.While(cond, tuple(body))), comment="(uniform: a software renderer skips it)"),)
+    return ir.While(cond, tuple(body))
 
 
-def ros_restart(fd: Field, sts: tuple) -> Block:
-    """A Rosenbrock method is not FSAL: F at the new state, the next step's stage 0."""
-    return Block((Let("t_n", FLOAT, Var("vg_tn")),
-                  Let("nstep", ir.INT, ir.add(Var("vg_taken"), i(1))),
+def ros_restart(fd: Field, sts: tuple, t_n=Var("vg_tn"),
+                nstep=ir.add(Var("vg_taken"), i(1)), state=None) -> Block:
+    """A Rosenbrock method is not FSAL: F at the new state, the next step's stage 0.
+    ``t_n``, ``nstep``, ``state`` (its registers): the new state's time, step and values
+    (by default before the attempt's update: vg_tn, vg_taken + 1, vg_n<i>)."""
+    state = state or tuple(f"vg_n{j}" for j in range(len(fd.trial)))
+    return Block((Let("t_n", FLOAT, t_n), Let("nstep", ir.INT, nstep),
                   *((Let("tt", FLOAT, Var("t_n")),) if sts[0].time else ()),
-                  *(Let(y, FLOAT, Var(f"vg_n{j}"), precise=True) for j, y in enumerate(fd.trial)),
+                  *(Let(y, FLOAT, Var(x), precise=True) for y, x in zip(fd.trial, state)),
                   ir.Splice("stage0")),
                  comment="rodas4 is not FSAL: F at the new state, the next step's stage 0")
+
+
+def ros_reject(fd: Field) -> tuple:
+    """A rejected Rosenbrock attempt: F at the step's start back (kept in vg_F0_<i>)."""
+    return tuple(Assign(Var(k), Var(f"vg_F0_{j}")) for j, k in enumerate(fd.k0))
 
 
 def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
@@ -188,7 +204,7 @@ def step_end(t, fd: Field, sts: tuple, dtype: str, running: int) -> tuple:
         ok.append(ir.Splice("all_stopped"))
     rejected: list = [Inc(Var("vg_rej")), Assign(Var("vg_again"), i(1))]
     if fd.ros:
-        rejected += [Assign(Var(k), Var(f"vg_F0_{j}")) for j, k in enumerate(fd.k0)]
+        rejected += ros_reject(fd)
     return (*error_norm(fd, len(fd.states)),
             *controller.accept(t, names), *controller.factor(t, names, fd.q),
             If(Var("vg_ok"), tuple(ok), tuple(rejected)),
@@ -219,7 +235,8 @@ def stages(t, fd: Field, sts: tuple, solve=None, frozen: bool = False) -> tuple:
     after stage 0's where the field has a `when` (a lane it stops in a basin that runs
     on: its K_0 zero, as the reference's, though its F is not: a Rosenbrock method
     takes F at the new state, not the last stage's zeroed k))."""
-    out: list = [Let(name, FLOAT, _zero(t), mutable=True)
+    zero = None if t.lane_block else _zero(t)   # (C: declared, each stage writes its own)
+    out: list = [Let(name, FLOAT, zero, mutable=True)
                  for st in sts[1:] for name in fd.stage_k[st.index]]
     if solve is not None:
         out += [ir.Splice("ros_setup"), *solve(0)]
@@ -272,14 +289,11 @@ def _at_or_past(x, tn):
     return ir.Select(ir.lt(Var("u_dt"), f(0.0)), ir.Bin(ir.Op.GE, x, tn), ir.le(x, tn))
 
 
-def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
-    """Step vg_taken of a fixed-step method run for save_at (no events): t_n = t0 + n dt,
-    every step kept, save_at times inside it on the cubic Hermite interpolant."""
-    n = len(fd.states)
-    taken, tn, dt = Var("vg_taken"), Var("vg_tn"), Var("u_dt")
-    at = ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), dt))
-    theta = Var("theta")
-    save = ir.While(
+def hermite_saves(fd: Field) -> ir.While:
+    """The save_at times inside a fixed step (t_n, vg_tn], in the step's direction: the
+    cubic Hermite interpolant through its ends (vg_f<i>: F at its start)."""
+    n, tn, dt, theta = len(fd.states), Var("vg_tn"), Var("u_dt"), Var("theta")
+    return ir.While(
         ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))),
                 _at_or_past(Elem("b_save", Var("vg_next")), tn)),
         (Let("theta", FLOAT, ir.div(ir.sub(Elem("b_save", Var("vg_next")), Var("t_n")), dt),
@@ -291,6 +305,26 @@ def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
                                                             Var(f"vg_n{j}"), Var("v"))))))
            for j, s in enumerate(fd.states)),
          Inc(Var("vg_next"))))
+
+
+def start_saves(fd: Field) -> tuple:
+    """The save_at times at t0 (a fixed step's: at or past it in the step's direction):
+    the start state."""
+    at = Elem("b_save", Var("vg_next"))
+    reached = _at_or_past(at, Var("vg_t")) if fd.fixed else ir.le(at, Var("vg_t"))
+    return (If(ir.gt(Var("u_nsave"), i(0)), (ir.While(
+        ir.and_(ir.and_(Var("vg_active"), ir.lt(Var("vg_next"), Var("u_nsave"))), reached),
+        (*(Assign(hist(j, len(fd.states)), Var(s)) for j, s in enumerate(fd.states)),
+         Inc(Var("vg_next")))),), comment="(uniform: a software renderer skips it)"),)
+
+
+def fixed_attempt(t, fd: Field, sts: tuple, stage0: StageText) -> tuple:
+    """Step vg_taken of a fixed-step method run for save_at (no events): t_n = t0 + n dt,
+    every step kept, save_at times inside it on the cubic Hermite interpolant."""
+    n = len(fd.states)
+    taken, tn, dt = Var("vg_taken"), Var("vg_tn"), Var("u_dt")
+    at = ir.add(Var("u_t0"), ir.mul(ir.call("to_float", taken), dt))
+    save = hermite_saves(fd)
     end = ir.Bin(ir.Op.GE, taken, Var("u_steps"))
     if fd.collapse:
         end = ir.or_(end, Var("vg_collapsed"))
@@ -371,6 +405,14 @@ def init_state(states: tuple, init: tuple, init_names: tuple) -> tuple:
     return tuple(out)
 
 
+def events_at_t0() -> tuple:
+    """The events' conditions at t0 (``Splice("q0")``: q_* the state, ``conds0``: into
+    vg_c0), the previous ones of the first step."""
+    return (Let("tt", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)), ir.Splice("q0"),
+            Let("vg_c0", ir.INT, i(0), mutable=True), ir.Splice("conds0"),
+            Assign(Var("vg_prev"), Var("vg_c0")), Assign(Var("vg_window"), Var("u_t0")))
+
+
 def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
     """After the load: the field's init, the state at t0 kept (b_init), and on the first
     dispatch F at t0, the save_at times at t0, the events' conditions there and the
@@ -385,19 +427,10 @@ def start(t, fd: Field, sts: tuple, first: tuple, running: int) -> tuple:
                Let("t_n", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)),
                stage0(sts, "start")))]
     if fd.saves:
-        at = Elem("b_save", Var("vg_next"))
-        reached = _at_or_past(at, Var("vg_t")) if fd.fixed else ir.le(at, Var("vg_t"))
-        body.append(If(ir.gt(Var("u_nsave"), i(0)), (ir.While(
-            ir.and_(ir.and_(active, ir.lt(Var("vg_next"), Var("u_nsave"))), reached),
-            (*(Assign(hist(j, len(fd.states)), Var(s)) for j, s in enumerate(fd.states)),
-             Inc(Var("vg_next")))),), comment="(uniform: a software renderer skips it)"))
+        body += start_saves(fd)
     if fd.events:
-        body.append(Block((
-            Let("tt", FLOAT, Var("u_t0")), Let("nstep", ir.INT, i(0)), ir.Splice("q0"),
-            Let("vg_c0", ir.INT, i(0), mutable=True), ir.Splice("conds0"),
-            Assign(Var("vg_prev"), Var("vg_c0")), Assign(Var("vg_window"), Var("u_t0"))),
-            comment="events: every condition at t0 (one that holds there fires only after "
-                    "being false)"))
+        body.append(Block(events_at_t0(), comment="events: every condition at t0 (one that "
+                                                  "holds there fires only after being false)"))
     if fd.fixed:
         body += [Assign(Var("vg_h"), Var("u_dt")),
                  If(ir.eq(Var("u_steps"), i(0)), _end())]

@@ -72,17 +72,23 @@ def coupled(t, cb, basin: Basin) -> tuple:
     return tuple(out)
 
 
-def block(t, b, basin: Basin, hold: str = "", flux: bool = False) -> tuple:
-    """A PrintedBlock: its coupled exchange, then on the active lanes its temporaries and
-    assignments (``hold``: each value into that flag; ``flux``: the deposit calls)."""
+def statements(b, hold: str = "", flux: bool = False) -> tuple:
+    """A PrintedBlock's temporaries and assignments (``hold``: each value into that flag;
+    ``flux``: the deposit calls); the C kernel's (a lane's, in its lane loop) as they are."""
     if flux:
         body = tuple(ir.Do(ir.Call(a.target, (Raw(a.expr),)), comment=a.comment)
                      for a in b.body)
     else:
         body = tuple(Assign(Var(hold or a.target), Raw(a.expr), comment=a.comment)
                      for a in b.body)
+    return (*(ir.Line(x) for x in b.temps), *body)
+
+
+def block(t, b, basin: Basin, hold: str = "", flux: bool = False) -> tuple:
+    """A PrintedBlock: its coupled exchange, then on the active lanes its temporaries and
+    assignments (``statements``)."""
     head = (*coupled(t, b.coupled, basin), ir.Blank()) if b.coupled else ()
-    return (*head, If(Var("vg_active"), (*(ir.Line(x) for x in b.temps), *body)))
+    return (*head, If(Var("vg_active"), statements(b, hold, flux)))
 
 
 def observe(t, b, basin: Basin, time: str, step: str, when: str = "") -> tuple:

@@ -29,7 +29,7 @@ def _row(r: int):
     return ir.add(COUNT if r == 1 else ir.mul(i(r), COUNT), LANE)
 
 
-def _rows(e, rows) -> tuple[list, list]:
+def carried_rows(e, rows) -> tuple[list, list]:
     """(register, row) of b_evi and of b_evf: ``rows`` their row names (shader/events.py's
     EVI_ROWS, EVF_ROWS), then one count per `when`."""
     evi, evf = rows
@@ -40,7 +40,7 @@ def _rows(e, rows) -> tuple[list, list]:
 
 def decl(e, k, rows) -> tuple:
     """The registers: previous conditions (bit e), own status, steps, events this step."""
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     zero = Var(e.c["zero"])
     out = [Comment("--- events: previous conditions (bit e), own status, steps, events this step ---"),
            *(Let(n, INT, i(0), mutable=True) for n, _ in ints),
@@ -55,13 +55,13 @@ def decl(e, k, rows) -> tuple:
 
 def load(e, rows) -> tuple:
     """The registers from the rows carried between dispatches (b_evi, b_evf)."""
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     return tuple([Assign(Var(n), Elem("b_evi", _row(r))) for n, r in ints]
                  + [Assign(Var(n), Elem("b_evf", _row(r))) for n, r in floats])
 
 
 def store(e, rows) -> tuple:
-    ints, floats = _rows(e, rows)
+    ints, floats = carried_rows(e, rows)
     return tuple([Assign(Elem("b_evi", _row(r)), Var(n)) for n, r in ints]
                  + [Assign(Elem("b_evf", _row(r)), Var(n)) for n, r in floats])
 
@@ -119,7 +119,13 @@ def fire(e, k, ev, n: int, phase: int) -> tuple:
                          Assign(Var("vg_lg_rest"), Var("vg_again" if e.fixed else "0")),
                          Assign(Var("vg_lg_phase"), i(phase)), Assign(Var("vg_lg_event"), i(n)),
                          Assign(Var("vg_lg_lane"), LANE)]
-            body.append(Splice(f"flux{n}"))
+            if k.dialect.lane_block:    # (C: the lane's deposit slot and the phase)
+                body.append(Block((
+                    Let("vg_slot", INT, ir.add(ir.mul(Var("vg_b"), Var("VG_W")), Var("l"))),
+                    Let("vg_ph", INT, i(phase)), Splice(f"flux{n}")),
+                    comment="flux at this firing: into the call's event log"))
+            else:
+                body.append(Splice(f"flux{n}"))
         body += [Assign(Var(e.q[j]), Var(name)) for j, name in ev.targets]
         body.append(Inc(Var(f"vg_cnt{ev.block}")))
     return (If(ir.ge(Var("vg_instep"), i(e.max)), ends(e.too_many),
@@ -176,14 +182,7 @@ def at_end(e, k, first: str) -> tuple:
     inner.append(Let("vg_fired", INT, ir.Select(
         ir.and_(ir.and_(Var("vg_live"), ir.ge(Var(first), i(0))),
                 ir.eq(Var("vg_th"), Var("vg_row"))), Var(first), i(-1))))
-    inner += [If(ir.eq(Var("vg_fired"), i(n)), fire(e, k, ev, n, 0))
-              for n, ev in enumerate(e.events)]
-    inner.append(Comment("then every condition, in written order, on the state after"))
-    for n, ev in enumerate(e.events):
-        unset = ir.eq(Raw(f"vg_prev & {2 ** n}"), i(0))
-        inner.append(If(ir.and_(ir.and_(active, unset), ir.ne(Var("vg_fired"), i(n))), (
-            Let("vg_hold", BOOL, ir.Lit(False, BOOL), mutable=True), Splice(f"cond{n}"),
-            If(Var("vg_hold"), fire(e, k, ev, n, 1)))))
+    inner += firing(e, k)
     if e.firsts:
         inner.append(Splice("first_after"))
     inner += [Let("vg_after", INT, i(0), mutable=True), *conds(e, "vg_after"),
@@ -192,6 +191,21 @@ def at_end(e, k, first: str) -> tuple:
     moved += [Block(tuple(inner)), Assign(Var("vg_t"), Var("vg_tev"))]
     out.append(If(Var("vg_moved"), tuple(moved), (
         Assign(Var("vg_prev"), ir.Select(Var("vg_active"), Var("vg_cend"), Var("vg_prev"))),)))
+    return tuple(out)
+
+
+def firing(e, k) -> tuple:
+    """At the event time: the earliest event there fires (vg_fired, -1: none), then every
+    condition, in written order, on the state after it (``Splice("cond<e>")``)."""
+    active = ir.and_(Var("vg_active"), ir.eq(Var("vg_lstat"), i(0)))
+    out = [If(ir.eq(Var("vg_fired"), i(n)), fire(e, k, ev, n, 0))
+           for n, ev in enumerate(e.events)]
+    out.append(Comment("then every condition, in written order, on the state after"))
+    for n, ev in enumerate(e.events):
+        unset = ir.eq(ir.Bits(ir.Bit.AND, Var("vg_prev"), i(2 ** n)), i(0))
+        out.append(If(ir.and_(ir.and_(active, unset), ir.ne(Var("vg_fired"), i(n))), (
+            Let("vg_hold", BOOL, ir.Lit(False, BOOL), mutable=True), Splice(f"cond{n}"),
+            If(Var("vg_hold"), fire(e, k, ev, n, 1)))))
     return tuple(out)
 
 

@@ -79,21 +79,31 @@ def setup(t, n: int, m: int, nonzero, inv_gamma: float, time: bool, k0, combos,
     arrays = [Array(W, FLOAT, i(n * n), precise=True), Array(PIV, INT, i(n)),
               Array(X, FLOAT, i(n), precise=True)]
     arrays += [Array(FT, FLOAT, i(n), precise=True)] if time else []
-    clear = [Assign(Index(W, i(j)), zero, comment=t.zero_note) for j in range(n * n)]
-    clear += [Assign(Index(FT, i(j)), zero) for j in range(n)] if time else []
+    if t.lane_block:        # (C: loops, the text n long, not n * n)
+        clear = [Loop(R.name, i(0), i(n * n), (Assign(Index(W, R), zero),))]
+        clear += [Loop(R.name, i(0), i(n), (Assign(Index(FT, R), zero),))] if time else []
+    else:
+        clear = [Assign(Index(W, i(j)), zero, comment=t.zero_note) for j in range(n * n)]
+        clear += [Assign(Index(FT, i(j)), zero) for j in range(n)] if time else []
     jac = Block((*((Let("tt", FLOAT, Var("t_n")),) if reads_t else ()),
                  *(Let(y, FLOAT, Var(x), precise=True) for y, x in combos),
                  ir.Splice("jac")),
                 "J and dF/dt at the step's start" if time else "J at the step's start")
     off = set(nonzero)
-    scale = []
-    for r in range(n):
-        for c in range(n):
-            at = Index(W, i(r * n + c))
-            if r == c:
-                scale.append(Assign(at, ir.add(ir.mul(at, Var(MDT)), f(inv_gamma))))
-            elif (r, c) in off:
-                scale.append(Assign(at, ir.mul(at, Var(MDT))))
+    if t.lane_block:        # (C: loops over every entry, a zero's sign numpy's too)
+        at, diag = Index(W, R), Index(W, ir.mul(R, i(n + 1)))
+        scale = [Loop(R.name, i(0), i(n * n), (Assign(at, ir.mul(at, Var(MDT))),),
+                      comment="(numpy: J * (-dt), then the diagonal)"),
+                 Loop(R.name, i(0), i(n), (Assign(diag, ir.add(diag, f(inv_gamma))),))]
+    else:                   # (the nonzero entries only)
+        scale = []
+        for r in range(n):
+            for c in range(n):
+                at = Index(W, i(r * n + c))
+                if r == c:
+                    scale.append(Assign(at, ir.add(ir.mul(at, Var(MDT)), f(inv_gamma))))
+                elif (r, c) in off:
+                    scale.append(Assign(at, ir.mul(at, Var(MDT))))
     return (
         ir.Comment("rodas4 (shader/rosenbrock.py): W = I / gamma - dt * J at (t_n, state), "
                    "its LU with\npartial pivoting; F(t_n, state) is kept aside for a reject"),

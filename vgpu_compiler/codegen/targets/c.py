@@ -48,6 +48,7 @@ C_FLOAT32 = replace(
     to_uint="((unsigned)({0}))",
     # statements (codegen/printer.py)
     let="const {T} {name} = {value};", precise="const {T} {name} = {value};",
+    precise_var="{T} {name} = {value};",
     precise_array="{T} {name}[{size}];",
     or_assign="{0} |= {1};",    # (the flags are 0/1 ints)
     builtins={"min": "vg_min({0}, {1})", "max": "vg_max({0}, {1})", "abs": "vg_fabs({0})",
