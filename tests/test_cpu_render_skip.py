@@ -104,6 +104,16 @@ def test_the_renderer_digest_reads_every_c_template(tmp_path):
         assert source_key.renderer_digest(copy) != before, name
 
 
+def test_the_key_covers_the_python_that_the_templates_call():
+    """The C templates call the IR builders, printer and lane passes while rendering, so
+    every module of codegen/ and backends/shader/ is part of the disk key: an edit to one
+    of them alone is a new key (not a stale library loaded)."""
+    pkg = Path(source_key.__file__).resolve().parents[2]
+    called = set((pkg / "codegen").rglob("*.py")) | set((pkg / "backends" / "shader").glob("*.py"))
+    assert called <= set(source_key.RENDERERS)
+    assert pkg / "codegen" / "build" / "adaptive.py" in called
+
+
 def test_a_changed_flag_is_a_miss(cache, monkeypatch):
     _run()
     with monkeypatch.context() as m:

@@ -35,11 +35,12 @@ from pathlib import Path
 FORMAT = "vgpu-c-plan-1"
 HERE = Path(__file__).resolve().parent
 # the Python that shapes the text besides the printed pieces: this backend's kernel module
-# (its arguments and the text's last rewrite) and the template environment (filters, tests)
-RENDERERS = (HERE / "kernel.py", HERE.parent / "shader" / "template.py",
-             HERE.parent / "shader" / "lanes.py",
-             # the statement printer and its lane layout (printed while rendering)
-             HERE.parents[1] / "codegen" / "printer.py", HERE.parents[1] / "codegen" / "lanes.py")
+# (its arguments and the text's last rewrite), and every module of the shader stage and of
+# codegen/ (the template environment, the IR builders, printer and lane passes that the
+# templates call while rendering: a change to any of them changes the key)
+RENDERERS = (HERE / "kernel.py",
+             *sorted((HERE.parent / "shader").glob("*.py")),
+             *sorted((HERE.parents[1] / "codegen").rglob("*.py")))
 _ATOMS = (str, int, bool, type(None))
 
 
