@@ -222,3 +222,13 @@ def test_concurrent_fast_calls_each_get_their_own_answer(glsl):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_both_shader_backends_run_the_one_algorithm():
+    """The fast path is written once (shader/fast.py): glsl's and wgpu's OneDispatch
+    add only their device trip, not a call of their own."""
+    from vgpu_compiler.backends.shader import fast as shared
+    from vgpu_compiler.backends.wgpu import fast as wgpu_fast
+    for cls in (glsl_fast.OneDispatch, wgpu_fast.OneDispatch):
+        assert issubclass(cls, shared.OneDispatch) and cls is not shared.OneDispatch
+        assert "call" not in vars(cls) and "_trip" in vars(cls)

@@ -154,7 +154,7 @@ class KernelCache:
         return None
 
     def still(self, slots: dict, slot: str, fast, env, made: tuple, nesting) -> bool:
-        """True when a call's one-dispatch fast path ``fast`` (glsl/fast.py, wgpu/fast.py:
+        """True when a call's one-dispatch fast path ``fast`` (shader/fast.py:
         a OneDispatch, with its ``kernel`` and ``made``) still runs the call as the full
         path would: its Prepared's ``slot`` still remembers ``fast.kernel``, found under
         this ``env``; this cache still holds it (not evicted nor cleared); ``made`` (what

@@ -27,7 +27,7 @@ from ...runtime import fixed
 from ...runtime import pacing
 from ...runtime.progress import Nesting
 from ..shader.faults import NO_ERROR
-from ..shader.plan import Chunk, Plan, call_uniforms, key_uniforms  # noqa: F401 (key_uniforms: fast.py)
+from ..shader.plan import Chunk, Plan, call_uniforms
 from ..shader.target import PlanTarget, chunk_writes
 from .plan import plan_for
 
@@ -179,9 +179,6 @@ def _prepare(meta: dict, bound: Bound, plan: Plan) -> _Call:
                 } if meta["n_deposits"] else None
     return _Call(bound, meta, dtype.itemsize, n, len(f.states), plan.pt, state, params,
                  deposits)
-
-
-_segment = fixed.segment         # (fast.py's one dispatch)
 
 
 def _forget(kernel) -> None:

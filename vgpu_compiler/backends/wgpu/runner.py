@@ -252,10 +252,11 @@ def run(prepared, data, progress=None) -> Solution:
     """A fixed-step call (adaptive_run.run: an adaptive method's, or one with save_at).
     A repeated call of a signature that runs as one dispatch takes the fast path
     (fast.py: ``prepared.slots["wgpu_fast"]``) while it still holds."""
-    fast = prepared.slots.get("wgpu_fast") if progress is None else None
+    fast = (prepared.slots.get("wgpu_fast") if progress is None and not data.origin
+            else None)                  # (a window's place is not in its slot)
     if fast is not None and _still(fast, prepared.slots):
         with _lock:
-            sol = fast.call(prepared, data)
+            sol = fast.call(data)
         if sol is not None:
             return sol
     bound = prepared.bound(data)
@@ -280,16 +281,13 @@ def _remember(kernel: Kernel, bound: Bound) -> None:
     """Keep a OneDispatch in the call's Prepared when its signature runs as one chunk and
     one dispatch (fast.py)."""
     plan = plan_for(kernel, bound)
-    if (bound.save_every or bound.origin or not plan.one_dispatch(bound.steps)
-            or kernel.group is None):
+    if kernel.group is None or not OneDispatch.fits(bound, plan):
         return
-    chunk = plan.chunks[0]
     values, put = _uniform_values(kernel, bound, plan)
-    for name, value in chunk.uniforms.items():
+    for name, value in plan.chunks[0].uniforms.items():
         put(name, value)
     bound.prepared.slots["wgpu_fast"] = OneDispatch(
-        kernel, bound, values, chunk.groups, min(chunk.first, plan.cap or chunk.first),
-        (LIMITS.in_force, dev.get().limits))
+        kernel, bound, plan, values, (LIMITS.in_force, dev.get().limits))
 
 
 def _still(fast: OneDispatch, slots: dict) -> bool:
