@@ -1,4 +1,4 @@
-"""save_every histories written by the shader (glsl/history.py, wgpu/history.py): every saved state is the
+"""save_every histories written by the shader (shader/history.py; glsl/ and wgpu/runner.run): every saved state is the
 state a run of that many steps ends with, bit for bit, however the run is split into
 dispatches and chunks; the times are the reference's; a field with collapse keeps the
 dispatch-per-saved-step path."""

@@ -9,10 +9,8 @@ import importlib
 import sys
 
 from .. import Backend, kernel_caches
-from ..shader import history as _history
 
 RUNNER = "vgpu_compiler.backends.glsl.runner"
-HISTORY = "vgpu_compiler.backends.glsl.history"
 
 
 def _runner():
@@ -48,10 +46,7 @@ def _no_context_reason() -> str:
 
 
 def _run(prepared, data, progress=None):
-    if _history.fits(prepared.template):     # save_every: the shader writes the history
-        _runner()
-        return importlib.import_module(HISTORY).run(prepared.bound(data), progress)
-    return _runner().run(prepared, data, progress)
+    return _runner().run(prepared, data, progress)     # (a history the shader writes too)
 
 
 def _software() -> bool:

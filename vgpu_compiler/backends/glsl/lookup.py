@@ -54,7 +54,7 @@ def kernel_of_call(bound: Bound, history: bool = False) -> GpuKernel | FieldView
     (``bound.prepared``): a repeated call finds its kernel in its slot (MEMORY.for_call:
     still in the memory cache, VGPU_REDUCTION unchanged); the slot also keeps the
     field's identity (its disk key), digested once.
-    ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
+    ``history``: the field's save_every kernel (runner.run's), keyed apart (``-h``)."""
     env = os.environ.get(REDUCTION_ENV)
     slots = bound.prepared.slots if bound.prepared is not None else {}
     # a field's dense variant (adaptive_host.kernel_field: save_at, a Simulation), or its

@@ -2,7 +2,9 @@
 
 Compile once, bind once, dispatch many: a call's kernel comes from lookup.py (its
 memory and disk caches); a repeated call of one dispatch takes the fast path
-(fast.py); an adaptive method, or save_at, runs in adaptive_run.py.
+(fast.py); an adaptive method, or save_at, runs in adaptive_run.py; a ``save_every``
+history the shader writes (shader/history.fits) runs the field's history kernel
+(lookup.kernel_of_call's ``history``) on this full path, with no fast path.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
 from . import REDUCTION_ENV
 from .plan import LIMITS, plan_for
+from ..shader.history import fits as history_fits
 from .kernel_cache import holding
 from ...runtime.kernel_cache import environ_reader
 from .lookup import (DISK, MEMORY, available, cache_info, canonical, clear_cache, evict,
@@ -35,7 +38,8 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
     t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
     if t.adaptive is not None or t.save_at is not None or located(t.field):
         return run_adaptive(prepared, data, progress)
-    if progress is None and not data.origin:     # (a window's place is not in its slot)
+    history = history_fits(t)       # save_every: the shader writes the history
+    if progress is None and not data.origin and not history:   # (a window's place: no slot)
         slots = prepared.slots
         fast = slots.get("glsl_fast")
         if fast is not None and _still(fast, slots):
@@ -48,12 +52,12 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
                            f"use {S.setting('backend', 'numpy')}")
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
-    found = kernel_of_call(bound)
+    found = kernel_of_call(bound, history=history)
     kernel = private_if_busy(found)     # a progress callback's call: see execute.py
     with holding(kernel):
-        sol = execute(kernel, bound, progress)
-        if (kernel is found and bound.prepared is not None and kernel.program is not None
-                and not bound.origin):
+        sol = execute(kernel, bound, progress)  # (runtime/fixed.py; a history kernel writes b_hist)
+        if (not history and kernel is found and bound.prepared is not None
+                and kernel.program is not None and not bound.origin):
             plan = plan_for(kernel, bound)
             if OneDispatch.fits(kernel, bound, plan):
                 bound.prepared.slots["glsl_fast"] = OneDispatch(kernel, bound, plan)

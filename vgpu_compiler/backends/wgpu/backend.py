@@ -32,11 +32,7 @@ def _run(prepared, data, progress=None):
     t = prepared.template
     if t.adaptive is not None or t.save_at is not None or located(t.field):
         return adaptive_run.run(prepared, data, progress)   # bs3, dopri5, tsit5; save_at; events
-    from ..shader.history import fits
-    if fits(prepared.template):         # save_every: the shader writes the history
-        from . import history
-        return history.run(prepared.bound(data), progress)
-    return runner.run(prepared, data, progress)
+    return runner.run(prepared, data, progress)     # (a history the shader writes too)
 
 
 def _software() -> bool:

@@ -29,9 +29,10 @@ from ...call.counters import COUNTERS  # noqa: F401 (the face: tests)
 from . import VERSION, build as _build, check_dtype
 from . import device as dev
 from ..shader.lower import REDUCTION_ENV, forced_reduction
-from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests, history.py)
+from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests)
 from .fast import OneDispatch
 from ..shader import plan as P
+from ..shader.history import fits as history_fits
 from ..shader.target import PlanTarget, chunk_writes
 from ...runtime import fixed, pacing
 from ...runtime import kernel_cache as kc
@@ -188,7 +189,7 @@ def reduction() -> str:
 
 def kernel_for(bound: Bound, history: bool = False) -> Kernel:
     """The call's kernel (MEMORY.for_call: its Prepared's slot, memory, then disk, then
-    built); ``history``: the field's save_every kernel (history.py), keyed apart (``-h``)."""
+    built); ``history``: the field's save_every kernel (run), keyed apart (``-h``)."""
     slots = bound.prepared.slots if bound.prepared is not None else {}
     slot = "wgpu-hist" if history else \
         "wgpu-dense" if bound.field.solver.dense else "wgpu"    # (glsl's kernel_of_call)
@@ -251,9 +252,12 @@ def _check_limits(meta: dict, field) -> None:
 def run(prepared, data, progress=None) -> Solution:
     """A fixed-step call (adaptive_run.run: an adaptive method's, or one with save_at).
     A repeated call of a signature that runs as one dispatch takes the fast path
-    (fast.py: ``prepared.slots["wgpu_fast"]``) while it still holds."""
+    (fast.py: ``prepared.slots["wgpu_fast"]``) while it still holds; a ``save_every``
+    history the shader writes (shader/history.fits) runs the field's history kernel
+    (kernel_for's ``history``), with no fast path."""
+    history = history_fits(prepared.template)      # save_every: the shader writes it
     fast = (prepared.slots.get("wgpu_fast") if progress is None and not data.origin
-            else None)                  # (a window's place is not in its slot)
+            and not history else None)  # (a window's place is not in its slot)
     if fast is not None and _still(fast, prepared.slots):
         with _lock:
             sol = fast.call(data)
@@ -264,13 +268,13 @@ def run(prepared, data, progress=None) -> Solution:
         raise BackendError(f"no wgpu device here ({dev.get().error}); "
                            f"use {S.setting('backend', 'numpy')}")
     check_dtype(bound.dtype.name, bound.field.span)
-    found = kernel_for(bound)
+    found = kernel_for(bound, history=history)
     kernel = found
     if _here.inside(kernel):                        # inside a progress callback of its run
         kernel = kernel.private()
     with _lock:
-        sol = _execute(kernel, bound, progress)
-        if kernel is found and bound.prepared is not None:
+        sol = _execute(kernel, bound, progress)     # (a history kernel writes b_hist)
+        if not history and kernel is found and bound.prepared is not None:
             _remember(kernel, bound)
     if progress is not None:
         progress(bound.steps, bound.steps)
