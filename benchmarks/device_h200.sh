@@ -18,8 +18,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>
 
 # 1. equivalence with the numpy reference, on the GPU (no glslangValidator there: goldens left out)
 timeout 200 python3 -m pytest -q -p no:cacheprovider -x --no-header \
-    tests/test_glsl_equivalence.py tests/test_examples.py tests/test_kernel_cache.py \
-    tests/test_generated_programs.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
+    tests/backends/glsl/test_glsl_equivalence.py tests/conformance/test_examples.py tests/backends/glsl/test_kernel_cache.py \
+    tests/codegen/test_generated_programs.py 2>&1 | tail -25 | tee "$OUT/tests.txt"
 
 # 2. the Lorenz sweep: GLSL, hand GLSL and the numpy reference at 1M; the GLSL columns up to 8M
 timeout 150 python3 -m benchmarks lorenz --n 1048576 --columns GLSL,ref --no-peers \
@@ -36,8 +36,8 @@ python3 -c 'from vgpu_compiler.backends import get; print("cuda:", get("cuda").a
 # the equivalence suite on cuda: every test whose id names cuda (the examples, the feature
 # probes, tests/test_cuda_*.py); VGPU_REQUIRE_CUDA: a missing GPU fails instead of skipping
 VGPU_REQUIRE_CUDA=1 timeout 200 python3 -m pytest -q -p no:cacheprovider --no-header -k cuda \
-    tests/test_cuda_equivalence.py tests/test_cuda_host.py tests/test_examples.py \
-    tests/test_docs_truth.py 2>&1 | tail -25 | tee "$OUT/tests_cuda.txt"
+    tests/backends/cuda/test_cuda_equivalence.py tests/backends/cuda/test_cuda_host.py tests/conformance/test_examples.py \
+    tests/project/test_docs_truth.py 2>&1 | tail -25 | tee "$OUT/tests_cuda.txt"
 # the Lorenz sweep (fixed rk4, 1000 steps, float32) on cuda beside GLSL, 1M to 8M
 # trajectories: a table on stdout, JSON under $OUT (DiffEqGPU's published figure: 8,388,608
 # trajectories in 145 ms on a V100)

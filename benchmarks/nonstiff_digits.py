@@ -13,7 +13,7 @@ non-stiff problems (issue 31), float64, one trajectory each:
 reference is away from zero: max_i |y_i - ref_i| / max(|ref_i|, 1) (Arenstorf's y and
 y' are 0 at T; Pleiades' components are O(1)). Tolerances rtol = atol = 1e-6 ... 1e-12.
 The VGPU columns run on the numpy reference (the compiled backends take the same steps
-in float64: tests/test_more_explicit_methods.py). With --kernel, Pleiades' kernel size
+in float64: tests/conformance/test_more_explicit_methods.py). With --kernel, Pleiades' kernel size
 and its first call's time (the compile) on cpu and glsl, per method, each in a fresh
 process and cache folder.
 

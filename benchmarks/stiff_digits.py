@@ -8,7 +8,7 @@ on ROBER and VDPOL is scipy's Radau at rtol = 1e-12, atol = 1e-14; on HIRES and 
 the Test Set report's reference solution (REFS below; scipy Radau at rtol 1e-13 agrees
 with it to 13 digits). atol = rtol * 1e-4 on ROBER, rtol on VDPOL, HIRES and OREGO (the
 Test Set's choice for those two). The VGPU columns run on the numpy reference (the
-compiled backends take the same steps in float64: tests/test_more_stiff_methods.py).
+compiled backends take the same steps in float64: tests/conformance/test_more_stiff_methods.py).
 
 E5 (--e5) has no digits here: its final y2, y3 (~1e-22 at t = 1e13) are set by the
 rounding of the linear invariant y2 = y3 + y4 (the sums meet terms of y1 ~ 1e-3, so the

@@ -6,14 +6,26 @@ compiler (then read the diff). The GLSL tests run on the machine's OpenGL
 The shader-validation tests need ``glslangValidator`` (Debian: glslang-tools):
 without it they are skipped with the reason, except on CI (``CI`` set), where
 ``.ci/run`` installs it and a missing tool is a failure.
+
+The tests live by stage (tests/<stage>/, the backends' in tests/backends/<name>/); the
+shared cases are modules here (field_examples, event_fields, once, strategies), and a
+test module may import another's cases by its name (``from test_observers import
+...``): every stage folder is on ``sys.path`` (test files' names are unique).
 """
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted({p.parent for p in _TESTS.rglob("test_*.py")} - {_TESTS}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 def pytest_addoption(parser):
@@ -29,7 +41,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """A test parametrised over GPU backends (``gpu``) and dtypes has no float64 case on
-    wgpu (WGSL has no 64-bit floats; tests/test_wgsl.py checks the refusal): those
+    wgpu (WGSL has no 64-bit floats; tests/backends/wgpu/test_wgsl.py checks the refusal): those
     combinations are deselected, not skipped."""
     keep, drop = [], []
     for item in items:

@@ -18,7 +18,7 @@ from .call.counters import COUNTERS
 from .source import Located, Source, load, text_of
 
 # The pipeline (front end, IR, the call's checks) is imported when a call first needs
-# it: ``import vgpu`` loads none of it (tests/test_import_light.py).
+# it: ``import vgpu`` loads none of it (tests/api/test_import_light.py).
 
 __all__ = ["run_field", "solve", "load", "compile", "Source", "solve_window", "cache_stats",
            "cache_info", "clear_cache", "evict"]

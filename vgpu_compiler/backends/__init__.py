@@ -44,7 +44,7 @@ _PACKAGES = {
 
 
 # What a backend's ``features`` may hold, each with the words of its row in the table of
-# capabilities in docs/guide.md ("What each backend runs"; tests/test_docs_truth.py holds
+# capabilities in docs/guide.md ("What each backend runs"; tests/project/test_docs_truth.py holds
 # the table, this registry and the backends' behaviour to one another). ``float64`` and
 # ``simulation`` are not listed in ``features``: capabilities() reads them from
 # ``dtypes`` and ``open``.

@@ -20,7 +20,7 @@ grammar, lark's version and the options are the ones they were made from (the na
 says so), checked as a cache file is (it is read with the package's code, so it is
 trusted as that is); otherwise the cache folder and the build as above. Written by
 ``python -m vgpu_compiler.frontend.parse`` after a change to the grammar
-(tests/test_startup_caches.py fails until then).
+(tests/api/test_startup_caches.py fails until then).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ One round maps the counter (c0, c1, c2, c3) with key (k0, k1) to
     (hi(M1 * c2) ^ c1 ^ k0,  lo(M1 * c2),  hi(M0 * c0) ^ c3 ^ k1,  lo(M0 * c0))
 and the key is bumped by the Weyl constants (W0, W1) before every round but
 the first. This is the reference every other backend's generator is tested
-against, word for word; tests/test_philox.py checks it against Random123's
+against, word for word; tests/conformance/test_philox.py checks it against Random123's
 published known-answer vectors.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 use it: cpu's "device" is its C library on numpy arrays, backends/cpu/target.py).
 
 A stage between ``call/`` (what a call is) and ``backends/`` (what runs it): it may
-import ``call`` and below, never a backend (tests/test_layering.py). Its modules:
+import ``call`` and below, never a backend (tests/project/test_layering.py). Its modules:
 
 - ``pacing.py``   how many steps (or attempts) each dispatch gets (a first dispatch of
                   a fixed budget of work, then paced by the measured time under a

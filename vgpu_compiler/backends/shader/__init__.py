@@ -6,5 +6,5 @@
 the others replace entries of); ``render.Printer`` prints IR expressions;
 ``template.render_kernel`` lays a printed kernel out through the dialect's
 Jinja2 templates. The GLSL and WGSL backends import this package; it imports no
-backend (tests/test_layering.py).
+backend (tests/project/test_layering.py).
 """

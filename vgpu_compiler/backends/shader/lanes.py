@@ -12,7 +12,7 @@ How: the template writes each per-trajectory piece of the kernel once and rename
 locals for copy ``j`` (``rename``: ``s_x`` -> ``s_x_1``); the stages of the copies are
 interleaved, so the shader compiler sees the chains side by side. Each copy's
 arithmetic is the one-trajectory kernel's, operation for operation, so the numbers do
-not change (tests/test_lanes.py compares them bit for bit). A copy whose trajectory has
+not change (tests/codegen/test_lanes.py compares them bit for bit). A copy whose trajectory has
 stopped still computes an attempt the other copy needs, and keeps none of it: so only
 kernels whose step has no effect but its numbers take this path (``lanes_for``).
 """
