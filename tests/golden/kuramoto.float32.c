@@ -169,28 +169,28 @@ static inline float vg_acos(float x) { return acosf(x); }
 static inline float vg_atan(float x) { return atanf(x); }
 static inline float vg_sinh(float x) { return sinhf(x); }
 static inline float vg_cosh(float x) { return coshf(x); }
-static inline __attribute__((always_inline)) float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
-    union { uint32_t u; float f; } v = { (uint32_t)(q + 127) << 23 };
-    return v.f;
+// 2^q, q in [-126, 127]
+static inline __attribute__((always_inline)) float vg_pow2f(int q) {
+    return ((union { uint32_t u; float f; }){ ((uint32_t)(q + 127)) << 23u }).f;
 }
 static inline __attribute__((always_inline)) float vg_exp(float x) {
-    const float d = (x >= -104.0f && x <= 104.0f) ? x : 0.0f;   // (outside, NaN: below)
-    const float z = d * 1.44269504088896341f;
-    const float kf = (z + 12582912.0f) - 12582912.0f;            // rint(z): 1.5 * 2^23
-    const int q = (int)kf;
-    float s = VG_FMAF(kf, -0.693145751953125f, d);
-    s = VG_FMAF(kf, -1.428606765330187045e-06f, s);
-    float u = 0.000198527617612853646278381f;
-    u = VG_FMAF(u, s, 0.00139304355252534151077271f);
-    u = VG_FMAF(u, s, 0.00833336077630519866943359f);
-    u = VG_FMAF(u, s, 0.0416664853692054748535156f);
-    u = VG_FMAF(u, s, 0.166666671633720397949219f);
+    const float d = (x >= (-104.0f) && x <= 104.0f) ? x : 0.0f;  // (outside, NaN: below)
+    const float z = d * 1.442695f;
+    const float kf = (z + 1.2582912e+07f) - 1.2582912e+07f;  // rint(z): 1.5 * 2^23
+    const int q = ((int)(kf));
+    float s = VG_FMAF(kf, (-0.69314575f), d);
+    s = VG_FMAF(kf, (-1.4286068e-06f), s);
+    float u = 0.00019852762f;
+    u = VG_FMAF(u, s, 0.0013930436f);
+    u = VG_FMAF(u, s, 0.008333361f);
+    u = VG_FMAF(u, s, 0.041666485f);
+    u = VG_FMAF(u, s, 0.16666667f);
     u = VG_FMAF(u, s, 0.5f);
     u = 1.0f + VG_FMAF(s * s, u, s);
-    u = u * vg_pow2f(q >> 1) * vg_pow2f(q - (q >> 1));
-    u = x < -104.0f ? 0.0f : u;
-    u = x > 104.0f ? (float)INFINITY : u;
-    return x != x ? x : u;
+    u = u * vg_pow2f(q >> 1u) * vg_pow2f(q - (q >> 1u));
+    u = (x < (-104.0f)) ? 0.0f : u;
+    u = (x > 104.0f) ? vg_inf() : u;
+    return (x != x) ? x : u;
 }
 
 #ifdef VG_LIBMVEC

@@ -104,30 +104,32 @@ static inline double vg_acos(double x) { return acos(x); }
 static inline double vg_atan(double x) { return atan(x); }
 static inline double vg_sinh(double x) { return sinh(x); }
 static inline double vg_cosh(double x) { return cosh(x); }
-static inline __attribute__((always_inline)) double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
-    union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
-    return v.f;
+// 2^q, q in [-1022, 1023]
+static inline __attribute__((always_inline)) double vg_pow2(int q) {
+    return ((union { uint64_t u; double f; }){ ((uint64_t)(int64_t)(q + 1023)) << 52u }).f;
 }
 static inline __attribute__((always_inline)) double vg_exp(double x) {
-    const double d = (x >= -1000.0 && x <= 710.0) ? x : 0.0;    // (outside, NaN: below)
-    const double z = d * 1.442695040888963407359924681001892137;
-    const double kf = (z + 6755399441055744.0) - 6755399441055744.0;   // rint(z): 1.5 * 2^52
-    const int q = (int)kf;
-    double s = VG_FMA(kf, -.69314718055966295651160180568695068359375, d);
-    s = VG_FMA(kf, -.28235290563031577122588448175013436025525412068e-12, s);
-    const double s2 = s * s, s4 = s2 * s2, s8 = s4 * s4;
-    const double p98 = VG_FMA(s, +0.2081276378237164457e-8, +0.2511210703042288022e-7);
-    const double p76 = VG_FMA(s, +0.2755762628169491192e-6, +0.2755723402025388239e-5);
-    const double p54 = VG_FMA(s, +0.2480158687479686264e-4, +0.0001984126989855865850);
-    const double p32 = VG_FMA(s, +0.001388888888914497797, +0.008333333333316527367);
-    const double p10 = VG_FMA(s, +0.04166666666666693206, +0.1666666666666669072);
+    const double d = (x >= (-1000.0) && x <= 710.0) ? x : 0.0;  // (outside, NaN: below)
+    const double z = d * 1.4426950408889634;
+    const double kf = (z + 6755399441055744.0) - 6755399441055744.0;  // rint(z): 1.5 * 2^52
+    const int q = ((int)(kf));
+    double s = VG_FMA(kf, (-0.693147180559663), d);
+    s = VG_FMA(kf, (-2.8235290563031577e-13), s);
+    const double s2 = s * s;
+    const double s4 = s2 * s2;
+    const double s8 = s4 * s4;
+    const double p98 = VG_FMA(s, 2.0812763782371645e-09, 2.511210703042288e-08);
+    const double p76 = VG_FMA(s, 2.755762628169491e-07, 2.7557234020253882e-06);
+    const double p54 = VG_FMA(s, 2.4801586874796863e-05, 0.00019841269898558658);
+    const double p32 = VG_FMA(s, 0.0013888888889144978, 0.008333333333316527);
+    const double p10 = VG_FMA(s, 0.041666666666666935, 0.1666666666666669);
     double u = VG_FMA(s8, p98, VG_FMA(s4, VG_FMA(s2, p76, p54), VG_FMA(s2, p32, p10)));
     u = VG_FMA(u, s, 0.5);
     u = 1.0 + VG_FMA(s2, u, s);
-    u = u * vg_pow2(q >> 1) * vg_pow2(q - (q >> 1));
-    u = x < -1000.0 ? 0.0 : u;
-    u = x > 710.0 ? (double)INFINITY : u;
-    return x != x ? x : u;
+    u = u * vg_pow2(q >> 1u) * vg_pow2(q - (q >> 1u));
+    u = (x < (-1000.0)) ? 0.0 : u;
+    u = (x > 710.0) ? vg_inf() : u;
+    return (x != x) ? x : u;
 }
 
 #ifdef VG_LIBMVEC

@@ -1,0 +1,185 @@
+"""The C kernels' own math, written once as IR (the cpu backend only: C has a C library,
+so these are what is faster inline than its calls, not what the shaders lack, which is
+codegen/build/helpers.py). templates/helpers.c.j2 prints them by name (``k.built``) where
+its comments say why each is inline; CUDA calls its library instead (``{% if not cuda %}``).
+
+- ``vg_exp`` (and ``vg_pow2f`` / ``vg_pow2``, 2^q from the exponent bits): SLEEF's xexpf /
+  xexp (u10): Cody-Waite reduction by ln 2, a polynomial (float64: Estrin's scheme), the
+  scale 2^q in two halves, so that subnormal and overflowing results round once; outside
+  the range, and NaN, are selects at the end. Arithmetic only, ``always_inline``, so that
+  gcc vectorises it in the lane loop with the code around it.
+
+The fused multiply-adds are the builtin ``fma`` (C: the VG_FMAF / VG_FMA macros of the
+template: an fma where the target has one, a product and a sum elsewhere). The literals
+are the binary values of the constants of the original code (``_f32``: a float32 constant
+from its decimal, rounded once, as the C compiler does).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .. import ir
+from ..ir import FLOAT, INT, U64, UINT, Let, Assign, Return, Var
+
+
+def _f32(text: str) -> ir.Lit:
+    """A float32 constant as the C compiler reads ``text`` + "f": the decimal rounded once
+    to float32 (nearest, ties to even), not through a double."""
+    exact = Fraction(text)
+    near = np.float32(float(exact))
+    lo, hi = np.nextafter(near, np.float32(-np.inf)), np.nextafter(near, np.float32(np.inf))
+    best = min((near, lo, hi), key=lambda c: (abs(Fraction(float(c)) - exact),
+                                              int(np.frombuffer(c.tobytes(), np.uint32)[0]) & 1))
+    return ir.f(float(best))
+
+
+def _fma(a, b, c):
+    return ir.call("fma", a, b, c)
+
+
+def pow2(t) -> ir.Function:
+    """2^q from the exponent bits: q in [-126, 127] (float32), [-1022, 1023] (float64)."""
+    q = Var("q")
+    single = t.dtype == "float32"
+    bits = ir.shl(ir.call("to_bits_int", ir.add(q, ir.i(127 if single else 1023))),
+                  23 if single else 52)
+    return ir.Function("vg_pow2f" if single else "vg_pow2", ((INT, "q"),), FLOAT,
+                       (Return(ir.call("float_bits", bits)),),
+                       "2^q, q in [-126, 127]" if single else "2^q, q in [-1022, 1023]",
+                       always_inline=True)
+
+
+def exp(t) -> ir.Function:
+    x, d, z, kf, q, s, u = (Var(c) for c in ("x", "d", "z", "kf", "q", "s", "u"))
+    single = t.dtype == "float32"
+    F = _f32 if single else (lambda text: ir.f(float(text)))
+    lo, hi = (F("-104.0"), F("104.0")) if single else (F("-1000.0"), F("710.0"))
+    p2 = "vg_pow2f" if single else "vg_pow2"
+    magic = F("12582912.0" if single else "6755399441055744.0")
+    body = [
+        Let("d", FLOAT, ir.Select(ir.and_(ir.ge(x, lo), ir.le(x, hi)), x, F("0.0")),
+            comment="(outside, NaN: below)"),
+        Let("z", FLOAT, ir.mul(d, F("1.44269504088896341" if single
+                                    else "1.442695040888963407359924681001892137"))),
+        Let("kf", FLOAT, ir.sub(ir.add(z, magic), magic),
+            comment="rint(z): 1.5 * 2^" + ("23" if single else "52")),
+        Let("q", INT, ir.call("to_int", kf))]
+    if single:
+        body += [
+            Let("s", FLOAT, _fma(kf, F("-0.693145751953125"), d), mutable=True),
+            Assign(s, _fma(kf, F("-1.428606765330187045e-06"), s)),
+            Let("u", FLOAT, F("0.000198527617612853646278381"), mutable=True)]
+        for c in ("0.00139304355252534151077271", "0.00833336077630519866943359",
+                  "0.0416664853692054748535156", "0.166666671633720397949219", "0.5"):
+            body.append(Assign(u, _fma(u, s, F(c))))
+        body.append(Assign(u, ir.add(F("1.0"), _fma(ir.mul(s, s), u, s))))
+    else:
+        s2, s4, s8 = Var("s2"), Var("s4"), Var("s8")
+        body += [
+            Let("s", FLOAT, _fma(kf, F("-.69314718055966295651160180568695068359375"), d),
+                mutable=True),
+            Assign(s, _fma(kf, F("-.28235290563031577122588448175013436025525412068e-12"), s)),
+            Let("s2", FLOAT, ir.mul(s, s)), Let("s4", FLOAT, ir.mul(s2, s2)),
+            Let("s8", FLOAT, ir.mul(s4, s4))]
+        pairs = {"p98": ("+0.2081276378237164457e-8", "+0.2511210703042288022e-7"),
+                 "p76": ("+0.2755762628169491192e-6", "+0.2755723402025388239e-5"),
+                 "p54": ("+0.2480158687479686264e-4", "+0.0001984126989855865850"),
+                 "p32": ("+0.001388888888914497797", "+0.008333333333316527367"),
+                 "p10": ("+0.04166666666666693206", "+0.1666666666666669072")}
+        for name, (a, b) in pairs.items():
+            body.append(Let(name, FLOAT, _fma(s, F(a), F(b))))
+        p = {name: Var(name) for name in pairs}
+        body += [
+            Let("u", FLOAT, _fma(s8, p["p98"], _fma(s4, _fma(s2, p["p76"], p["p54"]),
+                                                    _fma(s2, p["p32"], p["p10"]))),
+                mutable=True),
+            Assign(u, _fma(u, s, F("0.5"))),
+            Assign(u, ir.add(F("1.0"), _fma(s2, u, s)))]
+    half = ir.shr(q, 1)
+    body += [
+        Assign(u, ir.mul(ir.mul(u, ir.call(p2, half)), ir.call(p2, ir.sub(q, half)))),
+        Assign(u, ir.Select(ir.lt(x, lo), F("0.0"), u)),
+        Assign(u, ir.Select(ir.gt(x, hi), ir.f(float("inf")), u)),
+        Return(ir.Select(ir.ne(x, x), x, u))]
+    return ir.Function("vg_exp", ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
+
+
+def _log(t, name: str) -> ir.Function:
+    """fdlibm's / musl's logf and log without their branches (x = 2^k (1 + f), 1 + f in
+    [sqrt(2)/2, sqrt(2)), log(1 + f) = 2 atanh(s), s = f / (2 + f), a polynomial in s^2,
+    k ln 2 in two halves): a subnormal is scaled by 2^25 (2^54) first; zero, negatives, inf
+    and NaN are selects at the end."""
+    x, k, f, s, z, w, r = (Var(c) for c in ("x", "k", "f", "s", "z", "w", "r"))
+    hfsq, R, dk, t1, t2, hx = (Var(c) for c in ("hfsq", "R", "dk", "t1", "t2", "hx"))
+    single = t.dtype == "float32"
+    F = _f32 if single else (lambda text: ir.f(float(text)))
+    sub = Var("sub")
+    tiny, scale, shift = (("1.17549435e-38", "33554432.0", 25) if single
+                          else ("2.2250738585072014e-308", "18014398509481984.0", 54))
+    scaled = ir.call("bits", ir.Select(sub, ir.mul(x, F(scale)), x))
+    body = [Let("sub", INT, ir.lt(x, F(tiny)), comment="(and 0, negatives)")]
+    if single:
+        body += [
+            Let("ix", UINT, ir.add(scaled, ir.sub(ir.hexu(0x3f800000), ir.hexu(0x3f3504f3))),
+                comment="2^25 if subnormal"),
+            Let("k", INT, ir.sub(ir.sub(ir.call("to_int", ir.shr(Var("ix"), 23)), ir.i(0x7f)),
+                                 ir.Select(sub, ir.i(shift), ir.i(0)))),
+            Let("f", FLOAT, ir.sub(ir.call("float_bits", ir.add(
+                ir.band(Var("ix"), ir.hexu(0x007fffff)), ir.hexu(0x3f3504f3))), F("1.0"))),
+            Let("s", FLOAT, ir.div(f, ir.add(F("2.0"), f))),
+            Let("z", FLOAT, ir.mul(s, s)), Let("w", FLOAT, ir.mul(z, z)),
+            Let("t1", FLOAT, ir.mul(w, ir.add(ir.f(0xccce13 * 2.0**-25),
+                                              ir.mul(w, ir.f(0xf89e26 * 2.0**-26))))),
+            Let("t2", FLOAT, ir.mul(z, ir.add(ir.f(0xaaaaaa * 2.0**-24),
+                                              ir.mul(w, ir.f(0x91e9ee * 2.0**-25))))),
+            Let("R", FLOAT, ir.add(t2, t1)),
+            Let("hfsq", FLOAT, ir.mul(ir.mul(F("0.5"), f), f))]
+        lo, hi = "9.0580006145e-06", "6.9313812256e-01"
+    else:
+        vu = Var("vu")
+        body += [
+            Let("vu", U64, scaled, comment="2^54 if subnormal"),
+            Let("hx", UINT, ir.add(ir.call("to_uint", ir.shr(vu, 32)),
+                                   ir.sub(ir.hexu(0x3ff00000), ir.hexu(0x3fe6a09e))),
+                mutable=True),
+            Let("k", INT, ir.sub(ir.sub(ir.call("to_int", ir.shr(hx, 20)), ir.i(0x3ff)),
+                                 ir.Select(sub, ir.i(shift), ir.i(0)))),
+            Assign(hx, ir.add(ir.band(hx, ir.hexu(0x000fffff)), ir.hexu(0x3fe6a09e))),
+            Let("f", FLOAT, ir.sub(ir.call("float_bits", ir.bor(
+                ir.shl(ir.call("u64", hx), 32), ir.band(vu, ir.hexu(0xffffffff)))), F("1.0"))),
+            Let("hfsq", FLOAT, ir.mul(ir.mul(F("0.5"), f), f)),
+            Let("s", FLOAT, ir.div(f, ir.add(F("2.0"), f))),
+            Let("z", FLOAT, ir.mul(s, s)), Let("w", FLOAT, ir.mul(z, z)),
+            Let("t1", FLOAT, ir.mul(w, ir.add(F("3.999999999940941908e-01"), ir.mul(w, ir.add(
+                F("2.222219843214978396e-01"), ir.mul(w, F("1.531383769920937332e-01"))))))),
+            Let("t2", FLOAT, ir.mul(z, ir.add(F("6.666666666666735130e-01"), ir.mul(w, ir.add(
+                F("2.857142874366239149e-01"), ir.mul(w, ir.add(
+                    F("1.818357216161805012e-01"),
+                    ir.mul(w, F("1.479819860511658591e-01"))))))))),
+            Let("R", FLOAT, ir.add(t2, t1))]
+        lo, hi = "1.90821492927058770002e-10", "6.93147180369123816490e-01"
+    body += [
+        Let("dk", FLOAT, ir.call("to_float", k)),
+        Let("r", FLOAT, ir.add(ir.add(ir.sub(ir.add(ir.mul(s, ir.add(hfsq, R)),
+                                                    ir.mul(dk, F(lo))), hfsq), f),
+                               ir.mul(dk, F(hi))), mutable=True),
+        Assign(r, ir.Select(ir.eq(x, ir.f(float("inf"))), x, r)),
+        Assign(r, ir.Select(ir.eq(x, F("0.0")), ir.f(float("-inf")), r)),
+        Return(ir.Select(ir.or_(ir.lt(x, F("0.0")), ir.ne(x, x)), ir.f(float("nan")), r))]
+    return ir.Function(name, ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
+
+
+def log(t) -> ir.Function:
+    return _log(t, "vg_log")
+
+
+def log32(t) -> ir.Function:
+    """The normal's log (Box-Muller's, float32 in every dtype): printed with the float32
+    target (``FLOAT32``)."""
+    return _log(t, "vg_log32")
+
+
+BUILDERS = {"vg_pow2": pow2, "vg_exp": exp, "vg_log": log, "vg_log32": log32}
+FLOAT32 = frozenset({"vg_log32"})       # printed with the float32 target in every dtype
