@@ -189,7 +189,7 @@ static inline __attribute__((always_inline)) float vg_exp(float x) {
     u = 1.0f + VG_FMAF(s * s, u, s);
     u = u * vg_pow2f(q >> 1u) * vg_pow2f(q - (q >> 1u));
     u = (x < (-104.0f)) ? 0.0f : u;
-    u = (x > 104.0f) ? vg_inf() : u;
+    u = (x > 104.0f) ? ((float)INFINITY) : u;
     return (x != x) ? x : u;
 }
 
@@ -197,21 +197,22 @@ static inline __attribute__((always_inline)) float vg_exp(float x) {
 static inline float vg_log(float x) { return logf(x); }
 #else
 static inline __attribute__((always_inline)) float vg_log(float x) {
-    const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
-    union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
-    uint32_t ix = v.u + (0x3f800000u - 0x3f3504f3u);
-    const int k = (int)(ix >> 23) - 0x7f - (sub ? 25 : 0);
-    v.u = (ix & 0x007fffffu) + 0x3f3504f3u;
-    const float f = v.f - 1.0f;
+    const int sub = x < 1.1754944e-38f;  // (and 0, negatives)
+    const unsigned ix = ((union { float f; uint32_t u; }){ sub ? x * 3.3554432e+07f : x }).u + (0x3F800000u - 0x3F3504F3u);  // 2^25 if subnormal
+    const int k = ((int)(ix >> 23u)) - 127 - (sub ? 25 : 0);
+    const float f = ((union { uint32_t u; float f; }){ (ix & 0x007FFFFFu) + 0x3F3504F3u }).f - 1.0f;
     const float s = f / (2.0f + f);
-    const float z = s * s, w = z * z;
-    const float t1 = w * (0xccce13.0p-25f + w * 0xf89e26.0p-26f);
-    const float t2 = z * (0xaaaaaa.0p-24f + w * 0x91e9ee.0p-25f);
-    const float R = t2 + t1, hfsq = 0.5f * f * f, dk = (float)k;
-    float r = s * (hfsq + R) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
-    r = x == (float)INFINITY ? x : r;
-    r = x == 0.0f ? -(float)INFINITY : r;
-    return x < 0.0f || x != x ? (float)NAN : r;
+    const float z = s * s;
+    const float w = z * z;
+    const float t1 = w * (0.40000972f + w * 0.24279079f);
+    const float t2 = z * (0.6666666f + w * 0.28498787f);
+    const float R = t2 + t1;
+    const float hfsq = 0.5f * f * f;
+    const float dk = ((float)(k));
+    float r = ((s * (hfsq + R) + dk * 9.058001e-06f) - hfsq) + f + dk * 0.6931381f;
+    r = (x == ((float)INFINITY)) ? x : r;
+    r = (x == 0.0f) ? -((float)INFINITY) : r;
+    return (x < 0.0f || x != x) ? ((float)NAN) : r;
 }
 #endif
 
@@ -221,14 +222,15 @@ static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
 static inline float vg_tanh(float x) { return tanhf(x); }
 #else
 static inline __attribute__((always_inline)) float vg_tanh(float x) {
-    const float ax = fabsf(x), z = x * x;
-    float p = VG_FMAF(-5.70498872745e-3f, z, 2.06390887954e-2f);
-    p = VG_FMAF(p, z, -5.37397155531e-2f);
-    p = VG_FMAF(p, z, 1.33314422036e-1f);
-    p = VG_FMAF(p, z, -3.33332819422e-1f);
+    const float ax = fabsf(x);
+    const float z = x * x;
+    float p = VG_FMAF((-0.0057049887f), z, 0.020639088f);
+    p = VG_FMAF(p, z, (-0.053739715f));
+    p = VG_FMAF(p, z, 0.13331442f);
+    p = VG_FMAF(p, z, (-0.3333328f));
     const float small = VG_FMAF(p * z, ax, ax);
     const float big = 1.0f - 2.0f / (vg_exp(ax + ax) + 1.0f);
-    return copysignf(ax < 0.625f ? small : big, x);
+    return copysignf((ax < 0.625f) ? small : big, x);
 }
 #endif
 

@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import ir
+from ...ir.ops import Op
 from ..ir import FLOAT, INT, U64, UINT, Let, Assign, Return, Var
 
 
@@ -33,6 +34,11 @@ def _f32(text: str) -> ir.Lit:
     best = min((near, lo, hi), key=lambda c: (abs(Fraction(float(c)) - exact),
                                               int(np.frombuffer(c.tobytes(), np.uint32)[0]) & 1))
     return ir.f(float(best))
+
+
+# inf and NaN of the function's own dtype (vg_inf() is the kernel's: a double in vg_log32
+# of a float64 kernel, which would widen its lane loop)
+_INF = ir.call("inf")
 
 
 def _fma(a, b, c):
@@ -101,7 +107,7 @@ def exp(t) -> ir.Function:
     body += [
         Assign(u, ir.mul(ir.mul(u, ir.call(p2, half)), ir.call(p2, ir.sub(q, half)))),
         Assign(u, ir.Select(ir.lt(x, lo), F("0.0"), u)),
-        Assign(u, ir.Select(ir.gt(x, hi), ir.f(float("inf")), u)),
+        Assign(u, ir.Select(ir.gt(x, hi), _INF, u)),
         Return(ir.Select(ir.ne(x, x), x, u))]
     return ir.Function("vg_exp", ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
 
@@ -165,9 +171,9 @@ def _log(t, name: str) -> ir.Function:
         Let("r", FLOAT, ir.add(ir.add(ir.sub(ir.add(ir.mul(s, ir.add(hfsq, R)),
                                                     ir.mul(dk, F(lo))), hfsq), f),
                                ir.mul(dk, F(hi))), mutable=True),
-        Assign(r, ir.Select(ir.eq(x, ir.f(float("inf"))), x, r)),
-        Assign(r, ir.Select(ir.eq(x, F("0.0")), ir.f(float("-inf")), r)),
-        Return(ir.Select(ir.or_(ir.lt(x, F("0.0")), ir.ne(x, x)), ir.f(float("nan")), r))]
+        Assign(r, ir.Select(ir.eq(x, _INF), x, r)),
+        Assign(r, ir.Select(ir.eq(x, F("0.0")), ir.Un(Op.NEG, _INF), r)),
+        Return(ir.Select(ir.or_(ir.lt(x, F("0.0")), ir.ne(x, x)), ir.call("nan"), r))]
     return ir.Function(name, ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
 
 
@@ -181,5 +187,39 @@ def log32(t) -> ir.Function:
     return _log(t, "vg_log32")
 
 
-BUILDERS = {"vg_pow2": pow2, "vg_exp": exp, "vg_log": log, "vg_log32": log32}
+def tanh(t) -> ir.Function:
+    """Cephes' tanhf / tanh without their branches: x + x z P(z), z = x^2, below 0.625 in
+    magnitude (float64: x + x z P(z) / Q(z)), else 1 - 2 / (exp(2 |x|) + 1) with vg_exp, on
+    |x| and given x's sign."""
+    x, ax, z, p, q = (Var(c) for c in ("x", "ax", "z", "p", "q"))
+    single = t.dtype == "float32"
+    F = _f32 if single else (lambda text: ir.f(float(text)))
+    body = [Let("ax", FLOAT, ir.call("fabs", x)), Let("z", FLOAT, ir.mul(x, x))]
+    if single:
+        body.append(Let("p", FLOAT, _fma(F("-5.70498872745e-3"), z, F("2.06390887954e-2")),
+                        mutable=True))
+        for c in ("-5.37397155531e-2", "1.33314422036e-1", "-3.33332819422e-1"):
+            body.append(Assign(p, _fma(p, z, F(c))))
+        small = _fma(ir.mul(p, z), ax, ax)
+    else:
+        body += [
+            Let("p", FLOAT, _fma(_fma(F("-9.64399179425052238628e-1"), z,
+                                      F("-9.92877231001918586564e1")), z,
+                                 F("-1.61468768441708447952e3"))),
+            Let("q", FLOAT, _fma(_fma(ir.add(z, F("1.12811678491632931402e2")), z,
+                                      F("2.23548839060100448583e3")), z,
+                                 F("4.84406305325125486048e3")))]
+        small = _fma(ir.mul(z, ir.div(p, q)), ax, ax)
+    one = F("1.0")
+    body += [
+        Let("small", FLOAT, small),
+        Let("big", FLOAT, ir.sub(one, ir.div(F("2.0"), ir.add(
+            ir.call("vg_exp", ir.add(ax, ax)), one)))),
+        Return(ir.call("copysign", ir.Select(ir.lt(ax, F("0.625")), Var("small"), Var("big")),
+                       x))]
+    return ir.Function("vg_tanh", ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
+
+
+BUILDERS = {"vg_pow2": pow2, "vg_exp": exp, "vg_log": log, "vg_log32": log32,
+            "vg_tanh": tanh}
 FLOAT32 = frozenset({"vg_log32"})       # printed with the float32 target in every dtype

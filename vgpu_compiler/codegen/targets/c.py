@@ -69,6 +69,10 @@ C_FLOAT32 = replace(
               # the float of the working dtype from its bits (a union's compound literal)
               "fma": {"float32": "VG_FMAF({0}, {1}, {2})", "float64": "VG_FMA({0}, {1}, {2})"},
               "to_int": "((int)({0}))",
+              "fabs": {"float32": "fabsf({0})", "float64": "fabs({0})"},
+              "copysign": {"float32": "copysignf({0}, {1})", "float64": "copysign({0}, {1})"},
+              "inf": {"float32": "((float)INFINITY)", "float64": "((double)INFINITY)"},
+              "nan": {"float32": "((float)NAN)", "float64": "((double)NAN)"},
               "bits": {"float32": "((union {{ float f; uint32_t u; }}){{ {0} }}).u",
                        "float64": "((union {{ double f; uint64_t u; }}){{ {0} }}).u"},
               "to_bits_int": {"float32": "((uint32_t)({0}))",
