@@ -63,59 +63,59 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 #endif
 // float32 sin (c = 0) and cos (c = 1) where there is no libmvec (one libm call a lane
 // otherwise): FreeBSD's sinf/cosf without their branches, in double precision and
-// rounded once. |x| < 2^28: x - n pi/2 with pi/2 in two parts (exact for |n| < 2^28);
-// larger: Payne-Hanek, x 2/pi mod 4 from four 24-bit pieces of 2/pi (the table) chosen by
-// x's exponent, each product exact, their sum two-summed; |x| < 2^-12: x (-0 stays -0) and
-// 1; then the kernels __kernel_sindf / __kernel_cosdf (error below 2^-34 on [-pi/4, pi/4]).
-// Both reductions are computed for every lane (selects, no branch: it vectorises); with
-// `full` 0 (a constant) only the first, for arguments known below 2^28: the normal's cos
-// (vg_cos32; Box-Muller's argument is in (0, 2 pi]), which the second made 2.3x slower.
+// rounded once (built once as IR: codegen/build/cmath.py; the table: 2/pi in 24-bit
+// pieces for the Payne-Hanek reduction past 2^28; the kernels' error below 2^-34 on
+// [-pi/4, pi/4]). Both reductions are computed for every lane (selects, no branch: it
+// vectorises); with `full` 0 (a constant) only the first, for arguments known below 2^28:
+// the normal's cos (vg_cos32; Box-Muller's argument is in (0, 2 pi]), which the second
+// made 2.3x slower.
 // Measured: 0.501 ulp (tests/test_cpu_math.py). A sin/cos-heavy rk4 field without libmvec,
 // float32, one thread: 4.78 s (libm's sinf/cosf, a call a lane) -> 2.77 s.
 #ifndef VG_LIBMVEC
-static inline __attribute__((always_inline)) double vg_pow2d(int q) {      // 2^q, normal q
-    union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
-    return v.f;
+// 2^q, normal q
+static inline __attribute__((always_inline)) double vg_pow2d(int q) {
+    return ((union { uint64_t u; double f; }){ ((uint64_t)(int64_t)(q + 1023)) << 52u }).f;
 }
 static const double vg_2opi24[10] = {0xa2f983, 0x6e4e44, 0x1529fc, 0x2757d1, 0xf534dd,
                                      0xc0db62, 0x95993c, 0x439041, 0xfe5163, 0xabdebb};
 static inline __attribute__((always_inline)) float vg_sincos32(float x, int c, int full) {
-    union { float f; uint32_t u; } b = { x };
-    const double d = x;
+    const unsigned bu = ((union { float f; uint32_t u; }){ x }).u;
+    const double d = ((double)(x));
     // medium: |x| < 2^28: x - n pi/2, pi/2 in two parts
-    const double fn = (d * 6.36619772367581382433e-01 + 6755399441055744.0) - 6755399441055744.0;
-    const double rm = (d - fn * 1.57079631090164184570e+00) - fn * 1.58932547735281966916e-08;
+    const double fn = (d * 0.6366197723675814 + 6755399441055744.0) - 6755399441055744.0;
+    const double rm = d - fn * 1.5707963109016418 - fn * 1.5893254773528196e-08;
     // huge: |x| = M 2^E, x 2/pi mod 4 from four 24-bit pieces of 2/pi (Payne-Hanek)
-    const int e = (int)((b.u >> 23) & 0xff);
-    const int E = (e < 155 ? 155 : e) - 150;                 // (>= 5; the medium path below)
-    const double M = (double)((b.u & 0x7fffffu) | 0x800000u);
-    const int i0 = (E - 2) / 24;                              // 0 .. 4
-    const int w = E - 24 * (i0 + 1);                          // -22 .. 1
+    const int e = ((int)((bu >> 23u) & 0x000000FFu));
+    const int E = ((e < 155) ? 155 : e) - 150;  // (>= 5; the medium path below)
+    const double M = ((double)((bu & 0x007FFFFFu) | 0x00800000u));
+    const int i0 = (E - 2) / 24;  // 0 .. 4
+    const int w = E - 24 * (i0 + 1);  // -22 .. 1
     double f0 = M * vg_2opi24[i0] * vg_pow2d(w);
     double f1 = M * vg_2opi24[i0 + 1] * vg_pow2d(w - 24);
     const double f2 = M * vg_2opi24[i0 + 2] * vg_pow2d(w - 48);
     const double f3 = M * vg_2opi24[i0 + 3] * vg_pow2d(w - 72);
     f0 -= 4.0 * floor(f0 * 0.25);
     f1 -= 4.0 * floor(f1 * 0.25);
-    double a = f0 + f1;                                       // exact (49 bits at most)
+    double a = f0 + f1;  // exact (49 bits at most)
     a -= 4.0 * floor(a * 0.25);
-    const double s = a + f2, t = s - a, err = (a - (s - t)) + (f2 - t);    // two-sum
+    const double s = a + f2;
+    const double t = s - a;
+    const double err = (a - (s - t)) + (f2 - t);  // two-sum
     const double nh = floor(s + 0.5);
-    const double rh = ((s - nh) + (err + f3)) * 1.57079632679489661923;
-    const int neg = (int)(b.u >> 31);                          // (the pieces are of |x|)
-    const int big = full && e >= 155;                         // |x| >= 2^28
-    const int n = big ? (neg ? -(int)nh : (int)nh) : (int)fn;
+    const double rh = ((s - nh) + (err + f3)) * 1.5707963267948966;
+    const int neg = ((int)(bu >> 31u));  // (the pieces are of |x|)
+    const int big = full && e >= 155;  // |x| >= 2^28
+    const int n = big ? (neg ? -((int)(nh)) : ((int)(nh))) : ((int)(fn));
     const double r = big ? (neg ? -rh : rh) : rm;
-    const double z = r * r, ww = z * z;
-    const double cs = ((1.0 + z * -0x1ffffffd0c5e81.0p-54) + ww * 0x155553e1053a42.0p-57)
-                     + (ww * z) * (-0x16c087e80f1e27.0p-62 + z * 0x199342e0ee5069.0p-68);
-    const double sn = (r + (z * r) * (-0x15555554cbac77.0p-55 + z * 0x111110896efbb2.0p-59))
-                     + (z * r) * ww * (-0x1a00f9e2cae774.0p-65 + z * 0x16cd878c3b46a7.0p-71);
-    const int q = n + c;                                      // cos x = sin(x + pi/2)
+    const double z = r * r;
+    const double ww = z * z;
+    const double cs = 1.0 + z * (-0.499999997251031) + ww * 0.04166662332373906 + ww * z * ((-0.001388676377460993) + z * 2.439044879627741e-05);
+    const double sn = r + z * r * ((-0.16666666641626524) + z * 0.008333329385889463) + z * r * ww * ((-0.00019839334836096632) + z * 2.718311493989822e-06);
+    const int q = n + c;  // cos x = sin(x + pi/2)
     const double v = (q & 1) ? cs : sn;
-    const float y = (float)((q & 2) ? -v : v);
-    const float tiny = c ? 1.0f : x;                          // |x| < 2^-12: x (keeps -0), 1
-    return e == 255 ? x - x : (e < 115 ? tiny : y);
+    const float y = ((float)((q & 2) ? -v : v));
+    const float tiny = c ? 1.0f : x;  // |x| < 2^-12: x (keeps -0), 1
+    return (e == 255) ? x - x : ((e < 115) ? tiny : y);
 }
 #endif
 extern double sin(double) VG_SIMD;

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import ir
 from ...ir.ops import Op
-from ..ir import FLOAT, INT, U64, UINT, Let, Assign, Return, Var
+from ..ir import F64, FLOAT, INT, U64, UINT, Assign, Let, Return, Var
 
 
 def _f32(text: str) -> ir.Lit:
@@ -45,16 +45,25 @@ def _fma(a, b, c):
     return ir.call("fma", a, b, c)
 
 
+def _pow2_64(name: str, note: str) -> ir.Function:
+    """2^q as a double from its exponent bits (q a normal exponent)."""
+    bits = ir.shl(ir.call("to_bits64", ir.add(Var("q"), ir.i(1023))), 52)
+    return ir.Function(name, ((INT, "q"),), F64, (Return(ir.call("f64_bits", bits)),), note,
+                       always_inline=True)
+
+
 def pow2(t) -> ir.Function:
     """2^q from the exponent bits: q in [-126, 127] (float32), [-1022, 1023] (float64)."""
-    q = Var("q")
-    single = t.dtype == "float32"
-    bits = ir.shl(ir.call("to_bits_int", ir.add(q, ir.i(127 if single else 1023))),
-                  23 if single else 52)
-    return ir.Function("vg_pow2f" if single else "vg_pow2", ((INT, "q"),), FLOAT,
-                       (Return(ir.call("float_bits", bits)),),
-                       "2^q, q in [-126, 127]" if single else "2^q, q in [-1022, 1023]",
+    if t.dtype == "float64":
+        return _pow2_64("vg_pow2", "2^q, q in [-1022, 1023]")
+    bits = ir.shl(ir.call("to_bits_int", ir.add(Var("q"), ir.i(127))), 23)
+    return ir.Function("vg_pow2f", ((INT, "q"),), FLOAT,
+                       (Return(ir.call("float_bits", bits)),), "2^q, q in [-126, 127]",
                        always_inline=True)
+
+
+def pow2d(t) -> ir.Function:
+    return _pow2_64("vg_pow2d", "2^q, normal q")
 
 
 def exp(t) -> ir.Function:
@@ -220,6 +229,95 @@ def tanh(t) -> ir.Function:
     return ir.Function("vg_tanh", ((FLOAT, "x"),), FLOAT, tuple(body), always_inline=True)
 
 
+def sincos32(t) -> ir.Function:
+    """float32 sin (c = 0) and cos (c = 1): FreeBSD's sinf/cosf without their branches, in
+    double precision and rounded once. |x| < 2^28: x - n pi/2 with pi/2 in two parts;
+    larger (``full``): Payne-Hanek, x 2/pi mod 4 from four 24-bit pieces of 2/pi (the
+    template's table ``vg_2opi24``) chosen by x's exponent, each product exact, their sum
+    two-summed; |x| < 2^-12: x and 1; then the kernels __kernel_sindf / __kernel_cosdf.
+    Both reductions are computed for every lane (selects, no branch)."""
+    x, c, full = Var("x"), Var("c"), Var("full")
+    V = {n: Var(n) for n in ("bu", "d", "fn", "rm", "e", "E", "M", "i0", "w", "f0", "f1",
+                             "f2", "f3", "a", "s", "t", "err", "nh", "rh", "neg", "big", "n",
+                             "r", "z", "ww", "cs", "sn", "q", "v", "y", "tiny")}
+    d = lambda value: ir.Lit(float(value), F64)                    # noqa: E731
+    fl = lambda e: ir.call("floor64", e)                          # noqa: E731
+
+    def piece(j: int, shift: int):
+        at = V["i0"] if j == 0 else ir.add(V["i0"], ir.i(j))
+        w = V["w"] if shift == 0 else ir.sub(V["w"], ir.i(shift))
+        return ir.mul(ir.mul(V["M"], ir.Index("vg_2opi24", at)), ir.call("vg_pow2d", w))
+
+    def mod4(v):
+        return Assign(v, ir.mul(d(4.0), fl(ir.mul(v, d(0.25)))), Op.SUB)
+    magic = d(6755399441055744.0)
+    z, r, ww = V["z"], V["r"], V["ww"]
+    body = (
+        Let("bu", UINT, ir.call("bits", x)),
+        Let("d", F64, ir.call("to_f64", x)),
+        ir.Comment("medium: |x| < 2^28: x - n pi/2, pi/2 in two parts"),
+        Let("fn", F64, ir.sub(ir.add(ir.mul(V["d"], d("6.36619772367581382433e-01")), magic),
+                              magic)),
+        Let("rm", F64, ir.sub(ir.sub(V["d"], ir.mul(V["fn"], d("1.57079631090164184570e+00"))),
+                              ir.mul(V["fn"], d("1.58932547735281966916e-08")))),
+        ir.Comment("huge: |x| = M 2^E, x 2/pi mod 4 from four 24-bit pieces of 2/pi "
+                   "(Payne-Hanek)"),
+        Let("e", INT, ir.call("to_int", ir.band(ir.shr(V["bu"], 23), ir.hexu(0xff)))),
+        Let("E", INT, ir.sub(ir.Select(ir.lt(V["e"], ir.i(155)), ir.i(155), V["e"]), ir.i(150)),
+            comment="(>= 5; the medium path below)"),
+        Let("M", F64, ir.call("to_f64", ir.bor(ir.band(V["bu"], ir.hexu(0x7fffff)),
+                                               ir.hexu(0x800000)))),
+        Let("i0", INT, ir.div(ir.sub(V["E"], ir.i(2)), ir.i(24)), comment="0 .. 4"),
+        Let("w", INT, ir.sub(V["E"], ir.mul(ir.i(24), ir.add(V["i0"], ir.i(1)))),
+            comment="-22 .. 1"),
+        Let("f0", F64, piece(0, 0), mutable=True),
+        Let("f1", F64, piece(1, 24), mutable=True),
+        Let("f2", F64, piece(2, 48)),
+        Let("f3", F64, piece(3, 72)),
+        mod4(V["f0"]), mod4(V["f1"]),
+        Let("a", F64, ir.add(V["f0"], V["f1"]), mutable=True, comment="exact (49 bits at most)"),
+        mod4(V["a"]),
+        Let("s", F64, ir.add(V["a"], V["f2"])),
+        Let("t", F64, ir.sub(V["s"], V["a"])),
+        Let("err", F64, ir.add(ir.sub(V["a"], ir.sub(V["s"], V["t"])), ir.sub(V["f2"], V["t"])),
+            comment="two-sum"),
+        Let("nh", F64, fl(ir.add(V["s"], d(0.5)))),
+        Let("rh", F64, ir.mul(ir.add(ir.sub(V["s"], V["nh"]), ir.add(V["err"], V["f3"])),
+                              d("1.57079632679489661923"))),
+        Let("neg", INT, ir.call("to_int", ir.shr(V["bu"], 31)),
+            comment="(the pieces are of |x|)"),
+        Let("big", INT, ir.and_(full, ir.ge(V["e"], ir.i(155))), comment="|x| >= 2^28"),
+        Let("n", INT, ir.Select(V["big"], ir.Select(V["neg"], ir.Un(
+            Op.NEG, ir.call("to_int", V["nh"])), ir.call("to_int", V["nh"])),
+            ir.call("to_int", V["fn"]))),
+        Let("r", F64, ir.Select(V["big"], ir.Select(V["neg"], ir.Un(Op.NEG, V["rh"]), V["rh"]),
+                                V["rm"])),
+        Let("z", F64, ir.mul(r, r)),
+        Let("ww", F64, ir.mul(z, z)),
+        Let("cs", F64, ir.add(
+            ir.add(ir.add(d(1.0), ir.mul(z, d(-0x1ffffffd0c5e81 * 2.0**-54))),
+                   ir.mul(ww, d(0x155553e1053a42 * 2.0**-57))),
+            ir.mul(ir.mul(ww, z), ir.add(d(-0x16c087e80f1e27 * 2.0**-62),
+                                         ir.mul(z, d(0x199342e0ee5069 * 2.0**-68)))))),
+        Let("sn", F64, ir.add(
+            ir.add(r, ir.mul(ir.mul(z, r), ir.add(d(-0x15555554cbac77 * 2.0**-55),
+                                                  ir.mul(z, d(0x111110896efbb2 * 2.0**-59))))),
+            ir.mul(ir.mul(ir.mul(z, r), ww),
+                   ir.add(d(-0x1a00f9e2cae774 * 2.0**-65),
+                          ir.mul(z, d(0x16cd878c3b46a7 * 2.0**-71)))))),
+        Let("q", INT, ir.add(V["n"], c), comment="cos x = sin(x + pi/2)"),
+        Let("v", F64, ir.Select(ir.band(V["q"], ir.i(1)), V["cs"], V["sn"])),
+        Let("y", FLOAT, ir.call("f32", ir.Select(ir.band(V["q"], ir.i(2)),
+                                                 ir.Un(Op.NEG, V["v"]), V["v"]))),
+        Let("tiny", FLOAT, ir.Select(c, ir.f(1.0), x), comment="|x| < 2^-12: x (keeps -0), 1"),
+        Return(ir.Select(ir.eq(V["e"], ir.i(255)), ir.sub(x, x),
+                         ir.Select(ir.lt(V["e"], ir.i(115)), V["tiny"], V["y"]))))
+    return ir.Function("vg_sincos32", ((FLOAT, "x"), (INT, "c"), (INT, "full")), FLOAT, body,
+                       always_inline=True)
+
+
 BUILDERS = {"vg_pow2": pow2, "vg_exp": exp, "vg_log": log, "vg_log32": log32,
-            "vg_tanh": tanh}
-FLOAT32 = frozenset({"vg_log32"})       # printed with the float32 target in every dtype
+            "vg_tanh": tanh, "vg_pow2d": pow2d, "vg_sincos32": sincos32}
+# printed with the float32 target in every dtype (the normal's log; float32 sin and cos,
+# which the normal's cos calls)
+FLOAT32 = frozenset({"vg_log32", "vg_pow2d", "vg_sincos32"})

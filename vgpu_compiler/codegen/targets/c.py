@@ -69,6 +69,8 @@ C_FLOAT32 = replace(
               # the float of the working dtype from its bits (a union's compound literal)
               "fma": {"float32": "VG_FMAF({0}, {1}, {2})", "float64": "VG_FMA({0}, {1}, {2})"},
               "to_int": "((int)({0}))",
+              "floor64": "floor({0})", "to_bits64": "((uint64_t)(int64_t)({0}))",
+              "f64_bits": "((union {{ uint64_t u; double f; }}){{ {0} }}).f",
               "fabs": {"float32": "fabsf({0})", "float64": "fabs({0})"},
               "copysign": {"float32": "copysignf({0}, {1})", "float64": "copysign({0}, {1})"},
               "inf": {"float32": "((float)INFINITY)", "float64": "((double)INFINITY)"},
