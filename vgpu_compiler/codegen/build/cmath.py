@@ -316,8 +316,39 @@ def sincos32(t) -> ir.Function:
                        always_inline=True)
 
 
+def sign(t) -> ir.Function:
+    """numpy's sign: NaN stays NaN, -0 and 0 give 0."""
+    x = Var("x")
+    return ir.Function("vg_sign", ((FLOAT, "x"),), FLOAT, (Return(ir.Select(
+        ir.call("isnan", x), ir.call("vg_nan"),
+        ir.Select(ir.gt(x, ir.f(0.0)), ir.f(1.0),
+                  ir.Select(ir.lt(x, ir.f(0.0)), ir.f(-1.0), ir.f(0.0))))),))
+
+
+def toint(t) -> ir.Function:
+    x, f = Var("x"), Var("f")
+    return ir.Function("vg_toint", ((FLOAT, "x"),), INT, (
+        Let("f", F64, ir.call("floor64", ir.call("to_f64", x))),
+        Return(ir.Select(ir.and_(ir.ge(f, ir.Lit(-2147483648.0, F64)),
+                                 ir.lt(f, ir.Lit(2147483648.0, F64))),
+                         ir.call("to_int", f), ir.sub(ir.i(-2147483647), ir.i(1))))),
+        "int(x) floors; out of range or NaN: INT_MIN (what numpy gives on x86).")
+
+
+def power(t) -> ir.Function:
+    x, y = Var("x"), Var("y")
+    return ir.Function("vg_pow", ((FLOAT, "x"), (FLOAT, "y")), FLOAT, (
+        ir.If(ir.eq(y, ir.f(0.5)), (Return(ir.Select(
+            ir.and_(ir.call("isinf", x), ir.lt(x, ir.f(0.0))), ir.call("vg_nan"),
+            ir.call("vg_sqrt", x))),)),
+        Return(ir.call("pow", x, y))),
+        "x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar "
+        "0.5).")
+
+
 BUILDERS = {"vg_pow2": pow2, "vg_exp": exp, "vg_log": log, "vg_log32": log32,
-            "vg_tanh": tanh, "vg_pow2d": pow2d, "vg_sincos32": sincos32}
+            "vg_tanh": tanh, "vg_pow2d": pow2d, "vg_sincos32": sincos32,
+            "vg_sign": sign, "vg_toint": toint, "vg_pow": power}
 # printed with the float32 target in every dtype (the normal's log; float32 sin and cos,
 # which the normal's cos calls)
 FLOAT32 = frozenset({"vg_log32", "vg_pow2d", "vg_sincos32"})
