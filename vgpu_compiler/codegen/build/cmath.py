@@ -8,6 +8,10 @@ its comments say why each is inline; CUDA calls its library instead (``{% if not
   scale 2^q in two halves, so that subnormal and overflowing results round once; outside
   the range, and NaN, are selects at the end. Arithmetic only, ``always_inline``, so that
   gcc vectorises it in the lane loop with the code around it.
+- ``vg_log`` / ``vg_log32`` (fdlibm), ``vg_tanh`` (Cephes), ``vg_sincos32`` with ``vg_pow2d``
+  (FreeBSD's sinf/cosf in double): the same, branch-free, always_inline; ``vg_log32``,
+  ``vg_sincos32`` and ``vg_pow2d`` are float32 in every dtype (``FLOAT32``);
+- ``vg_sign``, ``vg_toint``, ``vg_pow``: numpy's meaning of sign, int() and x ^ y (CUDA's too).
 
 The fused multiply-adds are the builtin ``fma`` (C: the VG_FMAF / VG_FMA macros of the
 template: an fma where the target has one, a product and a sum elsewhere). The literals
