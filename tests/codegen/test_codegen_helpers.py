@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from test_codegen_printer import skeleton
+from vgpu_compiler.codegen.build import cmath as CM
 from vgpu_compiler.codegen.build import helpers as H
 from vgpu_compiler.codegen.targets import TARGETS
 
@@ -27,6 +28,25 @@ def test_no_template_defines_a_built_helper():
         built = {**H.BUILDERS, **({} if path.name == "helpers.c.j2" else H.TWINS)}
         for name in built:          # (C's float functions are libm's)
             assert not re.search(rf"^\S[^\n]*\b{name}\(", text, re.M), (path.name, name)
+
+
+def test_cs_inline_math_is_built_and_forced_inline():
+    """codegen/build/cmath.py: helpers.c.j2 writes none of it (only the library wrappers
+    under the same names), and the inline math prints always_inline (the lane loops
+    vectorise through it), the float32-only ones in float32 in either dtype."""
+    text = (TEMPLATES / "helpers.c.j2").read_text()
+    for dtype in ("float32", "float64"):
+        built = H.printed(TARGETS["c"][dtype])
+        for key, build in CM.BUILDERS.items():
+            name = build(TARGETS["c"][dtype]).name
+            assert not re.search(rf"always_inline\)\) \w+ {name}\(", text), name
+            head = built[key].split("\n")[1 if built[key].startswith("//") else 0]
+            forced = head.startswith("static inline __attribute__((always_inline)) ")
+            assert forced == (key not in ("vg_sign", "vg_toint", "vg_pow")), head
+            if key in CM.FLOAT32:
+                assert "double" not in head.split("(")[2] or key == "vg_pow2d", head
+                assert built[key] == H.printed(TARGETS["c"]["float32"])[key]
+    assert "VG_FMAF(kf, " in H.printed(TARGETS["c"]["float32"])["vg_exp"]
 
 
 @pytest.mark.parametrize("name", sorted(H.BUILDERS))

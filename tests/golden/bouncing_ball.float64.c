@@ -104,70 +104,69 @@ static inline double vg_acos(double x) { return acos(x); }
 static inline double vg_atan(double x) { return atan(x); }
 static inline double vg_sinh(double x) { return sinh(x); }
 static inline double vg_cosh(double x) { return cosh(x); }
-static inline __attribute__((always_inline)) double vg_pow2(int q) {       // 2^q, q in [-1022, 1023]
-    union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
-    return v.f;
+// 2^q, q in [-1022, 1023]
+static inline __attribute__((always_inline)) double vg_pow2(int q) {
+    return ((union { uint64_t u; double f; }){ ((uint64_t)(int64_t)(q + 1023)) << 52u }).f;
 }
 static inline __attribute__((always_inline)) double vg_exp(double x) {
-    const double d = (x >= -1000.0 && x <= 710.0) ? x : 0.0;    // (outside, NaN: below)
-    const double z = d * 1.442695040888963407359924681001892137;
-    const double kf = (z + 6755399441055744.0) - 6755399441055744.0;   // rint(z): 1.5 * 2^52
-    const int q = (int)kf;
-    double s = VG_FMA(kf, -.69314718055966295651160180568695068359375, d);
-    s = VG_FMA(kf, -.28235290563031577122588448175013436025525412068e-12, s);
-    const double s2 = s * s, s4 = s2 * s2, s8 = s4 * s4;
-    const double p98 = VG_FMA(s, +0.2081276378237164457e-8, +0.2511210703042288022e-7);
-    const double p76 = VG_FMA(s, +0.2755762628169491192e-6, +0.2755723402025388239e-5);
-    const double p54 = VG_FMA(s, +0.2480158687479686264e-4, +0.0001984126989855865850);
-    const double p32 = VG_FMA(s, +0.001388888888914497797, +0.008333333333316527367);
-    const double p10 = VG_FMA(s, +0.04166666666666693206, +0.1666666666666669072);
+    const double d = (x >= (-1000.0) && x <= 710.0) ? x : 0.0;  // (outside, NaN: below)
+    const double z = d * 1.4426950408889634;
+    const double kf = (z + 6755399441055744.0) - 6755399441055744.0;  // rint(z): 1.5 * 2^52
+    const int q = ((int)(kf));
+    double s = VG_FMA(kf, (-0.693147180559663), d);
+    s = VG_FMA(kf, (-2.8235290563031577e-13), s);
+    const double s2 = s * s;
+    const double s4 = s2 * s2;
+    const double s8 = s4 * s4;
+    const double p98 = VG_FMA(s, 2.0812763782371645e-09, 2.511210703042288e-08);
+    const double p76 = VG_FMA(s, 2.755762628169491e-07, 2.7557234020253882e-06);
+    const double p54 = VG_FMA(s, 2.4801586874796863e-05, 0.00019841269898558658);
+    const double p32 = VG_FMA(s, 0.0013888888889144978, 0.008333333333316527);
+    const double p10 = VG_FMA(s, 0.041666666666666935, 0.1666666666666669);
     double u = VG_FMA(s8, p98, VG_FMA(s4, VG_FMA(s2, p76, p54), VG_FMA(s2, p32, p10)));
     u = VG_FMA(u, s, 0.5);
     u = 1.0 + VG_FMA(s2, u, s);
-    u = u * vg_pow2(q >> 1) * vg_pow2(q - (q >> 1));
-    u = x < -1000.0 ? 0.0 : u;
-    u = x > 710.0 ? (double)INFINITY : u;
-    return x != x ? x : u;
+    u = u * vg_pow2(q >> 1u) * vg_pow2(q - (q >> 1u));
+    u = (x < (-1000.0)) ? 0.0 : u;
+    u = (x > 710.0) ? ((double)INFINITY) : u;
+    return (x != x) ? x : u;
 }
 
 #ifdef VG_LIBMVEC
 static inline double vg_log(double x) { return log(x); }
 #else
 static inline __attribute__((always_inline)) double vg_log(double x) {
-    const int sub = x < 2.2250738585072014e-308;                 // (and 0, negatives)
-    union { double f; uint64_t u; } v = { sub ? x * 18014398509481984.0 : x };   // 2^54
-    uint32_t hx = (uint32_t)(v.u >> 32) + (0x3ff00000u - 0x3fe6a09eu);
-    const int k = (int)(hx >> 20) - 0x3ff - (sub ? 54 : 0);
-    hx = (hx & 0x000fffffu) + 0x3fe6a09eu;
-    v.u = (uint64_t)hx << 32 | (v.u & 0xffffffffu);
-    const double f = v.f - 1.0;
+    const int sub = x < 2.2250738585072014e-308;  // (and 0, negatives)
+    const uint64_t vu = ((union { double f; uint64_t u; }){ sub ? x * 1.8014398509481984e+16 : x }).u;  // 2^54 if subnormal
+    unsigned hx = ((unsigned)(vu >> 32u)) + (0x3FF00000u - 0x3FE6A09Eu);
+    const int k = ((int)(hx >> 20u)) - 1023 - (sub ? 54 : 0);
+    hx = (hx & 0x000FFFFFu) + 0x3FE6A09Eu;
+    const double f = ((union { uint64_t u; double f; }){ (((uint64_t)hx) << 32u) | (vu & 0xFFFFFFFFu) }).f - 1.0;
     const double hfsq = 0.5 * f * f;
     const double s = f / (2.0 + f);
-    const double z = s * s, w = z * z;
-    const double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01
-                                                          + w * 1.531383769920937332e-01));
-    const double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
-                           + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
-    const double R = t2 + t1, dk = (double)k;
-    double r = s * (hfsq + R) + dk * 1.90821492927058770002e-10 - hfsq + f
-               + dk * 6.93147180369123816490e-01;
-    r = x == (double)INFINITY ? x : r;
-    r = x == 0.0 ? -(double)INFINITY : r;
-    return x < 0.0 || x != x ? (double)NAN : r;
+    const double z = s * s;
+    const double w = z * z;
+    const double t1 = w * (0.3999999999940942 + w * (0.22222198432149784 + w * 0.15313837699209373));
+    const double t2 = z * (0.6666666666666735 + w * (0.2857142874366239 + w * (0.1818357216161805 + w * 0.14798198605116586)));
+    const double R = t2 + t1;
+    const double dk = ((double)(k));
+    double r = ((s * (hfsq + R) + dk * 1.9082149292705877e-10) - hfsq) + f + dk * 0.6931471803691238;
+    r = (x == ((double)INFINITY)) ? x : r;
+    r = (x == 0.0) ? -((double)INFINITY) : r;
+    return (x < 0.0 || x != x) ? ((double)NAN) : r;
 }
 #endif
 
 static inline double vg_log2(double x) { return log2(x); }
 static inline double vg_atan2(double y, double x) { return atan2(y, x); }
 static inline __attribute__((always_inline)) double vg_tanh(double x) {
-    const double ax = fabs(x), z = x * x;
-    const double p = VG_FMA(VG_FMA(-9.64399179425052238628e-1, z, -9.92877231001918586564e1), z,
-                            -1.61468768441708447952e3);
-    const double q = VG_FMA(VG_FMA(z + 1.12811678491632931402e2, z, 2.23548839060100448583e3),
-                            z, 4.84406305325125486048e3);
+    const double ax = fabs(x);
+    const double z = x * x;
+    const double p = VG_FMA(VG_FMA((-0.9643991794250523), z, (-99.28772310019185)), z, (-1614.6876844170845));
+    const double q = VG_FMA(VG_FMA(z + 112.81167849163293, z, 2235.4883906010045), z, 4844.063053251255);
     const double small = VG_FMA(z * (p / q), ax, ax);
     const double big = 1.0 - 2.0 / (vg_exp(ax + ax) + 1.0);
-    return copysign(ax < 0.625 ? small : big, x);
+    return copysign((ax < 0.625) ? small : big, x);
 }
 
 
@@ -182,12 +181,12 @@ static inline double vg_clamp(double x, double lo, double hi) {
     return vg_min(vg_max(x, lo), hi);
 }
 static inline double vg_sign(double x) {
-    return isnan(x) ? vg_nan() : (x > 0 ? (double)1 : (x < 0 ? (double)-1 : (double)0));
+    return isnan(x) ? vg_nan() : ((x > 0.0) ? 1.0 : ((x < 0.0) ? (-1.0) : 0.0));
 }
 // int(x) floors; out of range or NaN: INT_MIN (what numpy gives on x86).
 static inline int vg_toint(double x) {
-    double f = floor((double)x);
-    return (f >= -2147483648.0 && f < 2147483648.0) ? (int)f : (-2147483647 - 1);
+    const double f = floor(((double)(x)));
+    return (f >= (-2147483648.0) && f < 2147483648.0) ? ((int)(f)) : -2147483647 - 1;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -221,8 +220,8 @@ static inline double vg_powi(double x, int n) {
 
 // x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar 0.5).
 static inline double vg_pow(double x, double y) {
-    if (y == (double)0.5) {
-        return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
+    if (y == 0.5) {
+        return (isinf(x) && x < 0.0) ? vg_nan() : vg_sqrt(x);
     }
     return pow(x, y);
 }

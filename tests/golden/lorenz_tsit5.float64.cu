@@ -70,12 +70,12 @@ static inline double vg_clamp(double x, double lo, double hi) {
     return vg_min(vg_max(x, lo), hi);
 }
 static inline double vg_sign(double x) {
-    return isnan(x) ? vg_nan() : (x > 0 ? (double)1 : (x < 0 ? (double)-1 : (double)0));
+    return isnan(x) ? vg_nan() : ((x > 0.0) ? 1.0 : ((x < 0.0) ? (-1.0) : 0.0));
 }
 // int(x) floors; out of range or NaN: INT_MIN (what numpy gives on x86).
 static inline int vg_toint(double x) {
-    double f = floor((double)x);
-    return (f >= -2147483648.0 && f < 2147483648.0) ? (int)f : (-2147483647 - 1);
+    const double f = floor(((double)(x)));
+    return (f >= (-2147483648.0) && f < 2147483648.0) ? ((int)(f)) : -2147483647 - 1;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -109,8 +109,8 @@ static inline double vg_powi(double x, int n) {
 
 // x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar 0.5).
 static inline double vg_pow(double x, double y) {
-    if (y == (double)0.5) {
-        return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
+    if (y == 0.5) {
+        return (isinf(x) && x < 0.0) ? vg_nan() : vg_sqrt(x);
     }
     return pow(x, y);
 }

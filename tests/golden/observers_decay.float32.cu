@@ -77,12 +77,12 @@ static inline float vg_clamp(float x, float lo, float hi) {
     return vg_min(vg_max(x, lo), hi);
 }
 static inline float vg_sign(float x) {
-    return isnan(x) ? vg_nan() : (x > 0 ? (float)1 : (x < 0 ? (float)-1 : (float)0));
+    return isnan(x) ? vg_nan() : ((x > 0.0f) ? 1.0f : ((x < 0.0f) ? (-1.0f) : 0.0f));
 }
 // int(x) floors; out of range or NaN: INT_MIN (what numpy gives on x86).
 static inline int vg_toint(float x) {
-    double f = floor((double)x);
-    return (f >= -2147483648.0 && f < 2147483648.0) ? (int)f : (-2147483647 - 1);
+    const double f = floor(((double)(x)));
+    return (f >= (-2147483648.0) && f < 2147483648.0) ? ((int)(f)) : -2147483647 - 1;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -119,8 +119,8 @@ static inline float vg_powi(float x, int n) {
 
 // x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar 0.5).
 static inline float vg_pow(float x, float y) {
-    if (y == (float)0.5) {
-        return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
+    if (y == 0.5f) {
+        return (isinf(x) && x < 0.0f) ? vg_nan() : vg_sqrt(x);
     }
     return powf(x, y);
 }

@@ -63,59 +63,59 @@ static void vg_fail(unsigned id, int a, int b, int c) {
 #endif
 // float32 sin (c = 0) and cos (c = 1) where there is no libmvec (one libm call a lane
 // otherwise): FreeBSD's sinf/cosf without their branches, in double precision and
-// rounded once. |x| < 2^28: x - n pi/2 with pi/2 in two parts (exact for |n| < 2^28);
-// larger: Payne-Hanek, x 2/pi mod 4 from four 24-bit pieces of 2/pi (the table) chosen by
-// x's exponent, each product exact, their sum two-summed; |x| < 2^-12: x (-0 stays -0) and
-// 1; then the kernels __kernel_sindf / __kernel_cosdf (error below 2^-34 on [-pi/4, pi/4]).
-// Both reductions are computed for every lane (selects, no branch: it vectorises); with
-// `full` 0 (a constant) only the first, for arguments known below 2^28: the normal's cos
-// (vg_cos32; Box-Muller's argument is in (0, 2 pi]), which the second made 2.3x slower.
-// Measured: 0.501 ulp (tests/test_cpu_math.py). A sin/cos-heavy rk4 field without libmvec,
+// rounded once (built once as IR: codegen/build/cmath.py; the table: 2/pi in 24-bit
+// pieces for the Payne-Hanek reduction past 2^28; the kernels' error below 2^-34 on
+// [-pi/4, pi/4]). Both reductions are computed for every lane (selects, no branch: it
+// vectorises); with `full` 0 (a constant) only the first, for arguments known below 2^28:
+// the normal's cos (vg_cos32; Box-Muller's argument is in (0, 2 pi]), which the second
+// made 2.3x slower.
+// Measured: 0.501 ulp (tests/backends/cpu/test_cpu_math.py). A sin/cos-heavy rk4 field without libmvec,
 // float32, one thread: 4.78 s (libm's sinf/cosf, a call a lane) -> 2.77 s.
 #ifndef VG_LIBMVEC
-static inline __attribute__((always_inline)) double vg_pow2d(int q) {      // 2^q, normal q
-    union { uint64_t u; double f; } v = { (uint64_t)(int64_t)(q + 1023) << 52 };
-    return v.f;
+// 2^q, normal q
+static inline __attribute__((always_inline)) double vg_pow2d(int q) {
+    return ((union { uint64_t u; double f; }){ ((uint64_t)(int64_t)(q + 1023)) << 52u }).f;
 }
 static const double vg_2opi24[10] = {0xa2f983, 0x6e4e44, 0x1529fc, 0x2757d1, 0xf534dd,
                                      0xc0db62, 0x95993c, 0x439041, 0xfe5163, 0xabdebb};
 static inline __attribute__((always_inline)) float vg_sincos32(float x, int c, int full) {
-    union { float f; uint32_t u; } b = { x };
-    const double d = x;
+    const unsigned bu = ((union { float f; uint32_t u; }){ x }).u;
+    const double d = ((double)(x));
     // medium: |x| < 2^28: x - n pi/2, pi/2 in two parts
-    const double fn = (d * 6.36619772367581382433e-01 + 6755399441055744.0) - 6755399441055744.0;
-    const double rm = (d - fn * 1.57079631090164184570e+00) - fn * 1.58932547735281966916e-08;
+    const double fn = (d * 0.6366197723675814 + 6755399441055744.0) - 6755399441055744.0;
+    const double rm = d - fn * 1.5707963109016418 - fn * 1.5893254773528196e-08;
     // huge: |x| = M 2^E, x 2/pi mod 4 from four 24-bit pieces of 2/pi (Payne-Hanek)
-    const int e = (int)((b.u >> 23) & 0xff);
-    const int E = (e < 155 ? 155 : e) - 150;                 // (>= 5; the medium path below)
-    const double M = (double)((b.u & 0x7fffffu) | 0x800000u);
-    const int i0 = (E - 2) / 24;                              // 0 .. 4
-    const int w = E - 24 * (i0 + 1);                          // -22 .. 1
+    const int e = ((int)((bu >> 23u) & 0x000000FFu));
+    const int E = ((e < 155) ? 155 : e) - 150;  // (>= 5; the medium path below)
+    const double M = ((double)((bu & 0x007FFFFFu) | 0x00800000u));
+    const int i0 = (E - 2) / 24;  // 0 .. 4
+    const int w = E - 24 * (i0 + 1);  // -22 .. 1
     double f0 = M * vg_2opi24[i0] * vg_pow2d(w);
     double f1 = M * vg_2opi24[i0 + 1] * vg_pow2d(w - 24);
     const double f2 = M * vg_2opi24[i0 + 2] * vg_pow2d(w - 48);
     const double f3 = M * vg_2opi24[i0 + 3] * vg_pow2d(w - 72);
     f0 -= 4.0 * floor(f0 * 0.25);
     f1 -= 4.0 * floor(f1 * 0.25);
-    double a = f0 + f1;                                       // exact (49 bits at most)
+    double a = f0 + f1;  // exact (49 bits at most)
     a -= 4.0 * floor(a * 0.25);
-    const double s = a + f2, t = s - a, err = (a - (s - t)) + (f2 - t);    // two-sum
+    const double s = a + f2;
+    const double t = s - a;
+    const double err = (a - (s - t)) + (f2 - t);  // two-sum
     const double nh = floor(s + 0.5);
-    const double rh = ((s - nh) + (err + f3)) * 1.57079632679489661923;
-    const int neg = (int)(b.u >> 31);                          // (the pieces are of |x|)
-    const int big = full && e >= 155;                         // |x| >= 2^28
-    const int n = big ? (neg ? -(int)nh : (int)nh) : (int)fn;
+    const double rh = ((s - nh) + (err + f3)) * 1.5707963267948966;
+    const int neg = ((int)(bu >> 31u));  // (the pieces are of |x|)
+    const int big = full && e >= 155;  // |x| >= 2^28
+    const int n = big ? (neg ? -((int)(nh)) : ((int)(nh))) : ((int)(fn));
     const double r = big ? (neg ? -rh : rh) : rm;
-    const double z = r * r, ww = z * z;
-    const double cs = ((1.0 + z * -0x1ffffffd0c5e81.0p-54) + ww * 0x155553e1053a42.0p-57)
-                     + (ww * z) * (-0x16c087e80f1e27.0p-62 + z * 0x199342e0ee5069.0p-68);
-    const double sn = (r + (z * r) * (-0x15555554cbac77.0p-55 + z * 0x111110896efbb2.0p-59))
-                     + (z * r) * ww * (-0x1a00f9e2cae774.0p-65 + z * 0x16cd878c3b46a7.0p-71);
-    const int q = n + c;                                      // cos x = sin(x + pi/2)
+    const double z = r * r;
+    const double ww = z * z;
+    const double cs = 1.0 + z * (-0.499999997251031) + ww * 0.04166662332373906 + ww * z * ((-0.001388676377460993) + z * 2.439044879627741e-05);
+    const double sn = r + z * r * ((-0.16666666641626524) + z * 0.008333329385889463) + z * r * ww * ((-0.00019839334836096632) + z * 2.718311493989822e-06);
+    const int q = n + c;  // cos x = sin(x + pi/2)
     const double v = (q & 1) ? cs : sn;
-    const float y = (float)((q & 2) ? -v : v);
-    const float tiny = c ? 1.0f : x;                          // |x| < 2^-12: x (keeps -0), 1
-    return e == 255 ? x - x : (e < 115 ? tiny : y);
+    const float y = ((float)((q & 2) ? -v : v));
+    const float tiny = c ? 1.0f : x;  // |x| < 2^-12: x (keeps -0), 1
+    return (e == 255) ? x - x : ((e < 115) ? tiny : y);
 }
 #endif
 extern double sin(double) VG_SIMD;
@@ -169,49 +169,50 @@ static inline float vg_acos(float x) { return acosf(x); }
 static inline float vg_atan(float x) { return atanf(x); }
 static inline float vg_sinh(float x) { return sinhf(x); }
 static inline float vg_cosh(float x) { return coshf(x); }
-static inline __attribute__((always_inline)) float vg_pow2f(int q) {       // 2^q, q in [-126, 127]
-    union { uint32_t u; float f; } v = { (uint32_t)(q + 127) << 23 };
-    return v.f;
+// 2^q, q in [-126, 127]
+static inline __attribute__((always_inline)) float vg_pow2f(int q) {
+    return ((union { uint32_t u; float f; }){ ((uint32_t)(q + 127)) << 23u }).f;
 }
 static inline __attribute__((always_inline)) float vg_exp(float x) {
-    const float d = (x >= -104.0f && x <= 104.0f) ? x : 0.0f;   // (outside, NaN: below)
-    const float z = d * 1.44269504088896341f;
-    const float kf = (z + 12582912.0f) - 12582912.0f;            // rint(z): 1.5 * 2^23
-    const int q = (int)kf;
-    float s = VG_FMAF(kf, -0.693145751953125f, d);
-    s = VG_FMAF(kf, -1.428606765330187045e-06f, s);
-    float u = 0.000198527617612853646278381f;
-    u = VG_FMAF(u, s, 0.00139304355252534151077271f);
-    u = VG_FMAF(u, s, 0.00833336077630519866943359f);
-    u = VG_FMAF(u, s, 0.0416664853692054748535156f);
-    u = VG_FMAF(u, s, 0.166666671633720397949219f);
+    const float d = (x >= (-104.0f) && x <= 104.0f) ? x : 0.0f;  // (outside, NaN: below)
+    const float z = d * 1.442695f;
+    const float kf = (z + 1.2582912e+07f) - 1.2582912e+07f;  // rint(z): 1.5 * 2^23
+    const int q = ((int)(kf));
+    float s = VG_FMAF(kf, (-0.69314575f), d);
+    s = VG_FMAF(kf, (-1.4286068e-06f), s);
+    float u = 0.00019852762f;
+    u = VG_FMAF(u, s, 0.0013930436f);
+    u = VG_FMAF(u, s, 0.008333361f);
+    u = VG_FMAF(u, s, 0.041666485f);
+    u = VG_FMAF(u, s, 0.16666667f);
     u = VG_FMAF(u, s, 0.5f);
     u = 1.0f + VG_FMAF(s * s, u, s);
-    u = u * vg_pow2f(q >> 1) * vg_pow2f(q - (q >> 1));
-    u = x < -104.0f ? 0.0f : u;
-    u = x > 104.0f ? (float)INFINITY : u;
-    return x != x ? x : u;
+    u = u * vg_pow2f(q >> 1u) * vg_pow2f(q - (q >> 1u));
+    u = (x < (-104.0f)) ? 0.0f : u;
+    u = (x > 104.0f) ? ((float)INFINITY) : u;
+    return (x != x) ? x : u;
 }
 
 #ifdef VG_LIBMVEC
 static inline float vg_log(float x) { return logf(x); }
 #else
 static inline __attribute__((always_inline)) float vg_log(float x) {
-    const int sub = x < 1.17549435e-38f;                         // (and 0, negatives)
-    union { float f; uint32_t u; } v = { sub ? x * 33554432.0f : x };   // 2^25
-    uint32_t ix = v.u + (0x3f800000u - 0x3f3504f3u);
-    const int k = (int)(ix >> 23) - 0x7f - (sub ? 25 : 0);
-    v.u = (ix & 0x007fffffu) + 0x3f3504f3u;
-    const float f = v.f - 1.0f;
+    const int sub = x < 1.1754944e-38f;  // (and 0, negatives)
+    const unsigned ix = ((union { float f; uint32_t u; }){ sub ? x * 3.3554432e+07f : x }).u + (0x3F800000u - 0x3F3504F3u);  // 2^25 if subnormal
+    const int k = ((int)(ix >> 23u)) - 127 - (sub ? 25 : 0);
+    const float f = ((union { uint32_t u; float f; }){ (ix & 0x007FFFFFu) + 0x3F3504F3u }).f - 1.0f;
     const float s = f / (2.0f + f);
-    const float z = s * s, w = z * z;
-    const float t1 = w * (0xccce13.0p-25f + w * 0xf89e26.0p-26f);
-    const float t2 = z * (0xaaaaaa.0p-24f + w * 0x91e9ee.0p-25f);
-    const float R = t2 + t1, hfsq = 0.5f * f * f, dk = (float)k;
-    float r = s * (hfsq + R) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
-    r = x == (float)INFINITY ? x : r;
-    r = x == 0.0f ? -(float)INFINITY : r;
-    return x < 0.0f || x != x ? (float)NAN : r;
+    const float z = s * s;
+    const float w = z * z;
+    const float t1 = w * (0.40000972f + w * 0.24279079f);
+    const float t2 = z * (0.6666666f + w * 0.28498787f);
+    const float R = t2 + t1;
+    const float hfsq = 0.5f * f * f;
+    const float dk = ((float)(k));
+    float r = ((s * (hfsq + R) + dk * 9.058001e-06f) - hfsq) + f + dk * 0.6931381f;
+    r = (x == ((float)INFINITY)) ? x : r;
+    r = (x == 0.0f) ? -((float)INFINITY) : r;
+    return (x < 0.0f || x != x) ? ((float)NAN) : r;
 }
 #endif
 
@@ -221,14 +222,15 @@ static inline float vg_atan2(float y, float x) { return atan2f(y, x); }
 static inline float vg_tanh(float x) { return tanhf(x); }
 #else
 static inline __attribute__((always_inline)) float vg_tanh(float x) {
-    const float ax = fabsf(x), z = x * x;
-    float p = VG_FMAF(-5.70498872745e-3f, z, 2.06390887954e-2f);
-    p = VG_FMAF(p, z, -5.37397155531e-2f);
-    p = VG_FMAF(p, z, 1.33314422036e-1f);
-    p = VG_FMAF(p, z, -3.33332819422e-1f);
+    const float ax = fabsf(x);
+    const float z = x * x;
+    float p = VG_FMAF((-0.0057049887f), z, 0.020639088f);
+    p = VG_FMAF(p, z, (-0.053739715f));
+    p = VG_FMAF(p, z, 0.13331442f);
+    p = VG_FMAF(p, z, (-0.3333328f));
     const float small = VG_FMAF(p * z, ax, ax);
     const float big = 1.0f - 2.0f / (vg_exp(ax + ax) + 1.0f);
-    return copysignf(ax < 0.625f ? small : big, x);
+    return copysignf((ax < 0.625f) ? small : big, x);
 }
 #endif
 
@@ -244,12 +246,12 @@ static inline float vg_clamp(float x, float lo, float hi) {
     return vg_min(vg_max(x, lo), hi);
 }
 static inline float vg_sign(float x) {
-    return isnan(x) ? vg_nan() : (x > 0 ? (float)1 : (x < 0 ? (float)-1 : (float)0));
+    return isnan(x) ? vg_nan() : ((x > 0.0f) ? 1.0f : ((x < 0.0f) ? (-1.0f) : 0.0f));
 }
 // int(x) floors; out of range or NaN: INT_MIN (what numpy gives on x86).
 static inline int vg_toint(float x) {
-    double f = floor((double)x);
-    return (f >= -2147483648.0 && f < 2147483648.0) ? (int)f : (-2147483647 - 1);
+    const double f = floor(((double)(x)));
+    return (f >= (-2147483648.0) && f < 2147483648.0) ? ((int)(f)) : -2147483647 - 1;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -286,8 +288,8 @@ static inline float vg_powi(float x, int n) {
 
 // x ^ y with numpy's (C pow's) meaning; x ^ 0.5 is sqrt(x) (numpy's power for a scalar 0.5).
 static inline float vg_pow(float x, float y) {
-    if (y == (float)0.5) {
-        return isinf(x) && x < 0 ? vg_nan() : vg_sqrt(x);
+    if (y == 0.5f) {
+        return (isinf(x) && x < 0.0f) ? vg_nan() : vg_sqrt(x);
     }
     return powf(x, y);
 }

@@ -207,12 +207,15 @@ class Array:
 @dataclass(frozen=True)
 class Function:
     """A function of the kernel: ``params`` (neutral type, name) pairs, ``ret`` its neutral
-    type (None: none), ``body`` its statements; ``comment``: lines above its head."""
+    type (None: none), ``body`` its statements; ``comment``: lines above its head;
+    ``always_inline``: inlined wherever it is called, where the target can say so (C: the
+    lane loops vectorise through it)."""
     name: str
     params: tuple
     ret: str | None
     body: tuple
     comment: str | None = None
+    always_inline: bool = False
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,8 @@ class Printer:
             params = ", ".join(self.t.param.format(T=self.t.type(T), name=name)
                                for T, name in s.params)
             head = self.t.function if s.ret is not None else self.t.function_void
+            if s.always_inline and s.ret is not None and self.t.function_always:
+                head = self.t.function_always
             out.append(pad + head.format(R=self.t.type(s.ret) if s.ret else "", name=s.name,
                                          params=params))
             self._body(s.body, n, out)

@@ -453,13 +453,15 @@ def printed(t, names=None) -> dict:
     keeps them all, static inline). The float32 twins print with the language's float32
     target (OpenGL's doubles have none of these functions)."""
     from ..targets import TARGETS, printer
-    every = dict(BUILDERS) if t.language == "c" else {**BUILDERS, **TWINS}
+    from . import cmath
+    every = {**BUILDERS, **cmath.BUILDERS} if t.language == "c" else {**BUILDERS, **TWINS}
     wanted = every if names is None else [n for n in names if n in every]
     out = {}
     for name in wanted:
         key = (id(t), name)
         if key not in _CACHE or _CACHE[key][0] is not t:
-            at = t if name in BUILDERS else TARGETS.get(t.language, {}).get("float32", t)
+            at = t if name in BUILDERS or (t.language == "c" and name not in cmath.FLOAT32) \
+                else TARGETS.get(t.language, {}).get("float32", t)
             _CACHE[key] = (t, printer(at).text((every[name](at),)))
         out[name] = _CACHE[key][1]
     return out

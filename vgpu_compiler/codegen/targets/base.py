@@ -183,6 +183,7 @@ class Target:
     # a function (ir.Function): {R} its type, {name}, {params} each ``param`` joined
     function: str = "{R} {name}({params}) {{"
     function_void: str = "void {name}({params}) {{"
+    function_always: str | None = None      # an ``always_inline`` one (None: ``function``)
     param: str = "{T} {name}"
     # the high and low words of a 32 x 32-bit product (codegen/mathlib.mulhilo): "extended"
     # (the builtin ``mulhilo``: GLSL's umulExtended), "halves" (four 16-bit products) or

@@ -64,8 +64,25 @@ C_FLOAT32 = replace(
                         "float64": "fmod({0}, {1})"},
               "neg_wrap": "((int)(0u - (unsigned)({0})))",      # (no -fwrapv in CUDA)
               "constant_p": "__builtin_constant_p({0})",
-              "min_plain": "({1} < {0} ? {1} : {0})", "max_plain": "({1} > {0} ? {1} : {0})"},
+              "min_plain": "({1} < {0} ? {1} : {0})", "max_plain": "({1} > {0} ? {1} : {0})",
+              # C's own math (codegen/build/cmath.py): VG_FMAF / VG_FMA of the template,
+              # the float of the working dtype from its bits (a union's compound literal)
+              "fma": {"float32": "VG_FMAF({0}, {1}, {2})", "float64": "VG_FMA({0}, {1}, {2})"},
+              "to_int": "((int)({0}))",
+              "floor64": "floor({0})", "to_bits64": "((uint64_t)(int64_t)({0}))",
+              "f64_bits": "((union {{ uint64_t u; double f; }}){{ {0} }}).f",
+              "fabs": {"float32": "fabsf({0})", "float64": "fabs({0})"},
+              "copysign": {"float32": "copysignf({0}, {1})", "float64": "copysign({0}, {1})"},
+              "inf": {"float32": "((float)INFINITY)", "float64": "((double)INFINITY)"},
+              "nan": {"float32": "((float)NAN)", "float64": "((double)NAN)"},
+              "bits": {"float32": "((union {{ float f; uint32_t u; }}){{ {0} }}).u",
+                       "float64": "((union {{ double f; uint64_t u; }}){{ {0} }}).u"},
+              "to_bits_int": {"float32": "((uint32_t)({0}))",
+                              "float64": "((uint64_t)(int64_t)({0}))"},
+              "float_bits": {"float32": "((union {{ uint32_t u; float f; }}){{ {0} }}).f",
+                             "float64": "((union {{ uint64_t u; double f; }}){{ {0} }}).f"}},
     function="static inline {R} {name}({params}) {{",
+    function_always="static inline __attribute__((always_inline)) {R} {name}({params}) {{",
     function_void="static inline void {name}({params}) {{", wide_mul="u64",
     accurate_pow=True,          # the C library's pow of the working dtype
     lane_block=True)            # templates/adaptive.c.j2: loops over a block of lanes
