@@ -113,11 +113,12 @@ def _digest(x, seen: dict, modules: set) -> bytes:
 
 def renderer_digest(templates: Path) -> str:
     """SHA-256 of every C template, the renderers' Python and Jinja's version (read from
-    its files: Jinja is not imported); read again when a file's size or time changes (a
-    template edited while a process runs: Jinja reloads it too)."""
-    paths = sorted(templates.glob("*.c.j2")) + list(RENDERERS)
+    its files: Jinja is not imported); a template is read again when its size or time
+    changes (one edited while a process runs: Jinja reloads it too). The renderers are
+    read once a process: their code is what the process has loaded, whatever the files
+    say later."""
     stamp = []
-    for path in paths:
+    for path in sorted(templates.glob("*.c.j2")):
         st = path.stat()
         stamp.append((str(path), st.st_size, st.st_mtime_ns))
     return _files_digest(tuple(stamp))
@@ -125,8 +126,18 @@ def renderer_digest(templates: Path) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _files_digest(stamp: tuple) -> str:
-    h = hashlib.sha256(FORMAT.encode() + b"\0" + _jinja_version().encode() + b"\0")
+    h = hashlib.sha256(FORMAT.encode() + b"\0" + _renderers_digest().encode() + b"\0")
     for path, _, _ in stamp:
+        h.update(Path(path).name.encode() + b"\0")
+        h.update(Path(path).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _renderers_digest() -> str:
+    h = hashlib.sha256(_jinja_version().encode() + b"\0")
+    for path in RENDERERS:
         h.update(Path(path).name.encode() + b"\0")
         h.update(Path(path).read_bytes())
         h.update(b"\0")
