@@ -54,7 +54,7 @@ float vg_sqrt(float x) {
 
 // The sign bit (true for -0.0 and negative NaNs).
 bool vg_signbit(float x) {
-    return (floatBitsToUint(x) >> 31) != 0u;
+    return (floatBitsToUint(x) >> 31u) != 0u;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -126,7 +126,7 @@ float vg_pow(float x, float y) {
         return ((ax > 1.0) == (y > 0.0)) ? vg_inf() : 0.0;
     }
     bool integral = floor(y) == y;
-    bool odd = integral && abs(y) < 16777216.0 && mod(y, 2.0) == 1.0;
+    bool odd = integral && abs(y) < 1.6777216e+07 && y - 2.0 * floor(y * 0.5) == 1.0;
     if (x < 0.0 && !integral && !isinf(x)) {
         return vg_nan();
     }

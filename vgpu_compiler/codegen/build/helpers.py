@@ -434,10 +434,98 @@ def log2(t) -> ir.Function:
                 "log2 as vg_log (Cephes log2f).")
 
 
+# --- numpy's meaning of sqrt, sign, int(), signbit, ceil and x ^ y in the shaders (C has
+# its own: codegen/build/cmath.py, and libm) --------------------------------------------
+def signbit(t) -> ir.Function:
+    """The sign bit (true for -0.0 and negative NaNs): the top bit of the float's high word
+    (``high_word``: the float's bits, a double's upper half)."""
+    return ir.Function("vg_signbit", ((FLOAT, "x"),), BOOL, (Return(ir.ne(
+        ir.shr(ir.call("high_word", Var("x")), 31), ir.u(0))),),
+        "The sign bit (true for -0.0 and negative NaNs).")
+
+
+def sqrt(t) -> ir.Function:
+    x = Var("x")
+    return _unary("vg_sqrt", (Return(ir.Select(ir.lt(x, ir.f(0.0)), ir.call("vg_nan"),
+                                               ir.call("sqrt", x))),))
+
+
+def sign(t) -> ir.Function:
+    """numpy's sign: NaN gives x itself (npy's sign returns its operand for NaN)."""
+    x = Var("x")
+    return _unary("vg_sign", (If(_isnan(t, x), (Return(x),)), Return(ir.call("sign", x))))
+
+
+def toint(t) -> ir.Function:
+    return ir.Function("vg_toint", ((FLOAT, "x"),), INT,
+                       (Return(ir.call("to_int", ir.call("floor", Var("x")))),),
+                       "int(x) floors.")
+
+
+def ceil(t) -> ir.Function:
+    x, r = Var("x"), Var("r")
+    return _unary("vg_ceil", (
+        Let("r", FLOAT, ir.call("ceil", x)),
+        Return(ir.Select(ir.and_(ir.eq(r, ir.f(0.0)), ir.call("signbit", x)), ir.f(-0.0), r))),
+        "ceil keeping the sign of zero (the driver's double ceil gives +0 for -0 and -1e-300).")
+
+
+def power(t) -> ir.Function:
+    """x ^ y: the special cases of C's pow in order, then vg_powpos of |x| (and, where the
+    target has no double for vg_powpos's once-rounded result, vg_powi for small integral
+    y: products, closer than exp(y log x)); the sign of x for odd integral y."""
+    x, y, ax, r = Var("x"), Var("y"), Var("ax"), Var("r")
+    integral, odd = Var("integral"), Var("odd")
+    one, zero = ir.f(1.0), ir.f(0.0)
+    wide = "f64" in t.types
+    last = (Assign(r, ir.call("vg_powpos", ax, y)),)
+    if not wide:
+        last = (If(ir.and_(integral, ir.le(ir.call("abs", y), ir.f(64.0))),
+                   (Assign(r, ir.call("vg_powi", ax, ir.call("to_int", y))),), last),)
+    body = (
+        If(ir.eq(y, ir.f(0.5)), (Return(ir.call("vg_sqrt", x)),)),
+        If(ir.or_(ir.eq(y, zero), ir.eq(x, one)), (Return(one),)),
+        If(ir.or_(_isnan(t, x), _isnan(t, y)), (Return(ir.call("vg_nan")),)),
+        Let("ax", FLOAT, ir.call("abs", x)),
+        If(_isinf(t, y), (If(ir.eq(ax, one), (Return(one),)),
+                          Return(ir.Select(ir.eq(ir.gt(ax, one), ir.gt(y, zero)),
+                                           ir.call("vg_inf"), zero)))),
+        Let("integral", BOOL, ir.eq(ir.call("floor", y), y)),
+        Let("odd", BOOL, ir.and_(ir.and_(integral, ir.lt(ir.call("abs", y), ir.f(16777216.0))),
+                                 ir.eq(ir.sub(y, ir.mul(ir.f(2.0), ir.call(
+                                     "floor", ir.mul(y, ir.f(0.5))))), one))),
+        If(ir.and_(ir.and_(ir.lt(x, zero), ir.not_(integral)), ir.not_(_isinf(t, x))),
+           (Return(ir.call("vg_nan")),)),
+        Let("r", FLOAT, None),
+        If(ir.or_(ir.eq(ax, zero), _isinf(t, ax)),
+           (Assign(r, ir.Select(ir.eq(ir.eq(ax, zero), ir.lt(y, zero)), ir.call("vg_inf"),
+                                zero)),), last),
+        Return(ir.Select(ir.and_(odd, ir.call("signbit", x)), ir.Un(Op.NEG, r), r)))
+    return ir.Function("vg_pow", ((FLOAT, "x"), (FLOAT, "y")), FLOAT, body, (
+        "x ^ y with numpy's (C pow's) meaning: (-2)^2 = 4, (-2)^0.5 = NaN, 0^-1 = inf; x ^ "
+        "0.5 is\nsqrt(x) (numpy's power for a scalar 0.5: (-inf)^0.5 is NaN, (-0)^0.5 is -0)."))
+
+
+def powpos_f32(t) -> ir.Function:
+    """x ^ y for finite x > 0 and finite y where the target has no double (WGSL): exp(y
+    log x) in f32."""
+    t_ = Var("t")
+    return ir.Function("vg_powpos", ((FLOAT, "x"), (FLOAT, "y")), FLOAT, (
+        Let("t", FLOAT, ir.mul(Var("y"), ir.call("vg_log", Var("x")))),
+        If(ir.or_(ir.gt(t_, ir.f(89.0)), ir.lt(t_, ir.f(-104.0))),
+           (Return(ir.Select(ir.gt(t_, ir.f(0.0)), ir.call("vg_inf"), ir.f(0.0))),)),
+        Return(ir.call("vg_exps", t_, ir.i(0)))), (
+        "x ^ y for finite x > 0 and finite y: exp(y log x) in f32 (relative error about\n"
+        "|y log x| 2^-24: with no f64 there is no once-rounded vg_powpos)."))
+
+
 # float32 only, in the dialects without a C library (GLSL, WGSL)
 TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
          "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
-         "vg_logpoly": logpoly, "vg_log": log, "vg_log2": log2}
+         "vg_logpoly": logpoly, "vg_log": log, "vg_log2": log2, "vg_pow": power}
+# in every dtype of the shaders (printed with the kernel's target)
+SHADER = {"vg_signbit": signbit, "vg_sqrt": sqrt, "vg_sign": sign, "vg_toint": toint,
+          "vg_ceil": ceil}
 
 BUILDERS = {"vg_powi": powi, "vg_floordiv": floordiv, "vg_fmod": fmod,
             "vg_ifloordiv": ifloordiv, "vg_imod": imod, "vg_min": nan_min, "vg_max": nan_max,
@@ -454,13 +542,17 @@ def printed(t, names=None) -> dict:
     target (OpenGL's doubles have none of these functions)."""
     from ..targets import TARGETS, printer
     from . import cmath
-    every = {**BUILDERS, **cmath.BUILDERS} if t.language == "c" else {**BUILDERS, **TWINS}
+    every = ({**BUILDERS, **cmath.BUILDERS} if t.language == "c"
+             else {**BUILDERS, **SHADER, **TWINS})
+    if t.language != "c" and "f64" not in t.types:
+        every["vg_powpos"] = powpos_f32
     wanted = every if names is None else [n for n in names if n in every]
     out = {}
     for name in wanted:
         key = (id(t), name)
         if key not in _CACHE or _CACHE[key][0] is not t:
-            at = t if name in BUILDERS or (t.language == "c" and name not in cmath.FLOAT32) \
+            at = t if (name in BUILDERS or name in SHADER
+                       or (t.language == "c" and name not in cmath.FLOAT32)) \
                 else TARGETS.get(t.language, {}).get("float32", t)
             _CACHE[key] = (t, printer(at).text((every[name](at),)))
         out[name] = _CACHE[key][1]

@@ -65,7 +65,7 @@ HELPER_DEPS = {
     "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
     "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
     "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
-    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
+    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": (),
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
     "vg_normal": (),
