@@ -519,13 +519,125 @@ def powpos_f32(t) -> ir.Function:
         "|y log x| 2^-24: with no f64 there is no once-rounded vg_powpos)."))
 
 
+# --- NaN, infinity and the double-precision helpers OpenGL lacks (GLSL: doubles; WGSL
+# has no f64) -------------------------------------------------------------------------
+def _special(name, word32, word64):
+    """A float of the kernel's type from its high word (NaN, infinity), through a variable:
+    WGSL's constant expressions cannot be NaN or infinite."""
+    def build(t) -> ir.Function:
+        return ir.Function(name, (), FLOAT, (
+            Let("bits", UINT, ir.hexu(word64 if t.dtype == "float64" else word32),
+                mutable=True, comment="a variable: WGSL constant expressions cannot be NaN"
+                if name == "vg_nan" else None),
+            Return(ir.call("float_high", Var("bits")))))
+    return build
+
+
+def _by_bits(name, compare):
+    """NaN and infinity by their bits (WGSL has neither isnan nor isinf)."""
+    def build(t) -> ir.Function:
+        return ir.Function(name, ((FLOAT, "x"),), BOOL, (Return(compare(
+            ir.band(ir.call("bits", Var("x")), ir.hexu(0x7FFFFFFF)), ir.hexu(0x7F800000))),),
+            "NaN and infinity by their bits (WGSL has neither isnan nor isinf)."
+            if name == "vg_isnan" else None)
+    return build
+
+
+def _d(value) -> ir.Lit:
+    return ir.Lit(float(value), F64)
+
+
+def _dpow2(e):
+    """2^e as a double from its exponent bits."""
+    return ir.call("f64_words", ir.u(0), ir.shl(ir.call("to_uint", ir.add(e, ir.i(1023))), 20))
+
+
+def dpow2(t) -> ir.Function:
+    return ir.Function("vg_dpow2", ((INT, "e"),), F64, (Return(_dpow2(Var("e"))),),
+                       "2^e as a double, for e in [-1022, 1023] (its exponent bits).")
+
+
+def powpos_f64(t) -> ir.Function:
+    """x ^ y for finite x > 0, finite y, in double precision rounded once to float."""
+    x, y, hi, e, m, f, s, q, t_, k, r, p = (
+        Var(c) for c in ("x", "y", "hi", "e", "m", "f", "s", "q", "t", "k", "r", "p"))
+    # the series of atanh (q) and of exp (p) in Horner's form, a step a line
+    series_q = [Assign(q, ir.add(ir.mul(q, s), ir.div(_d(1.0), _d(n))))
+                for n in (17, 15, 13, 11, 9, 7, 5, 3)]
+    series_p = [Assign(p, ir.add(ir.div(ir.mul(p, r), _d(n)), _d(1.0)))
+                for n in range(12, 1, -1)]
+    body = (
+        Let("hi", UINT, ir.call("f64_high", ir.call("to_f64", x))),
+        Let("e", INT, ir.sub(ir.call("to_int", ir.shr(hi, 20)), ir.i(1023)), mutable=True),
+        Let("m", F64, ir.call("f64_words", ir.call("f64_low", ir.call("to_f64", x)),
+                              ir.bor(ir.band(hi, ir.hexu(0x000FFFFF)), ir.hexu(0x3FF00000))),
+            mutable=True),
+        If(ir.gt(m, _d(1.4142135623730951)), (Assign(m, _d(0.5), Op.MUL),
+                                              Assign(e, ir.i(1), Op.ADD))),
+        Let("f", F64, ir.div(ir.sub(m, _d(1.0)), ir.add(m, _d(1.0)))),
+        Let("s", F64, ir.mul(f, f)),
+        Let("q", F64, ir.div(_d(1.0), _d(19.0)), mutable=True), *series_q,
+        Assign(q, ir.add(ir.mul(q, s), _d(1.0))),
+        Let("t", F64, ir.mul(ir.call("to_f64", y), ir.add(
+            ir.mul(ir.call("to_f64", e), _d(0.6931471805599453)),
+            ir.mul(ir.mul(_d(2.0), f), q)))),
+        If(ir.or_(ir.gt(t_, _d(89.0)), ir.lt(t_, _d(-104.0))),
+           (Return(ir.Select(ir.gt(t_, _d(0.0)), ir.call("vg_inf"), ir.f(0.0))),)),
+        Let("k", F64, ir.call("floor", ir.add(ir.mul(t_, _d(1.4426950408889634)), _d(0.5)))),
+        Let("r", F64, ir.sub(ir.sub(t_, ir.mul(k, _d(0.6931471803691238))),
+                             ir.mul(k, _d(1.9082149292705877e-10)))),
+        Let("p", F64, ir.add(ir.div(r, _d(13.0)), _d(1.0)), mutable=True), *series_p,
+        Assign(p, ir.add(ir.mul(p, r), _d(1.0))),
+        Return(ir.call("f32", ir.mul(p, _dpow2(ir.call("to_int", k))))))
+    return ir.Function("vg_powpos", ((FLOAT, "x"), (FLOAT, "y")), FLOAT, body, (
+        "x ^ y for finite x > 0 and finite y: exp(y log x) in double precision (log by atanh"
+        "\nseries on [sqrt(.5), sqrt(2)), exp by Taylor on |r| <= ln2 / 2), rounded once to "
+        "float.\nNo loops: the driver's loop limiter counts every loop iteration of a "
+        "dispatch."))
+
+
+def dexp(t) -> ir.Function:
+    x, k, hi, lo, r, t_, c, y, n, h = (
+        Var(c) for c in ("x", "k", "hi", "lo", "r", "t", "c", "y", "n", "h"))
+    F = ir.f
+    poly = F(4.13813679705723846039e-08)
+    for a in (-1.65339022054652515390e-06, 6.61375632143793436117e-05,
+              -2.77777777770155933842e-03, 1.66666666666666019037e-01):
+        poly = ir.add(F(a), ir.mul(t_, poly))
+    body = (
+        If(ir.not_(ir.le(ir.call("abs", x), F(708.0))), (
+            If(ir.call("isnan", x), (Return(x),)),
+            If(ir.gt(x, F(709.782712893383973096)), (Return(ir.call("vg_inf")),)),
+            If(ir.lt(x, F(-745.13321910194110842)), (Return(F(0.0)),)))),
+        Let("k", FLOAT, ir.call("floor", ir.add(ir.mul(F(1.44269504088896338700), x),
+                                                F(0.5)))),
+        Let("hi", FLOAT, ir.sub(x, ir.mul(k, F(6.93147180369123816490e-01)))),
+        Let("lo", FLOAT, ir.mul(k, F(1.90821492927058770002e-10))),
+        Let("r", FLOAT, ir.sub(hi, lo)),
+        Let("t", FLOAT, ir.mul(r, r)),
+        Let("c", FLOAT, ir.sub(r, ir.mul(t_, poly))),
+        Let("y", FLOAT, ir.sub(F(1.0), ir.sub(ir.sub(lo, ir.div(ir.mul(r, c), ir.sub(
+            F(2.0), c))), hi))),
+        Let("n", INT, ir.call("to_int", k)),
+        Let("h", INT, ir.div(n, ir.i(2))),
+        Return(ir.mul(ir.mul(y, ir.call("vg_dpow2", h)), ir.call("vg_dpow2", ir.sub(n, h)))))
+    return _unary("vg_dexp", body, (
+        "exp in double precision (OpenGL has none): fdlibm's e_exp.c. x = k ln2 + r with\n"
+        "|r| <= ln2 / 2 (ln2 in two parts, the first with 11 zero bits so k * ln2_hi is\n"
+        "exact), exp(r) from the rational form of a Remez polynomial in r^2, then 2^k in two"
+        "\nexact factors so that a subnormal result rounds once. Within 1 ulp."))
+
+
 # float32 only, in the dialects without a C library (GLSL, WGSL)
 TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
          "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
          "vg_logpoly": logpoly, "vg_log": log, "vg_log2": log2, "vg_pow": power}
 # in every dtype of the shaders (printed with the kernel's target)
 SHADER = {"vg_signbit": signbit, "vg_sqrt": sqrt, "vg_sign": sign, "vg_toint": toint,
-          "vg_ceil": ceil}
+          "vg_ceil": ceil, "vg_nan": _special("vg_nan", 0x7FC00000, 0x7FF80000),
+          "vg_inf": _special("vg_inf", 0x7F800000, 0x7FF00000),
+          "vg_isnan": _by_bits("vg_isnan", ir.gt), "vg_isinf": _by_bits("vg_isinf", ir.eq),
+          "vg_dpow2": dpow2, "vg_dexp": dexp}
 
 BUILDERS = {"vg_powi": powi, "vg_floordiv": floordiv, "vg_fmod": fmod,
             "vg_ifloordiv": ifloordiv, "vg_imod": imod, "vg_min": nan_min, "vg_max": nan_max,
@@ -544,8 +656,8 @@ def printed(t, names=None) -> dict:
     from . import cmath
     every = ({**BUILDERS, **cmath.BUILDERS} if t.language == "c"
              else {**BUILDERS, **SHADER, **TWINS})
-    if t.language != "c" and "f64" not in t.types:
-        every["vg_powpos"] = powpos_f32
+    if t.language != "c":
+        every["vg_powpos"] = powpos_f64 if "f64" in t.types else powpos_f32
     wanted = every if names is None else [n for n in names if n in every]
     out = {}
     for name in wanted:

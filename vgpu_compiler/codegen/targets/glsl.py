@@ -32,7 +32,11 @@ GLSL_FLOAT32 = Target(
               "bits": "floatBitsToUint({0})",
               "high_word": {"float32": "floatBitsToUint({0})",
                             "float64": "unpackDouble2x32({0}).y"},
-              "vec3": "vec3({0}, {1}, {2})"},
+              "vec3": "vec3({0}, {1}, {2})",
+              "float_high": {"float32": "uintBitsToFloat({0})",
+                             "float64": "packDouble2x32(uvec2(0u, {0}))"},
+              "f64_high": "unpackDouble2x32({0}).y", "f64_low": "unpackDouble2x32({0}).x",
+              "f64_words": "packDouble2x32(uvec2({0}, {1}))"},
     accurate_pow=False)         # no double pow; float pow is not correctly rounded
 GLSL_FLOAT64 = replace(
     GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only

@@ -99,7 +99,7 @@ WGSL = replace(
               "min_plain": "min({0}, {1})",
               "max_plain": "max({0}, {1})",
               "float_bits": "bitcast<f32>({0})", "to_int": "i32({0})",
-              "vec3": "vec3<f32>({0}, {1}, {2})"},
+              "vec3": "vec3<f32>({0}, {1}, {2})", "float_high": "bitcast<f32>({0})"},
     accurate_pow=False,
     has_isnan=False,            # the bits are tested (vg_ad_bad)
     stage_zero="vg_zero")
