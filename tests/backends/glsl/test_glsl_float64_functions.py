@@ -65,6 +65,14 @@ def test_special_inputs_give_numpys_answers(glsl, fn, x):
     assert (np.signbit(got[real]) == np.signbit(want[real])).all()
 
 
+def test_exp_and_fmod_in_one_kernel(glsl):
+    """vg_dexp (exp) and vg_cfmod's exponent helper (vg_dilogb) in one shader: the two
+    once shared a name, and the driver refused the kernel."""
+    x = np.linspace(-7.5, 7.5, 31)
+    got = values("exp(x) + x % 3.0", x, "glsl")
+    np.testing.assert_allclose(got, np.exp(x) + np.mod(x, 3.0), rtol=1e-15)
+
+
 def test_an_adaptive_float64_run_with_exp_and_log_takes_numpys_steps(glsl):
     """Arrhenius-like rates (exp) and a log in the right-hand side: dopri5 at rtol 1e-10
     on GLSL float64 against the numpy reference (same steps, states to ~1e-13)."""
