@@ -628,6 +628,64 @@ def dexp(t) -> ir.Function:
         "\nexact factors so that a subnormal result rounds once. Within 1 ulp."))
 
 
+def _dlog_reduction(t) -> tuple:
+    """fdlibm's e_log.c reduction for a finite x > 0 (the locals k, f, hfsq, sr): x = 2^k
+    (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)] (subnormals scaled by 2^54 first), s = f /
+    (2 + f), log(1 + f) = f - (hfsq - sr) with hfsq = f^2/2, sr = s (hfsq + R(s^2)), R a
+    Remez polynomial."""
+    F = ir.f
+    x, k, m, f, s, z, z2, t1, t2, hfsq = (
+        Var(c) for c in ("x", "k", "m", "f", "s", "z", "z2", "t1", "t2", "hfsq"))
+    return (
+        Let("x", FLOAT, Var("x0"), mutable=True), Let("k", FLOAT, F(0.0), mutable=True),
+        If(ir.lt(x, F(2.2250738585072014e-308)),
+           (Assign(x, F(18014398509481984.0), Op.MUL), Assign(k, F(-54.0)))),
+        Assign(k, ir.call("to_float", ir.sub(ir.call("to_int", ir.shr(
+            ir.call("f64_high", x), 20)), ir.i(1023))), Op.ADD),
+        Let("m", FLOAT, ir.call("f64_words", ir.call("f64_low", x), ir.bor(ir.band(
+            ir.call("f64_high", x), ir.hexu(0x000FFFFF)), ir.hexu(0x3FF00000))),
+            mutable=True, comment="[1, 2)"),
+        If(ir.gt(m, F(1.41421356237309504880)), (Assign(m, F(0.5), Op.MUL),
+                                                 Assign(k, F(1.0), Op.ADD))),
+        Let("f", FLOAT, ir.sub(m, F(1.0))),
+        Let("s", FLOAT, ir.div(f, ir.add(F(2.0), f))),
+        Let("z", FLOAT, ir.mul(s, s)), Let("z2", FLOAT, ir.mul(z, z)),
+        Let("t1", FLOAT, ir.mul(z2, ir.add(F(3.999999999940941908e-01), ir.mul(z2, ir.add(
+            F(2.222219843214978396e-01), ir.mul(z2, F(1.531383769920937332e-01))))))),
+        Let("t2", FLOAT, ir.mul(z, ir.add(F(6.666666666666735130e-01), ir.mul(z2, ir.add(
+            F(2.857142874366239149e-01), ir.mul(z2, ir.add(
+                F(1.818357216161805012e-01), ir.mul(z2, F(1.479819860511658591e-01))))))))),
+        Let("hfsq", FLOAT, ir.mul(ir.mul(F(0.5), f), f)),
+        Let("sr", FLOAT, ir.mul(s, ir.add(hfsq, ir.add(t1, t2)))))
+
+
+def _dlog(t, name, value, note) -> ir.Function:
+    """log and log2 in double precision: 0, infinities, negatives and NaN first, then
+    ``value(k, f, hfsq, sr)`` of the reduction."""
+    x = Var("x0")
+    return ir.Function(name, ((FLOAT, "x0"),), FLOAT, (
+        If(ir.or_(ir.not_(ir.gt(x, ir.f(0.0))), ir.call("isinf", x)), (Return(ir.Select(
+            ir.eq(x, ir.f(0.0)), ir.Un(Op.NEG, ir.call("vg_inf")),
+            ir.Select(ir.gt(x, ir.f(0.0)), x, ir.call("vg_nan")))),)),
+        *_dlog_reduction(t),
+        Return(value(*(Var(c) for c in ("k", "f", "hfsq", "sr"))))), note)
+
+
+def dlog(t) -> ir.Function:
+    return _dlog(t, "vg_dlog", lambda k, f, hfsq, sr: ir.sub(
+        ir.mul(k, ir.f(6.93147180369123816490e-01)),
+        ir.sub(ir.sub(hfsq, ir.add(sr, ir.mul(k, ir.f(1.90821492927058770002e-10)))), f)), (
+        "log in double precision (OpenGL has none): fdlibm's e_log.c, k ln2 in two parts. "
+        "Within\n1 ulp."))
+
+
+def dlog2(t) -> ir.Function:
+    return _dlog(t, "vg_dlog2", lambda k, f, hfsq, sr: ir.add(k, ir.mul(
+        ir.sub(f, ir.sub(hfsq, sr)), ir.f(1.44269504088896340736))), (
+        "log2 in double precision: k + log(1 + f) / ln2 (fdlibm's e_log.c reduction), so "
+        "exact at\npowers of two. Within 2 ulp."))
+
+
 # float32 only, in the dialects without a C library (GLSL, WGSL)
 TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
          "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
@@ -637,7 +695,7 @@ SHADER = {"vg_signbit": signbit, "vg_sqrt": sqrt, "vg_sign": sign, "vg_toint": t
           "vg_ceil": ceil, "vg_nan": _special("vg_nan", 0x7FC00000, 0x7FF80000),
           "vg_inf": _special("vg_inf", 0x7F800000, 0x7FF00000),
           "vg_isnan": _by_bits("vg_isnan", ir.gt), "vg_isinf": _by_bits("vg_isinf", ir.eq),
-          "vg_dpow2": dpow2, "vg_dexp": dexp}
+          "vg_dpow2": dpow2, "vg_dexp": dexp, "vg_dlog": dlog, "vg_dlog2": dlog2}
 
 BUILDERS = {"vg_powi": powi, "vg_floordiv": floordiv, "vg_fmod": fmod,
             "vg_ifloordiv": ifloordiv, "vg_imod": imod, "vg_min": nan_min, "vg_max": nan_max,
