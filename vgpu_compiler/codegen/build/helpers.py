@@ -686,6 +686,111 @@ def dlog2(t) -> ir.Function:
         "exact at\npowers of two. Within 2 ulp."))
 
 
+# --- C's fmod in GLSL, exact, in double-precision long division (WGSL's is musl's on the
+# bits: templates/helpers.wgsl.j2) -------------------------------------------------------
+def _dilogb(t) -> ir.Function:
+    x, sub = Var("x"), Var("sub")
+    return ir.Function("vg_dilogb", ((F64, "x"),), INT, (
+        Let("sub", BOOL, ir.lt(x, _d(2.2250738585072014e-308))),
+        Return(ir.sub(ir.call("to_int", ir.band(ir.shr(ir.call("f64_high", ir.Select(
+            sub, ir.mul(x, _d(18014398509481984.0)), x)), 20), ir.hexu(0x7FF))),
+            ir.Select(sub, ir.i(54), ir.i(0))))), (
+        "The exponent of a double (subnormals too), and x 2^k for 0 <= k <= 2046 (exact "
+        "when\nthe result is a normal double)."))
+
+
+def _dscale(t) -> ir.Function:
+    k = Var("k")
+    half = ir.div(k, ir.i(2))
+    return ir.Function("vg_dscale", ((F64, "x"), (INT, "k")), F64, (Return(ir.mul(
+        ir.mul(Var("x"), _dpow2(half)), _dpow2(ir.sub(k, half)))),))
+
+
+def _nest(fn, times, r, m):
+    for _ in range(times):
+        r = ir.call(fn, r, m)
+    return r
+
+
+def _scaled_y(r, m, bits):
+    """y = m 2^k, the multiple of m that leaves r / y below 2^bits."""
+    return ir.call("vg_dscale", m, ir.call("max", ir.sub(ir.sub(
+        ir.call("vg_dilogb", r), ir.call("vg_dilogb", m)), ir.i(bits)), ir.i(0)))
+
+
+def _cfmod_head(a, b, zero):
+    return (If(ir.or_(ir.or_(ir.or_(ir.call("isnan", a), ir.call("isnan", b)),
+                             ir.call("isinf", a)), ir.eq(b, zero)),
+               (Return(ir.call("vg_nan")),)),
+            If(ir.lt(ir.call("abs", a), ir.call("abs", b)), (Return(a),)))
+
+
+def cfmod_glsl(t) -> tuple:
+    """C's fmod (the sign of the dividend), exact as C's, no loops (the driver's loop
+    limiter counts every iteration of a dispatch): a fixed count of exact steps of long
+    division r - q y in double precision (float32: 11 steps of 27 bits; float64: 42 of 50,
+    the product q y exact by Dekker's split)."""
+    a, b, r, m, y, tt = (Var(c) for c in ("a", "b", "r", "m", "y", "t"))
+    head = (_dilogb(t), _dscale(t))
+    if t.dtype == "float32":
+        step = ir.Function("vg_fmodstep", ((F64, "r"), (F64, "m")), F64, (
+            Let("y", F64, _scaled_y(r, m, 28)),
+            Let("t", F64, ir.sub(r, ir.mul(ir.call("trunc", ir.div(r, y)), y))),
+            Return(ir.Select(ir.lt(tt, _d(0.0)), ir.add(tt, y), tt))), (
+            "One exact step of long division for r >= 0, m > 0 (floats held in doubles): r "
+            "- q y with\ny = m 2^k the multiple that leaves q = trunc(r / y) < 2^29, so q y "
+            "(29 + 24 bits) and\nr - q y (a multiple of ulp(y) below y in size) are exact; "
+            "q one too large is undone by\n+ y."))
+        f = Var("f")
+        main = ir.Function("vg_cfmod", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, (
+            *_cfmod_head(a, b, ir.f(0.0)),
+            Let("m", F64, ir.call("to_f64", ir.call("abs", b))),
+            Let("r", F64, ir.call("to_f64", ir.call("abs", a)), mutable=True),
+            Assign(r, _nest("vg_fmodstep", 4, r, m)), Assign(r, _nest("vg_fmodstep", 4, r, m)),
+            Assign(r, _nest("vg_fmodstep", 3, r, m)),
+            Let("f", FLOAT, ir.call("f32", r)),
+            Return(ir.Select(ir.call("signbit", a), ir.Un(Op.NEG, f), f))), (
+            "C's fmod (the sign of the dividend), exact as C's: 11 steps of 27 bits cover "
+            "any\nfloat32 quotient."))
+        return (*head, step, main)
+    x, sc, q, qh, ql, yh, yl, p, e = (
+        Var(c) for c in ("x", "sc", "q", "qh", "ql", "yh", "yl", "p", "e"))
+    dhi = ir.Function("vg_dhi", ((F64, "x"),), F64, (Return(ir.call(
+        "f64_words", ir.band(ir.call("f64_low", x), ir.hexu(0xF8000000)),
+        ir.call("f64_high", x))),),
+        "x = hi + lo with hi the top 26 bits of x (exact: a mask, no arithmetic to reorder).")
+    step = ir.Function("vg_fmodstep", ((F64, "r"), (F64, "m")), F64, (
+        Let("y", F64, _scaled_y(r, m, 51), mutable=True),
+        Let("sc", F64, ir.Select(ir.gt(r, _d(6.69692879491417e+299)),
+                                 _d(7.888609052210118e-31), _d(1.0))),
+        Assign(r, sc, Op.MUL), Assign(y, sc, Op.MUL),
+        Let("q", F64, ir.call("trunc", ir.div(r, y))),
+        Let("qh", F64, ir.call("vg_dhi", q)), Let("ql", F64, ir.sub(q, qh)),
+        Let("yh", F64, ir.call("vg_dhi", y)), Let("yl", F64, ir.sub(y, yh)),
+        Let("p", F64, ir.mul(q, y), precise=True),
+        Let("e", F64, ir.add(ir.add(ir.add(ir.sub(ir.mul(qh, yh), p), ir.mul(qh, yl)),
+                                    ir.mul(ql, yh)), ir.mul(ql, yl)), precise=True),
+        Let("t", F64, ir.sub(ir.sub(r, p), e), precise=True, mutable=True),
+        Assign(tt, ir.Select(ir.lt(tt, _d(0.0)), ir.add(tt, y), tt)),
+        Return(ir.div(tt, sc))), (
+        "One exact step of long division for r >= 0, m > 0: r - q y with y = m 2^k the "
+        "multiple\nthat leaves q = trunc(r / y) < 2^52; q y = p + e exactly (Dekker's "
+        "product, the halves\nsplit by masks), r - p is exact (Sterbenz) and so is (r - p) "
+        "- e, the remainder itself.\nValues past 2^996 are scaled by 2^-100 first."))
+    steps = ir.Function("vg_fmodsteps", ((F64, "r"), (F64, "m")), F64, (
+        Assign(r, _nest("vg_fmodstep", 3, r, m)), Return(_nest("vg_fmodstep", 3, r, m))),
+        "Six steps: quotients below 2^300 (most of them take one).")
+    main = ir.Function("vg_cfmod", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, (
+        *_cfmod_head(a, b, ir.f(0.0)),
+        Let("m", F64, ir.call("abs", b)),
+        Let("r", F64, _nest("vg_fmodsteps", 3, ir.call("abs", a), m), mutable=True),
+        Assign(r, _nest("vg_fmodsteps", 4, r, m)),
+        Return(ir.Select(ir.call("signbit", a), ir.Un(Op.NEG, r), r))), (
+        "C's fmod (the sign of the dividend), exact as C's: 42 steps of 50 bits cover any"
+        "\nfloat64 quotient."))
+    return (*head, dhi, step, steps, main)
+
+
 # float32 only, in the dialects without a C library (GLSL, WGSL)
 TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
          "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
@@ -716,14 +821,17 @@ def printed(t, names=None) -> dict:
              else {**BUILDERS, **SHADER, **TWINS})
     if t.language != "c":
         every["vg_powpos"] = powpos_f64 if "f64" in t.types else powpos_f32
+    if t.language == "glsl":
+        every["vg_cfmod"] = cfmod_glsl
     wanted = every if names is None else [n for n in names if n in every]
     out = {}
     for name in wanted:
         key = (id(t), name)
         if key not in _CACHE or _CACHE[key][0] is not t:
-            at = t if (name in BUILDERS or name in SHADER
-                       or (t.language == "c" and name not in cmath.FLOAT32)) \
-                else TARGETS.get(t.language, {}).get("float32", t)
-            _CACHE[key] = (t, printer(at).text((every[name](at),)))
+            twin = name in cmath.FLOAT32 if t.language == "c" else name in TWINS
+            at = TARGETS.get(t.language, {}).get("float32", t) if twin else t
+            fns = every[name](at)       # a function, or a helper with its own helpers
+            fns = fns if isinstance(fns, tuple) else (fns,)
+            _CACHE[key] = (t, "\n\n".join(printer(at).text((fn,)) for fn in fns))
         out[name] = _CACHE[key][1]
     return out
