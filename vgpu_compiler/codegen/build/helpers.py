@@ -791,6 +791,59 @@ def cfmod_glsl(t) -> tuple:
     return (*head, dhi, step, steps, main)
 
 
+def cfmod_bits(t) -> ir.Function:
+    """C's fmod on the bits alone (musl's fmodf), where the target has no double (WGSL):
+    integer long division of the significands, one binary digit per iteration (at most
+    277), so a driver that flushes subnormal floats to zero (lavapipe) still gets them
+    right."""
+    a, b, ua, ub, sa, ax, ex, ey, mx, my = (
+        Var(c) for c in ("a", "b", "ua", "ub", "sa", "ax", "ex", "ey", "mx", "my"))
+    signed_zero = Return(ir.call("float_bits", sa))
+
+    def shl_by(x, n):
+        return ir.Bits(ir.Bit.SHL, x, ir.call("to_uint", n))
+
+    def significand(e, m, x):
+        """m = the significand of x (exponent e), a subnormal's normalised."""
+        note = (ir.Comment("subnormal: normalise the significand"),) if e is ex else ()
+        return If(ir.eq(e, ir.i(0)), (
+            *note, Assign(m, ir.shl(x, 9)),
+            While(ir.eq(ir.shr(m, 31), ir.u(0)),
+                  (Assign(e, ir.i(1), Op.SUB), Assign(m, ir.shl(m, 1)))),
+            Assign(m, shl_by(x, ir.sub(ir.i(1), e)))),
+            (Assign(m, ir.bor(ir.band(x, ir.hexu(0x007FFFFF)), ir.hexu(0x00800000))),))
+
+    def digit():
+        return If(ir.ge(mx, my), (If(ir.eq(mx, my), (signed_zero,)), Assign(mx, ir.sub(mx, my))))
+    body = (
+        Let("ua", UINT, ir.call("bits", a)),
+        Let("ub", UINT, ir.band(ir.call("bits", b), ir.hexu(0x7FFFFFFF))),
+        Let("sa", UINT, ir.band(ua, ir.hexu(0x80000000))),
+        Let("ax", UINT, ir.band(ua, ir.hexu(0x7FFFFFFF))),
+        If(ir.or_(ir.or_(ir.eq(ub, ir.u(0)), ir.gt(ub, ir.hexu(0x7F800000))),
+                  ir.ge(ax, ir.hexu(0x7F800000))),
+           (Return(ir.call("vg_nan")),)),
+        If(ir.lt(ax, ub), (Return(a),)),
+        If(ir.eq(ax, ub), (signed_zero,)),
+        Let("ex", INT, ir.call("to_int", ir.shr(ax, 23)), mutable=True),
+        Let("ey", INT, ir.call("to_int", ir.shr(ub, 23)), mutable=True),
+        Let("mx", UINT, None), Let("my", UINT, None),
+        significand(ex, mx, ax), significand(ey, my, ub),
+        While(ir.gt(ex, ey), (digit(), Assign(mx, ir.shl(mx, 1)), Assign(ex, ir.i(1), Op.SUB))),
+        digit(),
+        While(ir.eq(ir.shr(mx, 23), ir.u(0)), (Assign(mx, ir.shl(mx, 1)),
+                                                Assign(ex, ir.i(1), Op.SUB))),
+        If(ir.gt(ex, ir.i(0)),
+           (Assign(mx, ir.bor(ir.sub(mx, ir.hexu(0x00800000)), ir.shl(ir.call("to_uint", ex), 23))),),
+           (Assign(mx, ir.Bits(ir.Bit.SHR, mx, ir.call("to_uint", ir.sub(ir.i(1), ex)))),)),
+        Return(ir.call("float_bits", ir.bor(mx, sa))))
+    return ir.Function("vg_cfmod", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, body, (
+        "C's fmod (the sign of the dividend), exact, on the bits alone (musl's fmodf): "
+        "integer long\ndivision of the significands, one binary digit per iteration (at "
+        "most 277), so a driver\nthat flushes subnormal floats to zero (lavapipe) still "
+        "gets them right."))
+
+
 # float32 only, in the dialects without a C library (GLSL, WGSL)
 TWINS = {"vg_exps": exps, "vg_exp": exp, "vg_atan": atan, "vg_atan2": atan2,
          "vg_asin": asin, "vg_acos": acos, "vg_sinh": sinh, "vg_cosh": cosh, "vg_tanh": tanh,
@@ -821,8 +874,7 @@ def printed(t, names=None) -> dict:
              else {**BUILDERS, **SHADER, **TWINS})
     if t.language != "c":
         every["vg_powpos"] = powpos_f64 if "f64" in t.types else powpos_f32
-    if t.language == "glsl":
-        every["vg_cfmod"] = cfmod_glsl
+        every["vg_cfmod"] = cfmod_glsl if "f64" in t.types else cfmod_bits
     wanted = every if names is None else [n for n in names if n in every]
     out = {}
     for name in wanted:
