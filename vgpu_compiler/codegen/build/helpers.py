@@ -860,6 +860,15 @@ BUILDERS = {"vg_powi": powi, "vg_floordiv": floordiv, "vg_fmod": fmod,
             "vg_fmax": fmax, "vg_fmin": fmin, "vg_clamp": clamp}
 
 
+# The shaders' order of definition (GLSL needs a function defined before its callers):
+# the templates print a kernel's helpers in this order (``k.built`` keeps it).
+ORDER = ("vg_isnan", "vg_isinf", "vg_nan", "vg_inf", "vg_min", "vg_max", "vg_fmax",
+         "vg_fmin", "vg_clamp", "vg_sign", "vg_toint", "vg_sqrt", "vg_signbit", "vg_ceil",
+         "vg_exps", "vg_exp", "vg_logpoly", "vg_log", "vg_log2", "vg_atan", "vg_atan2",
+         "vg_asin", "vg_acos", "vg_sinh", "vg_cosh", "vg_tanh", "vg_powi", "vg_powpos",
+         "vg_pow", "vg_cfmod", "vg_floordiv", "vg_fmod", "vg_ifloordiv", "vg_imod",
+         "vg_dpow2", "vg_dexp", "vg_dlog", "vg_dlog2")
+
 _CACHE: dict = {}
 
 
@@ -875,7 +884,7 @@ def printed(t, names=None) -> dict:
     if t.language != "c":
         every["vg_powpos"] = powpos_f64 if "f64" in t.types else powpos_f32
         every["vg_cfmod"] = cfmod_glsl if "f64" in t.types else cfmod_bits
-    wanted = every if names is None else [n for n in names if n in every]
+    wanted = every if names is None else [n for n in ORDER if n in names and n in every]
     out = {}
     for name in wanted:
         key = (id(t), name)
