@@ -1,5 +1,5 @@
 """GLSL float64 `exp`, `log` and `log2` (OpenGL's double type has none): the helpers
-vg_dexp, vg_dlog and vg_dlog2 (fdlibm's e_exp.c and e_log.c, templates/helpers.glsl.j2)
+vg_dexp, vg_dlog and vg_dlog2 (fdlibm's e_exp.c and e_log.c, codegen/build/helpers.py)
 against numpy, within 1 ulp (log2: 2) over their whole ranges (subnormal results and
 arguments included), log2 exact at powers of two,
 numpy's answers on special inputs, an adaptive float64 run that calls them taking the

@@ -14,7 +14,12 @@ What differs between the dialects is what each has, never the algorithm:
   compares);
 - ``vg_ifloordiv``, ``vg_imod``: Python's int // and %, an error by zero; the division
   only ever sees a divisor other than 0 and -1; where a select evaluates both sides
-  (``lazy_select``: WGSL) the error is reported only where the value is used (``live``).
+  (``lazy_select``: WGSL) the error is reported only where the value is used (``live``);
+- the shaders' own (``SHADER``, ``TWINS``, ``vg_powpos``, ``vg_cfmod``): NaN and infinity
+  from the bits, numpy's sqrt, sign, int(), signbit, ceil and x ^ y; where the target has
+  doubles (GLSL) ``vg_powpos`` and ``vg_cfmod`` compute in double, elsewhere (WGSL) in f32
+  and on the bits: two algorithms, each written once; GLSL's float64 exp, log and log2
+  (fdlibm's). The templates print a kernel's helpers in ``ORDER``.
 """
 from __future__ import annotations
 
@@ -834,7 +839,8 @@ def cfmod_bits(t) -> ir.Function:
         While(ir.eq(ir.shr(mx, 23), ir.u(0)), (Assign(mx, ir.shl(mx, 1)),
                                                 Assign(ex, ir.i(1), Op.SUB))),
         If(ir.gt(ex, ir.i(0)),
-           (Assign(mx, ir.bor(ir.sub(mx, ir.hexu(0x00800000)), ir.shl(ir.call("to_uint", ex), 23))),),
+           (Assign(mx, ir.bor(ir.sub(mx, ir.hexu(0x00800000)),
+                              ir.shl(ir.call("to_uint", ex), 23))),),
            (Assign(mx, ir.Bits(ir.Bit.SHR, mx, ir.call("to_uint", ir.sub(ir.i(1), ex)))),)),
         Return(ir.call("float_bits", ir.bor(mx, sa))))
     return ir.Function("vg_cfmod", ((FLOAT, "a"), (FLOAT, "b")), FLOAT, body, (
