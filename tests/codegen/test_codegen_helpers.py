@@ -66,8 +66,8 @@ def test_one_skeleton_in_every_dialect(name):
 def test_the_float32_twins_are_one(name):
     glsl, wgsl = (H.printed(TARGETS[lang]["float32"], [name])[name]
                   for lang in ("glsl", "wgsl"))
-    assert skeleton(glsl) == skeleton(wgsl)
-    assert H.printed(TARGETS["glsl"]["float64"], [name])[name] == glsl     # (always float)
+    assert skeleton(glsl) == skeleton(wgsl) or name == "vg_pow"   # (no f64: vg_powi for
+    assert H.printed(TARGETS["glsl"]["float64"], [name])[name] == glsl     # small integral y)
 
 
 PROGRAM = """#include <math.h>

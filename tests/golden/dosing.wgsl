@@ -65,20 +65,20 @@ fn vg_fail(id: u32, at: vec3<i32>) {
 
 // NaN and infinity by their bits (WGSL has neither isnan nor isinf).
 fn vg_isnan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+    return (bitcast<u32>(x) & 0x7FFFFFFFu) > 0x7F800000u;
 }
 
 fn vg_isinf(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+    return (bitcast<u32>(x) & 0x7FFFFFFFu) == 0x7F800000u;
 }
 
 fn vg_nan() -> f32 {
-    var bits: u32 = 0x7fc00000u;    // a variable: WGSL constant expressions cannot be NaN
+    var bits: u32 = 0x7FC00000u;  // a variable: WGSL constant expressions cannot be NaN
     return bitcast<f32>(bits);
 }
 
 fn vg_inf() -> f32 {
-    var bits: u32 = 0x7f800000u;
+    var bits: u32 = 0x7F800000u;
     return bitcast<f32>(bits);
 }
 
@@ -93,10 +93,7 @@ fn vg_toint(x: f32) -> i32 {
 }
 
 fn vg_sqrt(x: f32) -> f32 {
-    if (x < 0.0) {
-        return vg_nan();
-    }
-    return sqrt(x);
+    return select(sqrt(x), vg_nan(), x < 0.0);
 }
 
 // The sign bit (true for -0.0 and negative NaNs).
@@ -169,20 +166,17 @@ fn vg_powi(x: f32, n: i32) -> f32 {
 }
 
 // x ^ y for finite x > 0 and finite y: exp(y log x) in f32 (relative error about
-// |y log x| 2^-24: WGSL has no f64 for GLSL's once-rounded vg_powpos).
+// |y log x| 2^-24: with no f64 there is no once-rounded vg_powpos).
 fn vg_powpos(x: f32, y: f32) -> f32 {
     let t: f32 = y * vg_log(x);
-    if (t > 89.0 || t < -104.0) {
-        if (t > 0.0) {
-            return vg_inf();
-        }
-        return 0.0;
+    if (t > 89.0 || t < (-104.0)) {
+        return select(0.0, vg_inf(), t > 0.0);
     }
     return vg_exps(t, 0);
 }
 
 // x ^ y with numpy's (C pow's) meaning: (-2)^2 = 4, (-2)^0.5 = NaN, 0^-1 = inf; x ^ 0.5 is
-// sqrt(x).
+// sqrt(x) (numpy's power for a scalar 0.5: (-inf)^0.5 is NaN, (-0)^0.5 is -0).
 fn vg_pow(x: f32, y: f32) -> f32 {
     if (y == 0.5) {
         return vg_sqrt(x);
@@ -198,13 +192,10 @@ fn vg_pow(x: f32, y: f32) -> f32 {
         if (ax == 1.0) {
             return 1.0;
         }
-        if ((ax > 1.0) == (y > 0.0)) {
-            return vg_inf();
-        }
-        return 0.0;
+        return select(0.0, vg_inf(), (ax > 1.0) == (y > 0.0));
     }
     let integral: bool = floor(y) == y;
-    let odd: bool = integral && abs(y) < 16777216.0 && (y - 2.0 * floor(y * 0.5)) == 1.0;
+    let odd: bool = integral && abs(y) < 1.6777216e+07 && y - 2.0 * floor(y * 0.5) == 1.0;
     if (x < 0.0 && !integral && !vg_isinf(x)) {
         return vg_nan();
     }
@@ -212,7 +203,7 @@ fn vg_pow(x: f32, y: f32) -> f32 {
     if (ax == 0.0 || vg_isinf(ax)) {
         r = select(0.0, vg_inf(), (ax == 0.0) == (y < 0.0));
     } else if (integral && abs(y) <= 64.0) {
-        r = vg_powi(ax, i32(y));    // small integer exponents: products, closer than exp(y log x)
+        r = vg_powi(ax, i32(y));
     } else {
         r = vg_powpos(ax, y);
     }

@@ -52,11 +52,13 @@ void vg_fail(uint id, ivec3 at) {
 uniform float vg_zero;
 
 float vg_nan() {
-    return uintBitsToFloat(0x7fc00000u);
+    uint bits = 0x7FC00000u;  // a variable: WGSL constant expressions cannot be NaN
+    return uintBitsToFloat(bits);
 }
 
 float vg_inf() {
-    return uintBitsToFloat(0x7f800000u);
+    uint bits = 0x7F800000u;
+    return uintBitsToFloat(bits);
 }
 
 float vg_max(float a, float b) {

@@ -65,16 +65,16 @@ fn vg_fail(id: u32, at: vec3<i32>) {
 
 // NaN and infinity by their bits (WGSL has neither isnan nor isinf).
 fn vg_isnan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+    return (bitcast<u32>(x) & 0x7FFFFFFFu) > 0x7F800000u;
 }
 
 fn vg_nan() -> f32 {
-    var bits: u32 = 0x7fc00000u;    // a variable: WGSL constant expressions cannot be NaN
+    var bits: u32 = 0x7FC00000u;  // a variable: WGSL constant expressions cannot be NaN
     return bitcast<f32>(bits);
 }
 
 fn vg_inf() -> f32 {
-    var bits: u32 = 0x7f800000u;
+    var bits: u32 = 0x7F800000u;
     return bitcast<f32>(bits);
 }
 

@@ -41,11 +41,13 @@ uniform float u_pause;  // no attempt from this time on (a Simulation's until; t
 
 // --- helpers -----------------------------------------------------------------
 float vg_nan() {
-    return uintBitsToFloat(0x7fc00000u);
+    uint bits = 0x7FC00000u;  // a variable: WGSL constant expressions cannot be NaN
+    return uintBitsToFloat(bits);
 }
 
 float vg_inf() {
-    return uintBitsToFloat(0x7f800000u);
+    uint bits = 0x7F800000u;
+    return uintBitsToFloat(bits);
 }
 
 float vg_sqrt(float x) {
@@ -54,7 +56,7 @@ float vg_sqrt(float x) {
 
 // The sign bit (true for -0.0 and negative NaNs).
 bool vg_signbit(float x) {
-    return (floatBitsToUint(x) >> 31) != 0u;
+    return (floatBitsToUint(x) >> 31u) != 0u;
 }
 
 // x ^ n for an int n, by squaring in double precision, rounded once at the end (numpy:
@@ -81,29 +83,45 @@ float vg_powi(float x, int n) {
 // series on [sqrt(.5), sqrt(2)), exp by Taylor on |r| <= ln2 / 2), rounded once to float.
 // No loops: the driver's loop limiter counts every loop iteration of a dispatch.
 float vg_powpos(float x, float y) {
-    uvec2 w = unpackDouble2x32(double(x));
-    int e = int(w.y >> 20) - 1023;
-    w.y = (w.y & 0x000fffffu) | 0x3ff00000u;
-    double m = packDouble2x32(w);
+    uint hi = unpackDouble2x32(double(x)).y;
+    int e = int(hi >> 20u) - 1023;
+    double m = packDouble2x32(uvec2(unpackDouble2x32(double(x)).x, (hi & 0x000FFFFFu) | 0x3FF00000u));
     if (m > 1.4142135623730951lf) {
         m *= 0.5lf;
         e += 1;
     }
     double f = (m - 1.0lf) / (m + 1.0lf);
     double s = f * f;
-    double q = (((((((((1.0lf / 19.0lf) * s + 1.0lf / 17.0lf) * s + 1.0lf / 15.0lf) * s
-        + 1.0lf / 13.0lf) * s + 1.0lf / 11.0lf) * s + 1.0lf / 9.0lf) * s + 1.0lf / 7.0lf) * s
-        + 1.0lf / 5.0lf) * s + 1.0lf / 3.0lf) * s + 1.0lf;
+    double q = 1.0lf / 19.0lf;
+    q = q * s + 1.0lf / 17.0lf;
+    q = q * s + 1.0lf / 15.0lf;
+    q = q * s + 1.0lf / 13.0lf;
+    q = q * s + 1.0lf / 11.0lf;
+    q = q * s + 1.0lf / 9.0lf;
+    q = q * s + 1.0lf / 7.0lf;
+    q = q * s + 1.0lf / 5.0lf;
+    q = q * s + 1.0lf / 3.0lf;
+    q = q * s + 1.0lf;
     double t = double(y) * (double(e) * 0.6931471805599453lf + 2.0lf * f * q);
-    if (t > 89.0lf || t < -104.0lf) {
+    if (t > 89.0lf || t < (-104.0lf)) {
         return (t > 0.0lf) ? vg_inf() : 0.0;
     }
     double k = floor(t * 1.4426950408889634lf + 0.5lf);
-    double r = (t - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
-    double p = ((((((((((((r / 13.0lf + 1.0lf) * r / 12.0lf + 1.0lf) * r / 11.0lf + 1.0lf) * r / 10.0lf
-        + 1.0lf) * r / 9.0lf + 1.0lf) * r / 8.0lf + 1.0lf) * r / 7.0lf + 1.0lf) * r / 6.0lf + 1.0lf)
-        * r / 5.0lf + 1.0lf) * r / 4.0lf + 1.0lf) * r / 3.0lf + 1.0lf) * r / 2.0lf + 1.0lf) * r + 1.0lf;
-    return float(p * packDouble2x32(uvec2(0u, uint(int(k) + 1023) << 20)));
+    double r = t - k * 0.6931471803691238lf - k * 1.9082149292705877e-10lf;
+    double p = r / 13.0lf + 1.0lf;
+    p = (p * r) / 12.0lf + 1.0lf;
+    p = (p * r) / 11.0lf + 1.0lf;
+    p = (p * r) / 10.0lf + 1.0lf;
+    p = (p * r) / 9.0lf + 1.0lf;
+    p = (p * r) / 8.0lf + 1.0lf;
+    p = (p * r) / 7.0lf + 1.0lf;
+    p = (p * r) / 6.0lf + 1.0lf;
+    p = (p * r) / 5.0lf + 1.0lf;
+    p = (p * r) / 4.0lf + 1.0lf;
+    p = (p * r) / 3.0lf + 1.0lf;
+    p = (p * r) / 2.0lf + 1.0lf;
+    p = p * r + 1.0lf;
+    return float(p * packDouble2x32(uvec2(0u, uint(int(k) + 1023) << 20u)));
 }
 
 // x ^ y with numpy's (C pow's) meaning: (-2)^2 = 4, (-2)^0.5 = NaN, 0^-1 = inf; x ^ 0.5 is
@@ -126,7 +144,7 @@ float vg_pow(float x, float y) {
         return ((ax > 1.0) == (y > 0.0)) ? vg_inf() : 0.0;
     }
     bool integral = floor(y) == y;
-    bool odd = integral && abs(y) < 16777216.0 && mod(y, 2.0) == 1.0;
+    bool odd = integral && abs(y) < 1.6777216e+07 && y - 2.0 * floor(y * 0.5) == 1.0;
     if (x < 0.0 && !integral && !isinf(x)) {
         return vg_nan();
     }

@@ -1,5 +1,5 @@
 """GLSL float64 `exp`, `log` and `log2` (OpenGL's double type has none): the helpers
-vg_dexp, vg_dlog and vg_dlog2 (fdlibm's e_exp.c and e_log.c, templates/helpers.glsl.j2)
+vg_dexp, vg_dlog and vg_dlog2 (fdlibm's e_exp.c and e_log.c, codegen/build/helpers.py)
 against numpy, within 1 ulp (log2: 2) over their whole ranges (subnormal results and
 arguments included), log2 exact at powers of two,
 numpy's answers on special inputs, an adaptive float64 run that calls them taking the
@@ -63,6 +63,14 @@ def test_special_inputs_give_numpys_answers(glsl, fn, x):
     np.testing.assert_array_equal(got, want)
     real = ~np.isnan(want)
     assert (np.signbit(got[real]) == np.signbit(want[real])).all()
+
+
+def test_exp_and_fmod_in_one_kernel(glsl):
+    """vg_dexp (exp) and vg_cfmod's exponent helper (vg_dilogb) in one shader: the two
+    once shared a name, and the driver refused the kernel."""
+    x = np.linspace(-7.5, 7.5, 31)
+    got = values("exp(x) + x % 3.0", x, "glsl")
+    np.testing.assert_allclose(got, np.exp(x) + np.mod(x, 3.0), rtol=1e-15)
 
 
 def test_an_adaptive_float64_run_with_exp_and_log_takes_numpys_steps(glsl):

@@ -65,14 +65,14 @@ HELPER_DEPS = {
     "vg_sinh": ("vg_signbit", "vg_exps", "vg_inf"), "vg_cosh": ("vg_exps", "vg_inf"),
     "vg_tanh": ("vg_signbit", "vg_exps"), "vg_exp": ("vg_exps", "vg_inf"), "vg_exps": (),
     "vg_ceil": ("vg_signbit",), "vg_sqrt": ("vg_nan",), "vg_min": ("vg_nan",),
-    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": ("vg_nan",),
+    "vg_max": ("vg_nan",), "vg_clamp": ("vg_min", "vg_max"), "vg_sign": (),
     "vg_floordiv": ("vg_cfmod", "vg_signbit"), "vg_fmod": ("vg_nan", "vg_cfmod"),
     "vg_cfmod": ("vg_nan", "vg_signbit"), "vg_ifloordiv": ("vg_fail",), "vg_imod": ("vg_fail",),
     "vg_normal": (),
     "vg_dexp": ("vg_inf", "vg_dpow2"), "vg_dpow2": (),
-    "vg_dlog": ("vg_nan", "vg_inf", "vg_dlogparts"),
-    "vg_dlog2": ("vg_nan", "vg_inf", "vg_dlogparts"),
-    "vg_dlogparts": (), "vg_fmax": (), "vg_fmin": (),
+    "vg_dlog": ("vg_nan", "vg_inf"),
+    "vg_dlog2": ("vg_nan", "vg_inf"),
+    "vg_fmax": (), "vg_fmin": (),
 }
 # A step-end observer's update m = OBSERVE[kind].format(m, e) (shader/printing.py): NaN
 # values of e are passed over, as numpy's fmax/fmin do (backends/numpy/observers.py).

@@ -29,7 +29,14 @@ GLSL_FLOAT32 = Target(
               "cfmod": "vg_cfmod({0}, {1})", "signbit": "vg_signbit({0})",
               "neg_wrap": "(-{0})", "min_plain": "min({0}, {1})", "max_plain": "max({0}, {1})",
               "float_bits": "uintBitsToFloat({0})", "to_int": "int({0})",
-              "bits": "floatBitsToUint({0})", "vec3": "vec3({0}, {1}, {2})"},
+              "bits": "floatBitsToUint({0})",
+              "high_word": {"float32": "floatBitsToUint({0})",
+                            "float64": "unpackDouble2x32({0}).y"},
+              "vec3": "vec3({0}, {1}, {2})",
+              "float_high": {"float32": "uintBitsToFloat({0})",
+                             "float64": "packDouble2x32(uvec2(0u, {0}))"},
+              "f64_high": "unpackDouble2x32({0}).y", "f64_low": "unpackDouble2x32({0}).x",
+              "f64_words": "packDouble2x32(uvec2({0}, {1}))"},
     accurate_pow=False)         # no double pow; float pow is not correctly rounded
 GLSL_FLOAT64 = replace(
     GLSL_FLOAT32, dtype="float64", F="double", suffix="lf",   # pow: integer powers only

@@ -28,7 +28,7 @@ UNARY_WGSL = {**UNARY, Op.NEG: "(- {0})"}     # never `--` (a WGSL decrement tok
 BINARY_WGSL = {**BINARY, Op.SUB: "({0} - {1})"}
 HELPER_DEPS = {**GLSL_FLOAT32.helper_deps,
                "vg_min": ("vg_nan", "vg_isnan"), "vg_max": ("vg_nan", "vg_isnan"),
-               "vg_sign": ("vg_nan", "vg_isnan"), "vg_sqrt": ("vg_nan",),
+               "vg_sign": ("vg_isnan",), "vg_sqrt": ("vg_nan",),
                "vg_pow": ("vg_nan", "vg_inf", "vg_signbit", "vg_sqrt", "vg_powpos",
                           "vg_isnan", "vg_isinf", "vg_powi"),
                "vg_powpos": ("vg_inf", "vg_log", "vg_exps"),
@@ -95,10 +95,11 @@ WGSL = replace(
               # the helpers built once (codegen/build/helpers.py)
               "to_uint": "u32({0})", "f32": "f32({0})", "cfmod": "vg_cfmod({0}, {1})",
               "signbit": "vg_signbit({0})", "neg_wrap": "(0 - {0})",
-              "bits": "bitcast<u32>({0})", "min_plain": "min({0}, {1})",
+              "bits": "bitcast<u32>({0})", "high_word": "bitcast<u32>({0})",
+              "min_plain": "min({0}, {1})",
               "max_plain": "max({0}, {1})",
               "float_bits": "bitcast<f32>({0})", "to_int": "i32({0})",
-              "vec3": "vec3<f32>({0}, {1}, {2})"},
+              "vec3": "vec3<f32>({0}, {1}, {2})", "float_high": "bitcast<f32>({0})"},
     accurate_pow=False,
     has_isnan=False,            # the bits are tested (vg_ad_bad)
     stage_zero="vg_zero")
