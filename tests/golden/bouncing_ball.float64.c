@@ -491,11 +491,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_y;
                     double k0_v;
-
                     const double y_v = s_v;
                     k0_y = y_v;  // line 26
                     k0_v = -p_g;  // line 28
-
                     if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                         k0_y = 0.0;
                         k0_v = 0.0;
@@ -633,11 +631,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k0_v = A_k0_v[l];
                             double k1_y;
                             double k1_v;
-
                             const double y_v = s_v + (0.5 * u_dt) * k0_v;
                             k1_y = y_v;  // line 26
                             k1_v = -p_g;  // line 28
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k1_y = 0.0;
                                 k1_v = 0.0;
@@ -658,11 +654,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k1_v = A_k1_v[l];
                             double k2_y;
                             double k2_v;
-
                             const double y_v = s_v + (0.5 * u_dt) * k1_v;
                             k2_y = y_v;  // line 26
                             k2_v = -p_g;  // line 28
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k2_y = 0.0;
                                 k2_v = 0.0;
@@ -683,11 +677,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k2_v = A_k2_v[l];
                             double k3_y;
                             double k3_v;
-
                             const double y_v = s_v + u_dt * k2_v;
                             k3_y = y_v;  // line 26
                             k3_v = -p_g;  // line 28
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k3_y = 0.0;
                                 k3_v = 0.0;
@@ -732,12 +724,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-
                             const double y_y = vg_new0[l];
                             const double y_v = vg_new1[l];
                             k0_y = y_v;  // line 26
                             k0_v = -p_g;  // line 28
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k0_y = 0.0;
                                 k0_v = 0.0;
@@ -832,11 +822,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k0_v = A_k0_v[l];
                             double k1_y;
                             double k1_v;
-
                             const double y_v = s_v + (0.5 * u_dt) * k0_v;
                             k1_y = y_v;  // line 26
                             k1_v = -p_g;  // line 28
-
                             A_k1_y[l] = k1_y;
                             A_k1_v[l] = k1_v;
                         }
@@ -850,11 +838,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k1_v = A_k1_v[l];
                             double k2_y;
                             double k2_v;
-
                             const double y_v = s_v + (0.5 * u_dt) * k1_v;
                             k2_y = y_v;  // line 26
                             k2_v = -p_g;  // line 28
-
                             A_k2_y[l] = k2_y;
                             A_k2_v[l] = k2_v;
                         }
@@ -868,11 +854,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const double k2_v = A_k2_v[l];
                             double k3_y;
                             double k3_v;
-
                             const double y_v = s_v + u_dt * k2_v;
                             k3_y = y_v;  // line 26
                             k3_v = -p_g;  // line 28
-
                             A_k3_y[l] = k3_y;
                             A_k3_v[l] = k3_v;
                         }
@@ -906,12 +890,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-
                             const double y_y = vg_nl0;
                             const double y_v = vg_nl1;
                             k0_y = y_v;  // line 26
                             k0_v = -p_g;  // line 28
-
                             A_k0_y[l] = k0_y;
                             A_k0_v[l] = k0_v;
                         }
@@ -1043,11 +1025,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k0_v = A_k0_v[l];
                         double k1_y;
                         double k1_v;
-
                         const double y_v = s_v + (0.5 * u_dt) * k0_v;
                         k1_y = y_v;  // line 26
                         k1_v = -p_g;  // line 28
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k1_y = 0.0;
                             k1_v = 0.0;
@@ -1071,11 +1051,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k1_v = A_k1_v[l];
                         double k2_y;
                         double k2_v;
-
                         const double y_v = s_v + (0.5 * u_dt) * k1_v;
                         k2_y = y_v;  // line 26
                         k2_v = -p_g;  // line 28
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k2_y = 0.0;
                             k2_v = 0.0;
@@ -1099,11 +1077,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k2_v = A_k2_v[l];
                         double k3_y;
                         double k3_v;
-
                         const double y_v = s_v + u_dt * k2_v;
                         k3_y = y_v;  // line 26
                         k3_v = -p_g;  // line 28
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k3_y = 0.0;
                             k3_v = 0.0;
@@ -1153,12 +1129,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         double k0_y;
                         double k0_v;
-
                         const double y_y = vg_new0[l];
                         const double y_v = vg_new1[l];
                         k0_y = y_v;  // line 26
                         k0_v = -p_g;  // line 28
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k0_y = 0.0;
                             k0_v = 0.0;
@@ -1848,11 +1822,9 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             double k0_y;
                             double k0_v;
-
                             const double y_v = s_v;
                             k0_y = y_v;  // line 26
                             k0_v = -p_g;  // line 28
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k0_y = 0.0;
                                 k0_v = 0.0;

@@ -552,10 +552,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     float s_v = A_s_v[l];
                     const int g_i = A_g_i[l];
                     float k0_v;
-
                     const float y_v = s_v;
                     k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                     if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                         k0_v = 0.0f;
                     }
@@ -678,10 +676,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k0_v = A_k0_v[l];
                             float k1_v;
-
                             const float y_v = s_v + (0.5f * u_dt) * k0_v;
                             k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k1_v = 0.0f;
                             }
@@ -698,10 +694,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k1_v = A_k1_v[l];
                             float k2_v;
-
                             const float y_v = s_v + (0.5f * u_dt) * k1_v;
                             k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k2_v = 0.0f;
                             }
@@ -718,10 +712,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k2_v = A_k2_v[l];
                             float k3_v;
-
                             const float y_v = s_v + u_dt * k2_v;
                             k3_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k3_v = 0.0f;
                             }
@@ -755,10 +747,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-
                             const float y_v = vg_new0[l];
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k0_v = 0.0f;
                             }
@@ -832,10 +822,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k0_v = A_k0_v[l];
                             float k1_v;
-
                             const float y_v = s_v + (0.5f * u_dt) * k0_v;
                             k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             A_k1_v[l] = k1_v;
                         }
                         {  // stage 2, c = 1/2
@@ -846,10 +834,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k1_v = A_k1_v[l];
                             float k2_v;
-
                             const float y_v = s_v + (0.5f * u_dt) * k1_v;
                             k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             A_k2_v[l] = k2_v;
                         }
                         {  // stage 3, c = 1
@@ -860,10 +846,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             const int g_i = A_g_i[l];
                             const float k2_v = A_k2_v[l];
                             float k3_v;
-
                             const float y_v = s_v + u_dt * k2_v;
                             k3_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             A_k3_v[l] = k3_v;
                         }
                         float vg_nl0, vg_fl0;  // the step's end state, its start slope
@@ -886,10 +870,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-
                             const float y_v = vg_nl0;
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             A_k0_v[l] = k0_v;
                         }
                         const float t_n = vg_start; const float u_dt = vg_dt; const int nstep = vg_n;
@@ -999,10 +981,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         const float k0_v = A_k0_v[l];
                         float k1_v;
-
                         const float y_v = s_v + (0.5f * u_dt) * k0_v;
                         k1_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k1_v = 0.0f;
                         }
@@ -1022,10 +1002,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         const float k1_v = A_k1_v[l];
                         float k2_v;
-
                         const float y_v = s_v + (0.5f * u_dt) * k1_v;
                         k2_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k2_v = 0.0f;
                         }
@@ -1045,10 +1023,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const int g_i = A_g_i[l];
                         const float k2_v = A_k2_v[l];
                         float k3_v;
-
                         const float y_v = s_v + u_dt * k2_v;
                         k3_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k3_v = 0.0f;
                         }
@@ -1087,10 +1063,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         float s_v = A_s_v[l];
                         const int g_i = A_g_i[l];
                         float k0_v;
-
                         const float y_v = vg_new0[l];
                         k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                         if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                             k0_v = 0.0f;
                         }
@@ -1461,10 +1435,8 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                             float s_v = A_s_v[l];
                             const int g_i = A_g_i[l];
                             float k0_v;
-
                             const float y_v = s_v;
                             k0_v = ((p_I_lo + (((p_I_hi - p_I_lo) * ((float)(g_i))) / ((float)(vg_imax((d_N - 1), 1))))) - y_v) / p_tau;  // line 22
-
                             if (vg_lstat[l] != 0) {  // a stopped lane's derivatives are zero
                                 k0_v = 0.0f;
                             }

@@ -468,14 +468,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k0_x;
                     double k0_y;
                     double k0_z;
-
                     const double y_x = s_x;
                     const double y_y = s_y;
                     const double y_z = s_z;
                     k0_x = p_sigma * (y_y - y_x);  // line 18
                     k0_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k0_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k0_x[l] = k0_x;
                     A_k0_y[l] = k0_y;
                     A_k0_z[l] = k0_z;
@@ -547,14 +545,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         double k1_x;
                         double k1_y;
                         double k1_z;
-
                         const double y_x = s_x + u_dt * k0_x;
                         const double y_y = s_y + u_dt * k0_y;
                         const double y_z = s_z + u_dt * k0_z;
                         k1_x = p_sigma * (y_y - y_x);  // line 18
                         k1_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                         k1_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                         A_k1_x[l] = k1_x;
                         A_k1_y[l] = k1_y;
                         A_k1_z[l] = k1_z;
@@ -629,14 +625,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k1_x;
                     double k1_y;
                     double k1_z;
-
                     const double y_x = s_x + u_dt * (0.161 * k0_x);
                     const double y_y = s_y + u_dt * (0.161 * k0_y);
                     const double y_z = s_z + u_dt * (0.161 * k0_z);
                     k1_x = p_sigma * (y_y - y_x);  // line 18
                     k1_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k1_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k1_x[l] = k1_x;
                     A_k1_y[l] = k1_y;
                     A_k1_z[l] = k1_z;
@@ -664,14 +658,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k2_x;
                     double k2_y;
                     double k2_z;
-
                     const double y_x = s_x + u_dt * ((-0.008480655492356989) * k0_x + 0.335480655492357 * k1_x);
                     const double y_y = s_y + u_dt * ((-0.008480655492356989) * k0_y + 0.335480655492357 * k1_y);
                     const double y_z = s_z + u_dt * ((-0.008480655492356989) * k0_z + 0.335480655492357 * k1_z);
                     k2_x = p_sigma * (y_y - y_x);  // line 18
                     k2_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k2_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k2_x[l] = k2_x;
                     A_k2_y[l] = k2_y;
                     A_k2_z[l] = k2_z;
@@ -702,14 +694,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k3_x;
                     double k3_y;
                     double k3_z;
-
                     const double y_x = s_x + u_dt * (2.8971530571054935 * k0_x + (-6.359448489975075) * k1_x + 4.3622954328695815 * k2_x);
                     const double y_y = s_y + u_dt * (2.8971530571054935 * k0_y + (-6.359448489975075) * k1_y + 4.3622954328695815 * k2_y);
                     const double y_z = s_z + u_dt * (2.8971530571054935 * k0_z + (-6.359448489975075) * k1_z + 4.3622954328695815 * k2_z);
                     k3_x = p_sigma * (y_y - y_x);  // line 18
                     k3_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k3_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k3_x[l] = k3_x;
                     A_k3_y[l] = k3_y;
                     A_k3_z[l] = k3_z;
@@ -743,14 +733,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k4_x;
                     double k4_y;
                     double k4_z;
-
                     const double y_x = s_x + u_dt * (5.325864828439257 * k0_x + (-11.748883564062828) * k1_x + 7.4955393428898365 * k2_x + (-0.09249506636175525) * k3_x);
                     const double y_y = s_y + u_dt * (5.325864828439257 * k0_y + (-11.748883564062828) * k1_y + 7.4955393428898365 * k2_y + (-0.09249506636175525) * k3_y);
                     const double y_z = s_z + u_dt * (5.325864828439257 * k0_z + (-11.748883564062828) * k1_z + 7.4955393428898365 * k2_z + (-0.09249506636175525) * k3_z);
                     k4_x = p_sigma * (y_y - y_x);  // line 18
                     k4_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k4_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k4_x[l] = k4_x;
                     A_k4_y[l] = k4_y;
                     A_k4_z[l] = k4_z;
@@ -787,14 +775,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k5_x;
                     double k5_y;
                     double k5_z;
-
                     const double y_x = s_x + u_dt * (5.86145544294642 * k0_x + (-12.92096931784711) * k1_x + 8.159367898576159 * k2_x + (-0.071584973281401) * k3_x + (-0.028269050394068383) * k4_x);
                     const double y_y = s_y + u_dt * (5.86145544294642 * k0_y + (-12.92096931784711) * k1_y + 8.159367898576159 * k2_y + (-0.071584973281401) * k3_y + (-0.028269050394068383) * k4_y);
                     const double y_z = s_z + u_dt * (5.86145544294642 * k0_z + (-12.92096931784711) * k1_z + 8.159367898576159 * k2_z + (-0.071584973281401) * k3_z + (-0.028269050394068383) * k4_z);
                     k5_x = p_sigma * (y_y - y_x);  // line 18
                     k5_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k5_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k5_x[l] = k5_x;
                     A_k5_y[l] = k5_y;
                     A_k5_z[l] = k5_z;
@@ -834,14 +820,12 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     double k6_x;
                     double k6_y;
                     double k6_z;
-
                     const double y_x = s_x + u_dt * (0.09646076681806523 * k0_x + 0.01 * k1_x + 0.4798896504144996 * k2_x + 1.379008574103742 * k3_x + (-3.290069515436081) * k4_x + 2.324710524099774 * k5_x);
                     const double y_y = s_y + u_dt * (0.09646076681806523 * k0_y + 0.01 * k1_y + 0.4798896504144996 * k2_y + 1.379008574103742 * k3_y + (-3.290069515436081) * k4_y + 2.324710524099774 * k5_y);
                     const double y_z = s_z + u_dt * (0.09646076681806523 * k0_z + 0.01 * k1_z + 0.4798896504144996 * k2_z + 1.379008574103742 * k3_z + (-3.290069515436081) * k4_z + 2.324710524099774 * k5_z);
                     k6_x = p_sigma * (y_y - y_x);  // line 18
                     k6_y = (y_x * (p_rho - y_z)) - y_y;  // line 19
                     k6_z = (y_x * y_y) - (p_beta * y_z);  // line 20
-
                     A_k6_x[l] = k6_x;
                     A_k6_y[l] = k6_y;
                     A_k6_z[l] = k6_z;

@@ -428,12 +428,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-
                     const double y_x = s_x;
                     const double y_y = s_y;
                     k0_x = y_y;  // line 18
                     k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20
-
                     A_k0_x[l] = k0_x;
                     A_k0_y[l] = k0_y;
                 }
@@ -487,12 +485,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const double k0_y = A_k0_y[l];
                     double k1_x;
                     double k1_y;
-
                     const double y_x = s_x + (0.5 * u_dt) * k0_x;
                     const double y_y = s_y + (0.5 * u_dt) * k0_y;
                     k1_x = y_y;  // line 18
                     k1_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20
-
                     A_k1_x[l] = k1_x;
                     A_k1_y[l] = k1_y;
                 }
@@ -513,12 +509,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const double k1_y = A_k1_y[l];
                     double k2_x;
                     double k2_y;
-
                     const double y_x = s_x + (0.5 * u_dt) * k1_x;
                     const double y_y = s_y + (0.5 * u_dt) * k1_y;
                     k2_x = y_y;  // line 18
                     k2_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20
-
                     A_k2_x[l] = k2_x;
                     A_k2_y[l] = k2_y;
                 }
@@ -539,12 +533,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const double k2_y = A_k2_y[l];
                     double k3_x;
                     double k3_y;
-
                     const double y_x = s_x + u_dt * k2_x;
                     const double y_y = s_y + u_dt * k2_y;
                     k3_x = y_y;  // line 18
                     k3_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20
-
                     A_k3_x[l] = k3_x;
                     A_k3_y[l] = k3_y;
                 }
@@ -588,12 +580,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-
                     const double y_x = vg_new0[l];
                     const double y_y = vg_new1[l];
                     k0_x = y_y;  // line 18
                     k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 20
-
                     A_k0_x[l] = k0_x;
                     A_k0_y[l] = k0_y;
                 }

@@ -507,12 +507,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     float k0_x;
                     float k0_y;
-
                     const float y_x = s_x;
                     const float y_y = s_y;
                     k0_x = y_y;  // line 19
                     k0_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k0_x[l] = k0_x;
                     A_k0_y[l] = k0_y;
                 }
@@ -575,12 +573,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const float k0_y = A_k0_y[l];
                         float k1_x;
                         float k1_y;
-
                         const float y_x = s_x + u_dt * k0_x;
                         const float y_y = s_y + u_dt * k0_y;
                         k1_x = y_y;  // line 19
                         k1_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                         A_k1_x[l] = k1_x;
                         A_k1_y[l] = k1_y;
                     }
@@ -649,12 +645,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k0_y = A_k0_y[l];
                     float k1_x;
                     float k1_y;
-
                     const float y_x = s_x + u_dt * (0.2f * k0_x);
                     const float y_y = s_y + u_dt * (0.2f * k0_y);
                     k1_x = y_y;  // line 19
                     k1_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k1_x[l] = k1_x;
                     A_k1_y[l] = k1_y;
                 }
@@ -677,12 +671,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k1_y = A_k1_y[l];
                     float k2_x;
                     float k2_y;
-
                     const float y_x = s_x + u_dt * (0.075f * k0_x + 0.225f * k1_x);
                     const float y_y = s_y + u_dt * (0.075f * k0_y + 0.225f * k1_y);
                     k2_x = y_y;  // line 19
                     k2_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k2_x[l] = k2_x;
                     A_k2_y[l] = k2_y;
                 }
@@ -707,12 +699,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k2_y = A_k2_y[l];
                     float k3_x;
                     float k3_y;
-
                     const float y_x = s_x + u_dt * (0.9777778f * k0_x + (-3.7333333f) * k1_x + 3.5555556f * k2_x);
                     const float y_y = s_y + u_dt * (0.9777778f * k0_y + (-3.7333333f) * k1_y + 3.5555556f * k2_y);
                     k3_x = y_y;  // line 19
                     k3_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k3_x[l] = k3_x;
                     A_k3_y[l] = k3_y;
                 }
@@ -739,12 +729,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k3_y = A_k3_y[l];
                     float k4_x;
                     float k4_y;
-
                     const float y_x = s_x + u_dt * (2.9525986f * k0_x + (-11.595794f) * k1_x + 9.822893f * k2_x + (-0.29080933f) * k3_x);
                     const float y_y = s_y + u_dt * (2.9525986f * k0_y + (-11.595794f) * k1_y + 9.822893f * k2_y + (-0.29080933f) * k3_y);
                     k4_x = y_y;  // line 19
                     k4_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k4_x[l] = k4_x;
                     A_k4_y[l] = k4_y;
                 }
@@ -773,12 +761,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k4_y = A_k4_y[l];
                     float k5_x;
                     float k5_y;
-
                     const float y_x = s_x + u_dt * (2.8462753f * k0_x + (-10.757576f) * k1_x + 8.906423f * k2_x + 0.2784091f * k3_x + (-0.27353132f) * k4_x);
                     const float y_y = s_y + u_dt * (2.8462753f * k0_y + (-10.757576f) * k1_y + 8.906423f * k2_y + 0.2784091f * k3_y + (-0.27353132f) * k4_y);
                     k5_x = y_y;  // line 19
                     k5_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k5_x[l] = k5_x;
                     A_k5_y[l] = k5_y;
                 }
@@ -807,12 +793,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const float k5_y = A_k5_y[l];
                     float k6_x;
                     float k6_y;
-
                     const float y_x = s_x + u_dt * (0.091145836f * k0_x + 0.4492363f * k2_x + 0.6510417f * k3_x + (-0.3223762f) * k4_x + 0.13095239f * k5_x);
                     const float y_y = s_y + u_dt * (0.091145836f * k0_y + 0.4492363f * k2_y + 0.6510417f * k3_y + (-0.3223762f) * k4_y + 0.13095239f * k5_y);
                     k6_x = y_y;  // line 19
                     k6_y = ((p_mu * (1.0f - vg_powi(y_x, 2))) * y_y) - y_x;  // line 21
-
                     A_k6_x[l] = k6_x;
                     A_k6_y[l] = k6_y;
                     vg_new0[l] = y_x;  // (the new state: this stage's point)

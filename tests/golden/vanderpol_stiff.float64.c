@@ -457,12 +457,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                     const int g_i = A_g_i[l];
                     double k0_x;
                     double k0_y;
-
                     const double y_x = s_x;
                     const double y_y = s_y;
                     k0_x = y_y;  // line 23
                     k0_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                     A_k0_x[l] = k0_x;
                     A_k0_y[l] = k0_y;
                 }
@@ -525,12 +523,10 @@ static void vg_block(const double *vg_fu, const int *vg_iu, void **vg_buf, int v
                         const double k0_y = A_k0_y[l];
                         double k1_x;
                         double k1_y;
-
                         const double y_x = s_x + u_dt * k0_x;
                         const double y_y = s_y + u_dt * k0_y;
                         k1_x = y_y;  // line 23
                         k1_y = ((p_mu * (1.0 - vg_powi(y_x, 2))) * y_y) - y_x;  // line 25
-
                         A_k1_x[l] = k1_x;
                         A_k1_y[l] = k1_y;
                     }

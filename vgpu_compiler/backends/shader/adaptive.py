@@ -216,6 +216,69 @@ class PrintedAdaptive:
         return printer(self.dialect).text((ir.If(ir.gt(V("u_nsave"), ir.i(0)), (loop,),
                                                  comment="(no save_at times: no lane loop)"),))
 
+    def stage_lanes(self, k, st, combos, lane: str, time: str, bind: str, coupled: str = "",
+                    skip: str | None = None, news=(), stopped: bool = True,
+                    loop: bool = True) -> str:
+        """(C) stage ``st`` of every lane where ``skip`` does not hold (None: every lane),
+        one lane loop: the basin's coupled values first (``coupled``, printed: its lanes
+        share t, dt and the step count, lane 0's), then each lane's derivatives into its
+        lane arrays A_k (zero on a stopped lane, unless ``stopped`` is false: no stopped
+        lane uses them; events.frozen_k), and ``news`` (this stage's points) as the new
+        state vg_new<j>. ``lane``: the lane's u_dt, t_n and nstep, declared (printed);
+        ``bind``: its state, params and k in locals (printed); ``combos``: the stage's
+        points; ``time``: tt's value. ``loop`` false: lane l's part alone."""
+        from ...codegen import ir, lanes
+        from ...codegen.build import blocks
+        from ...codegen.build import events as ev
+        from ...codegen.targets import printer
+        F, at = ir.FLOAT, ir.Var("l")
+        noise = tuple(k.noise_vars) if st.index == 0 else ()
+        frozen = ev.frozen_k(k, st.index, noise, "a stopped lane's derivatives are zero") \
+            if k.events and stopped else ()
+        body = (*((ir.Line(lane),) if lane else ()),
+                ir.Let("tt", F, ir.Raw(time)),
+                ir.Line("(void)t_n; (void)tt; (void)nstep; (void)u_dt;"),
+                ir.Splice("bind"),
+                *(ir.Let(x["target"], F, ir.Raw(x["expr"])) if isinstance(x, dict) else
+                  ir.Let(x.target, F, ir.Raw(x.expr)) for x in combos),
+                *blocks.statements(st.block),
+                *frozen,
+                *(ir.Assign(ir.Index(f"A_{n}", at), ir.Var(n))
+                  for n in (*k.stage_k[st.index], *noise)),
+                *(ir.Assign(ir.Index(f"vg_new{j}", at), ir.Var(y),
+                            comment="(the new state: this stage's point)")
+                  for j, y in enumerate(news)))
+        p = printer(self.dialect, {"bind": bind, "coupled": coupled})
+        if not loop:
+            return p.text(lanes.lane_arrays(body, ("vg_lstat",)))
+        head = (ir.Let("tt", F, ir.Raw(time)), ir.Line("(void)tt;"), ir.Splice("coupled")) \
+            if st.block.coupled else ()
+        return p.text((ir.Block((*head, lanes.lane_loop(
+            body, ("vg_lstat",), skip=None if skip is None else ir.Raw(skip))),
+            comment=f"stage {st.index}, {st.comment}"),))
+
+    def fold_lanes(self, k, arr: str, largest: bool, into: str = "") -> str:
+        """(C) the largest (NaN: NaN) or smallest value of lane array ``arr`` over the
+        basin's active lanes in lane order (the numpy reference's), on every lane of
+        ``into`` (default: ``arr`` itself)."""
+        from ...codegen import ir
+        from ...codegen.targets import printer
+        V, acc, x = ir.Var, ir.Var("vg_acc"), ir.Var("x")
+        nan = ir.or_(ir.call("isnan", acc), ir.call("isnan", x))
+        better = ir.gt(x, acc) if largest else ir.lt(x, acc)
+        body = (ir.Let("vg_acc", ir.FLOAT, V(self.consts["zero"]) if largest
+                       else ir.Raw(self.dialect.inf), mutable=True),
+                ir.Loop("vg_j", ir.i(0), V("vg_nactive"), (
+                    ir.Let("vg_at", ir.INT, ir.Raw(k.box)),
+                    ir.Let("x", ir.FLOAT, ir.Index(arr, V("vg_at"))),
+                    ir.Assign(acc, ir.Select(nan, ir.add(acc, x), ir.Select(better, x, acc))))),
+                ir.Loop("l", ir.i(0), V("VG_W"), (
+                    ir.Assign(ir.Index(into or arr, V("l")), acc),)))
+        which = "largest" if largest else "smallest"
+        return printer(self.dialect).text((ir.Block(body, comment=(
+            f"the basin's {which} {arr} over its active lanes, on every lane"
+            + (f" ({into})" if into else ""))),))
+
     def ros_lanes(self, k, body, bind: str) -> str:
         """(C) a Rosenbrock attempt of the block's running lanes, one lane at a time: the
         stages and their solves of codegen/build/adaptive.stages (GLSL's and WGSL's), laid

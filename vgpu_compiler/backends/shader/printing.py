@@ -134,6 +134,30 @@ class PrintedKernel:
                         comment="collapse vote on the new state, t = the new time, step = "
                                 "the steps accepted")), width)
 
+    def vote_lanes(self, tt: str, nstep: str, bind: str, coupled: str = "", then=(),
+                   idle: bool = True, width: int = 0) -> str:
+        """(C) the collapse vote of a block's lanes on the new state at ``tt``, step
+        ``nstep`` (printed): the basin's coupled values (``coupled``, printed), then each
+        lane's condition (``bind``: its scalars, printed) into vg_hold; vg_against: some
+        lane does not hold. ``idle``: an idle lane votes (as lane 0 votes: a fixed-step
+        field's), else only the active lanes do; ``then``: the lines after the vote."""
+        from ...codegen import ir
+        from ...codegen.build import blocks
+        from ...codegen.targets import printer
+        V, hold = ir.Var, ir.not_(ir.Var("vg_hold"))
+        against = hold if idle else ir.and_(ir.Index("A_act", V("l")), hold)
+        stmts = (ir.Let("tt", ir.FLOAT, ir.Raw(tt)), ir.Let("nstep", ir.INT, ir.Raw(nstep)),
+                 ir.Line("(void)tt; (void)nstep;"), ir.Splice("coupled"),
+                 ir.Let("vg_against", ir.INT, ir.i(0), mutable=True),
+                 ir.Loop("l", ir.i(0), V("VG_W"), (
+                     ir.Splice("bind"), ir.Let("vg_hold", ir.BOOL, ir.Lit(True, ir.BOOL),
+                                               mutable=True),
+                     *blocks.statements(self.collapse, "vg_hold"),
+                     ir.Assign(V("vg_against"), against, op=ir.Op.OR,
+                               comment=None if idle else "(an idle lane has no vote)"))),
+                 *(ir.Line(x) for x in then))
+        return printer(self.dialect, {"bind": bind, "coupled": coupled}).text(stmts, width)
+
     def _basin(self):
         from ...codegen.build import blocks
         k = self.kernel

@@ -216,10 +216,12 @@ def _folded(flag: str, at_end: bool, e):
                          ir.Lit(at_end, BOOL)), Var(c["half"]))
 
 
-def frozen_k(k, stage: int) -> tuple:
-    """A stopped lane's derivatives are zero (in a basin its coupled values stay its own)."""
+def frozen_k(k, stage: int, also: tuple = (), comment: str | None = None) -> tuple:
+    """A stopped lane's derivatives are zero (in a basin its coupled values stay its own);
+    ``also``: more of the stage's values (C: stage 0's noise coefficients)."""
     return (If(ir.ne(Var("vg_lstat"), i(0)),
-               tuple(Assign(Var(n), Var(k.zero)) for n in k.stage_k[stage])),)
+               tuple(Assign(Var(n), Var(k.zero)) for n in (*k.stage_k[stage], *also)),
+               comment=comment),)
 
 
 def restart(k) -> tuple:
