@@ -149,3 +149,37 @@ def test_lanes_of_one_block_end_as_the_reference_says(dtype, cpu):
     # states agree to ~1e-4 there, before this kernel's changes too)
     np.testing.assert_allclose(got.states, ref.states, equal_nan=True,
                                rtol=1e-3 if dtype == "float32" else 1e-9)
+
+
+def test_kept_step_arrays_are_zeroed_and_never_shared_with_a_solution(monkeypatch):
+    """adaptive_run._scratch: a solve's b_ad and b_cnt are kept for the next solve of
+    that shape, zeroed again. A kept array dirtied here still gives the same numbers, bit
+    for bit, as the first solve's fresh arrays (the kernel's first call writes every row
+    of every lane, so the zeroing is np.zeros' meaning kept, not relied on), the second
+    solve takes the kept arrays and keeps them again, and no array of a Solution is a kept
+    array's memory."""
+    from vgpu_compiler.backends.cpu import adaptive_run
+    monkeypatch.setattr(adaptive_run, "_scratch", {})
+    src = """field decay {
+        state x
+        dx/dt = -x * x
+        solve tsit5(t1 = 4, rtol = 1e-6, atol = 1e-6)
+    }"""
+    h0 = np.linspace(0.1, 20.0, 200).astype(np.float32)
+
+    def solve():
+        return vgpu.solve(src, h0, backend="cpu", dtype="float32")
+    first = solve()
+    kept = [a for arrays in adaptive_run._scratch.values() for a in arrays]
+    assert len(kept) == 2
+    for a in kept:
+        a.fill(7)                   # what a stale array would hold
+        for got in (first.states, first.t, first.steps_taken, first.steps_rejected,
+                    first.status):
+            assert not np.shares_memory(a, got)
+    second = solve()
+    assert [id(a) for arrays in adaptive_run._scratch.values() for a in arrays] == \
+        [id(a) for a in kept]       # (taken, then kept again)
+    for name in ("states", "t", "steps_taken", "steps_rejected", "status"):
+        assert getattr(second, name).tobytes() == getattr(first, name).tobytes(), name
+    assert first.steps_taken.min() > 3      # (steps were taken: the counters were used)

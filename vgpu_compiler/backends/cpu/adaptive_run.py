@@ -41,6 +41,13 @@ from .runner import _Call
 
 
 EVENT_LOG = 1 << 22         # event-log slots per call at most (attempts x 2 x statements x lanes)
+# The b_ad and b_cnt arrays of finished solves, kept for the next solve of the same shape
+# (zeroed again: np.zeros' values): fresh ones are the kernel's first touch, page faults
+# inside its parallel region (tsit5 Lorenz 262,144 float32: 10 MB, ~1,000 faults, 5-25 ms of
+# system time a solve on the loaded 2-core machine, the kernel itself ~30 ms). At most
+# SCRATCH_BYTES in all; only AdaptiveCall's own solve (a Simulation keeps its arrays).
+SCRATCH_BYTES = 64 << 20
+_scratch: dict = {}         # (shape, dtype) -> [arrays]
 
 
 def attempts_per_call(field, nslots: int) -> int:
@@ -93,10 +100,10 @@ class AdaptiveCall(_Call):
             n_save = len(saved_steps(bound.steps, bound.save_every))
         role = b["role"]
         if role == "ad":                # t, step size, then the FSAL derivative per state
-            self.ad = np.zeros((2 + n_states, n), dt)
+            self.ad = _zeros((2 + n_states, n), dt)
             return self.ad
         if role == "cnt":               # taken, rejected, status, after a reject, next save
-            self.cnt = np.zeros((len(ROWS), n), np.int32)
+            self.cnt = _zeros((len(ROWS), n), np.int32)
             return self.cnt
         if role == "run":
             return np.zeros(4, np.uint32)
@@ -124,7 +131,10 @@ class AdaptiveCall(_Call):
             attempts = min(attempts, self.log_attempts)
         done = driver.run(_target.Target(self, attempts, adaptive=True), progress)
         # (no records: the event log was summed into the outputs after each call)
-        return finish(bound, {}, done, self._pack)
+        sol = finish(bound, {}, done, self._pack)
+        if type(self) is AdaptiveCall:  # (the Solution holds copies: the arrays are free)
+            _keep(self.ad, self.cnt)
+        return sol
 
     def _outputs(self) -> dict:
         """The flux at the trajectories' ends, then the events' (the reference's order)."""
@@ -150,3 +160,27 @@ class AdaptiveCall(_Call):
             js = [j for j, x in enumerate(self.ev_outputs) if x == o]
             mine = np.isin(statement, js) if len(js) < n_fx else slice(None)
             np.add.at(self.ev_sums[o].reshape(-1), at[mine], value[mine])
+
+
+def _zeros(shape: tuple, dtype) -> np.ndarray:
+    """np.zeros(shape, dtype), a kept array of that shape zeroed again where there is one
+    (``_scratch``: its pages are mapped already)."""
+    kept = _scratch.get((shape, np.dtype(dtype)))
+    try:
+        a = kept.pop() if kept else None
+    except IndexError:          # (another thread took the last one)
+        a = None
+    if a is None:
+        return np.zeros(shape, dtype)
+    a.fill(0)
+    return a
+
+
+def _keep(*arrays: np.ndarray) -> None:
+    """Keep these arrays for ``_zeros``, while the kept ones stay under SCRATCH_BYTES."""
+    held = sum(a.nbytes for kept in _scratch.values() for a in kept)
+    for a in arrays:
+        if held + a.nbytes > SCRATCH_BYTES:
+            continue
+        _scratch.setdefault((a.shape, a.dtype), []).append(a)
+        held += a.nbytes
