@@ -64,10 +64,6 @@ MAX_STATES = 256
 # 512 -> 0.126 s; ending the plain steps when a quarter or half of the lanes wait for
 # it was slower)
 LEAN_STEPS = 256
-# fixed_lean_fast's lanes per chunk (codegen/build/lean_chunks.py): the chunk's values stay
-# in vector registers across its plain steps; several vectors a chunk, so that their
-# independent step chains overlap (each step waits on the last one's state and test)
-LEAN_CHUNK = {"float32": 64, "float64": 32}
 MAX_SOURCE = 500_000         # (a 342 KB kernel, LIF with sensitivities and events, compiles in ~2 s)
 
 
@@ -217,7 +213,6 @@ def plan(field, dtype: str, per_trajectory=(), dense: bool = False,
     arguments = dict(
         k=printed, d=printed.dialect, W=lanes, split=split, coupled_names=coupled,
         noise_terms=noise, noise_vars=noise_vars, lean=lean, lean_steps=LEAN_STEPS,
-        lean_chunk=_lean_chunk(lanes, dtype),
         int_slot={n: i for i, n in enumerate(ints)},
         float_slot={n: i for i, n in enumerate(floats)}, n_int=len(ints),
         n_flux=len(field.flux), cuda=cuda, **{"noise_ks": (), **extra})
@@ -262,13 +257,6 @@ def _lean_lanes(desc, field, dtype: str) -> int:
     size = 4 if dtype == "float32" else 8
     lanes = LEAN_LANES[dtype]
     return lanes if arrays * lanes * size <= WIDE_STACK else LANES[dtype]
-
-
-def _lean_chunk(lanes: int, dtype: str) -> int:
-    """fixed_lean_fast's lanes per chunk: LEAN_CHUNK[dtype] (at most the block's); 0 (one
-    loop over the block, no chunks) where it does not divide the block."""
-    chunk = min(LEAN_CHUNK[dtype], lanes)
-    return chunk if chunk and lanes % chunk == 0 else 0
 
 
 def _reads_step(field) -> bool:

@@ -29,8 +29,6 @@ def environment():
     from .lanes import rename
     env.filters["lane"] = rename        # {{ text | lane(j, names) }}: copy j's locals
     env.filters["reads"] = reads        # {{ st.words | reads(combos) }}: a stage's reads
-    from ...codegen.build.lean_chunks import chunked
-    env.filters["lean_chunks"] = chunked    # fixed_lean_fast's attempts in chunks of lanes
     return env
 
 
