@@ -36,14 +36,6 @@ def run(prepared, data, progress=None) -> Solution:
         return host.finish(bound, kernel.meta, done, lambda rows: _pack(rows, bound))
 
 
-def _attempt_cap(meta: dict, bound: Bound) -> int | None:
-    """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
-    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
-    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
-    forced = R.LIMITS.in_force[2]
-    return (min(cap, forced) if cap else forced) if forced else cap
-
-
 class _Target(R.Target):
     """runtime/adaptive.py's Target on a wgpu kernel: runner.Target with the controller's
     uniforms, chunks that hold their history, and the attempts' cap and first sizes."""
@@ -57,7 +49,7 @@ class _Target(R.Target):
         self.layout = layout
         for name, value in host.controller_uniforms(bound).items():
             self.put(name, value)
-        self.cap = _attempt_cap(meta, bound)
+        self.cap = host.dispatch_cap(meta, bound, R.LIMITS, dev.software(), R.LOOP_LIMIT)
 
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)
