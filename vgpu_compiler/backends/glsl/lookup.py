@@ -79,11 +79,9 @@ def _identity(field: Field, dtype: str, pt: tuple, env) -> tuple[str, str, str]:
 def compiler_fingerprint() -> str:
     """A hash of the backend's templates and code (codegen's too): a change to either is a
     new kernel."""
-    from .. import glsl, shader
     from . import VERSION
-    from .template import environment
-    return kc.fingerprint(VERSION, Path(environment().loader.searchpath[0]),
-                          Path(glsl.__file__).parent, Path(shader.__file__).parent)
+    from ..shader.template import fingerprint
+    return fingerprint(VERSION, Path(__file__).parent)
 
 
 def _parts(dtype: str, pt: tuple) -> list[str]:

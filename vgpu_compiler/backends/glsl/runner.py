@@ -13,8 +13,8 @@ from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Progress, Solution
 from ...call.prepare import Data, Prepared
-from ...ir.observers import located
-from .adaptive_run import run as run_adaptive
+from .adaptive_run import run as run_adaptive  # noqa: F401 (backend._run's)
+from ..shader.adaptive_host import runs_adaptive  # noqa: F401 (backend._run's)
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
 from . import REDUCTION_ENV
@@ -32,13 +32,11 @@ __all__ = ["run", "available", "MEMORY", "DISK", "canonical", "cache_info", "cle
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
-    """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
+    """Run one fixed-step call (backend._run sends the others to run_adaptive:
+    shader/adaptive_host.runs_adaptive): its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
-    t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
-    if t.adaptive is not None or t.save_at is not None or located(t.field):
-        return run_adaptive(prepared, data, progress)
-    history = history_fits(t)       # save_every: the shader writes the history
+    history = history_fits(prepared.template)   # save_every: the shader writes the history
     if progress is None and not data.origin and not history:   # (a window's place: no slot)
         slots = prepared.slots
         fast = slots.get("glsl_fast")

@@ -142,6 +142,15 @@ def controller_uniforms(bound: Bound) -> dict:
             "u_every": 0}
 
 
+def runs_adaptive(template) -> bool:
+    """Whether a call runs on runtime/adaptive.py's driver (its kernel the adaptive
+    template's): an adaptive method, save_at, or events / an observer ``first`` to
+    locate (a fixed-step method's dense variant, kernel_field); else runtime/fixed.py's.
+    Decided here once for glsl and wgpu (their ``Backend.run``)."""
+    return (template.adaptive is not None or template.save_at is not None
+            or located(template.field))
+
+
 def dispatch_cap(meta: dict, bound: Bound, limits, software: bool,
                  loop_limit: int) -> int | None:
     """The most attempts one dispatch of an adaptive kernel runs, for glsl and wgpu alike:
