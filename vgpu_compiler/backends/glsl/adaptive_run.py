@@ -8,21 +8,19 @@ one storage block.
 from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
-from ...errors import BackendError
 from ...runtime import adaptive as driver
 from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
 from .execute import Target, _pack, private_if_busy
 from .kernel_cache import holding
-from .lookup import available, kernel_of_call
+from .lookup import kernel_of_call, need
 from .plan import LIMITS, LOOP_LIMIT, device, plan_block, plan_for
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
     bound = host.kernel_field(prepared.bound(data))
-    if not available():
-        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+    need()
     found = kernel_of_call(bound)
     kernel = private_if_busy(found)     # (a call from a progress callback of its run)
     with holding(kernel):

@@ -8,8 +8,6 @@ history the shader writes (shader/history.fits) runs the field's history kernel
 """
 from __future__ import annotations
 
-from ... import spelling as S
-from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Progress, Solution
 from ...call.prepare import Data, Prepared
@@ -23,7 +21,7 @@ from ..shader.history import fits as history_fits
 from .kernel_cache import holding
 from ...runtime.kernel_cache import environ_reader
 from .lookup import (DISK, MEMORY, available, cache_info, canonical, clear_cache, evict,
-                     kernel_of_call, set_cache_dir, set_memory_capacity)
+                     kernel_of_call, need, set_cache_dir, set_memory_capacity)
 
 # the backend's face, as the API, the command line and the tests call it (the caches
 # and their management live in lookup.py)
@@ -45,9 +43,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
             if sol is not None:
                 return sol
     bound = prepared.bound(data)
-    if not available():
-        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
-                           f"use {S.setting('backend', 'numpy')}")
+    need()
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
     found = kernel_of_call(bound, history=history)

@@ -9,13 +9,10 @@ more attempts than the loop limiter of lavapipe's code generator allows.
 from __future__ import annotations
 
 
-from ... import spelling as S
 from ...call.bound import Bound, Solution
-from ...errors import BackendError
 from ...runtime import adaptive as driver
 from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
-from . import check_dtype
 from . import device as dev
 from . import runner as R
 from .dispatch import _pack
@@ -24,10 +21,7 @@ from .dispatch import _pack
 def run(prepared, data, progress=None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at or events."""
     bound = host.kernel_field(prepared.bound(data))
-    if not R.available():
-        raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                           f"use {S.setting('backend', 'numpy')}")
-    check_dtype(bound.dtype.name, bound.field.span)
+    R.need(bound)
     kernel = R.kernel_for(bound)
     if R._here.inside(kernel):                      # inside a progress callback of its run
         kernel = kernel.private()

@@ -36,6 +36,7 @@ from ..shader.history import fits as history_fits
 from ..shader.target import PlanTarget, chunk_writes
 from ..shader.template import fingerprint
 from ...runtime import fixed, pacing
+from ...runtime.device import unavailable
 from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
 from .dispatch import _dispatch, _pack_uniforms, _read
@@ -77,6 +78,14 @@ def plan_block() -> int:
 
 def available() -> bool:
     return dev.available()
+
+
+def need(bound: Bound) -> None:
+    """A BackendError (``auto`` moves on) when there is no wgpu device here, or the call's
+    dtype is one WGSL lacks."""
+    if not dev.available():
+        raise unavailable("wgpu device", dev.get().error)
+    check_dtype(bound.dtype.name, bound.field.span)
 
 
 # --- kernels ------------------------------------------------------------------------------
@@ -259,10 +268,7 @@ def run(prepared, data, progress=None) -> Solution:
         if sol is not None:
             return sol
     bound = prepared.bound(data)
-    if not available():
-        raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                           f"use {S.setting('backend', 'numpy')}")
-    check_dtype(bound.dtype.name, bound.field.span)
+    need(bound)
     found = kernel_for(bound, history=history)
     kernel = found
     if _here.inside(kernel):                        # inside a progress callback of its run
