@@ -94,12 +94,11 @@ def _split(backend, monkeypatch):
     if backend == "glsl":
         from vgpu_compiler.backends.glsl import adaptive_run, plan
         monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-        monkeypatch.setattr(adaptive_run, "_attempt_cap", lambda kernel, bound: 7)
-        return plan.limits(work_per_dispatch=1)             # (first dispatch: 1 attempt)
+        return plan.limits(max_steps=7, work_per_dispatch=1)   # (first dispatch: 1 attempt)
     if backend == "wgpu":
         from vgpu_compiler.backends.wgpu import adaptive_run, runner
         monkeypatch.setattr(adaptive_run, "FIRST_ATTEMPTS", 1)
-        return runner.limits(max_steps=7, work_per_dispatch=0)  # (first dispatch: 1 attempt)
+        return runner.limits(max_steps=7, work_per_dispatch=1)  # (first dispatch: 1 attempt)
     from vgpu_compiler.backends.cpu import runner
     monkeypatch.setattr(runner, "WORK_PER_CALL", 1 << 11)
     return None

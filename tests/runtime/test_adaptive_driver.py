@@ -35,14 +35,33 @@ def split(request, monkeypatch):
         monkeypatch.setattr(module, "FIRST_ATTEMPTS", 1)
     monkeypatch.setattr(pacing, "TARGET_SECONDS", 1e-9)
     monkeypatch.setattr(pacing, "TARGET_CPU_SECONDS", 1e-9)
-    if request.param == "glsl":
+    with _limits(request.param)(max_steps=1):
+        yield request.param
+
+
+def _limits(backend):
+    """The backend's splitting limits' ``within`` (shader/plan.Limits)."""
+    if backend == "glsl":
         from vgpu_compiler.backends.glsl.plan import limits
-        with limits(work_per_dispatch=1):
-            yield "glsl"
-    else:
-        from vgpu_compiler.backends.wgpu import runner
-        with runner.limits(max_steps=1):
-            yield "wgpu"
+        return limits
+    from vgpu_compiler.backends.wgpu.runner import limits
+    return limits
+
+
+@pytest.mark.parametrize("backend", ["glsl", "wgpu"])
+def test_max_steps_per_dispatch_caps_an_adaptive_dispatch_on_both(backend, request):
+    """The limits' max_steps (VGPU_MAX_STEPS_PER_DISPATCH) bounds the attempts of one
+    adaptive dispatch on glsl as on wgpu (shader/adaptive_host.dispatch_cap), and the
+    split run is the whole run."""
+    request.getfixturevalue(backend)
+    whole = solve(backend)
+    attempts = int((whole.steps_taken + whole.steps_rejected).max())
+    before = vgpu.cache_stats()["dispatches"]
+    with _limits(backend)(max_steps=5):
+        got = solve(backend)
+    assert vgpu.cache_stats()["dispatches"] - before >= -(-attempts // 5) > 4
+    for name in ("states", "t", "steps_taken", "steps_rejected", "status"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(whole, name), err_msg=name)
 
 
 def test_a_split_run_is_the_whole_run_and_progress_rises_to_the_end(split):

@@ -59,3 +59,11 @@ class Device(Protocol):
     def limits(self) -> dict: ...
 
     def software(self) -> bool: ...
+
+
+def unavailable(what: str, why) -> Exception:
+    """The BackendError of a run on a backend whose device this machine lacks (glsl's
+    context, wgpu's adapter): ``auto`` moves on; the user is told numpy runs anywhere."""
+    from .. import spelling as S
+    from ..errors import BackendError
+    return BackendError(f"no {what} here ({why}); use {S.setting('backend', 'numpy')}")

@@ -21,8 +21,8 @@ import functools
 import numpy as np
 
 from ...call.counters import COUNTERS
-from ...call.lru import LRU
 from ...errors import BackendError
+from ...runtime.kernel_cache import KernelCache
 from ..cpu.adaptive_run import AdaptiveCall
 from ..cpu.kernel import CpuKernel
 from ..cpu.runner import _Call
@@ -31,8 +31,9 @@ from . import cubin_cache, nvrtc, source
 # The loaded modules, by (text, arch, NVRTC's version): a str's hash is computed once, so
 # a call that finds its module hashes no text (cubin_cache keys by the text's SHA-256 on a
 # miss only). One that goes is not unloaded: a run may still hold its function (the
-# reference goes, not the module).
-_modules: LRU[CpuKernel] = LRU(cubin_cache.MEMORY_CAPACITY)
+# reference goes, not the module: no release hook). The kernel cache every backend shares
+# (runtime/kernel_cache.py), beside cubin_cache.MEMORY (the binaries, by text digest).
+_modules = KernelCache(cubin_cache.MEMORY_CAPACITY)
 
 
 def _driver():
@@ -101,12 +102,12 @@ def kernel(field, dtype: str, per_trajectory=(), dense: bool = False) -> CpuKern
     d = _driver()
     module = _check(d.cuModuleLoadData(cubin), "cuModuleLoadData")
     fn = _check(d.cuModuleGetFunction(module, b"vg_kernel"), "cuModuleGetFunction")
-    return _modules.put(key, CpuKernel(text, meta, lanes, n_int, fn, module))
+    return _modules.put(CpuKernel(text, meta, lanes, n_int, fn, module), key)
 
 
 def forget() -> int:
     """Drop the loaded modules' references (vgpu.clear_cache); how many there were."""
-    return len(_modules.clear())
+    return _modules.clear()
 
 
 def loaded() -> int:

@@ -49,7 +49,8 @@ del _m
 
 from .dialect import DIALECTS, Dialect  # noqa: E402
 from .kernel import Kernel  # noqa: E402
-from .lower import REDUCTION_ENV, REDUCTIONS, VERSION, describe, forced_reduction  # noqa: E402
+from .lower import (REDUCTION_ENV, REDUCTIONS, VERSION, describe,  # noqa: E402, F401
+                    forced_reduction, reduction_on)
 from .printing import PrintedKernel, print_kernel  # noqa: E402
 from .template import render_kernel  # noqa: E402
 
@@ -107,10 +108,7 @@ def reduction_for(renderer: str | None) -> str:
     diagnosis hook; it is read when a kernel is built, so a kernel already in the
     disk cache keeps the strategy it was built with).
     """
-    forced = forced_reduction()
-    if forced:
-        return forced
-    return "serial" if software_renderer(renderer) else "tree"
+    return reduction_on(software_renderer(renderer))
 
 
 def device_reduction() -> str:

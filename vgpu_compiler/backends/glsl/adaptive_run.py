@@ -8,21 +8,19 @@ one storage block.
 from __future__ import annotations
 
 from ...call.bound import Bound, Progress, Solution
-from ...errors import BackendError
 from ...runtime import adaptive as driver
 from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
 from . import device as gl
 from .execute import Target, _pack, private_if_busy
 from .kernel_cache import holding
-from .lookup import available, kernel_of_call
-from .plan import LOOP_LIMIT, device, plan_block, plan_for
+from .lookup import kernel_of_call, need
+from .plan import LIMITS, LOOP_LIMIT, device, plan_block, plan_for
 
 
 def run(prepared, data, progress: Progress = None) -> Solution:
     bound = host.kernel_field(prepared.bound(data))
-    if not available():
-        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+    need()
     found = kernel_of_call(bound)
     kernel = private_if_busy(found)     # (a call from a progress callback of its run)
     with holding(kernel):
@@ -37,14 +35,6 @@ def run(prepared, data, progress: Progress = None) -> Solution:
         return host.finish(bound, kernel.meta, done, lambda rows: _pack(target.call, rows))
 
 
-def _attempt_cap(kernel, bound: Bound) -> int | None:
-    """The most attempts one dispatch may run on a software renderer (its loop limiter:
-    see shader/plan.loop_cap), counting the controller's own loops; None elsewhere."""
-    if not device()["software"]:
-        return None
-    return host.attempt_cap(kernel.meta, bound, LOOP_LIMIT)
-
-
 class _Target(Target):
     """runtime/adaptive.py's Target on a GLSL kernel: execute.Target with the
     controller's uniforms, a plan whose chunks hold their history, and the attempts'
@@ -57,7 +47,8 @@ class _Target(Target):
         super().__init__(kernel, bound, plan_for(kernel, bound, history=history).at(bound))
         self.layout = layout
         self.uniforms.update(host.controller_uniforms(bound))
-        self.cap = _attempt_cap(kernel, bound)      # (aim: execute's, pacing.TARGET_SECONDS)
+        self.cap = host.dispatch_cap(kernel.meta, bound, LIMITS, device()["software"],
+                                     LOOP_LIMIT)     # (aim: execute's, pacing.TARGET_SECONDS)
 
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)

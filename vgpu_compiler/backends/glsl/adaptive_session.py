@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import weakref
 
-from ...errors import BackendError
 from ...runtime import adaptive_session as driver
 from ..shader import adaptive_host as host
-from . import device as gl
 from . import lookup
 from .adaptive_run import _Target
 from .session import _release, private_kernel
@@ -20,8 +18,7 @@ from .session import _release, private_kernel
 class AdaptiveSession(driver.TargetSession):
     def __init__(self, prepared, data):
         driver.no_save_at(prepared)
-        if not lookup.available():
-            raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+        lookup.need()
         bound = host.kernel_field(prepared.bound(data), session=True)   # (save code)
         k = private_kernel(lookup.kernel_of_call(bound))
         self._free = weakref.finalize(self, _release, k)

@@ -25,6 +25,7 @@ from ...errors import BackendError
 from ...ir.nodes import Field
 from ...call.bound import Bound
 from ...runtime import kernel_cache as kc
+from ...runtime.device import unavailable
 from ...runtime.kernel_cache import canonical, shape_signature  # noqa: F401 (the face)
 from . import device as gl
 from . import REDUCTION_ENV
@@ -47,6 +48,12 @@ def available() -> bool:
     """True when an OpenGL 4.3 context can be made here (VGPU_NO_GL, read when the
     context is first wanted, says no)."""
     return gl.available()
+
+
+def need() -> None:
+    """A BackendError (``auto`` moves on) when no OpenGL 4.3 context can be made here."""
+    if not gl.available():
+        raise unavailable("OpenGL 4.3 context can be made", gl.GL.error)
 
 
 def kernel_of_call(bound: Bound, history: bool = False) -> GpuKernel | FieldView:
@@ -79,11 +86,9 @@ def _identity(field: Field, dtype: str, pt: tuple, env) -> tuple[str, str, str]:
 def compiler_fingerprint() -> str:
     """A hash of the backend's templates and code (codegen's too): a change to either is a
     new kernel."""
-    from .. import glsl, shader
     from . import VERSION
-    from .template import environment
-    return kc.fingerprint(VERSION, Path(environment().loader.searchpath[0]),
-                          Path(glsl.__file__).parent, Path(shader.__file__).parent)
+    from ..shader.template import fingerprint
+    return fingerprint(VERSION, Path(__file__).parent)
 
 
 def _parts(dtype: str, pt: tuple) -> list[str]:

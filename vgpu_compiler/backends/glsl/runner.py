@@ -8,13 +8,11 @@ history the shader writes (shader/history.fits) runs the field's history kernel
 """
 from __future__ import annotations
 
-from ... import spelling as S
-from ...errors import BackendError
 from . import device as gl
 from ...call.bound import Progress, Solution
 from ...call.prepare import Data, Prepared
-from ...ir.observers import located
-from .adaptive_run import run as run_adaptive
+from .adaptive_run import run as run_adaptive  # noqa: F401 (backend._run's)
+from ..shader.adaptive_host import runs_adaptive  # noqa: F401 (backend._run's)
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
 from . import REDUCTION_ENV
@@ -23,7 +21,7 @@ from ..shader.history import fits as history_fits
 from .kernel_cache import holding
 from ...runtime.kernel_cache import environ_reader
 from .lookup import (DISK, MEMORY, available, cache_info, canonical, clear_cache, evict,
-                     kernel_of_call, set_cache_dir, set_memory_capacity)
+                     kernel_of_call, need, set_cache_dir, set_memory_capacity)
 
 # the backend's face, as the API, the command line and the tests call it (the caches
 # and their management live in lookup.py)
@@ -32,13 +30,11 @@ __all__ = ["run", "available", "MEMORY", "DISK", "canonical", "cache_info", "cle
 
 
 def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
-    """Run one call: its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
+    """Run one fixed-step call (backend._run sends the others to run_adaptive:
+    shader/adaptive_host.runs_adaptive): its Prepared call (whose ``slots["glsl"]`` remembers the kernel of
     its shapes, and ``slots["glsl_fast"]`` the OneDispatch of a one-dispatch call) and
     its Data."""
-    t = prepared.template           # bs3, dopri5, tsit5, or any method with save_at
-    if t.adaptive is not None or t.save_at is not None or located(t.field):
-        return run_adaptive(prepared, data, progress)
-    history = history_fits(t)       # save_every: the shader writes the history
+    history = history_fits(prepared.template)   # save_every: the shader writes the history
     if progress is None and not data.origin and not history:   # (a window's place: no slot)
         slots = prepared.slots
         fast = slots.get("glsl_fast")
@@ -47,9 +43,7 @@ def run(prepared: Prepared, data: Data, progress: Progress = None) -> Solution:
             if sol is not None:
                 return sol
     bound = prepared.bound(data)
-    if not available():
-        raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error}); "
-                           f"use {S.setting('backend', 'numpy')}")
+    need()
     if 0 in bound.grid_shape:       # the API answers an empty ensemble itself (call/empty.py)
         raise ValueError("the GLSL runner was given an empty ensemble")
     found = kernel_of_call(bound, history=history)

@@ -71,8 +71,7 @@ class Session(FixedSession):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
             raise BackendError("a Simulation on glsl runs fixed-step methods only so far")
-        if not lookup.available():
-            raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+        lookup.need()
         bound = prepared.bound(data)
         self.kernel = k = private_kernel(lookup.kernel_of_call(bound))
         self.aliased: dict = {}     # input buffer -> (the session whose buffer it is, name)
@@ -182,8 +181,7 @@ class LocatedSession(_located.LocatedSession):
         from .adaptive_run import _Target
         k = getattr(self, "kernel", None)
         if k is None:
-            if not lookup.available():
-                raise BackendError(f"no OpenGL 4.3 context can be made here ({gl.GL.error})")
+            lookup.need()
             k = private_kernel(lookup.kernel_of_call(bound))
             self.kernel = k
             self._free = weakref.finalize(self, _release, k)

@@ -142,6 +142,28 @@ def controller_uniforms(bound: Bound) -> dict:
             "u_every": 0}
 
 
+def runs_adaptive(template) -> bool:
+    """Whether a call runs on runtime/adaptive.py's driver (its kernel the adaptive
+    template's): an adaptive method, save_at, or events / an observer ``first`` to
+    locate (a fixed-step method's dense variant, kernel_field); else runtime/fixed.py's.
+    Decided here once for glsl and wgpu (their ``Backend.run``)."""
+    return (template.adaptive is not None or template.save_at is not None
+            or located(template.field))
+
+
+def dispatch_cap(meta: dict, bound: Bound, limits, software: bool,
+                 loop_limit: int) -> int | None:
+    """The most attempts one dispatch of an adaptive kernel runs, for glsl and wgpu alike:
+    the backend's ``limits`` max_steps (steps per dispatch, VGPU_MAX_STEPS_PER_DISPATCH on
+    GLSL: an attempt is a step, accepted or not, as the fixed-step plan's cap counts
+    them) and, on a software renderer, what its loop limiter allows (``attempt_cap``);
+    None: no bound. The field's own ``max_steps`` (accepted steps of the whole run) is
+    the kernel's (a uniform) and splitting never changes it."""
+    cap = attempt_cap(meta, bound, loop_limit) if software else None
+    forced = limits.in_force[2]
+    return (min(cap, forced) if cap else forced) if forced else cap
+
+
 def attempt_cap(meta: dict, bound: Bound, loop_limit: int) -> int:
     """The most attempts one dispatch may run under a loop limiter of ``loop_limit``
     iterations per invocation (Mesa llvmpipe's, which lavapipe shares), counting the

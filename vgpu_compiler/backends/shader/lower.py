@@ -49,6 +49,13 @@ def forced_reduction() -> str | None:
     return forced or None
 
 
+def reduction_on(software: bool) -> str:
+    """How a device's basins reduce, for glsl and wgpu alike: "serial" on a CPU
+    (software) renderer, where a barrier switches through every invocation of the
+    workgroup, else "tree"; VGPU_REDUCTION overrides it (part of the kernel key)."""
+    return forced_reduction() or ("serial" if software else "tree")
+
+
 def describe(field: Field, *, dtype: str = "float32", per_trajectory_params=(),
              source: str | None = None, reduction: str = "tree",
              history: bool = False) -> Kernel:

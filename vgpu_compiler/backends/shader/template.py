@@ -6,6 +6,16 @@ import functools
 import re
 
 
+def fingerprint(version: str, backend_folder) -> str:
+    """A hash of a shader backend's code (runtime/kernel_cache.fingerprint): ``version``,
+    the templates, the backend's own folder, backends/shader and codegen: a change to
+    any is a new kernel (glsl and wgpu alike)."""
+    from pathlib import Path
+    from ...runtime.kernel_cache import fingerprint as digest
+    return digest(version, Path(environment().loader.searchpath[0]), Path(backend_folder),
+                  Path(__file__).parent)
+
+
 @functools.lru_cache(maxsize=1)
 def environment():
     import jinja2

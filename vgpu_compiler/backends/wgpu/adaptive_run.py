@@ -9,13 +9,10 @@ more attempts than the loop limiter of lavapipe's code generator allows.
 from __future__ import annotations
 
 
-from ... import spelling as S
 from ...call.bound import Bound, Solution
-from ...errors import BackendError
 from ...runtime import adaptive as driver
 from ..shader import adaptive_host as host
 from ..shader.adaptive_host import FIRST_ATTEMPTS
-from . import check_dtype
 from . import device as dev
 from . import runner as R
 from .dispatch import _pack
@@ -24,24 +21,13 @@ from .dispatch import _pack
 def run(prepared, data, progress=None) -> Solution:
     """An adaptive method's call, or a fixed-step method's with save_at or events."""
     bound = host.kernel_field(prepared.bound(data))
-    if not R.available():
-        raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                           f"use {S.setting('backend', 'numpy')}")
-    check_dtype(bound.dtype.name, bound.field.span)
+    R.need(bound)
     kernel = R.kernel_for(bound)
     if R._here.inside(kernel):                      # inside a progress callback of its run
         kernel = kernel.private()
     with R._lock:
         done = driver.run(_Target(kernel, bound), progress)
         return host.finish(bound, kernel.meta, done, lambda rows: _pack(rows, bound))
-
-
-def _attempt_cap(meta: dict, bound: Bound) -> int | None:
-    """The most attempts per dispatch: on a CPU adapter, what the loop limiter allows;
-    ``runner.limits(max_steps=...)`` lowers it (tests split runs with it)."""
-    cap = host.attempt_cap(meta, bound, R.LOOP_LIMIT) if dev.software() else None
-    forced = R.LIMITS.in_force[2]
-    return (min(cap, forced) if cap else forced) if forced else cap
 
 
 class _Target(R.Target):
@@ -57,7 +43,7 @@ class _Target(R.Target):
         self.layout = layout
         for name, value in host.controller_uniforms(bound).items():
             self.put(name, value)
-        self.cap = _attempt_cap(meta, bound)
+        self.cap = host.dispatch_cap(meta, bound, R.LIMITS, dev.software(), R.LOOP_LIMIT)
 
     def first(self, ci: int) -> int:
         return host.first_attempts(self.plan.chunks[ci].first, FIRST_ATTEMPTS)

@@ -6,12 +6,8 @@ the run; a larger ensemble is a BackendError.
 """
 from __future__ import annotations
 
-from ... import spelling as S
-from ...errors import BackendError
 from ...runtime import adaptive_session as driver
 from ..shader import adaptive_host as host
-from . import check_dtype
-from . import device as dev
 from . import runner as R
 from .adaptive_run import _Target
 
@@ -19,11 +15,8 @@ from .adaptive_run import _Target
 class AdaptiveSession(driver.TargetSession):
     def __init__(self, prepared, data):
         driver.no_save_at(prepared)
-        if not R.available():
-            raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                               f"use {S.setting('backend', 'numpy')}")
         bound = host.kernel_field(prepared.bound(data), session=True)   # (save code)
-        check_dtype(bound.dtype.name, bound.field.span)
+        R.need(bound)
         with R._lock:
             self.kernel = R.kernel_for(bound).private()
             target = _Target(self.kernel, bound)

@@ -7,7 +7,6 @@ is available; an import failure makes it unavailable, saying why.
 from __future__ import annotations
 
 from .. import Backend, kernel_caches
-from ...ir.observers import located
 
 
 def _available() -> tuple[bool, str]:
@@ -29,8 +28,8 @@ def _available() -> tuple[bool, str]:
 
 def _run(prepared, data, progress=None):
     from . import adaptive_run, runner
-    t = prepared.template
-    if t.adaptive is not None or t.save_at is not None or located(t.field):
+    from ..shader.adaptive_host import runs_adaptive    # (the kind of run, as glsl's)
+    if runs_adaptive(prepared.template):
         return adaptive_run.run(prepared, data, progress)   # bs3, dopri5, tsit5; save_at; events
     return runner.run(prepared, data, progress)     # (a history the shader writes too)
 

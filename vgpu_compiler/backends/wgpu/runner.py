@@ -28,13 +28,15 @@ from ...call.bound import Bound, Solution
 from ...call.counters import COUNTERS  # noqa: F401 (the face: tests)
 from . import VERSION, build as _build, check_dtype
 from . import device as dev
-from ..shader.lower import REDUCTION_ENV, forced_reduction
+from ..shader.lower import REDUCTION_ENV, reduction_on
 from .disk_cache import DISK, MEMORY  # noqa: F401 (the face: tests)
 from .fast import OneDispatch
 from ..shader import plan as P
 from ..shader.history import fits as history_fits
 from ..shader.target import PlanTarget, chunk_writes
+from ..shader.template import fingerprint
 from ...runtime import fixed, pacing
+from ...runtime.device import unavailable
 from ...runtime import kernel_cache as kc
 from ...runtime.progress import Nesting
 from .dispatch import _dispatch, _pack_uniforms, _read
@@ -76,6 +78,14 @@ def plan_block() -> int:
 
 def available() -> bool:
     return dev.available()
+
+
+def need(bound: Bound) -> None:
+    """A BackendError (``auto`` moves on) when there is no wgpu device here, or the call's
+    dtype is one WGSL lacks."""
+    if not dev.available():
+        raise unavailable("wgpu device", dev.get().error)
+    check_dtype(bound.dtype.name, bound.field.span)
 
 
 # --- kernels ------------------------------------------------------------------------------
@@ -163,10 +173,7 @@ class Kernel:
 
 def compiler_fingerprint() -> str:
     """A hash of the WGSL backend's code, the shared stages, codegen and the templates."""
-    from .. import shader, wgpu as this
-    from ..shader.template import environment
-    return kc.fingerprint(VERSION, Path(environment().loader.searchpath[0]),
-                          Path(this.__file__).parent, Path(shader.__file__).parent)
+    return fingerprint(VERSION, Path(__file__).parent)
 
 
 def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
@@ -181,10 +188,7 @@ def identity(field, dtype: str, pt: tuple, reduction: str) -> str:
 def reduction() -> str:
     """How basins reduce: serial on a CPU adapter (a barrier switches every lane), else
     tree; VGPU_REDUCTION=tree|serial overrides it, as for GLSL (part of the kernel key)."""
-    forced = forced_reduction()
-    if forced:
-        return forced
-    return "serial" if dev.software() else "tree"
+    return reduction_on(dev.software())
 
 
 def kernel_for(bound: Bound, history: bool = False) -> Kernel:
@@ -264,10 +268,7 @@ def run(prepared, data, progress=None) -> Solution:
         if sol is not None:
             return sol
     bound = prepared.bound(data)
-    if not available():
-        raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                           f"use {S.setting('backend', 'numpy')}")
-    check_dtype(bound.dtype.name, bound.field.span)
+    need(bound)
     found = kernel_for(bound, history=history)
     kernel = found
     if _here.inside(kernel):                        # inside a progress callback of its run

@@ -5,13 +5,10 @@ mapping), under the runner's lock; chunks are the kernel's plan (shader/plan.py)
 from __future__ import annotations
 
 
-from ... import spelling as S
 from ...errors import BackendError
 from ...runtime.fixed_session import FixedSession
 from ..shader import located as _located
-from . import check_dtype
-from . import device as dev
-from .runner import Target, _lock, _uniform_values, available, fixed_target, kernel_for
+from .runner import Target, _lock, _uniform_values, fixed_target, kernel_for, need
 
 
 class _Target(Target):
@@ -35,11 +32,8 @@ class Session(FixedSession):
         t = prepared.template
         if t.adaptive is not None or t.save_at is not None:
             raise BackendError("a Simulation on wgpu runs fixed-step methods only so far")
-        if not available():
-            raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                               f"use {S.setting('backend', 'numpy')}")
         bound = prepared.bound(data)
-        check_dtype(bound.dtype.name, bound.field.span)
+        need(bound)
         self.kernel = k = kernel_for(bound).private()
         super().__init__(fixed_target(k, bound, _Target), bound, _lock)
 
@@ -56,10 +50,7 @@ class LocatedSession(_located.LocatedSession):
 
     def _target(self, bound):
         from .adaptive_run import _Target
-        if not available():
-            raise BackendError(f"no wgpu device here ({dev.get().error}); "
-                               f"use {S.setting('backend', 'numpy')}")
-        check_dtype(bound.dtype.name, bound.field.span)
+        need(bound)
         k = getattr(self, "kernel", None)
         if k is None:
             k = self.kernel = kernel_for(bound).private()
