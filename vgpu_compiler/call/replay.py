@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from math import isfinite
 
 import numpy as np
 
@@ -148,6 +149,7 @@ class Plan:
 
     def __init__(self, rec, h0, params, inputs, dims):
         self.runner, self.text, self.filename = rec.runner, rec.text, rec.filename
+        self.total = rec.runner.total       # the sum of the states its last run left
         self.lock = threading.Lock()
         t = rec.prepared.template
         self.grid_shape = t.grid_shape
@@ -201,8 +203,9 @@ class Plan:
         elif self.h0 is None or not _same(h0, *self.h0):
             return None
         if type(inputs) is dict and len(inputs) == len(self.inputs):
-            for name, shape, dtype, _ in self.inputs:
-                if not _same(inputs.get(name), shape, dtype):
+            for name, shape, dtype, _ in self.inputs:      # (_same, inline: 0.06 us each)
+                a = inputs.get(name)
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
                     return None
         elif inputs is not None or not self.inputs_none:
             return None
@@ -230,7 +233,7 @@ class Plan:
             raise
         finally:
             self.lock.release()
-        if states is not None:
+        if states is not None and not isfinite(self.total()):     # (NaN, inf or overflow)
             warn_nonfinite(states, self.grid_shape, stacklevel=4)     # (run_field's caller)
         return states
 
