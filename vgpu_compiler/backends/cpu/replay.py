@@ -19,7 +19,6 @@ import functools
 import numpy as np
 
 from .. import get
-from ...call.counters import COUNTERS
 from ...call.status import SMALL
 from ..shader.faults import NO_ERROR
 from .toolchain import disabled as _disabled
@@ -30,6 +29,8 @@ ROLES = frozenset({"state", "err", "input", "params", "init"})
 
 
 class Replay:
+    count: list = None      # its tally of COUNTERS["dispatches"] (call/replay._store)
+
     def __init__(self, call: _Call):
         self.call = c = call
         meta, bound = c.k.meta, c.bound
@@ -98,6 +99,6 @@ class Replay:
         if self.init is not None:
             self.init.fill(0)
         self.word[0] = NO_ERROR     # (a fault writes the index words with the id)
-        COUNTERS.add("dispatches")
+        self.count[0] += 1          # (COUNTERS' tally of the plan, under the plan's lock)
         self.launch()
         return self.pack()
