@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from math import isfinite
 
 import numpy as np
 
 from ..errors import VgpuError
 from ..source import Source
+from .counters import COUNTERS
 from .prepare import _exact, _number, _reads_no_param_value
 from .status import warn_nonfinite
 
@@ -73,11 +75,21 @@ def _store(k: tuple, plan: "Plan") -> None:
         hash(k)
     except TypeError:
         return
+    plan.runner.count = COUNTERS.tally("dispatches")    # (its replays' kernel calls)
     with _lock:
-        _plans.pop(k, None)
+        _drop(_plans.pop(k, None))
         while len(_plans) >= CAPACITY:
-            del _plans[next(iter(_plans))]
+            _drop(_plans.pop(next(iter(_plans))))
         _plans[k] = plan
+
+
+def _drop(plan) -> None:
+    """A plan no longer kept: its replays' count folded into COUNTERS, and refused from
+    now on (a thread that found it before runs the full path: no count is lost)."""
+    if plan is not None:
+        with plan.lock:
+            plan.dropped = True
+            COUNTERS.untally(plan.runner.count)
 
 
 class _Recording:
@@ -120,6 +132,8 @@ def clear() -> int:
     """Drop every plan; returns how many."""
     with _lock:
         n = len(_plans)
+        for plan in _plans.values():
+            _drop(plan)
         _plans.clear()
     return n
 
@@ -148,7 +162,9 @@ class Plan:
 
     def __init__(self, rec, h0, params, inputs, dims):
         self.runner, self.text, self.filename = rec.runner, rec.text, rec.filename
+        self.total = rec.runner.total       # the sum of the states its last run left
         self.lock = threading.Lock()
+        self.dropped = False
         t = rec.prepared.template
         self.grid_shape = t.grid_shape
         self.h0 = None if h0 is None else (h0.shape, h0.dtype)
@@ -201,8 +217,9 @@ class Plan:
         elif self.h0 is None or not _same(h0, *self.h0):
             return None
         if type(inputs) is dict and len(inputs) == len(self.inputs):
-            for name, shape, dtype, _ in self.inputs:
-                if not _same(inputs.get(name), shape, dtype):
+            for name, shape, dtype, _ in self.inputs:      # (_same, inline: 0.06 us each)
+                a = inputs.get(name)
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
                     return None
         elif inputs is not None or not self.inputs_none:
             return None
@@ -215,6 +232,9 @@ class Plan:
             return None
         if not self.lock.acquire(False):
             return BUSY
+        if self.dropped:
+            self.lock.release()
+            return None
         try:
             for name, _, _, buf in self.inputs:
                 buf[...] = inputs[name]         # (cast as the full path's conversion)
@@ -230,7 +250,7 @@ class Plan:
             raise
         finally:
             self.lock.release()
-        if states is not None:
+        if states is not None and not isfinite(self.total()):     # (NaN, inf or overflow)
             warn_nonfinite(states, self.grid_shape, stacklevel=4)     # (run_field's caller)
         return states
 

@@ -252,13 +252,19 @@ def fingerprint(version: str, *folders: Path) -> str:
     from .. import codegen
     h = hashlib.sha256(version.encode())
     for folder in folders:
-        for p in sorted(Path(folder).iterdir()):
-            if p.suffix in (".j2", ".py"):
-                h.update(p.name.encode() + b"\0" + p.read_bytes())
+        hash_files(h, [p for p in sorted(Path(folder).iterdir()) if p.suffix in (".j2", ".py")])
     root = Path(codegen.__file__).parent        # the targets' words and the builders
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
+    return hash_files(h, sorted(root.rglob("*.py")), root).hexdigest()
+
+
+def hash_files(h, paths, root: Path | None = None):
+    """``h`` (a hashlib hash) updated with each file of ``paths``: its name (its path
+    under ``root``, when given) and its bytes; returns ``h``. A backend's code digest
+    (``fingerprint``; the cpu's disk key: backends/cpu/source_key.py)."""
+    for p in paths:
+        name = p.name if root is None else p.relative_to(root).as_posix()
+        h.update(name.encode() + b"\0" + p.read_bytes())
+    return h
 
 
 def identity(field, fingerprint: str, *parts: str, positions: bool = False) -> tuple[str, str, str]:

@@ -32,6 +32,8 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
+from ...runtime.kernel_cache import hash_files
+
 FORMAT = "vgpu-c-plan-1"
 HERE = Path(__file__).resolve().parent
 # the Python that shapes the text besides the printed pieces: this backend's kernel module
@@ -127,21 +129,12 @@ def renderer_digest(templates: Path) -> str:
 @functools.lru_cache(maxsize=16)
 def _files_digest(stamp: tuple) -> str:
     h = hashlib.sha256(FORMAT.encode() + b"\0" + _renderers_digest().encode() + b"\0")
-    for path, _, _ in stamp:
-        h.update(Path(path).name.encode() + b"\0")
-        h.update(Path(path).read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+    return hash_files(h, [Path(path) for path, _, _ in stamp]).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def _renderers_digest() -> str:
-    h = hashlib.sha256(_jinja_version().encode() + b"\0")
-    for path in RENDERERS:
-        h.update(Path(path).name.encode() + b"\0")
-        h.update(Path(path).read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+    return hash_files(hashlib.sha256(_jinja_version().encode() + b"\0"), RENDERERS).hexdigest()
 
 
 def _jinja_version() -> str:
