@@ -107,7 +107,7 @@ def test_imports_read_relative_and_nested_ones():
     """The reader itself: relative imports resolve, imports in functions count."""
     runner = ROOT / "vgpu_compiler" / "backends" / "glsl" / "runner.py"
     targets = {t for t, _ in _imports(runner)}
-    assert "vgpu_compiler.errors" in targets                # from ...errors import
+    assert "vgpu_compiler.call.bound" in targets            # from ...call.bound import
     assert "vgpu_compiler.backends.glsl.device" in targets  # from . import device
     assert "vgpu_compiler.backends.glsl" in targets         # from . import X, in a function
     assert "vgpu_compiler.backends.glsl.REDUCTION_ENV" not in targets   # a name, not a module
