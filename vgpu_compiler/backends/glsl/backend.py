@@ -46,8 +46,9 @@ def _no_context_reason() -> str:
 
 
 def _run(prepared, data, progress=None):
-    runner = _runner()      # the kind of run: shader/adaptive_host.runs_adaptive, as wgpu's
-    if runner.runs_adaptive(prepared.template):     # bs3, dopri5, tsit5; save_at; events
+    from ..shader.adaptive_host import runs_adaptive    # (the kind of run, as wgpu's)
+    runner = _runner()
+    if runs_adaptive(prepared.template):            # bs3, dopri5, tsit5; save_at; events
         return runner.run_adaptive(prepared, data, progress)
     return runner.run(prepared, data, progress)     # (a history the shader writes too)
 

@@ -12,7 +12,6 @@ from . import device as gl
 from ...call.bound import Progress, Solution
 from ...call.prepare import Data, Prepared
 from .adaptive_run import run as run_adaptive  # noqa: F401 (backend._run's)
-from ..shader.adaptive_host import runs_adaptive  # noqa: F401 (backend._run's)
 from .execute import _here, execute, private_if_busy
 from .fast import OneDispatch
 from . import REDUCTION_ENV
